@@ -1,0 +1,36 @@
+//! Builds the built-in example environment's component, which the `forge`
+//! binary embeds (it is the environment the CLI runs without `--env`).
+
+use std::path::PathBuf;
+
+fn main() {
+    let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("set by cargo"));
+    // OUT_DIR is <target>/<profile>/build/<crate>/out; guests build beside the profiles.
+    let target_dir = out_dir
+        .ancestors()
+        .nth(4)
+        .expect("OUT_DIR is inside the target directory")
+        .join("guests");
+    for path in [
+        "wit",
+        "env-templates/guest/src",
+        "env-templates/guest/Cargo.toml",
+        "env-templates/example/src",
+        "env-templates/example/Cargo.toml",
+    ] {
+        println!("cargo::rerun-if-changed={path}");
+    }
+    let wasm = match forge_guest_builder::build_component(
+        &root.join("Cargo.toml"),
+        "forge-example-shop",
+        &target_dir,
+    ) {
+        Ok(wasm) => wasm,
+        Err(err) => {
+            eprintln!("{err}");
+            std::process::exit(1);
+        }
+    };
+    std::fs::copy(&wasm, out_dir.join("example-shop.wasm")).expect("copying the example component");
+}

@@ -1,0 +1,106 @@
+//! Compiles Forge guest crates into WebAssembly components.
+//!
+//! Tool environments are Rust crates written into the `forge-guest` template
+//! and compiled for `wasm32-wasip2`, whose output is a component. This crate
+//! drives that compilation with the same `cargo` that builds the host, in a
+//! separate target directory (a nested cargo must never share the outer
+//! build's directory lock). It is used by the host's build script, by the tests
+//! (to build their hostile components), and by synthesis.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The target that produces components.
+pub const TARGET: &str = "wasm32-wasip2";
+
+/// Why a guest could not be built.
+#[derive(Debug)]
+pub enum BuildError {
+    /// `cargo` could not be started.
+    Spawn(std::io::Error),
+    /// The compiler failed; holds its output.
+    Compile { package: String, output: String },
+    /// The build succeeded but the component is not where it should be.
+    Missing(PathBuf),
+}
+
+impl std::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Spawn(err) => write!(f, "could not run cargo: {err}"),
+            Self::Compile { package, output } => {
+                write!(f, "building `{package}` for {TARGET} failed")?;
+                if output.contains("target may not be installed")
+                    || output.contains("can't find crate for `core`")
+                {
+                    write!(
+                        f,
+                        " (is the target installed? run `rustup target add {TARGET}`)"
+                    )?;
+                }
+                write!(f, ":\n{output}")
+            }
+            Self::Missing(path) => {
+                write!(f, "the build produced no component at {}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// Builds `package` from the workspace at `manifest` (a `Cargo.toml`) in release
+/// mode into `target_dir`, and returns the path of the component.
+pub fn build_component(
+    manifest: &Path,
+    package: &str,
+    target_dir: &Path,
+) -> Result<PathBuf, BuildError> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "--target",
+            TARGET,
+            "--package",
+            package,
+            "--manifest-path",
+        ])
+        .arg(manifest)
+        .arg("--target-dir")
+        .arg(target_dir);
+    // Settings meant for the outer build (its target directory, flags and
+    // wrappers such as clippy-driver) must not leak into the guest build.
+    for variable in [
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_PRIMARY_PACKAGE",
+    ] {
+        command.env_remove(variable);
+    }
+    let output = command.output().map_err(BuildError::Spawn)?;
+    if !output.status.success() {
+        let mut text = String::from_utf8_lossy(&output.stderr).into_owned();
+        text.push_str(&String::from_utf8_lossy(&output.stdout));
+        return Err(BuildError::Compile {
+            package: package.to_owned(),
+            output: text,
+        });
+    }
+    let path = target_dir
+        .join(TARGET)
+        .join("release")
+        .join(format!("{}.wasm", package.replace('-', "_")));
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(BuildError::Missing(path))
+    }
+}

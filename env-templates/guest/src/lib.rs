@@ -1,0 +1,116 @@
+//! The guest side of the `forge:env` contract.
+//!
+//! An environment is a static list of [`Tool`]s. Each tool is a plain function
+//! from a [`Db`] (typed access to the host-side state) and its JSON arguments to
+//! a JSON result. [`export_environment!`] turns such a list into a WebAssembly
+//! component that implements the `forge:env/environment` world.
+//!
+//! Tools reach the state only through the [`Store`] trait, so the same tool code
+//! also runs natively against any in-memory store (the host's benchmarks compare
+//! the sandboxed and the native call this way).
+//!
+//! Guest code must stay deterministic: no clocks, no randomness, no I/O — the
+//! host refuses components that import them. (`HashMap` is fine: the host
+//! answers its seed request with a constant.)
+
+mod args;
+mod db;
+mod host;
+
+pub use args::Args;
+pub use db::{Db, Store};
+pub use host::HostStore;
+pub use serde_json::{Value, json};
+
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "environment",
+        pub_export_macro: true,
+        default_bindings_module: "forge_guest::bindings",
+    });
+}
+
+/// What a tool returns: a JSON result for the agent, or a tool-level error
+/// message (a failed precondition, an unknown id…) that the agent also sees.
+pub type ToolResult = Result<Value, String>;
+
+/// One tool of an environment.
+pub struct Tool {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// The JSON schema of the arguments object (OpenAI function-calling form).
+    pub parameters: fn() -> Value,
+    pub run: fn(&mut Db<'_>, &Args) -> ToolResult,
+}
+
+/// The tool schemas as the host expects them from `describe`.
+pub fn describe(tools: &[Tool]) -> String {
+    let schemas: Vec<Value> = tools
+        .iter()
+        .map(|tool| {
+            json!({
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": (tool.parameters)(),
+                }
+            })
+        })
+        .collect();
+    Value::Array(schemas).to_string()
+}
+
+/// Runs tool `name` on `args` (JSON text) against `store`.
+pub fn call(
+    tools: &[Tool],
+    store: &mut dyn Store,
+    name: &str,
+    args: &str,
+) -> Result<String, String> {
+    let tool = tools
+        .iter()
+        .find(|tool| tool.name == name)
+        .ok_or_else(|| format!("unknown tool `{name}`"))?;
+    let args = Args::parse(args)?;
+    let mut db = Db::new(store);
+    (tool.run)(&mut db, &args).map(|value| value.to_string())
+}
+
+/// Exports a tool list as the component's `forge:env/tools` interface.
+///
+/// ```ignore
+/// pub static TOOLS: &[forge_guest::Tool] = &[/* … */];
+/// forge_guest::export_environment!(TOOLS);
+/// ```
+#[macro_export]
+macro_rules! export_environment {
+    ($tools:expr) => {
+        #[cfg(target_arch = "wasm32")]
+        fn __forge_tools() -> &'static [$crate::Tool] {
+            $tools
+        }
+
+        #[cfg(target_arch = "wasm32")]
+        mod __forge_export {
+            struct Component;
+
+            impl $crate::bindings::exports::forge::env::tools::Guest for Component {
+                fn describe() -> ::std::string::String {
+                    $crate::describe(super::__forge_tools())
+                }
+
+                fn call(
+                    name: ::std::string::String,
+                    args: ::std::string::String,
+                ) -> ::std::result::Result<::std::string::String, ::std::string::String> {
+                    $crate::call(super::__forge_tools(), &mut $crate::HostStore, &name, &args)
+                }
+            }
+
+            $crate::bindings::export!(Component with_types_in $crate::bindings);
+        }
+    };
+}

@@ -1,0 +1,182 @@
+//! A loaded environment: a bundle whose component is compiled and checked,
+//! whose tasks are validated against the tools, and whose gold final states are
+//! computed by executing each task's gold actions in the sandbox.
+
+use crate::bundle::{Bundle, Task, ToolCall};
+use crate::sandbox::{Sandbox, ToolComponent, ToolInstance};
+use crate::state::State;
+use anyhow::{Context, Result, anyhow, bail};
+
+/// The result of one executed tool call, as the agent sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Observation {
+    /// The tool's result.
+    Ok(String),
+    /// The tool refused (bad arguments, failed precondition); the agent sees the message.
+    ToolError(String),
+    /// The sandbox stopped the call; the agent sees the message.
+    SandboxError(String),
+}
+
+impl Observation {
+    /// The text of the `tool` message the agent sees.
+    pub fn content(&self) -> String {
+        match self {
+            Self::Ok(text) => text.clone(),
+            Self::ToolError(message) => format!("Error: {message}"),
+            Self::SandboxError(message) => format!("Error: the tool {message}"),
+        }
+    }
+
+    pub fn status(&self) -> &'static str {
+        match self {
+            Self::Ok(_) => "ok",
+            Self::ToolError(_) => "tool_error",
+            Self::SandboxError(_) => "sandbox_error",
+        }
+    }
+}
+
+/// One executed step.
+#[derive(Debug, Clone)]
+pub struct Executed {
+    pub observation: Observation,
+    pub state: State,
+    pub fuel: u64,
+}
+
+/// A task ready to run.
+#[derive(Debug, Clone)]
+pub struct PreparedTask {
+    pub task: Task,
+    pub initial: State,
+    /// The state the gold actions reach.
+    pub gold: State,
+}
+
+/// An environment ready to run episodes on.
+pub struct Environment {
+    bundle: Bundle,
+    component: ToolComponent,
+    content_hash: String,
+    tasks: Vec<PreparedTask>,
+}
+
+impl Environment {
+    /// Loads a bundle: compiles and checks the component, validates every task
+    /// and computes its gold final state.
+    pub fn load(sandbox: &Sandbox, bundle: Bundle) -> Result<Self> {
+        let name = bundle.manifest.name.clone();
+        let component = sandbox
+            .load(&bundle.wasm)
+            .with_context(|| format!("loading the component of environment `{name}`"))?;
+        let default_state = State::from_json(&bundle.initial_state)
+            .with_context(|| format!("the initial state of environment `{name}` is malformed"))?;
+        let mut seen = std::collections::BTreeSet::new();
+        let mut tasks = Vec::with_capacity(bundle.tasks.len());
+        for task in &bundle.tasks {
+            if !seen.insert(task.id.as_str()) {
+                bail!("environment `{name}`: task id `{}` appears twice", task.id);
+            }
+            let initial = match &task.initial_state {
+                Some(state) => State::from_json(state)
+                    .with_context(|| format!("task `{}`: initial_state", task.id))?,
+                None => default_state.clone(),
+            };
+            let gold = execute_gold(&component, task, &initial)
+                .with_context(|| format!("environment `{name}`, task `{}`", task.id))?;
+            tasks.push(PreparedTask {
+                task: task.clone(),
+                initial,
+                gold,
+            });
+        }
+        let content_hash = bundle.content_hash();
+        Ok(Self {
+            bundle,
+            component,
+            content_hash,
+            tasks,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.bundle.manifest.name
+    }
+
+    pub fn bundle(&self) -> &Bundle {
+        &self.bundle
+    }
+
+    pub fn component(&self) -> &ToolComponent {
+        &self.component
+    }
+
+    /// See [`Bundle::content_hash`].
+    pub fn content_hash(&self) -> &str {
+        &self.content_hash
+    }
+
+    pub fn tasks(&self) -> &[PreparedTask] {
+        &self.tasks
+    }
+
+    pub fn task(&self, id: &str) -> Option<&PreparedTask> {
+        self.tasks.iter().find(|task| task.task.id == id)
+    }
+}
+
+/// Validates `call` against its tool's schema, then runs it.
+pub fn execute(instance: &mut ToolInstance, state: &State, call: &ToolCall) -> Executed {
+    let unchanged = |observation| Executed {
+        observation,
+        state: state.clone(),
+        fuel: 0,
+    };
+    let Some(tool) = instance.component().tool(&call.name) else {
+        return unchanged(Observation::ToolError(format!(
+            "unknown tool `{}`",
+            call.name
+        )));
+    };
+    if let Err(message) = tool.validate(&call.arguments) {
+        return unchanged(Observation::ToolError(format!(
+            "invalid arguments: {message}"
+        )));
+    }
+    let outcome = instance.call(state, &call.name, &call.arguments.to_string());
+    let observation = match outcome.result {
+        Ok(Ok(text)) => Observation::Ok(text),
+        Ok(Err(message)) => Observation::ToolError(message),
+        Err(error) => Observation::SandboxError(error.to_string()),
+    };
+    Executed {
+        observation,
+        state: outcome.state,
+        fuel: outcome.fuel,
+    }
+}
+
+/// Executes a task's gold actions in order. A tool refusing is allowed (some
+/// reference suites include failing calls); the sandbox stopping a gold call or
+/// an unknown tool is a broken task.
+fn execute_gold(component: &ToolComponent, task: &Task, initial: &State) -> Result<State> {
+    let mut instance = component.instance();
+    let mut state = initial.clone();
+    for (index, call) in task.gold_actions.iter().enumerate() {
+        let executed = execute(&mut instance, &state, call);
+        if let Observation::SandboxError(message) | Observation::ToolError(message) =
+            &executed.observation
+            && (matches!(executed.observation, Observation::SandboxError(_))
+                || message.starts_with("unknown tool")
+                || message.starts_with("invalid arguments"))
+        {
+            return Err(anyhow!(
+                "gold action {index} (`{}`) failed: {message}",
+                call.name
+            ));
+        }
+        state = executed.state;
+    }
+    Ok(state)
+}

@@ -1,0 +1,147 @@
+//! Episodes: a policy and a simulated user talk; the policy's tool calls run
+//! in the sandbox against the episode's state.
+
+use crate::bundle::ToolCall;
+use crate::environment::{Environment, PreparedTask, execute};
+use crate::schema::ToolSpec;
+use crate::trajectory::{
+    ChatFunction, ChatMessage, ChatToolCall, EnvironmentRef, EpisodeRecord, FORMAT, Role, Step,
+    Termination,
+};
+use crate::verify::verify;
+use anyhow::Result;
+
+/// What the agent does next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Call a tool.
+    Call(ToolCall),
+    /// Say something to the user.
+    Say(String),
+}
+
+/// The agent. Local models, remote models, scripted and replaying agents all
+/// plug in here; a policy is made per episode.
+pub trait Policy {
+    /// The next action, given the dialogue so far and the tools.
+    fn act(&mut self, transcript: &[ChatMessage], tools: &[ToolSpec]) -> Result<Action>;
+}
+
+/// What the simulated user does after the agent speaks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserTurn {
+    Say(String),
+    /// The user is done; the episode ends.
+    Stop,
+}
+
+/// The simulated user, made per episode.
+pub trait User {
+    /// The user's opening message.
+    fn open(&mut self) -> Result<String>;
+    /// The user's answer to the agent's last message (the transcript's last).
+    fn respond(&mut self, transcript: &[ChatMessage]) -> Result<UserTurn>;
+}
+
+/// Episode settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpisodeSettings {
+    /// Most agent actions (tool calls and messages) before the episode is cut.
+    pub max_turns: usize,
+    /// Recorded with the episode; policies and users derive their randomness from it.
+    pub seed: u64,
+}
+
+impl Default for EpisodeSettings {
+    fn default() -> Self {
+        Self {
+            max_turns: 30,
+            seed: 0,
+        }
+    }
+}
+
+/// Runs one episode of `task` and judges it.
+pub fn run_episode(
+    env: &Environment,
+    task: &PreparedTask,
+    policy_name: &str,
+    policy: &mut dyn Policy,
+    user: &mut dyn User,
+    settings: EpisodeSettings,
+) -> Result<EpisodeRecord> {
+    let tools = env.component().tools();
+    let mut instance = env.component().instance();
+    let mut state = task.initial.clone();
+    let mut messages = vec![ChatMessage::user(user.open()?)];
+    let mut steps = Vec::new();
+    let mut termination = Termination::MaxTurns;
+    for turn in 0..settings.max_turns {
+        match policy.act(&messages, tools)? {
+            Action::Call(call) => {
+                let call_id = format!("call_{}", steps.len());
+                messages.push(ChatMessage::assistant_call(ChatToolCall {
+                    id: call_id.clone(),
+                    kind: "function".into(),
+                    function: ChatFunction {
+                        name: call.name.clone(),
+                        arguments: call.arguments.to_string(),
+                    },
+                }));
+                let executed = execute(&mut instance, &state, &call);
+                state = executed.state;
+                let result = executed.observation.content();
+                messages.push(ChatMessage::tool(&call_id, &result));
+                steps.push(Step {
+                    turn,
+                    call_id,
+                    tool: call.name,
+                    arguments: call.arguments,
+                    status: executed.observation.status().into(),
+                    result,
+                    fuel: executed.fuel,
+                    state_hash: state.digest(),
+                });
+            }
+            Action::Say(text) => {
+                messages.push(ChatMessage::assistant(text));
+                match user.respond(&messages)? {
+                    UserTurn::Say(reply) => messages.push(ChatMessage::user(reply)),
+                    UserTurn::Stop => {
+                        termination = Termination::UserStop;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    let agent_said: Vec<&str> = messages
+        .iter()
+        .filter(|message| message.role == Role::Assistant)
+        .filter_map(|message| message.content.as_deref())
+        .collect();
+    let verdict = verify(
+        &env.bundle().manifest.verify,
+        &task.initial,
+        &task.gold,
+        &state,
+        &task.task.required_outputs,
+        &agent_said,
+    );
+    Ok(EpisodeRecord {
+        format: FORMAT.into(),
+        environment: EnvironmentRef {
+            name: env.name().into(),
+            content_hash: env.content_hash().into(),
+        },
+        task_id: task.task.id.clone(),
+        policy: policy_name.into(),
+        seed: settings.seed,
+        max_turns: settings.max_turns,
+        messages,
+        steps,
+        termination,
+        final_state_sha256: state.sha256(),
+        verdict,
+    })
+}

@@ -1,0 +1,11 @@
+//! The built-in policies and the scripted user.
+
+mod gold;
+mod random;
+mod replay;
+mod scripted_user;
+
+pub use gold::GoldPolicy;
+pub use random::RandomPolicy;
+pub use replay::{ReplayPolicy, ReplayUser};
+pub use scripted_user::ScriptedUser;

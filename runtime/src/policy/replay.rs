@@ -1,0 +1,82 @@
+use crate::bundle::ToolCall;
+use crate::episode::{Action, Policy, User, UserTurn};
+use crate::schema::ToolSpec;
+use crate::trajectory::{ChatMessage, EpisodeRecord, Role};
+use anyhow::{Context, Result, bail};
+use std::collections::VecDeque;
+
+/// Repeats the agent actions of a recorded episode.
+pub struct ReplayPolicy {
+    actions: VecDeque<Action>,
+}
+
+impl ReplayPolicy {
+    pub fn new(record: &EpisodeRecord) -> Result<Self> {
+        let mut actions = VecDeque::new();
+        for (index, message) in record.messages.iter().enumerate() {
+            if message.role != Role::Assistant {
+                continue;
+            }
+            match (&message.tool_calls, &message.content) {
+                (Some(calls), _) => {
+                    for call in calls {
+                        let arguments = serde_json::from_str(&call.function.arguments)
+                            .with_context(|| {
+                                format!("message {index}: tool call arguments are not JSON")
+                            })?;
+                        actions.push_back(Action::Call(ToolCall {
+                            name: call.function.name.clone(),
+                            arguments,
+                        }));
+                    }
+                }
+                (None, Some(text)) => actions.push_back(Action::Say(text.clone())),
+                (None, None) => {
+                    bail!("message {index}: assistant message without content or tool calls")
+                }
+            }
+        }
+        Ok(Self { actions })
+    }
+}
+
+impl Policy for ReplayPolicy {
+    fn act(&mut self, _: &[ChatMessage], _: &[ToolSpec]) -> Result<Action> {
+        match self.actions.pop_front() {
+            Some(action) => Ok(action),
+            None => bail!("the recorded episode has no further agent action"),
+        }
+    }
+}
+
+/// Repeats the user messages of a recorded episode, then stops.
+pub struct ReplayUser {
+    messages: VecDeque<String>,
+}
+
+impl ReplayUser {
+    pub fn new(record: &EpisodeRecord) -> Self {
+        let messages = record
+            .messages
+            .iter()
+            .filter(|message| message.role == Role::User)
+            .filter_map(|message| message.content.clone())
+            .collect();
+        Self { messages }
+    }
+}
+
+impl User for ReplayUser {
+    fn open(&mut self) -> Result<String> {
+        self.messages
+            .pop_front()
+            .context("the recorded episode has no user message")
+    }
+
+    fn respond(&mut self, _: &[ChatMessage]) -> Result<UserTurn> {
+        Ok(self
+            .messages
+            .pop_front()
+            .map_or(UserTurn::Stop, UserTurn::Say))
+    }
+}

@@ -1,0 +1,138 @@
+//! Replay: re-execute a recorded episode and prove it byte-identical, or name
+//! the first place it diverges.
+
+use crate::environment::Environment;
+use crate::episode::{EpisodeSettings, run_episode};
+use crate::policy::{ReplayPolicy, ReplayUser};
+use crate::trajectory::EpisodeRecord;
+use anyhow::{Result, bail};
+use serde::Serialize;
+
+/// Where a replay first differed from the record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Divergence {
+    /// The tool step (0-based), when the divergence is in a step.
+    pub step: Option<usize>,
+    pub what: String,
+}
+
+impl std::fmt::Display for Divergence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.step {
+            Some(step) => write!(f, "step {step}: {}", self.what),
+            None => f.write_str(&self.what),
+        }
+    }
+}
+
+/// Replays `record` on `env`: `Ok(None)` when every step, message, hash and
+/// the verdict are identical. Errors when the record belongs to another
+/// environment.
+pub fn replay_episode(env: &Environment, record: &EpisodeRecord) -> Result<Option<Divergence>> {
+    if record.environment.content_hash != env.content_hash() {
+        bail!(
+            "the episode was recorded on environment `{}` with content hash {}, but `{}` has {}",
+            record.environment.name,
+            record.environment.content_hash,
+            env.name(),
+            env.content_hash()
+        );
+    }
+    let Some(task) = env.task(&record.task_id) else {
+        bail!(
+            "environment `{}` has no task `{}`",
+            env.name(),
+            record.task_id
+        );
+    };
+    let mut policy = ReplayPolicy::new(record)?;
+    let mut user = ReplayUser::new(record);
+    let settings = EpisodeSettings {
+        max_turns: record.max_turns,
+        seed: record.seed,
+    };
+    let replayed = match run_episode(env, task, &record.policy, &mut policy, &mut user, settings) {
+        Ok(replayed) => replayed,
+        Err(err) => {
+            return Ok(Some(Divergence {
+                step: None,
+                what: format!("the replay stopped: {err:#}"),
+            }));
+        }
+    };
+    Ok(first_difference(record, &replayed))
+}
+
+fn first_difference(recorded: &EpisodeRecord, replayed: &EpisodeRecord) -> Option<Divergence> {
+    for (index, (old, new)) in recorded.steps.iter().zip(&replayed.steps).enumerate() {
+        let field = |what: &str, old: &dyn std::fmt::Debug, new: &dyn std::fmt::Debug| {
+            Some(Divergence {
+                step: Some(index),
+                what: format!(
+                    "`{}` {what} differs: recorded {old:?}, replayed {new:?}",
+                    recorded.steps[index].tool
+                ),
+            })
+        };
+        let difference = if old.tool != new.tool {
+            field("tool", &old.tool, &new.tool)
+        } else if old.arguments != new.arguments {
+            field("arguments", &old.arguments, &new.arguments)
+        } else if old.status != new.status {
+            field("status", &old.status, &new.status)
+        } else if old.result != new.result {
+            field("result", &old.result, &new.result)
+        } else if old.fuel != new.fuel {
+            field("fuel", &old.fuel, &new.fuel)
+        } else if old.state_hash != new.state_hash {
+            field("state hash", &old.state_hash, &new.state_hash)
+        } else if old.turn != new.turn || old.call_id != new.call_id {
+            field("turn", &(old.turn, &old.call_id), &(new.turn, &new.call_id))
+        } else {
+            None
+        };
+        if difference.is_some() {
+            return difference;
+        }
+    }
+    let episode = |what: String| Some(Divergence { step: None, what });
+    if recorded.steps.len() != replayed.steps.len() {
+        return episode(format!(
+            "recorded {} tool steps, replayed {}",
+            recorded.steps.len(),
+            replayed.steps.len()
+        ));
+    }
+    if let Some(index) = (0..recorded.messages.len().max(replayed.messages.len()))
+        .find(|&index| recorded.messages.get(index) != replayed.messages.get(index))
+    {
+        return episode(format!(
+            "message {index} differs: recorded {}, replayed {}",
+            describe(recorded.messages.get(index)),
+            describe(replayed.messages.get(index))
+        ));
+    }
+    if recorded.final_state_sha256 != replayed.final_state_sha256 {
+        return episode(format!(
+            "final state sha256 differs: recorded {}, replayed {}",
+            recorded.final_state_sha256, replayed.final_state_sha256
+        ));
+    }
+    if recorded != replayed {
+        return episode(format!(
+            "the verdict or episode metadata differs: recorded reward {} (termination {:?}), replayed reward {} (termination {:?})",
+            recorded.verdict.reward,
+            recorded.termination,
+            replayed.verdict.reward,
+            replayed.termination
+        ));
+    }
+    None
+}
+
+fn describe(message: Option<&crate::trajectory::ChatMessage>) -> String {
+    message.map_or_else(
+        || "nothing".to_owned(),
+        |message| serde_json::to_string(message).unwrap_or_default(),
+    )
+}

@@ -1,0 +1,285 @@
+//! Loaded components and the instances that run their calls.
+
+use super::host::{Bindings, BindingsPre, CallData, Transaction};
+use super::{Sandbox, epoch_ticks};
+use crate::schema::ToolSpec;
+use crate::state::State;
+use anyhow::{Context, Result, anyhow};
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+use wasmtime::component::Component;
+use wasmtime::{Store, Trap};
+
+/// Why a call did not end normally. The state is unchanged in every case, and
+/// the next call on the same instance works (a fresh instance replaces a
+/// poisoned one).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SandboxError {
+    #[error("ran out of fuel (limit {limit} units): the tool does too much work or never ends")]
+    OutOfFuel { limit: u64 },
+    #[error("exceeded the wall-clock limit of {millis} ms")]
+    Timeout { millis: u128 },
+    #[error("exceeded the memory limit of {limit} bytes")]
+    MemoryLimit { limit: usize },
+    #[error("exceeded the table limit of {limit} elements")]
+    TableLimit { limit: usize },
+    #[error("overflowed the stack (unbounded recursion?)")]
+    StackOverflow,
+    #[error("went over a store limit: {0}")]
+    StoreLimit(String),
+    #[error("returned {size} bytes, over the result limit of {limit}")]
+    ResultTooLarge { size: usize, limit: usize },
+    #[error("trapped: {trap}{}", stderr_suffix(.stderr))]
+    Trap { trap: String, stderr: String },
+    #[error("could not be instantiated: {0}")]
+    Instantiation(String),
+}
+
+fn stderr_suffix(stderr: &str) -> String {
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(" (guest stderr: {stderr})")
+    }
+}
+
+/// What one call produced.
+#[derive(Debug, Clone)]
+pub struct CallOutcome {
+    /// `Ok(Ok(result))`: success, `Ok(Err(message))`: the tool refused,
+    /// `Err(_)`: the sandbox stopped the call.
+    pub result: Result<Result<String, String>, SandboxError>,
+    /// The state after the call: the committed writes on success, the state as
+    /// before otherwise.
+    pub state: State,
+    /// Fuel the call consumed.
+    pub fuel: u64,
+}
+
+impl CallOutcome {
+    pub fn is_success(&self) -> bool {
+        matches!(self.result, Ok(Ok(_)))
+    }
+}
+
+/// A compiled, checked component and its tool schemas. Cheap to clone.
+#[derive(Clone)]
+pub struct ToolComponent {
+    inner: Arc<ComponentInner>,
+}
+
+struct ComponentInner {
+    sandbox: Sandbox,
+    pre: BindingsPre<CallData>,
+    tools: Vec<ToolSpec>,
+    wasm_sha256: String,
+}
+
+impl ToolComponent {
+    pub(super) fn new(sandbox: Sandbox, component: Component, wasm: &[u8]) -> Result<Self> {
+        let pre = sandbox
+            .inner
+            .linker
+            .instantiate_pre(&component)
+            .map_err(anyhow::Error::from)
+            .context("linking the component")?;
+        let pre = BindingsPre::new(pre).map_err(anyhow::Error::from).context(
+            "the component does not export the `forge:env/tools` interface of the `environment` world",
+        )?;
+        let wasm_sha256 = crate::canonical::hex(&Sha256::digest(wasm));
+        let mut component = Self {
+            inner: Arc::new(ComponentInner {
+                sandbox,
+                pre,
+                tools: Vec::new(),
+                wasm_sha256,
+            }),
+        };
+        let tools = component.describe()?;
+        Arc::get_mut(&mut component.inner)
+            .expect("not shared yet")
+            .tools = tools;
+        Ok(component)
+    }
+
+    /// The tools' schemas, as the component describes them.
+    pub fn tools(&self) -> &[ToolSpec] {
+        &self.inner.tools
+    }
+
+    pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
+        self.inner.tools.iter().find(|tool| tool.name == name)
+    }
+
+    /// Hex sha256 of the component's bytes.
+    pub fn wasm_sha256(&self) -> &str {
+        &self.inner.wasm_sha256
+    }
+
+    /// A new instance for an episode.
+    pub fn instance(&self) -> ToolInstance {
+        ToolInstance {
+            component: self.clone(),
+            live: None,
+        }
+    }
+
+    fn describe(&self) -> Result<Vec<ToolSpec>> {
+        let mut instance = self.instance();
+        let (store, bindings) = instance
+            .live()
+            .map_err(|err| anyhow!("the component {err}"))?;
+        store
+            .set_fuel(self.inner.sandbox.limits().fuel)
+            .map_err(anyhow::Error::from)?;
+        let text = bindings
+            .forge_env_tools()
+            .call_describe(store)
+            .map_err(anyhow::Error::from)
+            .context("calling the component's `describe`")?;
+        crate::schema::parse_tool_specs(&text)
+            .context("the component's `describe` returned malformed tool schemas")
+    }
+}
+
+/// An instantiated component: one per episode, reused across its calls, and
+/// replaced by a fresh one after a trap (a trapped instance is poisoned).
+pub struct ToolInstance {
+    component: ToolComponent,
+    live: Option<(Store<CallData>, Bindings)>,
+}
+
+impl ToolInstance {
+    pub fn component(&self) -> &ToolComponent {
+        &self.component
+    }
+
+    /// Instantiates now rather than at the first call.
+    pub fn instantiate(&mut self) -> Result<(), SandboxError> {
+        self.live().map(|_| ())
+    }
+
+    fn live(&mut self) -> Result<&mut (Store<CallData>, Bindings), SandboxError> {
+        if self.live.is_none() {
+            let inner = &self.component.inner;
+            let limits = inner.sandbox.limits();
+            let mut store = Store::new(inner.sandbox.engine(), CallData::new(limits));
+            store.limiter(|data| &mut data.limiter);
+            store
+                .set_fuel(limits.fuel)
+                .map_err(|err| SandboxError::Instantiation(format!("{err:?}")))?;
+            store.set_epoch_deadline(epoch_ticks(limits.wall_time));
+            let bindings = inner
+                .pre
+                .instantiate(&mut store)
+                .map_err(|err| SandboxError::Instantiation(format!("{err:?}")))?;
+            self.live = Some((store, bindings));
+        }
+        Ok(self.live.as_mut().expect("just set"))
+    }
+
+    /// Calls tool `name` with `args` (JSON text) against `state`.
+    pub fn call(&mut self, state: &State, name: &str, args: &str) -> CallOutcome {
+        let limits = self.component.inner.sandbox.limits().clone();
+        let (store, bindings) = match self.live() {
+            Ok(live) => live,
+            Err(err) => {
+                return CallOutcome {
+                    result: Err(err),
+                    state: state.clone(),
+                    fuel: 0,
+                };
+            }
+        };
+        store.data_mut().txn = Transaction::new(state.clone(), &limits);
+        store.set_fuel(limits.fuel).expect("fuel is enabled");
+        store.set_epoch_deadline(epoch_ticks(limits.wall_time));
+        let returned = bindings
+            .forge_env_tools()
+            .call_call(&mut *store, name, args);
+        let fuel = limits.fuel - store.get_fuel().expect("fuel is enabled");
+        let txn = std::mem::replace(
+            &mut store.data_mut().txn,
+            Transaction::new(State::default(), &limits),
+        );
+        let result = match returned {
+            Ok(answer) => {
+                let size = match &answer {
+                    Ok(text) | Err(text) => text.len(),
+                };
+                if size > limits.result_bytes {
+                    Err(SandboxError::ResultTooLarge {
+                        size,
+                        limit: limits.result_bytes,
+                    })
+                } else {
+                    Ok(answer)
+                }
+            }
+            Err(err) => {
+                let error = classify(&err, store.data(), &limits, txn.exceeded.clone());
+                self.live = None;
+                Err(error)
+            }
+        };
+        let state = if matches!(result, Ok(Ok(_))) {
+            txn.state
+        } else {
+            state.clone()
+        };
+        CallOutcome {
+            result,
+            state,
+            fuel,
+        }
+    }
+}
+
+fn classify(
+    err: &wasmtime::Error,
+    data: &CallData,
+    limits: &super::Limits,
+    store_limit: Option<String>,
+) -> SandboxError {
+    if let Some(message) = store_limit {
+        return SandboxError::StoreLimit(message);
+    }
+    if data.limiter.memory_exceeded {
+        return SandboxError::MemoryLimit {
+            limit: limits.memory_bytes,
+        };
+    }
+    if data.limiter.table_exceeded {
+        return SandboxError::TableLimit {
+            limit: limits.table_elements,
+        };
+    }
+    match err.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => SandboxError::OutOfFuel { limit: limits.fuel },
+        Some(Trap::Interrupt) => SandboxError::Timeout {
+            millis: limits.wall_time.as_millis(),
+        },
+        Some(Trap::StackOverflow) => SandboxError::StackOverflow,
+        Some(trap) => SandboxError::Trap {
+            trap: trap.to_string(),
+            stderr: guest_stderr(data),
+        },
+        None => SandboxError::Trap {
+            trap: format!("{err}"),
+            stderr: guest_stderr(data),
+        },
+    }
+}
+
+/// What the guest wrote to stderr (a Rust panic message lands here), on one
+/// line, without the backtrace hint.
+fn guest_stderr(data: &CallData) -> String {
+    let bytes = data.stderr.contents();
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with("note:"))
+        .collect();
+    lines.join(" ")
+}

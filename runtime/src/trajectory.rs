@@ -1,0 +1,279 @@
+//! Trajectories: one JSON object per episode, one episode per line (JSONL).
+//!
+//! The dialogue is stored as OpenAI chat messages (`tool_calls` on assistant
+//! messages, `tool` messages with the results), so any LLM tooling reads it.
+//! Beside it, every tool step records its arguments, result, fuel and the state
+//! digest after the step, which is what replay checks.
+//!
+//! Appending is crash-safe: each episode is written as one complete line and
+//! synced before the next starts, a reader skips (and reports) a torn last line,
+//! and a writer reopening such a file first cuts the torn tail off.
+
+use crate::verify::Verdict;
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// The `format` of every record this version writes.
+pub const FORMAT: &str = "forge.trajectory/1";
+
+/// An OpenAI chat message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: Role,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ChatToolCall>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+impl ChatMessage {
+    pub fn user(text: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            content: Some(text.into()),
+            tool_calls: None,
+            tool_call_id: None,
+        }
+    }
+
+    pub fn assistant(text: impl Into<String>) -> Self {
+        Self {
+            role: Role::Assistant,
+            content: Some(text.into()),
+            tool_calls: None,
+            tool_call_id: None,
+        }
+    }
+
+    pub fn assistant_call(call: ChatToolCall) -> Self {
+        Self {
+            role: Role::Assistant,
+            content: None,
+            tool_calls: Some(vec![call]),
+            tool_call_id: None,
+        }
+    }
+
+    pub fn tool(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            role: Role::Tool,
+            content: Some(content.into()),
+            tool_calls: None,
+            tool_call_id: Some(call_id.into()),
+        }
+    }
+}
+
+/// A tool call inside an assistant message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatToolCall {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub function: ChatFunction,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatFunction {
+    pub name: String,
+    /// The arguments object as JSON text, as OpenAI sends it.
+    pub arguments: String,
+}
+
+/// One executed tool step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// The agent turn (0-based) that made the call.
+    pub turn: usize,
+    pub call_id: String,
+    pub tool: String,
+    pub arguments: Value,
+    /// `ok`, `tool_error` or `sandbox_error`.
+    pub status: String,
+    /// The `tool` message content the agent saw.
+    pub result: String,
+    /// Fuel the call consumed (0 when the host refused it before the sandbox).
+    pub fuel: u64,
+    /// [`crate::State::digest`] after the step.
+    pub state_hash: String,
+}
+
+/// Which environment an episode ran on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvironmentRef {
+    pub name: String,
+    /// [`crate::Bundle::content_hash`].
+    pub content_hash: String,
+}
+
+/// Why an episode ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Termination {
+    /// The simulated user ended the dialogue.
+    UserStop,
+    /// The agent used all its turns.
+    MaxTurns,
+}
+
+/// One episode, one JSONL line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeRecord {
+    pub format: String,
+    pub environment: EnvironmentRef,
+    pub task_id: String,
+    pub policy: String,
+    pub seed: u64,
+    pub max_turns: usize,
+    pub messages: Vec<ChatMessage>,
+    pub steps: Vec<Step>,
+    pub termination: Termination,
+    /// [`crate::State::sha256`] of the final state (Python-compatible).
+    pub final_state_sha256: String,
+    #[serde(flatten)]
+    pub verdict: Verdict,
+}
+
+/// Appends episodes to a JSONL file.
+pub struct TrajectoryWriter {
+    file: File,
+    path: PathBuf,
+}
+
+impl TrajectoryWriter {
+    /// Creates `path`; refuses to overwrite an existing file, which could hold
+    /// episodes someone still needs.
+    pub fn create(path: &Path) -> Result<Self> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .with_context(|| match path.exists() {
+                true => format!(
+                    "{} already exists (pass --append to add to it, or choose another path)",
+                    path.display()
+                ),
+                false => format!("creating {}", path.display()),
+            })?;
+        Ok(Self {
+            file,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Opens `path` for appending (creating it), first cutting off a torn last
+    /// line left by a killed process.
+    pub fn append(path: &Path) -> Result<Self> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        let complete = complete_prefix_len(&mut file)?;
+        if complete < file.metadata()?.len() {
+            file.set_len(complete)?;
+        }
+        Ok(Self {
+            file,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Writes one episode as one line and syncs it to disk.
+    pub fn write(&mut self, record: &EpisodeRecord) -> Result<()> {
+        let mut line = serde_json::to_vec(record)?;
+        line.push(b'\n');
+        self.file
+            .write_all(&line)
+            .and_then(|()| self.file.sync_data())
+            .with_context(|| format!("writing to {}", self.path.display()))
+    }
+}
+
+/// Length of the file up to and including its last newline.
+fn complete_prefix_len(file: &mut File) -> Result<u64> {
+    let len = file.metadata()?.len();
+    let mut end = len;
+    let mut buffer = [0u8; 4096];
+    while end > 0 {
+        let start = end.saturating_sub(buffer.len() as u64);
+        let chunk = &mut buffer[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(chunk)?;
+        if let Some(position) = chunk.iter().rposition(|byte| *byte == b'\n') {
+            return Ok(start + position as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
+/// What a trajectory file holds.
+#[derive(Debug)]
+pub struct TrajectoryFile {
+    pub episodes: Vec<EpisodeRecord>,
+    /// A torn last line (a process killed while writing it), skipped.
+    pub torn_tail: bool,
+}
+
+/// Reads a trajectory file. A malformed complete line is an error naming the
+/// line; a torn last line is skipped and reported in [`TrajectoryFile::torn_tail`].
+pub fn read(path: &Path) -> Result<TrajectoryFile> {
+    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut reader = BufReader::new(file);
+    let mut episodes = Vec::new();
+    let mut line = String::new();
+    let mut number = 0;
+    loop {
+        line.clear();
+        let read = reader
+            .read_line(&mut line)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if read == 0 {
+            return Ok(TrajectoryFile {
+                episodes,
+                torn_tail: false,
+            });
+        }
+        number += 1;
+        if !line.ends_with('\n') {
+            return Ok(TrajectoryFile {
+                episodes,
+                torn_tail: true,
+            });
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record: EpisodeRecord = serde_json::from_str(&line).with_context(|| {
+            format!(
+                "{} line {number} is not a trajectory record",
+                path.display()
+            )
+        })?;
+        if record.format != FORMAT {
+            bail!(
+                "{} line {number} has format `{}`; this version reads `{FORMAT}`",
+                path.display(),
+                record.format
+            );
+        }
+        episodes.push(record);
+    }
+}

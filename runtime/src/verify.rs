@@ -1,0 +1,228 @@
+//! Rewards: does the final state match the gold final state, and did the agent
+//! tell the user what it had to?
+//!
+//! Exact state equality is brittle where a field is incidental (a free-text
+//! note) or a list's order carries no meaning (returned item ids), so each
+//! environment declares canonicalisation rules, applied to both states before
+//! they are compared:
+//! - `ignore_fields`: `"collection.field"` — the field is dropped from every
+//!   record of the collection;
+//! - `unordered_lists`: `"collection.field"` — the list is sorted (by canonical
+//!   JSON) in every record of the collection.
+//!
+//! The reward is binary (state match and every required output said), as in
+//! the method; partial credit — the share of checks met — is reported beside it.
+
+use crate::canonical;
+use crate::state::State;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+/// Canonicalisation rules (see the module docs).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyRules {
+    #[serde(default)]
+    pub ignore_fields: Vec<String>,
+    #[serde(default)]
+    pub unordered_lists: Vec<String>,
+}
+
+impl VerifyRules {
+    /// The state as JSON with the rules applied.
+    pub fn canonicalise(&self, state: &State) -> Value {
+        let mut json = state.to_json();
+        for (rule, ignore) in self
+            .ignore_fields
+            .iter()
+            .map(|r| (r, true))
+            .chain(self.unordered_lists.iter().map(|r| (r, false)))
+        {
+            let Some((collection, field)) = rule.split_once('.') else {
+                continue;
+            };
+            let Some(Value::Object(records)) = json.get_mut(collection) else {
+                continue;
+            };
+            for record in records.values_mut() {
+                let Value::Object(record) = record else {
+                    continue;
+                };
+                if ignore {
+                    record.shift_remove(field);
+                } else if let Some(Value::Array(items)) = record.get_mut(field) {
+                    items.sort_by_cached_key(canonical::to_string);
+                }
+            }
+        }
+        json
+    }
+}
+
+/// One required output and whether the agent said it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputCheck {
+    pub output: String,
+    pub found: bool,
+}
+
+/// The verdict on an episode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// 1.0 when the state matches and every required output was said, else 0.0.
+    pub reward: f64,
+    pub state_match: bool,
+    pub outputs: Vec<OutputCheck>,
+    /// Checks met / checks: one check per record that the gold actions or the
+    /// agent changed (met when it equals its gold version) and one per
+    /// required output. 1.0 when there is nothing to check.
+    pub partial_credit: f64,
+}
+
+/// Judges a final state and the agent's messages against the gold.
+pub fn verify(
+    rules: &VerifyRules,
+    initial: &State,
+    gold: &State,
+    final_state: &State,
+    required_outputs: &[String],
+    agent_messages: &[&str],
+) -> Verdict {
+    let initial = rules.canonicalise(initial);
+    let gold = rules.canonicalise(gold);
+    let reached = rules.canonicalise(final_state);
+    let state_match = canonical::to_string(&gold) == canonical::to_string(&reached);
+
+    let said: Vec<String> = agent_messages
+        .iter()
+        .map(|text| text.to_lowercase().replace(',', ""))
+        .collect();
+    let outputs: Vec<OutputCheck> = required_outputs
+        .iter()
+        .map(|output| {
+            let needle = output.to_lowercase().replace(',', "");
+            OutputCheck {
+                output: output.clone(),
+                found: said.iter().any(|text| text.contains(&needle)),
+            }
+        })
+        .collect();
+
+    let changed = changed_records(&initial, &gold)
+        .union(&changed_records(&initial, &reached))
+        .cloned()
+        .collect::<BTreeSet<_>>();
+    let records_met = changed
+        .iter()
+        .filter(|(collection, key)| {
+            record(&gold, collection, key) == record(&reached, collection, key)
+        })
+        .count();
+    let outputs_met = outputs.iter().filter(|check| check.found).count();
+    let checks = changed.len() + outputs.len();
+    let partial_credit = if checks == 0 {
+        f64::from(u8::from(state_match))
+    } else {
+        (records_met + outputs_met) as f64 / checks as f64
+    };
+    let success = state_match && outputs_met == outputs.len();
+    Verdict {
+        reward: if success { 1.0 } else { 0.0 },
+        state_match,
+        outputs,
+        partial_credit,
+    }
+}
+
+fn record<'a>(state: &'a Value, collection: &str, key: &str) -> Option<&'a Value> {
+    state.get(collection)?.get(key)
+}
+
+/// (collection, key) of every record that differs between two states.
+fn changed_records(a: &Value, b: &Value) -> BTreeSet<(String, String)> {
+    let mut changed = BTreeSet::new();
+    let collections: BTreeSet<&String> = a
+        .as_object()
+        .into_iter()
+        .chain(b.as_object())
+        .flat_map(|map| map.keys())
+        .collect();
+    for collection in collections {
+        let keys: BTreeSet<&String> = [a.get(collection), b.get(collection)]
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_object)
+            .flat_map(|map| map.keys())
+            .collect();
+        for key in keys {
+            if record(a, collection, key) != record(b, collection, key) {
+                changed.insert((collection.clone(), key.clone()));
+            }
+        }
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn state(value: Value) -> State {
+        State::from_json(&value).unwrap()
+    }
+
+    #[test]
+    fn exact_match_with_outputs_scores_one() {
+        let initial = state(json!({"orders": {"o1": {"status": "pending"}}}));
+        let gold = state(json!({"orders": {"o1": {"status": "cancelled"}}}));
+        let verdict = verify(
+            &VerifyRules::default(),
+            &initial,
+            &gold,
+            &gold,
+            &["1,024.50".into()],
+            &["Refunded $1024.50."],
+        );
+        assert_eq!(verdict.reward, 1.0);
+        assert!(verdict.outputs[0].found);
+        assert_eq!(verdict.partial_credit, 1.0);
+    }
+
+    #[test]
+    fn doing_nothing_scores_zero_with_partial_credit() {
+        let initial =
+            state(json!({"orders": {"o1": {"status": "pending"}, "o2": {"status": "pending"}}}));
+        let gold =
+            state(json!({"orders": {"o1": {"status": "cancelled"}, "o2": {"status": "pending"}}}));
+        let verdict = verify(
+            &VerifyRules::default(),
+            &initial,
+            &gold,
+            &initial,
+            &["42".into()],
+            &["done"],
+        );
+        assert_eq!(verdict.reward, 0.0);
+        assert!(!verdict.state_match);
+        assert_eq!(verdict.partial_credit, 0.0);
+        let half = state(
+            json!({"orders": {"o1": {"status": "cancelled"}, "o2": {"status": "cancelled"}}}),
+        );
+        let verdict = verify(&VerifyRules::default(), &initial, &gold, &half, &[], &[]);
+        assert_eq!(verdict.partial_credit, 0.5);
+    }
+
+    #[test]
+    fn rules_ignore_fields_and_list_order() {
+        let rules = VerifyRules {
+            ignore_fields: vec!["orders.note".into()],
+            unordered_lists: vec!["orders.items".into()],
+        };
+        let gold = state(json!({"orders": {"o1": {"items": ["a", "b"], "note": "x"}}}));
+        let reached = state(json!({"orders": {"o1": {"items": ["b", "a"], "note": "y"}}}));
+        assert!(verify(&rules, &gold, &gold, &reached, &[], &[]).state_match);
+        assert!(!verify(&VerifyRules::default(), &gold, &gold, &reached, &[], &[]).state_match);
+    }
+}

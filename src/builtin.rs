@@ -1,0 +1,24 @@
+//! The built-in example environment, embedded in the binary so that `forge`
+//! works with no files at all.
+
+use forge_runtime::bundle::{Bundle, Manifest, Task};
+
+const COMPONENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/example-shop.wasm"));
+const MANIFEST: &str = include_str!("../env-templates/example/bundle/environment.json");
+const INITIAL_STATE: &str = include_str!("../env-templates/example/bundle/initial_state.json");
+const TASKS: &str = include_str!("../env-templates/example/bundle/tasks.json");
+
+/// The example "shop" environment.
+pub fn example_bundle() -> Bundle {
+    let manifest: Manifest =
+        serde_json::from_str(MANIFEST).expect("the embedded manifest is valid");
+    let initial_state =
+        serde_json::from_str(INITIAL_STATE).expect("the embedded initial state is valid");
+    let tasks: Vec<Task> = serde_json::from_str(TASKS).expect("the embedded tasks are valid");
+    Bundle {
+        manifest,
+        wasm: COMPONENT.into(),
+        initial_state,
+        tasks,
+    }
+}

@@ -1,0 +1,69 @@
+//! `forge inspect`: an environment's tools and tasks.
+
+use crate::envs::EnvArgs;
+use crate::output;
+use anyhow::Result;
+use clap::Args;
+use forge_runtime::Sandbox;
+use serde_json::json;
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+pub struct InspectArgs {
+    #[command(flatten)]
+    env: EnvArgs,
+    /// Print one JSON object with the tool schemas and tasks.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: InspectArgs) -> Result<ExitCode> {
+    let sandbox = Sandbox::with_defaults()?;
+    let env = args.env.load(&sandbox)?;
+    let tools = env.component().tools();
+    if args.json {
+        output::json_line(&json!({
+            "name": env.name(),
+            "description": env.bundle().manifest.description,
+            "content_hash": env.content_hash(),
+            "component_sha256": env.component().wasm_sha256(),
+            "tools": tools.iter().map(|tool| tool.to_openai()).collect::<Vec<_>>(),
+            "tasks": env.tasks().iter().map(|task| json!({
+                "id": task.task.id,
+                "instruction": task.task.instruction,
+                "gold_actions": task.task.gold_actions.len(),
+                "required_outputs": task.task.required_outputs,
+                "gold_final_state_sha256": task.gold.sha256(),
+            })).collect::<Vec<_>>(),
+        }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{} — {}", env.name(), env.bundle().manifest.description);
+    println!("content hash {}\n", env.content_hash());
+    let mut table = output::table(&["tool", "parameters", "description"]);
+    for tool in tools {
+        let parameters = tool
+            .parameters
+            .get("properties")
+            .and_then(|p| p.as_object())
+            .map(|p| p.keys().cloned().collect::<Vec<_>>().join(", "))
+            .unwrap_or_default();
+        table.add_row(vec![
+            tool.name.clone(),
+            parameters,
+            tool.description.clone(),
+        ]);
+    }
+    println!("{table}\n");
+    let mut table = output::table(&["task", "gold actions", "outputs", "instruction"]);
+    for task in env.tasks() {
+        table.add_row(vec![
+            task.task.id.clone(),
+            task.task.gold_actions.len().to_string(),
+            task.task.required_outputs.join("; "),
+            task.task.instruction.clone(),
+        ]);
+    }
+    println!("{table}");
+    Ok(ExitCode::SUCCESS)
+}

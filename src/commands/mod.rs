@@ -1,0 +1,7 @@
+//! One module per subcommand.
+
+pub mod bench;
+pub mod example;
+pub mod inspect;
+pub mod replay;
+pub mod run;

@@ -1,0 +1,73 @@
+//! `forge replay`: prove a trajectory file byte-identical.
+
+use crate::envs::EnvArgs;
+use crate::output;
+use anyhow::Result;
+use clap::Args;
+use forge_runtime::replay::replay_episode;
+use forge_runtime::{Sandbox, trajectory};
+use serde_json::json;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// The trajectory file (JSONL) to replay.
+    file: PathBuf,
+    #[command(flatten)]
+    env: EnvArgs,
+    /// One JSON object per episode, then a summary object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Exits 0 when every episode replays identically, 1 naming the first
+/// diverging step otherwise.
+pub fn run(args: ReplayArgs) -> Result<ExitCode> {
+    let file = trajectory::read(&args.file)?;
+    if file.torn_tail {
+        eprintln!(
+            "warning: {} ends with a torn line (a run was killed while writing it); it is skipped",
+            args.file.display()
+        );
+    }
+    let sandbox = Sandbox::with_defaults()?;
+    let env = args.env.load(&sandbox)?;
+    let mut diverged = 0;
+    for (index, record) in file.episodes.iter().enumerate() {
+        let divergence = replay_episode(&env, record)?;
+        let line = index + 1;
+        if args.json {
+            output::json_line(&json!({
+                "line": line,
+                "task_id": record.task_id,
+                "identical": divergence.is_none(),
+                "divergence": divergence,
+            }));
+        } else if let Some(divergence) = &divergence {
+            println!(
+                "line {line} (task {}): diverged at {divergence}",
+                record.task_id
+            );
+        }
+        diverged += usize::from(divergence.is_some());
+    }
+    let episodes = file.episodes.len();
+    if args.json {
+        output::json_line(
+            &json!({"summary": true, "episodes": episodes, "identical": episodes - diverged, "diverged": diverged}),
+        );
+    } else if diverged == 0 {
+        println!(
+            "{episodes} episodes replayed byte-identically ({})",
+            args.file.display()
+        );
+    } else {
+        println!("{diverged} of {episodes} episodes diverged");
+    }
+    Ok(if diverged == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

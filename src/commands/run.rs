@@ -1,0 +1,253 @@
+//! `forge run`: episodes of a policy on an environment's tasks.
+
+use crate::envs::EnvArgs;
+use crate::output;
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use forge_runtime::episode::{EpisodeSettings, Policy, run_episode};
+use forge_runtime::policy::{GoldPolicy, RandomPolicy, ReplayPolicy, ReplayUser, ScriptedUser};
+use forge_runtime::trajectory::{self, EpisodeRecord};
+use forge_runtime::{Environment, PreparedTask, Sandbox, TrajectoryWriter, User, episode_seed};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    env: EnvArgs,
+    /// The agent: the tasks' gold actions, seeded random calls, or the actions
+    /// of a recorded trajectory (`--from`).
+    #[arg(long, value_enum, default_value_t = PolicyKind::Gold)]
+    policy: PolicyKind,
+    /// The trajectory file `--policy replay` repeats.
+    #[arg(long, value_name = "FILE", required_if_eq("policy", "replay"))]
+    from: Option<PathBuf>,
+    /// `all`, or task ids separated by commas.
+    #[arg(long, default_value = "all")]
+    tasks: String,
+    /// Seed of the run; each episode's seed derives from it and the task.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Episodes per task.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    trials: u64,
+    /// Most agent actions per episode.
+    #[arg(long, default_value_t = EpisodeSettings::default().max_turns)]
+    max_turns: usize,
+    /// Write the trajectories (JSONL) here; the file must not exist unless `--append`.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Append to `--out` instead of refusing an existing file.
+    #[arg(long, requires = "out")]
+    append: bool,
+    /// One JSON object per episode, then a summary object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum PolicyKind {
+    Gold,
+    Random,
+    Replay,
+}
+
+impl PolicyKind {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Gold => "gold",
+            Self::Random => "random",
+            Self::Replay => "replay",
+        }
+    }
+}
+
+pub fn run(args: RunArgs) -> Result<ExitCode> {
+    let sandbox = Sandbox::with_defaults()?;
+    let env = args.env.load(&sandbox)?;
+    let tasks = select_tasks(&env, &args.tasks)?;
+    let recorded = match &args.from {
+        Some(path) => recorded_by_task(path)?,
+        None => BTreeMap::new(),
+    };
+    let mut writer = match (&args.out, args.append) {
+        (Some(path), false) => Some(TrajectoryWriter::create(path)?),
+        (Some(path), true) => Some(TrajectoryWriter::append(path)?),
+        (None, _) => None,
+    };
+
+    let total = tasks.len() as u64 * args.trials;
+    let progress = output::progress(total, args.json);
+    let mut records = Vec::with_capacity(total as usize);
+    for task in &tasks {
+        for trial in 0..args.trials {
+            let seed = episode_seed(args.seed, &task.task.id, trial);
+            let settings = EpisodeSettings {
+                max_turns: args.max_turns,
+                seed,
+            };
+            let (mut policy, mut user): (Box<dyn Policy>, Box<dyn User>) = match args.policy {
+                PolicyKind::Gold => (
+                    Box::new(GoldPolicy::new(&task.task)),
+                    Box::new(ScriptedUser::new(&task.task.instruction)),
+                ),
+                PolicyKind::Random => (
+                    Box::new(RandomPolicy::new(seed)),
+                    Box::new(ScriptedUser::new(&task.task.instruction)),
+                ),
+                PolicyKind::Replay => {
+                    let record = recorded.get(&task.task.id).with_context(|| {
+                        format!("the trajectory has no episode of task `{}`", task.task.id)
+                    })?;
+                    (
+                        Box::new(ReplayPolicy::new(record)?),
+                        Box::new(ReplayUser::new(record)),
+                    )
+                }
+            };
+            let record = run_episode(
+                &env,
+                task,
+                args.policy.name(),
+                policy.as_mut(),
+                user.as_mut(),
+                settings,
+            )
+            .with_context(|| format!("task `{}`", task.task.id))?;
+            if let Some(writer) = &mut writer {
+                writer.write(&record)?;
+            }
+            if args.json {
+                output::json_line(&episode_json(&record, trial));
+            }
+            progress.set_message(format!(
+                "{} reward {}",
+                record.task_id, record.verdict.reward
+            ));
+            progress.inc(1);
+            records.push((trial, record));
+        }
+    }
+    progress.finish_and_clear();
+    report(&env, &args, &records);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn select_tasks<'a>(env: &'a Environment, selection: &str) -> Result<Vec<&'a PreparedTask>> {
+    if selection == "all" {
+        return Ok(env.tasks().iter().collect());
+    }
+    selection
+        .split(',')
+        .map(str::trim)
+        .filter(|id| !id.is_empty())
+        .map(|id| {
+            env.task(id).with_context(|| {
+                format!(
+                    "environment `{}` has no task `{id}` (see `forge inspect`)",
+                    env.name()
+                )
+            })
+        })
+        .collect::<Result<Vec<_>>>()
+        .and_then(|tasks| {
+            if tasks.is_empty() {
+                bail!("--tasks selects no task")
+            } else {
+                Ok(tasks)
+            }
+        })
+}
+
+/// The first recorded episode of each task in a trajectory file.
+fn recorded_by_task(path: &PathBuf) -> Result<BTreeMap<String, EpisodeRecord>> {
+    let file = trajectory::read(path)?;
+    let mut by_task = BTreeMap::new();
+    for record in file.episodes {
+        by_task.entry(record.task_id.clone()).or_insert(record);
+    }
+    Ok(by_task)
+}
+
+fn episode_json(record: &EpisodeRecord, trial: u64) -> serde_json::Value {
+    json!({
+        "task_id": record.task_id,
+        "trial": trial,
+        "seed": record.seed,
+        "reward": record.verdict.reward,
+        "partial_credit": record.verdict.partial_credit,
+        "state_match": record.verdict.state_match,
+        "outputs_found": record.verdict.outputs.iter().filter(|check| check.found).count(),
+        "outputs_required": record.verdict.outputs.len(),
+        "steps": record.steps.len(),
+        "fuel": record.steps.iter().map(|step| step.fuel).sum::<u64>(),
+        "termination": record.termination,
+        "final_state_sha256": record.final_state_sha256,
+    })
+}
+
+fn report(env: &Environment, args: &RunArgs, records: &[(u64, EpisodeRecord)]) {
+    let episodes = records.len();
+    let successes = records
+        .iter()
+        .filter(|(_, record)| record.verdict.reward >= 1.0)
+        .count();
+    let success_rate = successes as f64 / episodes.max(1) as f64;
+    let mean_partial = records
+        .iter()
+        .map(|(_, record)| record.verdict.partial_credit)
+        .sum::<f64>()
+        / episodes.max(1) as f64;
+    if args.json {
+        output::json_line(&json!({
+            "summary": true,
+            "environment": env.name(),
+            "content_hash": env.content_hash(),
+            "policy": args.policy.name(),
+            "seed": args.seed,
+            "episodes": episodes,
+            "successes": successes,
+            "success_rate": success_rate,
+            "mean_partial_credit": mean_partial,
+        }));
+        return;
+    }
+    let mut table = output::table(&[
+        "task", "trial", "reward", "partial", "outputs", "steps", "fuel", "end",
+    ]);
+    for (trial, record) in records {
+        let verdict = &record.verdict;
+        table.add_row(vec![
+            record.task_id.clone(),
+            trial.to_string(),
+            format!("{:.0}", verdict.reward),
+            format!("{:.2}", verdict.partial_credit),
+            format!(
+                "{}/{}",
+                verdict.outputs.iter().filter(|check| check.found).count(),
+                verdict.outputs.len()
+            ),
+            record.steps.len().to_string(),
+            record
+                .steps
+                .iter()
+                .map(|step| step.fuel)
+                .sum::<u64>()
+                .to_string(),
+            format!("{:?}", record.termination),
+        ]);
+    }
+    println!("{table}");
+    println!(
+        "environment {} ({}), policy {}, seed {}: success rate {successes}/{episodes} = {success_rate:.3}, mean partial credit {mean_partial:.3}",
+        env.name(),
+        &env.content_hash()[..12],
+        args.policy.name(),
+        args.seed
+    );
+    if let Some(path) = &args.out {
+        println!("trajectories: {}", path.display());
+    }
+}

@@ -1,0 +1,50 @@
+//! `forge`: train tool-using LLM agents with RL inside synthesized, sandboxed
+//! tool environments.
+
+mod builtin;
+mod commands;
+mod envs;
+mod output;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "forge", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run episodes of a policy on an environment's tasks and score them.
+    Run(commands::run::RunArgs),
+    /// Re-execute a trajectory file and prove it byte-identical.
+    Replay(commands::replay::ReplayArgs),
+    /// Print an environment's tools and tasks.
+    Inspect(commands::inspect::InspectArgs),
+    /// Write the built-in example environment as a bundle directory.
+    Example(commands::example::ExampleArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(commands::bench::BenchCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => commands::run::run(args),
+        Command::Replay(args) => commands::replay::run(args),
+        Command::Inspect(args) => commands::inspect::run(args),
+        Command::Example(args) => commands::example::run(args),
+        Command::Bench(command) => commands::bench::run(command),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! Terminal output helpers.
+
+use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// A table with the house style.
+pub fn table(header: &[&str]) -> Table {
+    let mut table = Table::new();
+    table
+        .load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(header);
+    table
+}
+
+/// A progress bar on stderr, hidden when `quiet` (JSON output) or when stderr
+/// is not a terminal.
+pub fn progress(len: u64, quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
+            .expect("the template is valid"),
+    );
+    bar
+}
+
+/// Prints one JSON value on its own line.
+pub fn json_line(value: &serde_json::Value) {
+    println!("{value}");
+}

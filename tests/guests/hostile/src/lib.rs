@@ -1,0 +1,116 @@
+//! A component whose tools misbehave in every way the sandbox must contain.
+//! Built by the integration tests; never shipped.
+
+use forge_guest::{Args, Db, Tool, ToolResult, json};
+
+fn no_params() -> forge_guest::Value {
+    json!({"type": "object", "properties": {}, "additionalProperties": false})
+}
+
+/// Spins forever; only fuel or the wall-clock backstop stops it.
+fn spin(_: &mut Db<'_>, _: &Args) -> ToolResult {
+    let mut counter = 0u64;
+    loop {
+        counter = std::hint::black_box(counter.wrapping_add(1));
+    }
+}
+
+/// Allocates without bound.
+fn memory_bomb(_: &mut Db<'_>, _: &Args) -> ToolResult {
+    let mut hoard: Vec<Vec<u8>> = Vec::new();
+    loop {
+        hoard.push(vec![1u8; 1 << 20]);
+        std::hint::black_box(&hoard);
+    }
+}
+
+/// Recurses without bound.
+fn deep(depth: u64) -> u64 {
+    let frame = std::hint::black_box([depth; 16]);
+    frame[0] + deep(std::hint::black_box(depth + 1))
+}
+
+fn recurse(_: &mut Db<'_>, _: &Args) -> ToolResult {
+    Ok(json!(deep(0)))
+}
+
+fn panic(_: &mut Db<'_>, _: &Args) -> ToolResult {
+    panic!("the tool gave up")
+}
+
+/// Returns a result far over the host's result-size limit.
+fn huge_result(_: &mut Db<'_>, _: &Args) -> ToolResult {
+    Ok(json!("x".repeat(8 << 20)))
+}
+
+/// Writes a record, then traps: the write must not survive.
+fn write_then_trap(db: &mut Db<'_>, _: &Args) -> ToolResult {
+    db.put("notes", "n1", &json!({"text": "should vanish"}))?;
+    std::process::abort()
+}
+
+/// Writes a record, then fails: the write must not survive either.
+fn write_then_fail(db: &mut Db<'_>, _: &Args) -> ToolResult {
+    db.put("notes", "n1", &json!({"text": "should vanish"}))?;
+    Err("failed after writing".to_owned())
+}
+
+/// A well-behaved tool, to show the host still works after the others.
+fn write_note(db: &mut Db<'_>, _: &Args) -> ToolResult {
+    let key = db.fresh_key("notes", "n");
+    db.put("notes", &key, &json!({"text": "kept"}))?;
+    Ok(json!({"key": key}))
+}
+
+pub static TOOLS: &[Tool] = &[
+    Tool {
+        name: "spin",
+        description: "hostile",
+        parameters: no_params,
+        run: spin,
+    },
+    Tool {
+        name: "memory_bomb",
+        description: "hostile",
+        parameters: no_params,
+        run: memory_bomb,
+    },
+    Tool {
+        name: "recurse",
+        description: "hostile",
+        parameters: no_params,
+        run: recurse,
+    },
+    Tool {
+        name: "panic",
+        description: "hostile",
+        parameters: no_params,
+        run: panic,
+    },
+    Tool {
+        name: "huge_result",
+        description: "hostile",
+        parameters: no_params,
+        run: huge_result,
+    },
+    Tool {
+        name: "write_then_trap",
+        description: "hostile",
+        parameters: no_params,
+        run: write_then_trap,
+    },
+    Tool {
+        name: "write_then_fail",
+        description: "hostile",
+        parameters: no_params,
+        run: write_then_fail,
+    },
+    Tool {
+        name: "write_note",
+        description: "well-behaved",
+        parameters: no_params,
+        run: write_note,
+    },
+];
+
+forge_guest::export_environment!(TOOLS);
