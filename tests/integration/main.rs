@@ -1,1 +1,7 @@
-fn main() {}
+//! Integration tests: the sandbox against hostile components, and the `forge`
+//! CLI end to end on the built-in example environment.
+
+mod cli;
+mod common;
+mod hostile;
+mod sandbox;

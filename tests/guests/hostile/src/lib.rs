@@ -25,6 +25,7 @@ fn memory_bomb(_: &mut Db<'_>, _: &Args) -> ToolResult {
 }
 
 /// Recurses without bound.
+#[expect(unconditional_recursion, reason = "the sandbox must stop it")]
 fn deep(depth: u64) -> u64 {
     let frame = std::hint::black_box([depth; 16]);
     frame[0] + deep(std::hint::black_box(depth + 1))
@@ -40,7 +41,7 @@ fn panic(_: &mut Db<'_>, _: &Args) -> ToolResult {
 
 /// Returns a result far over the host's result-size limit.
 fn huge_result(_: &mut Db<'_>, _: &Args) -> ToolResult {
-    Ok(json!("x".repeat(8 << 20)))
+    Ok(json!("x".repeat(1 << 20)))
 }
 
 /// Writes a record, then traps: the write must not survive.

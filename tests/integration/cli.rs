@@ -1,0 +1,286 @@
+//! The `forge` CLI end to end on the built-in example environment.
+
+use crate::common::{forge, json_lines, stderr, stdout};
+use serde_json::Value;
+use std::path::Path;
+
+fn summary(lines: &[Value]) -> &Value {
+    let last = lines.last().expect("output");
+    assert_eq!(
+        last["summary"], true,
+        "the last line is the summary: {last}"
+    );
+    last
+}
+
+fn run_json(args: &[&str]) -> Vec<Value> {
+    let mut full = vec!["run", "--json"];
+    full.extend_from_slice(args);
+    let output = forge(&full);
+    assert!(
+        output.status.success(),
+        "forge {full:?} failed: {}",
+        stderr(&output)
+    );
+    json_lines(&output)
+}
+
+#[test]
+fn gold_policy_solves_every_task() {
+    let lines = run_json(&["--policy", "gold"]);
+    let summary = summary(&lines);
+    assert!(summary["episodes"].as_u64().unwrap() >= 20);
+    assert_eq!(summary["success_rate"], 1.0);
+    for episode in &lines[..lines.len() - 1] {
+        assert_eq!(episode["reward"], 1.0, "{episode}");
+        assert_eq!(episode["partial_credit"], 1.0, "{episode}");
+    }
+}
+
+#[test]
+fn random_policy_scores_chance_and_is_seeded() {
+    let first = run_json(&["--policy", "random", "--seed", "3"]);
+    let again = run_json(&["--policy", "random", "--seed", "3"]);
+    let other = run_json(&["--policy", "random", "--seed", "4"]);
+    assert_eq!(first, again, "same seed, same episodes");
+    assert_ne!(first, other, "another seed, other episodes");
+    let rate = summary(&first)["success_rate"].as_f64().unwrap();
+    assert!(
+        rate < 0.2,
+        "random calls should rarely solve a task, got {rate}"
+    );
+}
+
+#[test]
+fn a_policy_that_does_nothing_never_scores() {
+    // Zero turns: the agent never acts, so no task's gold state or outputs are met.
+    let lines = run_json(&["--policy", "gold", "--max-turns", "0"]);
+    assert_eq!(summary(&lines)["success_rate"], 0.0);
+}
+
+#[test]
+fn same_seed_gives_byte_identical_trajectory_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    for path in [&a, &b] {
+        let output = forge(&[
+            "run",
+            "--policy",
+            "random",
+            "--seed",
+            "11",
+            "--out",
+            path.to_str().unwrap(),
+        ]);
+        assert!(output.status.success(), "{}", stderr(&output));
+    }
+    let (a, b) = (std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
+    assert!(!a.is_empty());
+    assert!(a == b, "the two trajectory files differ");
+}
+
+fn record(dir: &Path, policy: &str) -> std::path::PathBuf {
+    let path = dir.join(format!("{policy}.jsonl"));
+    let output = forge(&[
+        "run",
+        "--policy",
+        policy,
+        "--seed",
+        "5",
+        "--out",
+        path.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    path
+}
+
+#[test]
+fn replay_proves_a_recorded_run_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    for policy in ["gold", "random"] {
+        let path = record(dir.path(), policy);
+        let output = forge(&["replay", path.to_str().unwrap()]);
+        assert!(
+            output.status.success(),
+            "replay of {policy} failed: {}{}",
+            stdout(&output),
+            stderr(&output)
+        );
+        assert!(stdout(&output).contains("replayed byte-identically"));
+    }
+}
+
+#[test]
+fn replay_names_the_step_where_a_changed_result_diverges() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = record(dir.path(), "gold");
+    let text = std::fs::read_to_string(&path).unwrap();
+    // Change one byte of the third step's recorded result in the first episode.
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let mut episode: Value = serde_json::from_str(&lines[0]).unwrap();
+    let result = episode["steps"][2]["result"].as_str().unwrap().to_owned();
+    let mut bytes = result.into_bytes();
+    let index = bytes
+        .iter()
+        .position(u8::is_ascii_digit)
+        .expect("a digit to change");
+    bytes[index] = if bytes[index] == b'9' {
+        b'8'
+    } else {
+        bytes[index] + 1
+    };
+    episode["steps"][2]["result"] = Value::String(String::from_utf8(bytes).unwrap());
+    lines[0] = episode.to_string();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+
+    let output = forge(&["replay", path.to_str().unwrap()]);
+    assert!(
+        !output.status.success(),
+        "a tampered trajectory must not replay"
+    );
+    let report = stdout(&output);
+    assert!(
+        report.contains("line 1") && report.contains("step 2") && report.contains("result differs"),
+        "{report}"
+    );
+
+    let output = forge(&["replay", "--json", path.to_str().unwrap()]);
+    let lines = json_lines(&output);
+    assert_eq!(lines[0]["identical"], false);
+    assert_eq!(lines[0]["divergence"]["step"], 2);
+    assert_eq!(lines[1]["identical"], true);
+    assert_eq!(summary(&lines)["diverged"], 1);
+}
+
+#[test]
+fn replay_policy_reproduces_the_recorded_rewards() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = record(dir.path(), "gold");
+    let lines = run_json(&["--policy", "replay", "--from", path.to_str().unwrap()]);
+    assert_eq!(summary(&lines)["success_rate"], 1.0);
+}
+
+#[test]
+fn a_torn_last_line_is_skipped_and_cut_before_appending() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = record(dir.path(), "gold");
+    let complete = std::fs::read_to_string(&path).unwrap();
+    let episodes = complete.lines().count();
+    // A process killed while writing leaves half a line.
+    std::fs::write(&path, format!("{complete}{{\"format\":\"forge.traj")).unwrap();
+    let output = forge(&["replay", path.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("torn line"));
+    assert!(stdout(&output).contains(&format!("{episodes} episodes replayed")));
+
+    let output = forge(&[
+        "run",
+        "--tasks",
+        "shop-01",
+        "--out",
+        path.to_str().unwrap(),
+        "--append",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let appended = std::fs::read_to_string(&path).unwrap();
+    assert!(appended.starts_with(&complete));
+    assert_eq!(appended.lines().count(), episodes + 1);
+    assert!(forge(&["replay", path.to_str().unwrap()]).status.success());
+}
+
+#[test]
+fn an_existing_trajectory_file_is_never_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = record(dir.path(), "gold");
+    let before = std::fs::read(&path).unwrap();
+    let output = forge(&["run", "--out", path.to_str().unwrap()]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("already exists"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn a_bundle_directory_runs_like_the_built_in_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("shop");
+    assert!(
+        forge(&["example", bundle.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let lines = run_json(&[
+        "--env",
+        bundle.to_str().unwrap(),
+        "--tasks",
+        "shop-01,shop-02",
+    ]);
+    assert_eq!(summary(&lines)["episodes"], 2);
+    assert_eq!(summary(&lines)["success_rate"], 1.0);
+
+    // A recording of the built-in environment replays against the exported bundle.
+    let path = record(dir.path(), "gold");
+    assert!(
+        forge(&[
+            "replay",
+            path.to_str().unwrap(),
+            "--env",
+            bundle.to_str().unwrap()
+        ])
+        .status
+        .success()
+    );
+}
+
+#[test]
+fn bad_input_gets_errors_that_name_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("shop");
+    assert!(
+        forge(&["example", bundle.to_str().unwrap()])
+            .status
+            .success()
+    );
+    std::fs::write(bundle.join("tasks.json"), "[{\"id\": 1}]").unwrap();
+    let output = forge(&["run", "--env", bundle.to_str().unwrap()]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("tasks.json is malformed"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = forge(&["run", "--tasks", "shop-99"]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("no task `shop-99`"),
+        "{}",
+        stderr(&output)
+    );
+
+    let garbage = dir.path().join("garbage.jsonl");
+    std::fs::write(&garbage, "{\"not\": \"a trajectory\"}\n").unwrap();
+    let output = forge(&["replay", garbage.to_str().unwrap()]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("line 1 is not a trajectory record"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = forge(&["run", "--policy", "replay"]);
+    assert!(!output.status.success(), "--policy replay needs --from");
+}
+
+#[test]
+fn inspect_lists_tools_and_tasks() {
+    let output = forge(&["inspect", "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let info = &json_lines(&output)[0];
+    assert!(info["tools"].as_array().unwrap().len() >= 8);
+    assert!(info["tasks"].as_array().unwrap().len() >= 20);
+    assert_eq!(info["tools"][0]["type"], "function");
+}

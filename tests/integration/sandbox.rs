@@ -1,0 +1,136 @@
+//! The sandbox's contract with well-behaved components: caching, determinism,
+//! argument validation, and the environment loader's errors.
+
+use crate::common::{guest_component, sandbox, test_limits};
+use forge_runtime::bundle::{Bundle, ToolCall};
+use forge_runtime::environment::execute;
+use forge_runtime::{Environment, Observation, Sandbox, State};
+use serde_json::json;
+
+fn example_bundle() -> Bundle {
+    let dir = tempfile::tempdir().unwrap();
+    let output = crate::common::forge(&["example", dir.path().join("shop").to_str().unwrap()]);
+    assert!(
+        output.status.success(),
+        "{}",
+        crate::common::stderr(&output)
+    );
+    Bundle::read_dir(&dir.path().join("shop")).unwrap()
+}
+
+#[test]
+fn compiled_components_are_cached_and_a_corrupt_cache_entry_is_recompiled() {
+    let wasm = guest_component("forge-test-hostile");
+    let (first, cache) = sandbox(test_limits());
+    first.load(&wasm).unwrap();
+    let entries: Vec<_> = std::fs::read_dir(cache.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(entries.len(), 1, "one compiled artefact: {entries:?}");
+    assert_eq!(entries[0].extension().unwrap(), "cwasm");
+
+    std::fs::write(&entries[0], b"corrupt").unwrap();
+    let second = Sandbox::new(test_limits(), Some(cache.path().to_owned())).unwrap();
+    let component = second
+        .load(&wasm)
+        .expect("a corrupt cache entry is recompiled");
+    assert!(component.tool("write_note").is_some());
+    assert!(
+        std::fs::metadata(&entries[0]).unwrap().len() > 1000,
+        "the entry was rewritten"
+    );
+}
+
+#[test]
+fn same_calls_give_the_same_results_and_fuel_in_independent_hosts() {
+    let bundle = example_bundle();
+    let run = || {
+        let (sandbox, _cache) = sandbox(forge_runtime::Limits::default());
+        let env = Environment::load(&sandbox, bundle.clone()).unwrap();
+        let task = &env.tasks()[0];
+        let mut instance = env.component().instance();
+        let mut state = task.initial.clone();
+        let mut trace = Vec::new();
+        for call in &task.task.gold_actions {
+            let executed = execute(&mut instance, &state, call);
+            state = executed.state;
+            trace.push((executed.observation, executed.fuel, state.digest()));
+        }
+        trace
+    };
+    assert_eq!(run(), run());
+}
+
+#[test]
+fn arguments_are_validated_before_the_sandbox() {
+    let bundle = example_bundle();
+    let (sandbox, _cache) = sandbox(forge_runtime::Limits::default());
+    let env = Environment::load(&sandbox, bundle).unwrap();
+    let mut instance = env.component().instance();
+    let state = env.tasks()[0].initial.clone();
+    let cases = [
+        (
+            ToolCall {
+                name: "get_user".into(),
+                arguments: json!({}),
+            },
+            "invalid arguments: missing required argument `user_id`",
+        ),
+        (
+            ToolCall {
+                name: "get_user".into(),
+                arguments: json!({"user_id": 1}),
+            },
+            "invalid arguments: `user_id` must be string, got integer",
+        ),
+        (
+            ToolCall {
+                name: "no_such_tool".into(),
+                arguments: json!({}),
+            },
+            "unknown tool `no_such_tool`",
+        ),
+    ];
+    for (call, expected) in cases {
+        let executed = execute(&mut instance, &state, &call);
+        assert_eq!(
+            executed.observation,
+            Observation::ToolError(expected.to_owned())
+        );
+        assert_eq!(executed.fuel, 0, "refused before entering the sandbox");
+    }
+}
+
+#[test]
+fn a_task_whose_gold_actions_break_is_refused_with_its_name() {
+    let mut bundle = example_bundle();
+    bundle.tasks[2].gold_actions.push(ToolCall {
+        name: "teleport".into(),
+        arguments: json!({}),
+    });
+    let (sandbox, _cache) = sandbox(forge_runtime::Limits::default());
+    let error = Environment::load(&sandbox, bundle)
+        .err()
+        .expect("a broken gold action is refused");
+    let message = format!("{error:#}");
+    assert!(
+        message.contains("shop-03") && message.contains("teleport"),
+        "{message}"
+    );
+}
+
+#[test]
+fn state_hash_is_python_compatible() {
+    // python3 -c 'import json,hashlib; print(hashlib.sha256(json.dumps({"users": {"u1": {"name": "Zoë", "balance": 1e-05, "n": 3}}}, sort_keys=True, separators=(",",":"), ensure_ascii=False).encode()).hexdigest())'
+    let state =
+        State::from_json(&json!({"users": {"u1": {"name": "Zoë", "balance": 1e-05, "n": 3}}}))
+            .unwrap();
+    assert_eq!(
+        state.canonical_json(),
+        r#"{"users":{"u1":{"balance":1e-05,"n":3,"name":"Zoë"}}}"#
+    );
+    assert_eq!(state.sha256(), PYTHON_SHA256);
+}
+
+const PYTHON_SHA256: &str = "1188e168a5f8af08026f2332dfe56284c2c9e3119350acd7970971bbe5c748c0";
