@@ -284,7 +284,7 @@ mod tests {
                 "`items[0].quantity` must be at least 1, got 0",
             ),
             (
-                json!({"user_id": "u", "items": [], "x": 1}),
+                json!({"user_id": "u", "items": [{"product_id": "p", "quantity": 1}], "x": 1}),
                 "unknown argument `x`",
             ),
             (

@@ -6,11 +6,11 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use forge_runtime::episode::{EpisodeSettings, Policy, run_episode};
 use forge_runtime::policy::{GoldPolicy, RandomPolicy, ReplayPolicy, ReplayUser, ScriptedUser};
-use forge_runtime::trajectory::{self, EpisodeRecord};
+use forge_runtime::trajectory::{self, EpisodeRecord, Termination};
 use forge_runtime::{Environment, PreparedTask, Sandbox, TrajectoryWriter, User, episode_seed};
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
@@ -162,7 +162,7 @@ fn select_tasks<'a>(env: &'a Environment, selection: &str) -> Result<Vec<&'a Pre
 }
 
 /// The first recorded episode of each task in a trajectory file.
-fn recorded_by_task(path: &PathBuf) -> Result<BTreeMap<String, EpisodeRecord>> {
+fn recorded_by_task(path: &Path) -> Result<BTreeMap<String, EpisodeRecord>> {
     let file = trajectory::read(path)?;
     let mut by_task = BTreeMap::new();
     for record in file.episodes {
@@ -186,6 +186,13 @@ fn episode_json(record: &EpisodeRecord, trial: u64) -> serde_json::Value {
         "termination": record.termination,
         "final_state_sha256": record.final_state_sha256,
     })
+}
+
+fn termination_name(termination: Termination) -> String {
+    serde_json::to_value(termination)
+        .ok()
+        .and_then(|value| value.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 fn report(env: &Environment, args: &RunArgs, records: &[(u64, EpisodeRecord)]) {
@@ -236,7 +243,7 @@ fn report(env: &Environment, args: &RunArgs, records: &[(u64, EpisodeRecord)]) {
                 .map(|step| step.fuel)
                 .sum::<u64>()
                 .to_string(),
-            format!("{:?}", record.termination),
+            termination_name(record.termination),
         ]);
     }
     println!("{table}");
