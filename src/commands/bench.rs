@@ -95,6 +95,17 @@ fn perf(args: PerfArgs) -> Result<ExitCode> {
     let reset_small = sample(10_000, || drop(std::hint::black_box(state.clone())));
     let big = big_state(100_000);
     let reset_big = sample(10_000, || drop(std::hint::black_box(big.clone())));
+    let reset_with_instance = sample(1_000, || {
+        let fork = std::hint::black_box(state.clone());
+        let mut instance = component.instance();
+        instance.instantiate().expect("the example instantiates");
+        drop((fork, instance));
+    });
+    rows.push(Row {
+        metric: "episode reset incl. a fresh instance (median)",
+        value: micros(percentile(&reset_with_instance, 0.5)),
+        unit: "µs",
+    });
     rows.push(Row {
         metric: "episode reset, example state (median)",
         value: micros(percentile(&reset_small, 0.5)),

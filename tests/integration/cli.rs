@@ -1,6 +1,6 @@
 //! The `forge` CLI end to end on the built-in example environment.
 
-use crate::common::{forge, json_lines, stderr, stdout};
+use crate::common::{export_example, forge, json_lines, stderr, stdout};
 use serde_json::Value;
 use std::path::Path;
 
@@ -206,12 +206,7 @@ fn an_existing_trajectory_file_is_never_overwritten() {
 #[test]
 fn a_bundle_directory_runs_like_the_built_in_environment() {
     let dir = tempfile::tempdir().unwrap();
-    let bundle = dir.path().join("shop");
-    assert!(
-        forge(&["example", bundle.to_str().unwrap()])
-            .status
-            .success()
-    );
+    let bundle = export_example(dir.path());
     let lines = run_json(&[
         "--env",
         bundle.to_str().unwrap(),
@@ -238,12 +233,7 @@ fn a_bundle_directory_runs_like_the_built_in_environment() {
 #[test]
 fn bad_input_gets_errors_that_name_the_problem() {
     let dir = tempfile::tempdir().unwrap();
-    let bundle = dir.path().join("shop");
-    assert!(
-        forge(&["example", bundle.to_str().unwrap()])
-            .status
-            .success()
-    );
+    let bundle = export_example(dir.path());
     std::fs::write(bundle.join("tasks.json"), "[{\"id\": 1}]").unwrap();
     let output = forge(&["run", "--env", bundle.to_str().unwrap()]);
     assert!(!output.status.success());
@@ -283,4 +273,33 @@ fn inspect_lists_tools_and_tasks() {
     assert!(info["tools"].as_array().unwrap().len() >= 8);
     assert!(info["tasks"].as_array().unwrap().len() >= 20);
     assert_eq!(info["tools"][0]["type"], "function");
+}
+
+#[test]
+fn bench_perf_reports_every_metric() {
+    let output = forge(&[
+        "bench",
+        "perf",
+        "--calls",
+        "200",
+        "--seconds",
+        "0.05",
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report = &json_lines(&output)[0];
+    for metric in [
+        "component load, cold (compile + check + describe)",
+        "component load, cached",
+        "instantiate (median)",
+        "episode reset, 100k-record state (median)",
+        "read call `get_user`, sandboxed (p99)",
+        "read call, sandboxed / native",
+        "read calls/s, 2 threads",
+    ] {
+        let value = report[metric]["value"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("missing {metric}: {report}"));
+        assert!(value > 0.0, "{metric} = {value}");
+    }
 }

@@ -81,3 +81,11 @@ pub fn json_lines(output: &Output) -> Vec<serde_json::Value> {
         })
         .collect()
 }
+
+/// Writes the built-in example environment to `dir/shop` with `forge example`.
+pub fn export_example(dir: &Path) -> PathBuf {
+    let bundle = dir.join("shop");
+    let output = forge(&["example", bundle.to_str().expect("a UTF-8 path")]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    bundle
+}

@@ -9,13 +9,7 @@ use serde_json::json;
 
 fn example_bundle() -> Bundle {
     let dir = tempfile::tempdir().unwrap();
-    let output = crate::common::forge(&["example", dir.path().join("shop").to_str().unwrap()]);
-    assert!(
-        output.status.success(),
-        "{}",
-        crate::common::stderr(&output)
-    );
-    Bundle::read_dir(&dir.path().join("shop")).unwrap()
+    Bundle::read_dir(&crate::common::export_example(dir.path())).unwrap()
 }
 
 #[test]

@@ -85,6 +85,13 @@ pub fn build_component(
     ] {
         command.env_remove(variable);
     }
+    // Reproducible bytes: the component's sha256 is part of an environment's
+    // content hash, so it must not depend on where the sources or the cargo
+    // registry live (panic locations embed paths) or carry debug info.
+    command
+        .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
+        .env("CARGO_PROFILE_RELEASE_STRIP", "debuginfo")
+        .env("CARGO_ENCODED_RUSTFLAGS", remap_flags(manifest));
     let output = command.output().map_err(BuildError::Spawn)?;
     if !output.status.success() {
         let mut text = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -103,4 +110,30 @@ pub fn build_component(
     } else {
         Err(BuildError::Missing(path))
     }
+}
+
+/// `--remap-path-prefix` flags that replace the workspace and cargo-home paths
+/// with fixed names, separated as `CARGO_ENCODED_RUSTFLAGS` expects.
+fn remap_flags(manifest: &Path) -> String {
+    let workspace = manifest
+        .parent()
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let workspace = workspace
+        .canonicalize()
+        .unwrap_or_else(|_| workspace.to_owned());
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")));
+    let mut flags = vec![format!(
+        "--remap-path-prefix={}=/forge",
+        workspace.display()
+    )];
+    if let Some(cargo_home) = cargo_home {
+        flags.push(format!(
+            "--remap-path-prefix={}=/cargo",
+            cargo_home.display()
+        ));
+    }
+    flags.join("\x1f")
 }
