@@ -3,9 +3,16 @@
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use indicatif::{ProgressBar, ProgressStyle};
 
+/// Width of tables when stdout is not a terminal (a terminal's own width is
+/// used otherwise).
+const PIPED_WIDTH: u16 = 160;
+
 /// A table with the house style.
 pub fn table(header: &[&str]) -> Table {
     let mut table = Table::new();
+    if table.width().is_none() {
+        table.set_width(PIPED_WIDTH);
+    }
     table
         .load_preset(UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic)

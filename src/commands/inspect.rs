@@ -6,12 +6,14 @@ use anyhow::Result;
 use clap::Args;
 use forge_runtime::Sandbox;
 use serde_json::json;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
 pub struct InspectArgs {
-    #[command(flatten)]
-    env: EnvArgs,
+    /// An environment bundle directory; the built-in example environment when absent.
+    #[arg(value_name = "ENV")]
+    env: Option<PathBuf>,
     /// Print one JSON object with the tool schemas and tasks.
     #[arg(long)]
     json: bool,
@@ -19,7 +21,7 @@ pub struct InspectArgs {
 
 pub fn run(args: InspectArgs) -> Result<ExitCode> {
     let sandbox = Sandbox::with_defaults()?;
-    let env = args.env.load(&sandbox)?;
+    let env = EnvArgs { env: args.env }.load(&sandbox)?;
     let tools = env.component().tools();
     if args.json {
         output::json_line(&json!({

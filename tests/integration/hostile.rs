@@ -66,16 +66,12 @@ fn memory_bomb_hits_the_memory_limit() {
 #[test]
 fn deep_recursion_is_stopped() {
     // Rust guests keep their stack in linear memory: running off its end is an
-    // out-of-bounds trap rather than wasmtime's native stack overflow.
-    let error = assert_contained("recurse", |error| {
-        matches!(
-            error,
-            SandboxError::StackOverflow
-                | SandboxError::Trap { .. }
-                | SandboxError::MemoryLimit { .. }
-        )
+    // out-of-bounds access; a deep native wasm stack is wasmtime's stack overflow.
+    assert_contained("recurse", |error| match error {
+        SandboxError::StackOverflow => true,
+        SandboxError::Trap { trap, .. } => trap.contains("out of bounds memory access"),
+        _ => false,
     });
-    assert!(!error.to_string().is_empty());
 }
 
 #[test]
