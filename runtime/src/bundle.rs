@@ -3,11 +3,15 @@
 //! On disk a bundle is a directory:
 //!
 //! ```text
-//! environment.json    {"name", "description", "verify": {…}}     (see [`Manifest`])
-//! component.wasm      the tools, a `forge:env/environment` component
+//! manifest.json       {"name", "description", "verify": {…}, "hashes": {…}}  (see [`Manifest`])
+//! tools.wasm          the tools, a `forge:env/environment` component
 //! initial_state.json  {"collection": {"key": record, …}, …}
-//! tasks.json          [task, …]                                  (see [`Task`])
+//! tasks.jsonl         one task per line                                (see [`Task`])
 //! ```
+//!
+//! The manifest records the sha256 of the other three files; a bundle whose
+//! files do not match is refused (a corrupted copy or a hand edit that forgot
+//! to update the manifest), naming the file.
 
 use crate::canonical;
 use crate::verify::VerifyRules;
@@ -18,12 +22,12 @@ use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::Arc;
 
-pub const MANIFEST_FILE: &str = "environment.json";
-pub const COMPONENT_FILE: &str = "component.wasm";
+pub const MANIFEST_FILE: &str = "manifest.json";
+pub const COMPONENT_FILE: &str = "tools.wasm";
 pub const INITIAL_STATE_FILE: &str = "initial_state.json";
-pub const TASKS_FILE: &str = "tasks.json";
+pub const TASKS_FILE: &str = "tasks.jsonl";
 
-/// `environment.json`.
+/// `manifest.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
@@ -33,6 +37,22 @@ pub struct Manifest {
     /// How final states are canonicalised before they are compared.
     #[serde(default)]
     pub verify: VerifyRules,
+    /// How the environment was made (synthesis settings, seed…); free-form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Value>,
+    /// sha256 of the bundle's files, written with the bundle and checked on
+    /// reading; not part of the content hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hashes: Option<FileHashes>,
+}
+
+/// sha256 (hex) of each file of a bundle directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileHashes {
+    pub tools: String,
+    pub initial_state: String,
+    pub tasks: String,
 }
 
 /// A tool call with its arguments.
@@ -82,12 +102,36 @@ impl Bundle {
         if !dir.is_dir() {
             bail!("{} is not a bundle directory", dir.display());
         }
-        let manifest: Manifest = read_json(&dir.join(MANIFEST_FILE))?;
-        let component_path = dir.join(COMPONENT_FILE);
-        let wasm = std::fs::read(&component_path)
-            .with_context(|| format!("reading {}", component_path.display()))?;
-        let initial_state: Value = read_json(&dir.join(INITIAL_STATE_FILE))?;
-        let tasks: Vec<Task> = read_json(&dir.join(TASKS_FILE))?;
+        let read = |name: &str| {
+            let path = dir.join(name);
+            std::fs::read(&path).with_context(|| format!("reading {}", path.display()))
+        };
+        let manifest_bytes = read(MANIFEST_FILE)?;
+        let manifest: Manifest = serde_json::from_slice(&manifest_bytes)
+            .with_context(|| format!("{} is malformed", dir.join(MANIFEST_FILE).display()))?;
+        let (wasm, state_bytes, task_bytes) = (
+            read(COMPONENT_FILE)?,
+            read(INITIAL_STATE_FILE)?,
+            read(TASKS_FILE)?,
+        );
+        if let Some(expected) = &manifest.hashes {
+            for (name, bytes, hash) in [
+                (COMPONENT_FILE, &wasm, &expected.tools),
+                (INITIAL_STATE_FILE, &state_bytes, &expected.initial_state),
+                (TASKS_FILE, &task_bytes, &expected.tasks),
+            ] {
+                if &sha256_hex(bytes) != hash {
+                    bail!(
+                        "{} does not match the sha256 recorded in {MANIFEST_FILE} (corrupted, or edited without updating the manifest)",
+                        dir.join(name).display()
+                    );
+                }
+            }
+        }
+        let initial_state = serde_json::from_slice(&state_bytes)
+            .with_context(|| format!("{} is malformed", dir.join(INITIAL_STATE_FILE).display()))?;
+        let tasks = parse_tasks(&task_bytes)
+            .with_context(|| format!("{} is malformed", dir.join(TASKS_FILE).display()))?;
         Ok(Self {
             manifest,
             wasm: wasm.into(),
@@ -96,18 +140,27 @@ impl Bundle {
         })
     }
 
-    /// Writes the bundle as a directory (created if needed).
+    /// Writes the bundle as a directory (created if needed), with the files'
+    /// hashes in the manifest.
     pub fn write_dir(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let write = |name: &str, bytes: &[u8]| {
             let path = dir.join(name);
             std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))
         };
-        write(MANIFEST_FILE, &pretty(&self.manifest)?)?;
+        let state = pretty(&self.initial_state)?;
+        let tasks = tasks_jsonl(&self.tasks)?;
+        let mut manifest = self.manifest.clone();
+        manifest.hashes = Some(FileHashes {
+            tools: sha256_hex(&self.wasm),
+            initial_state: sha256_hex(&state),
+            tasks: sha256_hex(&tasks),
+        });
         write(COMPONENT_FILE, &self.wasm)?;
-        write(INITIAL_STATE_FILE, &pretty(&self.initial_state)?)?;
-        write(TASKS_FILE, &pretty(&self.tasks)?)?;
-        Ok(())
+        write(INITIAL_STATE_FILE, &state)?;
+        write(TASKS_FILE, &tasks)?;
+        // The manifest last: a directory with a manifest is complete.
+        write(MANIFEST_FILE, &pretty(&manifest)?)
     }
 
     /// Identifies the environment exactly: sha256 over the component bytes, the
@@ -115,10 +168,14 @@ impl Bundle {
     /// of the files does not matter). Trajectories record it; replay checks it.
     pub fn content_hash(&self) -> String {
         let tasks = serde_json::to_value(&self.tasks).expect("tasks serialise");
-        let manifest = serde_json::to_value(&self.manifest).expect("manifest serialises");
+        let manifest = Manifest {
+            hashes: None,
+            ..self.manifest.clone()
+        };
+        let manifest = serde_json::to_value(&manifest).expect("manifest serialises");
         let mut hasher = Sha256::new();
         for part in [
-            canonical::hex(&Sha256::digest(&self.wasm)),
+            sha256_hex(&self.wasm),
             canonical::to_string(&manifest),
             canonical::to_string(&self.initial_state),
             canonical::to_string(&tasks),
@@ -130,10 +187,29 @@ impl Bundle {
     }
 }
 
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("{} is malformed", path.display()))
+/// Tasks from JSONL text: one task per line; blank lines are skipped.
+pub fn parse_tasks(bytes: &[u8]) -> Result<Vec<Task>> {
+    let text = std::str::from_utf8(bytes).context("not UTF-8")?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(index, line)| {
+            serde_json::from_str(line).with_context(|| format!("line {}", index + 1))
+        })
+        .collect()
+}
+
+fn tasks_jsonl(tasks: &[Task]) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    for task in tasks {
+        serde_json::to_writer(&mut bytes, task)?;
+        bytes.push(b'\n');
+    }
+    Ok(bytes)
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    canonical::hex(&Sha256::digest(bytes))
 }
 
 fn pretty<T: Serialize>(value: &T) -> Result<Vec<u8>> {

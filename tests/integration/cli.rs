@@ -234,13 +234,26 @@ fn a_bundle_directory_runs_like_the_built_in_environment() {
 fn bad_input_gets_errors_that_name_the_problem() {
     let dir = tempfile::tempdir().unwrap();
     let bundle = export_example(dir.path());
-    std::fs::write(bundle.join("tasks.json"), "[{\"id\": 1}]").unwrap();
+    std::fs::write(bundle.join("tasks.jsonl"), "{\"id\": 1}\n").unwrap();
     let output = forge(&["run", "--env", bundle.to_str().unwrap()]);
     assert!(!output.status.success());
     assert!(
-        stderr(&output).contains("tasks.json is malformed"),
+        stderr(&output).contains("tasks.jsonl does not match the sha256"),
         "{}",
         stderr(&output)
+    );
+    // Without recorded hashes (a hand-written bundle) the malformed line is named.
+    let manifest_path = bundle.join("manifest.json");
+    let mut manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    manifest.as_object_mut().unwrap().remove("hashes");
+    std::fs::write(&manifest_path, manifest.to_string()).unwrap();
+    let output = forge(&["run", "--env", bundle.to_str().unwrap()]);
+    assert!(!output.status.success());
+    let message = stderr(&output);
+    assert!(
+        message.contains("tasks.jsonl is malformed") && message.contains("line 1"),
+        "{message}"
     );
 
     let output = forge(&["run", "--tasks", "shop-99"]);

@@ -100,12 +100,29 @@ impl Store for MemStore {
 
 /// A JSON file of `bundle/`.
 pub fn bundle_json(name: &str) -> Value {
+    let (path, text) = bundle_file(name);
+    serde_json::from_str(&text).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+}
+
+/// A JSONL file of the bundle, one value per line.
+pub fn bundle_jsonl(name: &str) -> Vec<Value> {
+    let (path, text) = bundle_file(name);
+    text.lines()
+        .enumerate()
+        .map(|(index, line)| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|err| panic!("{} line {}: {err}", path.display(), index + 1))
+        })
+        .collect()
+}
+
+fn bundle_file(name: &str) -> (std::path::PathBuf, String) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("bundle")
         .join(name);
     let text =
         std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+    (path, text)
 }
 
 /// Calls tool `name` with `args` on `store`; the result is parsed JSON.

@@ -7,7 +7,7 @@ use forge_example_shop::TOOLS;
 use forge_guest::Value;
 use serde::Deserialize;
 
-use crate::store::{MemStore, bundle_json};
+use crate::store::{MemStore, bundle_jsonl};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -36,7 +36,10 @@ const READ_ONLY: &[&str] = &[
 ];
 
 fn tasks() -> Vec<Task> {
-    serde_json::from_value(bundle_json("tasks.json")).expect("tasks.json holds tasks")
+    bundle_jsonl("tasks.jsonl")
+        .into_iter()
+        .map(|task| serde_json::from_value(task).expect("tasks.jsonl holds tasks"))
+        .collect()
 }
 
 #[test]

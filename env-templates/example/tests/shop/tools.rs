@@ -107,8 +107,8 @@ fn initial_state_is_consistent() {
 }
 
 #[test]
-fn environment_json_names_the_shop() {
-    let environment = bundle_json("environment.json");
+fn manifest_names_the_shop() {
+    let environment = bundle_json("manifest.json");
     assert_eq!(environment["name"], "shop");
     assert!(!environment["description"].as_str().unwrap().is_empty());
     assert_eq!(
