@@ -18,6 +18,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Synthesize verified environment bundles from domain docs.
+    Synth(commands::synth::SynthArgs),
     /// Run episodes of a policy on an environment's tasks and score them.
     Run(commands::run::RunArgs),
     /// Re-execute a trajectory file and prove it byte-identical.
@@ -35,6 +37,7 @@ fn main() -> ExitCode {
     restore_sigpipe();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Synth(args) => commands::synth::run(args),
         Command::Run(args) => commands::run::run(args),
         Command::Replay(args) => commands::replay::run(args),
         Command::Inspect(args) => commands::inspect::run(args),

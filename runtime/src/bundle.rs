@@ -85,6 +85,19 @@ pub struct Task {
     /// A task-specific initial state; the environment's when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initial_state: Option<Value>,
+    /// What the simulated user knows (synthesized tasks): facts it may state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_facts: Option<Value>,
+    /// The gold actions' dependency graph and reasoning nodes (synthesized tasks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dag: Option<Value>,
+    /// sha256 of the gold final state; when present, loading checks that the
+    /// gold actions still reach it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gold_final_state_sha256: Option<String>,
+    /// Difficulty statistics (synthesized tasks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<Value>,
 }
 
 /// A bundle in memory.

@@ -85,6 +85,15 @@ impl Environment {
             };
             let gold = execute_gold(&component, task, &initial)
                 .with_context(|| format!("environment `{name}`, task `{}`", task.id))?;
+            if let Some(expected) = &task.gold_final_state_sha256
+                && expected != &gold.sha256()
+            {
+                bail!(
+                    "environment `{name}`, task `{}`: the gold actions reach a final state with sha256 {}, not the recorded {expected}",
+                    task.id,
+                    gold.sha256()
+                );
+            }
             tasks.push(PreparedTask {
                 task: task.clone(),
                 initial,

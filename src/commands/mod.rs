@@ -5,3 +5,4 @@ pub mod example;
 pub mod inspect;
 pub mod replay;
 pub mod run;
+pub mod synth;

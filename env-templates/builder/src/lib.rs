@@ -56,19 +56,25 @@ pub fn build_component(
     package: &str,
     target_dir: &Path,
 ) -> Result<PathBuf, BuildError> {
+    let mut paths = build_components(manifest, &[package], target_dir)?;
+    Ok(paths.remove(0))
+}
+
+/// Builds several packages of one workspace in a single cargo invocation (so
+/// they share its parallelism), returning their components in order.
+pub fn build_components(
+    manifest: &Path,
+    packages: &[&str],
+    target_dir: &Path,
+) -> Result<Vec<PathBuf>, BuildError> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
+    command.args(["build", "--release", "--quiet", "--target", TARGET]);
+    for package in packages {
+        command.args(["--package", package]);
+    }
     command
-        .args([
-            "build",
-            "--release",
-            "--quiet",
-            "--target",
-            TARGET,
-            "--package",
-            package,
-            "--manifest-path",
-        ])
+        .arg("--manifest-path")
         .arg(manifest)
         .arg("--target-dir")
         .arg(target_dir);
@@ -97,19 +103,24 @@ pub fn build_component(
         let mut text = String::from_utf8_lossy(&output.stderr).into_owned();
         text.push_str(&String::from_utf8_lossy(&output.stdout));
         return Err(BuildError::Compile {
-            package: package.to_owned(),
+            package: packages.join(", "),
             output: text,
         });
     }
-    let path = target_dir
-        .join(TARGET)
-        .join("release")
-        .join(format!("{}.wasm", package.replace('-', "_")));
-    if path.is_file() {
-        Ok(path)
-    } else {
-        Err(BuildError::Missing(path))
-    }
+    packages
+        .iter()
+        .map(|package| {
+            let path = target_dir
+                .join(TARGET)
+                .join("release")
+                .join(format!("{}.wasm", package.replace('-', "_")));
+            if path.is_file() {
+                Ok(path)
+            } else {
+                Err(BuildError::Missing(path))
+            }
+        })
+        .collect()
 }
 
 /// `--remap-path-prefix` flags that replace the workspace and cargo-home paths

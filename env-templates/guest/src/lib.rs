@@ -16,6 +16,7 @@
 mod args;
 mod db;
 mod host;
+pub mod ops;
 
 pub use args::Args;
 pub use db::{Db, Store};

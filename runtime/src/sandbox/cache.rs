@@ -29,20 +29,10 @@ impl ComponentCache {
         Ok(Self { dir })
     }
 
-    /// The default cache: `$FORGE_CACHE_DIR/components`, else the platform cache
-    /// directory (`$XDG_CACHE_HOME` or `~/.cache`) under `forge/components`.
-    /// `None` when no such directory can be created; callers then compile
-    /// without caching.
+    /// The default cache: `components/` under [`cache_root`]. `None` when no
+    /// such directory can be created; callers then compile without caching.
     pub fn open_default() -> Option<Self> {
-        let base = std::env::var_os("FORGE_CACHE_DIR")
-            .map(PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("XDG_CACHE_HOME").map(|dir| PathBuf::from(dir).join("forge"))
-            })
-            .or_else(|| {
-                std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/forge"))
-            })?;
-        Self::open(base.join("components")).ok()
+        Self::open(cache_root()?.join("components")).ok()
     }
 
     pub fn dir(&self) -> &Path {
@@ -74,6 +64,15 @@ impl ComponentCache {
         file.persist(path)?;
         Ok(())
     }
+}
+
+/// Forge's cache directory: `$FORGE_CACHE_DIR`, else `$XDG_CACHE_HOME/forge`,
+/// else `~/.cache/forge`.
+pub fn cache_root() -> Option<PathBuf> {
+    std::env::var_os("FORGE_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|dir| PathBuf::from(dir).join("forge")))
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/forge")))
 }
 
 /// Compiles a component without caching.

@@ -16,7 +16,7 @@ mod grants;
 mod host;
 mod instance;
 
-pub use cache::ComponentCache;
+pub use cache::{ComponentCache, cache_root};
 pub use instance::{CallOutcome, SandboxError, ToolComponent, ToolInstance};
 
 use anyhow::{Context, Result};

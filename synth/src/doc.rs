@@ -1,0 +1,442 @@
+//! The domain documentation format: what a person (or an LLM) writes to
+//! describe a tool environment.
+//!
+//! A doc is TOML (or the same structure as JSON). It names the domain, the
+//! collections of the state with their fields, and the tools. Tools are
+//! described as an API reference would (name, description, parameters) plus
+//! annotations that let synthesis run offline, by rule: what kind of operation
+//! a tool is (`find`, `get`, `list`, `create`, `update`, `delete`), which
+//! collection it works on, its preconditions (`require`), its effects on the
+//! target record (`set`, `params`) and on related records (`change`), which
+//! fields a user can ask about (`asks`), and how a user would phrase wanting it
+//! (`intent`). Fields a user knows (`user_knows`) are what simulated users can
+//! say about themselves and the things they refer to. See
+//! `env-templates/domains/README.md` for the full reference with an example.
+
+use anyhow::{Context, Result, bail, ensure};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// A domain doc.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DomainDoc {
+    pub domain: Domain,
+    /// Collections by name, in the order they are generated (referenced
+    /// collections must come first).
+    pub collections: BTreeMap<String, CollectionDoc>,
+    pub tools: Vec<ToolDoc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Domain {
+    /// Lower-case identifier: letters, digits, `-`, `_`.
+    pub name: String,
+    pub description: String,
+    /// The collection whose records are the users who talk to the agent.
+    pub persona: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectionDoc {
+    /// The field holding each record's key (e.g. `member_id`).
+    pub key_field: String,
+    /// Keys are `prefix` + a number (`m1`, `m2`…).
+    pub key_prefix: String,
+    /// The singular noun used in messages (`member`).
+    pub noun: String,
+    /// Records in the initial state.
+    pub count: usize,
+    pub fields: BTreeMap<String, FieldDoc>,
+}
+
+/// One field of a record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldDoc {
+    #[serde(rename = "type")]
+    pub kind: FieldType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// A value generator (see [`crate::values`]) for strings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator: Option<String>,
+    /// The allowed values.
+    #[serde(default, rename = "enum", skip_serializing_if = "Option::is_none")]
+    pub choices: Option<Vec<Value>>,
+    /// Inclusive bounds for numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    /// The collection whose key this field holds.
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub references: Option<String>,
+    /// No two records share the value.
+    #[serde(default)]
+    pub unique: bool,
+    /// A user can state this value (their own email, a book's title).
+    #[serde(default)]
+    pub user_knows: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FieldType {
+    String,
+    Integer,
+    Number,
+    Boolean,
+}
+
+impl FieldType {
+    pub fn json_schema_type(self) -> &'static str {
+        match self {
+            Self::String => "string",
+            Self::Integer => "integer",
+            Self::Number => "number",
+            Self::Boolean => "boolean",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolKind {
+    /// Look a record up by a unique field; returns `{key_field: key}`.
+    Find,
+    /// A record by key.
+    Get,
+    /// Records matching equality filters.
+    List,
+    /// A new record from arguments and constants.
+    Create,
+    /// Change a record (by key) from arguments and constants.
+    Update,
+    /// Remove a record (by key).
+    Delete,
+}
+
+impl ToolKind {
+    pub fn writes(self) -> bool {
+        matches!(self, Self::Create | Self::Update | Self::Delete)
+    }
+}
+
+/// One tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolDoc {
+    pub name: String,
+    pub description: String,
+    pub kind: ToolKind,
+    pub collection: String,
+    /// `find`: the unique field looked up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// `list`: fields that may filter (optional arguments).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub filters: Vec<String>,
+    /// `list`: filters that must be given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_filters: Vec<String>,
+    /// `create`/`update`: fields whose values come from arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub params: Vec<String>,
+    /// `create`/`update`: fields set to constants.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub set: BTreeMap<String, Value>,
+    /// Preconditions; the call fails, changing nothing, when one does not hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub require: Vec<Condition>,
+    /// Effects on records related through a reference field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub change: Vec<Change>,
+    /// `get`/`list`: fields a user may ask about (read-only requirements).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asks: Vec<String>,
+    /// How a user phrases wanting this call, with `{field}` placeholders for
+    /// arguments and target-record fields and `{collection.field}` for fields
+    /// of records it references.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<String>,
+}
+
+/// A precondition on the target record (`via` absent) or on the record that a
+/// reference field of the target (or an argument) points to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Condition {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+    pub field: String,
+    pub op: Op,
+    pub value: Value,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    #[serde(rename = "==")]
+    Eq,
+    #[serde(rename = "!=")]
+    Ne,
+    #[serde(rename = ">")]
+    Gt,
+    #[serde(rename = ">=")]
+    Ge,
+    #[serde(rename = "<")]
+    Lt,
+    #[serde(rename = "<=")]
+    Le,
+}
+
+impl Op {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Self::Eq => "==",
+            Self::Ne => "!=",
+            Self::Gt => ">",
+            Self::Ge => ">=",
+            Self::Lt => "<",
+            Self::Le => "<=",
+        }
+    }
+}
+
+/// An effect on the target record (`via` absent) or on the record that the
+/// reference field `via` points to: add a number to a field, or set it to a
+/// constant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Change {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+    pub field: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub add: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set: Option<Value>,
+}
+
+impl DomainDoc {
+    /// Reads a doc (`.toml` or `.json`) and checks it.
+    pub fn read(path: &Path) -> Result<Self> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let doc: Self = match path.extension().and_then(|ext| ext.to_str()) {
+            Some("json") => serde_json::from_str(&text)
+                .with_context(|| format!("{} is malformed", path.display()))?,
+            _ => {
+                toml::from_str(&text).with_context(|| format!("{} is malformed", path.display()))?
+            }
+        };
+        doc.check()
+            .with_context(|| format!("{} is inconsistent", path.display()))?;
+        Ok(doc)
+    }
+
+    pub fn collection(&self, name: &str) -> Result<&CollectionDoc> {
+        self.collections
+            .get(name)
+            .with_context(|| format!("no collection `{name}`"))
+    }
+
+    /// The field `name` of `collection`, the key field included (as a string).
+    pub fn field(&self, collection: &str, name: &str) -> Option<FieldDoc> {
+        let doc = self.collections.get(collection)?;
+        if doc.key_field == name {
+            return Some(FieldDoc {
+                kind: FieldType::String,
+                description: Some(format!("The {}'s id.", doc.noun)),
+                generator: None,
+                choices: None,
+                min: None,
+                max: None,
+                references: Some(collection.to_owned()),
+                unique: true,
+                user_knows: false,
+            });
+        }
+        doc.fields.get(name).cloned()
+    }
+
+    /// Collections in an order where every referenced collection comes first.
+    pub fn generation_order(&self) -> Result<Vec<&str>> {
+        let mut order: Vec<&str> = Vec::new();
+        while order.len() < self.collections.len() {
+            let before = order.len();
+            for (name, collection) in &self.collections {
+                if order.contains(&name.as_str()) {
+                    continue;
+                }
+                let ready = collection
+                    .fields
+                    .values()
+                    .filter_map(|field| field.references.as_deref())
+                    .all(|target| target == name || order.contains(&target));
+                if ready {
+                    order.push(name);
+                }
+            }
+            if order.len() == before {
+                bail!("the collections' references form a cycle");
+            }
+        }
+        Ok(order)
+    }
+
+    /// Checks names, references and annotations; errors name the tool or field.
+    pub fn check(&self) -> Result<()> {
+        let name_ok = |name: &str| {
+            !name.is_empty()
+                && name.chars().all(|ch| {
+                    ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_' || ch == '-'
+                })
+        };
+        ensure!(
+            name_ok(&self.domain.name),
+            "domain name `{}` must be lower-case letters, digits, `-` or `_`",
+            self.domain.name
+        );
+        self.collection(&self.domain.persona)
+            .context("domain.persona")?;
+        for (name, collection) in &self.collections {
+            ensure!(
+                name_ok(name),
+                "collection name `{name}` must be lower-case letters, digits, `-` or `_`"
+            );
+            ensure!(
+                collection.count > 0,
+                "collection `{name}`: count must be at least 1"
+            );
+            ensure!(
+                !collection.fields.contains_key(&collection.key_field),
+                "collection `{name}`: the key field `{}` is implicit; do not list it in fields",
+                collection.key_field
+            );
+            for (field_name, field) in &collection.fields {
+                let at = || format!("collection `{name}`, field `{field_name}`");
+                if let Some(target) = &field.references {
+                    ensure!(
+                        self.collections.contains_key(target),
+                        "{}: references unknown collection `{target}`",
+                        at()
+                    );
+                    ensure!(
+                        field.kind == FieldType::String,
+                        "{}: a reference must be a string",
+                        at()
+                    );
+                }
+                if let Some(generator) = &field.generator {
+                    ensure!(
+                        crate::values::is_generator(generator),
+                        "{}: unknown generator `{generator}` (known: {})",
+                        at(),
+                        crate::values::GENERATORS.join(", ")
+                    );
+                }
+                if let (Some(min), Some(max)) = (field.min, field.max) {
+                    ensure!(min <= max, "{}: min is above max", at());
+                }
+            }
+        }
+        self.generation_order()?;
+        let mut seen = std::collections::BTreeSet::new();
+        for tool in &self.tools {
+            ensure!(
+                seen.insert(&tool.name),
+                "tool `{}` is defined twice",
+                tool.name
+            );
+            self.check_tool(tool)
+                .with_context(|| format!("tool `{}`", tool.name))?;
+        }
+        Ok(())
+    }
+
+    fn check_tool(&self, tool: &ToolDoc) -> Result<()> {
+        ensure!(
+            !tool.name.is_empty()
+                && tool
+                    .name
+                    .chars()
+                    .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_'),
+            "the name must be lower-case letters, digits or `_`"
+        );
+        let collection = self.collection(&tool.collection)?;
+        let field = |name: &str| {
+            self.field(&tool.collection, name)
+                .with_context(|| format!("`{}` has no field `{name}`", tool.collection))
+        };
+        match tool.kind {
+            ToolKind::Find => {
+                let by = tool.by.as_deref().context("a `find` tool needs `by`")?;
+                ensure!(field(by)?.unique, "`by` field `{by}` must be unique");
+            }
+            ToolKind::List => {
+                for filter in tool.filters.iter().chain(&tool.required_filters) {
+                    field(filter)?;
+                }
+            }
+            ToolKind::Create | ToolKind::Update => {
+                for name in tool.params.iter().chain(tool.set.keys()) {
+                    ensure!(
+                        name != &collection.key_field,
+                        "the key field `{name}` cannot be set"
+                    );
+                    field(name)?;
+                }
+            }
+            ToolKind::Get | ToolKind::Delete => {}
+        }
+        for name in &tool.asks {
+            field(name)?;
+        }
+        for condition in &tool.require {
+            let target = self.via_target(tool, condition.via.as_deref())?;
+            self.field(&target, &condition.field).with_context(|| {
+                format!("require: `{target}` has no field `{}`", condition.field)
+            })?;
+        }
+        for change in &tool.change {
+            let target = self.via_target(tool, change.via.as_deref())?;
+            let field = self
+                .field(&target, &change.field)
+                .with_context(|| format!("change: `{target}` has no field `{}`", change.field))?;
+            ensure!(
+                change.add.is_some() != change.set.is_some(),
+                "change of `{}`: give exactly one of `add` and `set`",
+                change.field
+            );
+            if change.add.is_some() {
+                ensure!(
+                    matches!(field.kind, FieldType::Integer | FieldType::Number),
+                    "change: `add` needs a numeric field, `{}` is not",
+                    change.field
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The collection a `via` reference field of a tool's target points to.
+    pub fn via_target(&self, tool: &ToolDoc, via: Option<&str>) -> Result<String> {
+        let Some(via) = via else {
+            return Ok(tool.collection.clone());
+        };
+        let field = self.field(&tool.collection, via).with_context(|| {
+            format!(
+                "`via` field `{via}` is not a field of `{}`",
+                tool.collection
+            )
+        })?;
+        field
+            .references
+            .with_context(|| format!("`via` field `{via}` is not a reference"))
+    }
+}

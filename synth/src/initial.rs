@@ -1,0 +1,100 @@
+//! Stage 3: initial state values — seeded, realistic, and referentially
+//! consistent (every reference points at an existing record; unique fields
+//! are unique).
+
+use crate::doc::{DomainDoc, FieldDoc, FieldType};
+use crate::values;
+use anyhow::Result;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{Map, Value};
+use std::collections::BTreeSet;
+
+/// The initial state of a domain: `{collection: {key: record}}`.
+pub fn initial_state(doc: &DomainDoc, seed: u64) -> Result<Value> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut state = Map::new();
+    for name in doc.generation_order()? {
+        let collection = &doc.collections[name];
+        let mut records = Map::new();
+        let mut taken: std::collections::BTreeMap<&str, BTreeSet<String>> = Default::default();
+        for index in 1..=collection.count {
+            let key = format!("{}{index}", collection.key_prefix);
+            let mut record = Map::new();
+            record.insert(collection.key_field.clone(), Value::String(key.clone()));
+            // Derived generators (an email from the name) run after the rest.
+            let (derived, plain): (Vec<_>, Vec<_>) = collection
+                .fields
+                .iter()
+                .partition(|(_, field)| field.generator.as_deref() == Some("email"));
+            for (field_name, field) in plain.into_iter().chain(derived) {
+                let mut value = field_value(field, &state, &record, &mut rng);
+                if field.unique {
+                    let seen = taken.entry(field_name).or_default();
+                    let mut attempt = 0;
+                    while seen.contains(&value.to_string()) {
+                        attempt += 1;
+                        value = match (attempt < 50, &value) {
+                            (true, _) => field_value(field, &state, &record, &mut rng),
+                            (false, Value::String(text)) => {
+                                Value::String(format!("{text} {attempt}"))
+                            }
+                            (false, other) => other.clone(),
+                        };
+                    }
+                    seen.insert(value.to_string());
+                }
+                record.insert(field_name.clone(), value);
+            }
+            records.insert(key, Value::Object(record));
+        }
+        state.insert(name.to_owned(), Value::Object(records));
+    }
+    Ok(Value::Object(state))
+}
+
+/// A value for `field`. References pick an existing key of the (already
+/// generated) target collection.
+pub fn field_value(
+    field: &FieldDoc,
+    state: &Map<String, Value>,
+    record: &Map<String, Value>,
+    rng: &mut ChaCha8Rng,
+) -> Value {
+    if let Some(target) = &field.references {
+        let keys: Vec<&String> = state
+            .get(target)
+            .and_then(Value::as_object)
+            .map(|records| records.keys().collect())
+            .unwrap_or_default();
+        return match keys.len() {
+            0 => Value::Null,
+            len => Value::String(keys[rng.random_range(0..len)].clone()),
+        };
+    }
+    if let Some(choices) = &field.choices
+        && !choices.is_empty()
+    {
+        return choices[rng.random_range(0..choices.len())].clone();
+    }
+    match field.kind {
+        FieldType::String => Value::String(values::generate(
+            field.generator.as_deref().unwrap_or("word"),
+            rng,
+            record,
+        )),
+        FieldType::Integer => {
+            let low = field.min.unwrap_or(0.0).ceil() as i64;
+            let high = (field.max.unwrap_or(10.0).floor() as i64).max(low);
+            Value::from(rng.random_range(low..=high))
+        }
+        FieldType::Number => {
+            let low = field.min.unwrap_or(0.0);
+            let high = field.max.unwrap_or(100.0).max(low);
+            let cents =
+                rng.random_range((low * 100.0).round() as i64..=(high * 100.0).round() as i64);
+            Value::from(cents as f64 / 100.0)
+        }
+        FieldType::Boolean => Value::Bool(rng.random_bool(0.5)),
+    }
+}

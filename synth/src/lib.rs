@@ -1,0 +1,434 @@
+//! Environment synthesis: domain documentation in, verified environment
+//! bundles out.
+//!
+//! Stages, each a module whose output is written beside the bundle:
+//! 1. [`doc`] — the state structure (collections, fields, keys, relations)
+//!    read and checked from the doc → `structure.json`;
+//! 2. [`codegen`] + [`compile`] + [`validate`] — tool implementations
+//!    generated into the Rust guest template, compiled to a component, and
+//!    exercised with valid and invalid arguments → `tools.rs`, `tools.wasm`;
+//! 3. [`initial`] — seeded, referentially consistent initial state →
+//!    `initial_state.json`;
+//! 4. [`graph`] — the tool graph → `tool_graph.json`;
+//! 5. to 7. [`tasks`] — goal-directed walks merged into multi-requirement
+//!    DAGs with reasoning nodes, executed in the sandbox for the gold final
+//!    state, and phrased as user instructions → `tasks.jsonl`;
+//! 8. verification ([`verify_tasks`]) — gold replay reaches S* on every
+//!    replay, doing nothing scores 0, a random policy's success is measured
+//!    and tasks it solves easily are dropped, duplicates are dropped →
+//!    `report.md`.
+
+pub mod codegen;
+pub mod compile;
+pub mod doc;
+pub mod graph;
+pub mod initial;
+pub mod tasks;
+pub mod validate;
+pub mod values;
+
+use anyhow::{Context, Result, bail};
+use doc::DomainDoc;
+use forge_runtime::bundle::{Bundle, Manifest};
+use forge_runtime::episode::{EpisodeSettings, run_episode};
+use forge_runtime::policy::{RandomPolicy, ScriptedUser};
+use forge_runtime::verify::VerifyRules;
+use forge_runtime::{Environment, Sandbox, State, Task};
+use serde::Serialize;
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Lower-case hex.
+pub(crate) fn canonical_hex(bytes: &[u8]) -> String {
+    forge_runtime::canonical::hex(bytes)
+}
+
+/// Synthesis settings.
+#[derive(Debug, Clone, Serialize)]
+pub struct SynthConfig {
+    pub seed: u64,
+    /// Tasks to keep per domain.
+    pub tasks: usize,
+    /// Random-policy episodes per task in verification.
+    pub random_trials: u64,
+    /// Tasks the random policy solves in at least this share of trials are dropped.
+    pub random_drop_rate: f64,
+}
+
+impl Default for SynthConfig {
+    fn default() -> Self {
+        Self {
+            seed: 0,
+            tasks: 100,
+            random_trials: 4,
+            random_drop_rate: 0.5,
+        }
+    }
+}
+
+/// Per-domain numbers for the report and the CLI table.
+#[derive(Debug, Clone, Serialize)]
+pub struct DomainReport {
+    pub domain: String,
+    pub tools: usize,
+    pub graph_edges: usize,
+    pub tasks: usize,
+    pub attempts: usize,
+    pub dropped_failed: usize,
+    pub dropped_duplicate: usize,
+    pub dropped_random: usize,
+    pub mean_tool_calls: f64,
+    pub max_tool_calls: usize,
+    pub mean_dag_depth: f64,
+    pub mean_requirements: f64,
+    pub write_share: f64,
+    pub random_success: f64,
+    pub gold_success: f64,
+}
+
+/// What became of one domain: its report, or why it was rejected.
+pub type DomainOutcome = std::result::Result<DomainReport, (String, anyhow::Error)>;
+
+/// Synthesizes every doc into `out/<domain>/`. Tool crates of all docs are
+/// compiled in one cargo run. A domain that fails (say, a tool that fails
+/// validation) is rejected with its reason and the others go on. `progress`
+/// hears each finished domain.
+pub fn synthesize(
+    docs: &[DomainDoc],
+    config: &SynthConfig,
+    out: &Path,
+    compiler: &compile::Compiler,
+    sandbox: &Sandbox,
+    mut progress: impl FnMut(&DomainOutcome),
+) -> Result<Vec<DomainOutcome>> {
+    let names: BTreeSet<&str> = docs.iter().map(|doc| doc.domain.name.as_str()).collect();
+    if names.len() != docs.len() {
+        bail!("two docs have the same domain name");
+    }
+    let sources: Vec<compile::GuestSource> = docs
+        .iter()
+        .map(|doc| {
+            Ok(compile::GuestSource {
+                package: codegen::package_name(doc),
+                cargo_toml: codegen::cargo_toml(doc),
+                lib_rs: codegen::lib_rs(doc)?,
+            })
+        })
+        .collect::<Result<_>>()?;
+    let (components, _cached) = compiler
+        .compile(&sources)
+        .context("compiling the generated tools")?;
+    let mut reports = Vec::new();
+    for ((doc, source), wasm) in docs.iter().zip(&sources).zip(components) {
+        let dir = out.join(&doc.domain.name);
+        let outcome = synthesize_domain(doc, source, wasm, config, &dir, sandbox)
+            .map_err(|err| (doc.domain.name.clone(), err));
+        progress(&outcome);
+        reports.push(outcome);
+    }
+    Ok(reports)
+}
+
+fn synthesize_domain(
+    doc: &DomainDoc,
+    source: &compile::GuestSource,
+    wasm: Vec<u8>,
+    config: &SynthConfig,
+    dir: &Path,
+    sandbox: &Sandbox,
+) -> Result<DomainReport> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let write = |name: &str, bytes: &[u8]| {
+        std::fs::write(dir.join(name), bytes)
+            .with_context(|| format!("writing {}", dir.join(name).display()))
+    };
+    write(
+        "structure.json",
+        &pretty(
+            &json!({"domain": doc.domain, "collections": doc.collections, "generation_order": doc.generation_order()?}),
+        )?,
+    )?;
+    write("tools.rs", source.lib_rs.as_bytes())?;
+
+    let component = sandbox
+        .load(&wasm)
+        .context("loading the generated component")?;
+    let initial_json = initial::initial_state(doc, config.seed)?;
+    let initial = State::from_json(&initial_json)?;
+    let checks = validate::validate(doc, &component, &initial, config.seed);
+    let failed: Vec<String> = checks
+        .iter()
+        .filter(|check| !check.problems.is_empty())
+        .map(|check| format!("`{}`: {}", check.tool, check.problems.join("; ")))
+        .collect();
+    if !failed.is_empty() {
+        write(
+            "report.md",
+            format!(
+                "# {} — rejected\n\nTool validation failed:\n\n- {}\n",
+                doc.domain.name,
+                failed.join("\n- ")
+            )
+            .as_bytes(),
+        )?;
+        bail!(
+            "tool validation failed (see {}): {}",
+            dir.join("report.md").display(),
+            failed.join("; ")
+        );
+    }
+    let graph = graph::build(doc);
+    write("tool_graph.json", &pretty(&graph)?)?;
+
+    let generator = tasks::TaskGenerator::new(doc, &component, initial.clone());
+    let mut kept: Vec<tasks::GeneratedTask> = Vec::new();
+    let mut seen = BTreeSet::new();
+    let (mut attempts, mut failed, mut duplicate) = (0, 0, 0);
+    // Verification drops some tasks (those the random policy solves): draw a
+    // fifth more, keep the first `config.tasks` that pass.
+    let wanted = config.tasks + config.tasks.div_ceil(5);
+    let max_attempts = wanted * 30;
+    while kept.len() < wanted && attempts < max_attempts {
+        let seed = forge_runtime::episode_seed(config.seed, &doc.domain.name, attempts as u64);
+        attempts += 1;
+        let Some(mut generated) = generator.generate(seed) else {
+            failed += 1;
+            continue;
+        };
+        let identity = forge_runtime::canonical::to_string(&json!([
+            generated.task.gold_actions,
+            generated.task.required_outputs
+        ]));
+        if !seen.insert(identity) {
+            duplicate += 1;
+            continue;
+        }
+        generated.task.id = format!("{}-{:04}", doc.domain.name, kept.len() + 1);
+        kept.push(generated);
+    }
+
+    let manifest = Manifest {
+        name: doc.domain.name.clone(),
+        description: doc.domain.description.clone(),
+        verify: VerifyRules::default(),
+        provenance: Some(
+            json!({"synthesized_by": "forge synth (rule-based)", "config": config, "doc_sha256": forge_runtime::canonical::sha256_hex(&serde_json::to_value(doc)?)}),
+        ),
+        hashes: None,
+    };
+    let tasks: Vec<Task> = kept.into_iter().map(|generated| generated.task).collect();
+    let bundle = Bundle {
+        manifest,
+        wasm: wasm.into(),
+        initial_state: initial_json,
+        tasks,
+    };
+    let (bundle, verification) = verify_tasks(bundle, sandbox, config)?;
+    bundle.write_dir(dir)?;
+
+    let tasks = &bundle.tasks;
+    let stat = |name: &str| {
+        tasks
+            .iter()
+            .filter_map(|task| task.stats.as_ref()?.get(name)?.as_f64())
+            .collect::<Vec<f64>>()
+    };
+    let mean = |values: Vec<f64>| {
+        if values.is_empty() {
+            0.0
+        } else {
+            values.iter().sum::<f64>() / values.len() as f64
+        }
+    };
+    let report = DomainReport {
+        domain: doc.domain.name.clone(),
+        tools: doc.tools.len(),
+        graph_edges: graph.edges.len(),
+        tasks: tasks.len(),
+        attempts,
+        dropped_failed: failed,
+        dropped_duplicate: duplicate,
+        dropped_random: verification.dropped_random,
+        mean_tool_calls: mean(stat("tool_calls")),
+        max_tool_calls: stat("tool_calls").into_iter().fold(0.0, f64::max) as usize,
+        mean_dag_depth: mean(stat("dag_depth")),
+        mean_requirements: mean(stat("requirements")),
+        write_share: mean(stat("write_share")),
+        random_success: verification.random_success,
+        gold_success: verification.gold_success,
+    };
+    write(
+        "report.md",
+        markdown_report(doc, &report, &checks).as_bytes(),
+    )?;
+    Ok(report)
+}
+
+struct Verification {
+    dropped_random: usize,
+    random_success: f64,
+    gold_success: f64,
+}
+
+/// Stage 8: loads the bundle (which replays every task's gold actions and
+/// checks the recorded S* hash), replays them once more for stability, checks
+/// that doing nothing fails, measures a random policy and drops the tasks it
+/// solves easily.
+fn verify_tasks(
+    mut bundle: Bundle,
+    sandbox: &Sandbox,
+    config: &SynthConfig,
+) -> Result<(Bundle, Verification)> {
+    // Verification replays every drawn task; the report counts those kept.
+    let env = Environment::load(sandbox, bundle.clone()).context("verifying the tasks")?;
+    let again = Environment::load(sandbox, bundle.clone())?;
+    let mut keep = Vec::new();
+    let mut rates = Vec::new();
+    let mut gold_successes = 0usize;
+    for (task, replayed) in env.tasks().iter().zip(again.tasks()) {
+        if task.gold.sha256() != replayed.gold.sha256() {
+            bail!(
+                "task `{}`: two gold replays reached different states",
+                task.task.id
+            );
+        }
+        let settings = EpisodeSettings::default();
+        let mut gold = forge_runtime::policy::GoldPolicy::new(&task.task);
+        let record = run_episode(
+            &env,
+            task,
+            "gold",
+            &mut gold,
+            &mut ScriptedUser::new(&task.task.instruction),
+            settings,
+        )?;
+        gold_successes += usize::from(record.verdict.reward >= 1.0);
+        let noop = forge_runtime::verify::verify(
+            &bundle.manifest.verify,
+            &task.initial,
+            &task.gold,
+            &task.initial,
+            &task.task.required_outputs,
+            &[],
+        );
+        if noop.reward > 0.0 {
+            bail!("task `{}`: doing nothing already succeeds", task.task.id);
+        }
+        let mut solved = 0;
+        for trial in 0..config.random_trials {
+            let seed = forge_runtime::episode_seed(config.seed, &task.task.id, trial);
+            let mut policy = RandomPolicy::new(seed);
+            let record = run_episode(
+                &env,
+                task,
+                "random",
+                &mut policy,
+                &mut ScriptedUser::new(&task.task.instruction),
+                EpisodeSettings { seed, ..settings },
+            )?;
+            solved += u64::from(record.verdict.reward >= 1.0);
+        }
+        let rate = solved as f64 / config.random_trials.max(1) as f64;
+        keep.push(rate < config.random_drop_rate || config.random_trials == 0);
+        rates.push(rate);
+    }
+    let before = bundle.tasks.len();
+    let kept_rates: Vec<f64> = rates
+        .iter()
+        .zip(&keep)
+        .filter(|(_, kept)| **kept)
+        .map(|(rate, _)| *rate)
+        .take(config.tasks)
+        .collect();
+    let mut index = 0;
+    bundle.tasks.retain(|_| {
+        index += 1;
+        keep[index - 1]
+    });
+    bundle.tasks.truncate(config.tasks);
+    for (position, task) in bundle.tasks.iter_mut().enumerate() {
+        let domain = &bundle.manifest.name;
+        task.id = format!("{domain}-{:04}", position + 1);
+    }
+    Ok((
+        bundle,
+        Verification {
+            dropped_random: before - keep.iter().filter(|kept| **kept).count(),
+            random_success: kept_rates.iter().sum::<f64>() / kept_rates.len().max(1) as f64,
+            gold_success: gold_successes as f64 / before.max(1) as f64,
+        },
+    ))
+}
+
+fn markdown_report(
+    doc: &DomainDoc,
+    report: &DomainReport,
+    checks: &[validate::ToolCheck],
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# {} — synthesis report\n\n{}\n",
+        doc.domain.name, doc.domain.description
+    );
+    let _ = writeln!(
+        out,
+        "## Tools ({}), validated in the sandbox\n\n| tool | kind | valid calls | succeeded |\n| --- | --- | --- | --- |",
+        report.tools
+    );
+    for (tool, check) in doc.tools.iter().zip(checks) {
+        let _ = writeln!(
+            out,
+            "| `{}` | {:?} | {} | {} |",
+            tool.name, tool.kind, check.valid_calls, check.succeeded
+        );
+    }
+    let _ = writeln!(out, "\nTool graph: {} edges.\n", report.graph_edges);
+    let _ = writeln!(
+        out,
+        "## Tasks\n\n{} kept from {} attempts: {} walks led nowhere or failed, {} duplicates, {} solved too easily by the random policy.\n",
+        report.tasks,
+        report.attempts,
+        report.dropped_failed,
+        report.dropped_duplicate,
+        report.dropped_random
+    );
+    let _ = writeln!(out, "| measure | value |\n| --- | --- |");
+    for (name, value) in [
+        (
+            "tool calls per task, mean",
+            format!("{:.2}", report.mean_tool_calls),
+        ),
+        (
+            "tool calls per task, max",
+            report.max_tool_calls.to_string(),
+        ),
+        ("DAG depth, mean", format!("{:.2}", report.mean_dag_depth)),
+        (
+            "requirements per task, mean",
+            format!("{:.2}", report.mean_requirements),
+        ),
+        ("share of write calls", format!("{:.2}", report.write_share)),
+        ("gold policy success", format!("{:.3}", report.gold_success)),
+        (
+            "random policy success",
+            format!("{:.3}", report.random_success),
+        ),
+    ] {
+        let _ = writeln!(out, "| {name} | {value} |");
+    }
+    out
+}
+
+fn pretty<T: Serialize>(value: &T) -> Result<Vec<u8>> {
+    let mut bytes = serde_json::to_vec_pretty(value)?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+/// Reads docs, naming the file of any error.
+pub fn read_docs(paths: &[&Path]) -> Result<Vec<DomainDoc>> {
+    paths.iter().map(|path| DomainDoc::read(path)).collect()
+}

@@ -1,0 +1,719 @@
+//! Stages 5–7: task DAGs, gold execution and instructions.
+//!
+//! A task is built as a goal-directed random walk on the tool graph, executed
+//! step by step in the sandbox on a fork of the initial state:
+//!
+//! 1. a persona (a record of the persona collection) is drawn; what the user
+//!    knows is its `user_knows` fields;
+//! 2. 1–4 requirements are drawn (25% one, 35% two, 25% three, 15% four); a requirement
+//!    is a write tool with an `intent` (75%) or a question a read tool `asks`
+//!    (25%), applied to a record the persona owns (its key is reachable from
+//!    the persona through a `list` tool filtered by the persona's key), to the
+//!    persona itself, or to a record the user names by a field they know;
+//! 3. the walk to each requirement is the chain of tools that turns what the
+//!    user knows into the arguments needed — `find` the persona, `list` what
+//!    they own, `get` the records the description mentions, look up records
+//!    by a known field — so its length follows from the graph (2–8 calls per
+//!    requirement in the shipped docs); walks of one task share their prefix
+//!    (merging removes calls made twice);
+//! 4. a **reasoning node** chooses among the listed records when the user
+//!    refers to one by a superlative ("the one with the highest renewals"):
+//!    argmax/argmin over a numeric field of the listed records;
+//! 5. every call must succeed; the state after the last is the gold final
+//!    state S*; a walk whose call fails is retried with other choices, then
+//!    dropped;
+//! 6. the instruction says who the user is, what they want and what they know
+//!    — never the tool sequence; read requirements become required outputs.
+
+use crate::doc::{DomainDoc, FieldType, ToolDoc, ToolKind};
+use crate::initial::field_value;
+use forge_runtime::bundle::ToolCall;
+use forge_runtime::environment::{Observation, execute};
+use forge_runtime::sandbox::{ToolComponent, ToolInstance};
+use forge_runtime::{State, Task};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+/// One executed gold call.
+struct Step {
+    call: ToolCall,
+    output: Value,
+    depends_on: Vec<usize>,
+    writes: bool,
+}
+
+/// A task under construction.
+struct Session<'a> {
+    doc: &'a DomainDoc,
+    instance: ToolInstance,
+    state: State,
+    steps: Vec<Step>,
+    /// The first step whose output held each value (JSON text), for dependencies.
+    producers: BTreeMap<String, usize>,
+    /// Reasoning nodes of the DAG.
+    reasoning: Vec<Value>,
+    facts: Map<String, Value>,
+    persona: (String, Map<String, Value>),
+    persona_step: Option<usize>,
+    sentences: Vec<String>,
+    outputs: Vec<String>,
+}
+
+impl<'a> Session<'a> {
+    fn record(&self, collection: &str, key: &str) -> Option<Map<String, Value>> {
+        self.state
+            .get(collection, key)
+            .and_then(|record| record.value().as_object().cloned())
+    }
+
+    /// Runs a call; `None` when it fails (the state is then unchanged).
+    fn call(&mut self, tool: &ToolDoc, arguments: Map<String, Value>) -> Option<usize> {
+        let call = ToolCall {
+            name: tool.name.clone(),
+            arguments: Value::Object(arguments),
+        };
+        // A read already made, with nothing written since, is not repeated.
+        if !tool.kind.writes()
+            && let Some(index) = self.steps.iter().rposition(|step| step.call == call)
+            && !self.steps[index..].iter().any(|step| step.writes)
+        {
+            return Some(index);
+        }
+        let executed = execute(&mut self.instance, &self.state, &call);
+        let Observation::Ok(text) = executed.observation else {
+            return None;
+        };
+        let output: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        let mut depends_on: Vec<usize> = call
+            .arguments
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(_, value)| self.producers.get(&value.to_string()).copied())
+            .collect();
+        depends_on.sort_unstable();
+        depends_on.dedup();
+        let index = self.steps.len();
+        record_producers(&output, index, &mut self.producers);
+        self.state = executed.state;
+        self.steps.push(Step {
+            call,
+            output,
+            depends_on,
+            writes: tool.kind.writes(),
+        });
+        Some(index)
+    }
+
+    /// Makes sure the agent has looked the persona up; the step that found it.
+    fn find_persona(&mut self) -> Option<usize> {
+        if let Some(step) = self.persona_step {
+            return Some(step);
+        }
+        let doc = self.doc;
+        let persona = &doc.domain.persona;
+        let tool = doc.tools.iter().find(|tool| {
+            tool.kind == ToolKind::Find
+                && &tool.collection == persona
+                && tool
+                    .by
+                    .as_ref()
+                    .and_then(|by| doc.field(persona, by))
+                    .is_some_and(|field| field.user_knows)
+        })?;
+        let by = tool.by.clone()?;
+        let value = self.persona.1.get(&by)?.clone();
+        let step = self.call(tool, Map::from_iter([(by, value)]))?;
+        self.persona_step = Some(step);
+        Some(step)
+    }
+
+    /// Has the agent look up a record the user names by a field they know
+    /// (a unique one, such as a title, when there is one); returns the step and
+    /// the phrase naming the record (`"The Silent Garden"`, `with author Ada Berg`).
+    fn look_up(&mut self, collection: &str, key: &str) -> Option<(usize, String)> {
+        let doc = self.doc;
+        let record = self.record(collection, key)?;
+        for unique_fields_first in [true, false] {
+            for tool in doc
+                .tools
+                .iter()
+                .filter(|tool| tool.collection == collection)
+            {
+                let known: Vec<&String> = match tool.kind {
+                    ToolKind::Find => tool.by.iter().collect(),
+                    ToolKind::List if tool.required_filters.is_empty() => {
+                        tool.filters.iter().collect()
+                    }
+                    _ => continue,
+                };
+                for field in known {
+                    let Some(field_doc) = doc.field(collection, field) else {
+                        continue;
+                    };
+                    let Some(value) = record.get(field) else {
+                        continue;
+                    };
+                    if !field_doc.user_knows
+                        || field_doc.unique != unique_fields_first
+                        || !self.unique_in(collection, field, value)
+                    {
+                        continue;
+                    }
+                    let step = self.call(tool, Map::from_iter([(field.clone(), value.clone())]))?;
+                    self.facts.insert(
+                        format!("{}.{field}", doc.collections[collection].noun),
+                        value.clone(),
+                    );
+                    let phrase = if field_doc.unique {
+                        format!("\"{}\"", text(value))
+                    } else {
+                        format!("with {} {}", words(field), text(value))
+                    };
+                    return Some((step, phrase));
+                }
+            }
+        }
+        None
+    }
+
+    /// What a failed requirement attempt must undo.
+    fn checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            steps: self.steps.len(),
+            state: self.state.clone(),
+            producers: self.producers.clone(),
+            reasoning: self.reasoning.len(),
+            facts: self.facts.clone(),
+            persona_step: self.persona_step,
+        }
+    }
+
+    fn restore(&mut self, checkpoint: Checkpoint) {
+        self.steps.truncate(checkpoint.steps);
+        self.state = checkpoint.state;
+        self.producers = checkpoint.producers;
+        self.reasoning.truncate(checkpoint.reasoning);
+        self.facts = checkpoint.facts;
+        self.persona_step = checkpoint.persona_step;
+    }
+
+    fn unique_in(&self, collection: &str, field: &str, value: &Value) -> bool {
+        self.state.collection(collection).is_some_and(|records| {
+            records
+                .iter()
+                .filter(|(_, record)| record.value().get(field) == Some(value))
+                .count()
+                == 1
+        })
+    }
+
+    /// Renders an intent template for `target` (a record of the tool's
+    /// collection, or the new record's arguments), with referenced records'
+    /// fields looked up by `get` calls the agent would make.
+    fn render(
+        &mut self,
+        tool: &ToolDoc,
+        template: &str,
+        target: &Map<String, Value>,
+    ) -> Option<(String, Vec<usize>)> {
+        let doc = self.doc;
+        let mut rendered = String::new();
+        let mut steps = Vec::new();
+        let mut rest = template;
+        while let Some(open) = rest.find('{') {
+            rendered.push_str(&rest[..open]);
+            let close = open + rest[open..].find('}')?;
+            let placeholder = &rest[open + 1..close];
+            rest = &rest[close + 1..];
+            match placeholder.split_once('.') {
+                None => rendered.push_str(&text(target.get(placeholder)?)),
+                Some((collection, field)) => {
+                    let via = doc.collections[&tool.collection]
+                        .fields
+                        .iter()
+                        .find(|(_, f)| f.references.as_deref() == Some(collection))
+                        .map(|(name, _)| name.clone())?;
+                    let key = target.get(&via)?.as_str()?.to_owned();
+                    let record = self.record(collection, &key)?;
+                    let getter = doc
+                        .tools
+                        .iter()
+                        .find(|t| t.kind == ToolKind::Get && t.collection == collection);
+                    if let Some(getter) = getter {
+                        let key_field = doc.collections[collection].key_field.clone();
+                        steps.push(self.call(
+                            getter,
+                            Map::from_iter([(key_field, Value::String(key.clone()))]),
+                        )?);
+                    }
+                    let value = record.get(field)?;
+                    self.facts.insert(
+                        format!("{}.{field}", doc.collections[collection].noun),
+                        value.clone(),
+                    );
+                    rendered.push_str(&text(value));
+                }
+            }
+        }
+        rendered.push_str(rest);
+        Some((rendered, steps))
+    }
+}
+
+/// A session's progress before a requirement attempt.
+struct Checkpoint {
+    steps: usize,
+    state: State,
+    producers: BTreeMap<String, usize>,
+    reasoning: usize,
+    facts: Map<String, Value>,
+    persona_step: Option<usize>,
+}
+
+fn record_producers(value: &Value, step: usize, producers: &mut BTreeMap<String, usize>) {
+    match value {
+        Value::Object(map) => map
+            .values()
+            .for_each(|item| record_producers(item, step, producers)),
+        Value::Array(items) => items
+            .iter()
+            .for_each(|item| record_producers(item, step, producers)),
+        Value::String(_) => {
+            producers.entry(value.to_string()).or_insert(step);
+        }
+        _ => {}
+    }
+}
+
+/// How a value reads in a sentence or a required output: strings bare,
+/// integral numbers without a fraction.
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Number(number) => match number.as_f64() {
+            Some(float) if number.is_f64() && float.fract() == 0.0 => format!("{}", float as i64),
+            _ => number.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+fn words(field: &str) -> String {
+    field.replace('_', " ")
+}
+
+/// Generates tasks for a domain whose tools are `component`.
+pub struct TaskGenerator<'a> {
+    doc: &'a DomainDoc,
+    component: &'a ToolComponent,
+    initial: State,
+}
+
+/// A generated task and its gold final state.
+pub struct GeneratedTask {
+    pub task: Task,
+    pub gold: State,
+}
+
+impl<'a> TaskGenerator<'a> {
+    pub fn new(doc: &'a DomainDoc, component: &'a ToolComponent, initial: State) -> Self {
+        Self {
+            doc,
+            component,
+            initial,
+        }
+    }
+
+    /// One attempt at a task with `seed`; `None` when the draw led nowhere.
+    pub fn generate(&self, seed: u64) -> Option<GeneratedTask> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let doc = self.doc;
+        let persona_collection = &doc.domain.persona;
+        let personas: Vec<String> = self.initial.keys(persona_collection);
+        let persona_key = personas[rng.random_range(0..personas.len())].clone();
+        let persona_record = self
+            .initial
+            .get(persona_collection, &persona_key)?
+            .value()
+            .as_object()?
+            .clone();
+        let mut session = Session {
+            doc,
+            instance: self.component.instance(),
+            state: self.initial.clone(),
+            steps: Vec::new(),
+            producers: BTreeMap::new(),
+            reasoning: Vec::new(),
+            facts: Map::new(),
+            persona: (persona_key, persona_record),
+            persona_step: None,
+            sentences: Vec::new(),
+            outputs: Vec::new(),
+        };
+        let wanted = match rng.random_range(0..100) {
+            0..25 => 1,
+            25..60 => 2,
+            60..85 => 3,
+            _ => 4,
+        };
+        let mut used_tools = Vec::new();
+        let mut attempts = 0;
+        while session.sentences.len() < wanted && attempts < 12 {
+            attempts += 1;
+            let checkpoint = session.checkpoint();
+            let done = if rng.random_range(0..100) < 75 {
+                self.write_requirement(&mut session, &mut rng, &mut used_tools)
+            } else {
+                self.read_requirement(&mut session, &mut rng)
+            };
+            if done.is_none() {
+                session.restore(checkpoint);
+            }
+        }
+        if session.sentences.is_empty() {
+            return None;
+        }
+        let changed = session.state.sha256() != self.initial.sha256();
+        if !changed && session.outputs.is_empty() {
+            return None;
+        }
+        Some(self.finish(session))
+    }
+
+    /// A write requirement with a tool not yet used in this task.
+    fn write_requirement(
+        &self,
+        session: &mut Session<'_>,
+        rng: &mut ChaCha8Rng,
+        used_tools: &mut Vec<String>,
+    ) -> Option<()> {
+        let doc = self.doc;
+        let writers: Vec<&ToolDoc> = doc
+            .tools
+            .iter()
+            .filter(|tool| {
+                tool.kind.writes() && tool.intent.is_some() && !used_tools.contains(&tool.name)
+            })
+            .collect();
+        if writers.is_empty() {
+            return None;
+        }
+        let tool = writers[rng.random_range(0..writers.len())];
+        let collection = &doc.collections[&tool.collection];
+        let persona = doc.domain.persona.clone();
+        let mut arguments = Map::new();
+        let mut suffix = String::new();
+        // Dependencies need no bookkeeping here: `Session::call` derives them
+        // from which earlier step produced each argument value.
+        let target = if tool.kind == ToolKind::Create {
+            let mut record = Map::new();
+            for param in &tool.params {
+                let field = doc.field(&tool.collection, param)?;
+                let value = match field.references.as_deref() {
+                    Some(target) if target == persona => {
+                        session.find_persona()?;
+                        Value::String(session.persona.0.clone())
+                    }
+                    Some(target) => {
+                        let keys = session.state.keys(target);
+                        let key = keys[rng.random_range(0..keys.len())].clone();
+                        session.look_up(target, &key)?;
+                        Value::String(key)
+                    }
+                    None => {
+                        let value = field_value(&field, &Map::new(), &record, rng);
+                        session
+                            .facts
+                            .insert(format!("new {}", words(param)), value.clone());
+                        value
+                    }
+                };
+                record.insert(param.clone(), value.clone());
+                arguments.insert(param.clone(), value);
+            }
+            record
+        } else {
+            let key = self.choose_target(session, tool, rng, &mut suffix)?;
+            let mut record = session.record(&tool.collection, &key)?;
+            arguments.insert(collection.key_field.clone(), Value::String(key));
+            for param in &tool.params {
+                let field = doc.field(&tool.collection, param)?;
+                let value = field_value(&field, &Map::new(), &record, rng);
+                session
+                    .facts
+                    .insert(format!("new {}", words(param)), value.clone());
+                record.insert(param.clone(), value.clone());
+                arguments.insert(param.clone(), value);
+            }
+            record
+        };
+        let (sentence, _) = session.render(tool, tool.intent.as_deref()?, &target)?;
+        session.call(tool, arguments)?;
+        used_tools.push(tool.name.clone());
+        let lead = if session.sentences.is_empty() {
+            "You want to"
+        } else {
+            "You also want to"
+        };
+        session
+            .sentences
+            .push(format!("{lead} {sentence}{suffix}."));
+        Some(())
+    }
+
+    /// The key of the record an update/delete acts on: the persona itself, or
+    /// one of the persona's records listed by a `list` tool filtered by the
+    /// persona's key (chosen by a superlative — a reasoning node — or by a
+    /// description that singles it out).
+    fn choose_target(
+        &self,
+        session: &mut Session<'_>,
+        tool: &ToolDoc,
+        rng: &mut ChaCha8Rng,
+        suffix: &mut String,
+    ) -> Option<String> {
+        let doc = self.doc;
+        let persona = doc.domain.persona.clone();
+        if tool.collection == persona {
+            session.find_persona()?;
+            return Some(session.persona.0.clone());
+        }
+        let collection = &doc.collections[&tool.collection];
+        let owner_field = collection
+            .fields
+            .iter()
+            .find(|(_, field)| field.references.as_deref() == Some(persona.as_str()))
+            .map(|(name, _)| name.clone())?;
+        let lister = doc.tools.iter().find(|t| {
+            t.kind == ToolKind::List
+                && t.collection == tool.collection
+                && (t.required_filters.contains(&owner_field) || t.filters.contains(&owner_field))
+        })?;
+        session.find_persona()?;
+        let owner = Value::String(session.persona.0.clone());
+        let listed = session.call(lister, Map::from_iter([(owner_field, owner)]))?;
+        let candidates: Vec<Map<String, Value>> = session.steps[listed]
+            .output
+            .as_array()?
+            .iter()
+            .filter_map(|item| item.as_object().cloned())
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        let key_of = |record: &Map<String, Value>| {
+            record
+                .get(&collection.key_field)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        // A superlative pick is a reasoning node; otherwise the intent's description must single the record out.
+        let numeric: Vec<&String> = collection
+            .fields
+            .iter()
+            .filter(|(_, field)| {
+                matches!(field.kind, FieldType::Integer | FieldType::Number)
+                    && field.references.is_none()
+            })
+            .map(|(name, _)| name)
+            .collect();
+        if candidates.len() > 1 && !numeric.is_empty() && rng.random_range(0..100) < 35 {
+            let field = numeric[rng.random_range(0..numeric.len())];
+            let highest = rng.random_bool(0.5);
+            let value_of = |record: &Map<String, Value>| record.get(field).and_then(Value::as_f64);
+            let best =
+                candidates
+                    .iter()
+                    .filter_map(value_of)
+                    .fold(None, |best: Option<f64>, value| match best {
+                        Some(best) if (highest && best >= value) || (!highest && best <= value) => {
+                            Some(best)
+                        }
+                        _ => Some(value),
+                    })?;
+            let winners: Vec<&Map<String, Value>> = candidates
+                .iter()
+                .filter(|record| value_of(record) == Some(best))
+                .collect();
+            if winners.len() == 1 {
+                let key = key_of(winners[0])?;
+                *suffix = format!(
+                    " (the {} with the {} {})",
+                    collection.noun,
+                    if highest { "highest" } else { "lowest" },
+                    words(field)
+                );
+                session.reasoning.push(json!({"op": if highest { "argmax" } else { "argmin" }, "field": field, "over_step": listed, "chooses": key}));
+                return Some(key);
+            }
+        }
+        let pick = &candidates[rng.random_range(0..candidates.len())];
+        let key = key_of(pick)?;
+        // Unambiguous only if no other candidate renders to the same description.
+        if let Some(template) = &tool.intent {
+            let mine = self.describe(session, tool, template, pick);
+            let clashes = candidates
+                .iter()
+                .filter(|other| key_of(other).as_deref() != Some(key.as_str()))
+                .any(|other| self.describe(session, tool, template, other) == mine);
+            if mine.is_none() || clashes {
+                return None;
+            }
+        }
+        Some(key)
+    }
+
+    /// An intent rendered without making calls (to compare candidates).
+    fn describe(
+        &self,
+        session: &Session<'_>,
+        tool: &ToolDoc,
+        template: &str,
+        record: &Map<String, Value>,
+    ) -> Option<String> {
+        let doc = self.doc;
+        let mut out = String::new();
+        let mut rest = template;
+        while let Some(open) = rest.find('{') {
+            out.push_str(&rest[..open]);
+            let close = open + rest[open..].find('}')?;
+            let placeholder = &rest[open + 1..close];
+            rest = &rest[close + 1..];
+            let value = match placeholder.split_once('.') {
+                None => record.get(placeholder)?.clone(),
+                Some((collection, field)) => {
+                    let via = doc.collections[&tool.collection]
+                        .fields
+                        .iter()
+                        .find(|(_, f)| f.references.as_deref() == Some(collection))
+                        .map(|(name, _)| name)?;
+                    let key = record.get(via)?.as_str()?;
+                    session.record(collection, key)?.get(field)?.clone()
+                }
+            };
+            out.push_str(&text(&value));
+        }
+        out.push_str(rest);
+        Some(out)
+    }
+
+    fn read_requirement(&self, session: &mut Session<'_>, rng: &mut ChaCha8Rng) -> Option<()> {
+        let doc = self.doc;
+        let readers: Vec<&ToolDoc> = doc
+            .tools
+            .iter()
+            .filter(|tool| tool.kind == ToolKind::Get && !tool.asks.is_empty())
+            .collect();
+        if readers.is_empty() {
+            return None;
+        }
+        let tool = readers[rng.random_range(0..readers.len())];
+        let field = tool.asks[rng.random_range(0..tool.asks.len())].clone();
+        if doc.field(&tool.collection, &field)?.kind == FieldType::Boolean {
+            return None;
+        }
+        let collection = &doc.collections[&tool.collection];
+        let (key, question) = if tool.collection == doc.domain.persona {
+            session.find_persona()?;
+            (session.persona.0.clone(), format!("your {}", words(&field)))
+        } else {
+            let keys = session.state.keys(&tool.collection);
+            let key = keys[rng.random_range(0..keys.len())].clone();
+            let (_, name) = session.look_up(&tool.collection, &key)?;
+            (
+                key,
+                format!("the {} of the {} {name}", words(&field), collection.noun),
+            )
+        };
+        let step = session.call(
+            tool,
+            Map::from_iter([(collection.key_field.clone(), Value::String(key))]),
+        )?;
+        let answer = text(session.steps[step].output.get(&field)?);
+        if answer.is_empty() || session.outputs.contains(&answer) {
+            return None;
+        }
+        let lead = if session.sentences.is_empty() {
+            "You want to know"
+        } else {
+            "You also want to know"
+        };
+        session.sentences.push(format!("{lead} {question}."));
+        session.outputs.push(answer);
+        Some(())
+    }
+
+    fn finish(&self, session: Session<'_>) -> GeneratedTask {
+        let doc = self.doc;
+        let persona_doc = &doc.collections[&doc.domain.persona];
+        let record = &session.persona.1;
+        let mut intro = Vec::new();
+        let mut facts = Map::new();
+        if let Some(name) = record.get("name") {
+            intro.push(format!("You are {}.", text(name)));
+        }
+        for (field, field_doc) in &persona_doc.fields {
+            if field_doc.user_knows
+                && let Some(value) = record.get(field)
+            {
+                facts.insert(field.clone(), value.clone());
+                if field != "name" {
+                    intro.push(format!("Your {} is {}.", words(field), text(value)));
+                }
+            }
+        }
+        facts.extend(session.facts);
+        let instruction = intro
+            .into_iter()
+            .chain(session.sentences)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let depth = depths(&session.steps).into_iter().max().unwrap_or(0);
+        let calls = session.steps.len();
+        let writes = session.steps.iter().filter(|step| step.writes).count();
+        let requirements =
+            session.outputs.len() + session.steps.iter().filter(|step| step.writes).count();
+        let dag = json!({
+            "nodes": session.steps.iter().enumerate().map(|(index, step)| json!({"action": index, "depends_on": step.depends_on})).collect::<Vec<_>>(),
+            "reasoning": session.reasoning,
+        });
+        let stats = json!({
+            "tool_calls": calls,
+            "dag_depth": depth,
+            "requirements": requirements,
+            "write_share": if calls == 0 { 0.0 } else { writes as f64 / calls as f64 },
+        });
+        let task = Task {
+            id: String::new(),
+            instruction,
+            gold_actions: session.steps.iter().map(|step| step.call.clone()).collect(),
+            required_outputs: session.outputs,
+            initial_state: None,
+            user_facts: Some(Value::Object(facts)),
+            dag: Some(dag),
+            gold_final_state_sha256: Some(session.state.sha256()),
+            stats: Some(stats),
+        };
+        GeneratedTask {
+            task,
+            gold: session.state,
+        }
+    }
+}
+
+/// Each step's depth in the dependency DAG (1 for a step with no dependency).
+fn depths(steps: &[Step]) -> Vec<usize> {
+    let mut depth = vec![1; steps.len()];
+    for (index, step) in steps.iter().enumerate() {
+        depth[index] = step
+            .depends_on
+            .iter()
+            .map(|dep| depth[*dep] + 1)
+            .max()
+            .unwrap_or(1);
+    }
+    depth
+}
