@@ -101,6 +101,10 @@ impl Compiler {
         let cache = self.root.join("components");
         std::fs::create_dir_all(&cache)?;
         let cached_path = |source: &GuestSource| cache.join(format!("{}.wasm", source.cache_key()));
+        // One build at a time per cache: processes share its workspace and target dir.
+        let lock =
+            std::fs::File::create(self.root.join("lock")).context("creating the build lock")?;
+        lock.lock().context("taking the build lock")?;
         let missing: Vec<&GuestSource> = sources
             .iter()
             .filter(|source| !cached_path(source).is_file())

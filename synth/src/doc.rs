@@ -440,3 +440,94 @@ impl DomainDoc {
             .with_context(|| format!("`via` field `{via}` is not a reference"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+[domain]
+name = "parking"
+description = "Parking permits."
+persona = "drivers"
+
+[collections.drivers]
+key_field = "driver_id"
+key_prefix = "d"
+noun = "driver"
+count = 5
+fields.name = { type = "string", generator = "person_name", user_knows = true }
+fields.email = { type = "string", generator = "email", unique = true, user_knows = true }
+fields.credit = { type = "number", min = 0, max = 50 }
+
+[collections.permits]
+key_field = "permit_id"
+key_prefix = "p"
+noun = "permit"
+count = 5
+fields.driver_id = { type = "string", ref = "drivers" }
+fields.zone = { type = "string", enum = ["A", "B"] }
+
+[[tools]]
+name = "find_driver_by_email"
+kind = "find"
+collection = "drivers"
+by = "email"
+description = "Find a driver."
+"#;
+
+    fn parse(extra: &str) -> Result<DomainDoc> {
+        let doc: DomainDoc = toml::from_str(&format!("{BASE}{extra}"))?;
+        doc.check()?;
+        Ok(doc)
+    }
+
+    fn error(extra: &str) -> String {
+        format!("{:#}", parse(extra).expect_err("the doc should be refused"))
+    }
+
+    #[test]
+    fn a_consistent_doc_passes() {
+        let doc = parse("").unwrap();
+        assert_eq!(doc.generation_order().unwrap(), ["drivers", "permits"]);
+    }
+
+    #[test]
+    fn inconsistencies_are_named() {
+        assert!(error("[[tools]]\nname = \"x\"\nkind = \"find\"\ncollection = \"drivers\"\nby = \"name\"\ndescription = \"\"\n").contains("`by` field `name` must be unique"));
+        assert!(error("[[tools]]\nname = \"x\"\nkind = \"get\"\ncollection = \"cars\"\ndescription = \"\"\n").contains("no collection `cars`"));
+        assert!(
+            error("[[tools]]\nname = \"x\"\nkind = \"update\"\ncollection = \"permits\"\nchange = [{ via = \"driver_id\", field = \"name\", add = 1 }]\ndescription = \"\"\n")
+                .contains("`add` needs a numeric field")
+        );
+        assert!(
+            error("[[tools]]\nname = \"x\"\nkind = \"update\"\ncollection = \"permits\"\nrequire = [{ via = \"zone\", field = \"credit\", op = \">\", value = 0 }]\ndescription = \"\"\n")
+                .contains("`via` field `zone` is not a reference")
+        );
+        assert!(error("[[tools]]\nname = \"find_driver_by_email\"\nkind = \"get\"\ncollection = \"drivers\"\ndescription = \"\"\n").contains("defined twice"));
+    }
+
+    #[test]
+    fn unknown_keys_and_generators_are_refused() {
+        let typo = BASE.replace("key_prefix = \"p\"", "key_prefx = \"p\"");
+        assert!(
+            toml::from_str::<DomainDoc>(&typo)
+                .unwrap_err()
+                .to_string()
+                .contains("key_prefx")
+        );
+        let generator = BASE.replace("generator = \"person_name\"", "generator = \"nickname\"");
+        let doc: DomainDoc = toml::from_str(&generator).unwrap();
+        assert!(format!("{:#}", doc.check().unwrap_err()).contains("unknown generator `nickname`"));
+    }
+
+    #[test]
+    fn reference_cycles_are_refused() {
+        let cyclic = BASE.replace(
+            "fields.credit = { type = \"number\", min = 0, max = 50 }",
+            "fields.permit_id = { type = \"string\", ref = \"permits\" }",
+        );
+        let doc: DomainDoc = toml::from_str(&cyclic).unwrap();
+        assert!(format!("{:#}", doc.check().unwrap_err()).contains("cycle"));
+    }
+}

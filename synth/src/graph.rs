@@ -49,3 +49,31 @@ pub fn build(doc: &DomainDoc) -> ToolGraph {
         edges,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outputs_feed_inputs_by_field() {
+        let doc: DomainDoc =
+            toml::from_str(include_str!("../../env-templates/domains/library.toml")).unwrap();
+        let graph = build(&doc);
+        let edge = |from: &str, to: &str| {
+            graph
+                .edges
+                .iter()
+                .find(|(a, b, _)| a == from && b == to)
+                .map(|(_, _, fields)| fields.clone())
+        };
+        assert_eq!(
+            edge("find_member_by_email", "get_member"),
+            Some(vec!["member_id".to_owned()])
+        );
+        assert_eq!(
+            edge("list_member_loans", "return_book"),
+            Some(vec!["loan_id".to_owned()])
+        );
+        assert!(edge("get_book", "find_member_by_email").is_none());
+    }
+}

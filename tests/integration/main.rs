@@ -5,3 +5,4 @@ mod cli;
 mod common;
 mod hostile;
 mod sandbox;
+mod synth;
