@@ -3,9 +3,11 @@
 use crate::output;
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use forge_llm::{ChatClient, ChatConfig};
 use forge_runtime::Sandbox;
 use forge_synth::doc::DomainDoc;
-use forge_synth::{SynthConfig, compile::Compiler};
+use forge_synth::llm::AnyDoc;
+use forge_synth::{Llm, SynthConfig, compile::Compiler};
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,6 +35,19 @@ pub struct SynthArgs {
     /// Random-policy episodes per task in verification.
     #[arg(long, default_value_t = SynthConfig::default().random_trials)]
     random_trials: u64,
+    /// An OpenAI-compatible API base (e.g. `http://127.0.0.1:8000/v1`): plain
+    /// docs are annotated by the model, and task instructions rewritten by it.
+    #[arg(long, value_name = "URL", requires = "model")]
+    llm_url: Option<String>,
+    /// The model to ask at `--llm-url`.
+    #[arg(long, requires = "llm_url")]
+    model: Option<String>,
+    /// The environment variable holding the endpoint's API key (if it needs one).
+    #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY")]
+    api_key_env: String,
+    /// Most model answers per doc (each invalid one is fed back).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    llm_rounds: u64,
     /// One JSON object per domain, then a summary object.
     #[arg(long)]
     json: bool,
@@ -47,15 +62,28 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
                     .with_context(|| format!("the shipped doc `{name}` is malformed"))?;
                 doc.check()
                     .with_context(|| format!("the shipped doc `{name}` is inconsistent"))?;
-                Ok(doc)
+                Ok(AnyDoc::Annotated(doc))
             })
             .collect::<Result<Vec<_>>>()?
     } else {
         args.docs
             .iter()
-            .map(|path| DomainDoc::read(path))
+            .map(|path| AnyDoc::read(path))
             .collect::<Result<Vec<_>>>()?
     };
+    let client = args
+        .llm_url
+        .as_ref()
+        .zip(args.model.as_ref())
+        .map(|(url, model)| {
+            let mut config = ChatConfig::new(url, model);
+            config.api_key = std::env::var(&args.api_key_env).ok();
+            ChatClient::new(config)
+        });
+    let model = client.as_ref().map(|client| Llm {
+        client,
+        rounds: args.llm_rounds as usize,
+    });
     if docs.is_empty() {
         bail!("no domain docs given");
     }
@@ -70,8 +98,14 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
     let compiler = Compiler::new(None)?;
     let progress = output::progress(docs.len() as u64, args.json);
     progress.set_message("compiling the generated tools");
-    let outcomes =
-        forge_synth::synthesize(&docs, &config, &args.out, &compiler, &sandbox, |outcome| {
+    let outcomes = forge_synth::synthesize(
+        &docs,
+        &config,
+        &args.out,
+        &compiler,
+        &sandbox,
+        model.as_ref(),
+        |outcome| {
             match outcome {
                 Ok(report) => {
                     progress.set_message(format!("{}: {} tasks", report.domain, report.tasks))
@@ -79,7 +113,8 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
                 Err((domain, _)) => progress.set_message(format!("{domain}: rejected")),
             }
             progress.inc(1);
-        })?;
+        },
+    )?;
     progress.finish_and_clear();
     let mut reports = Vec::new();
     let mut rejected = Vec::new();
@@ -98,9 +133,15 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
             output::json_line(&json!({"domain": domain, "rejected": reason}));
         }
         let tasks: usize = reports.iter().map(|report| report.tasks).sum();
-        output::json_line(
-            &json!({"summary": true, "domains": reports.len(), "rejected": rejected.len(), "tasks": tasks, "seconds": seconds}),
-        );
+        let usage = client.as_ref().map(ChatClient::usage);
+        output::json_line(&json!({
+            "summary": true,
+            "domains": reports.len(),
+            "rejected": rejected.len(),
+            "tasks": tasks,
+            "seconds": seconds,
+            "llm_usage": usage,
+        }));
         return Ok(exit_code(&rejected));
     }
     let mut table = output::table(&[
@@ -135,6 +176,12 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
         reports.len(),
         args.out.display()
     );
+    if let Some(usage) = client.as_ref().map(ChatClient::usage) {
+        println!(
+            "model: {} requests, {} prompt and {} completion tokens",
+            usage.requests, usage.prompt_tokens, usage.completion_tokens
+        );
+    }
     for (domain, reason) in &rejected {
         eprintln!("rejected `{domain}`: {reason}");
     }

@@ -13,16 +13,22 @@
 //! 5. to 7. [`tasks`] — goal-directed walks merged into multi-requirement
 //!    DAGs with reasoning nodes, executed in the sandbox for the gold final
 //!    state, and phrased as user instructions → `tasks.jsonl`;
-//! 8. verification ([`verify_tasks`]) — gold replay reaches S* on every
+//! 8. verification (`verify_tasks`) — gold replay reaches S* on every
 //!    replay, doing nothing scores 0, a random policy's success is measured
 //!    and tasks it solves easily are dropped, duplicates are dropped →
 //!    `report.md`.
+//!
+//! Docs with annotations synthesize offline, by rule. Plain docs (an API
+//! reference without annotations) go through [`llm`]: a model annotates them,
+//! with parse, consistency and sandbox-validation errors fed back; with a
+//! model configured, instructions are also rewritten in natural language.
 
 pub mod codegen;
 pub mod compile;
 pub mod doc;
 pub mod graph;
 pub mod initial;
+pub mod llm;
 pub mod tasks;
 pub mod validate;
 pub mod values;
@@ -91,44 +97,134 @@ pub struct DomainReport {
 /// What became of one domain: its report, or why it was rejected.
 pub type DomainOutcome = std::result::Result<DomainReport, (String, anyhow::Error)>;
 
+/// The model synthesis may use, and how many answers it may take per doc.
+pub struct Llm<'a> {
+    pub client: &'a forge_llm::ChatClient,
+    pub rounds: usize,
+}
+
 /// Synthesizes every doc into `out/<domain>/`. Tool crates of all docs are
-/// compiled in one cargo run. A domain that fails (say, a tool that fails
-/// validation) is rejected with its reason and the others go on. `progress`
-/// hears each finished domain.
+/// compiled in one cargo run. Plain docs need `llm`. A domain that fails (a
+/// tool that fails validation, a model that gives no valid doc) is rejected
+/// with its reason and the others go on. `progress` hears each finished domain.
 pub fn synthesize(
-    docs: &[DomainDoc],
+    docs: &[llm::AnyDoc],
     config: &SynthConfig,
     out: &Path,
     compiler: &compile::Compiler,
     sandbox: &Sandbox,
+    model: Option<&Llm<'_>>,
     mut progress: impl FnMut(&DomainOutcome),
 ) -> Result<Vec<DomainOutcome>> {
-    let names: BTreeSet<&str> = docs.iter().map(|doc| doc.domain.name.as_str()).collect();
+    let names: BTreeSet<&str> = docs.iter().map(llm::AnyDoc::name).collect();
     if names.len() != docs.len() {
         bail!("two docs have the same domain name");
     }
-    let sources: Vec<compile::GuestSource> = docs
+    // Stage 1 for plain docs: the model annotates them.
+    let mut annotated: Vec<std::result::Result<DomainDoc, anyhow::Error>> = Vec::new();
+    for doc in docs {
+        annotated.push(match (doc, model) {
+            (llm::AnyDoc::Annotated(doc), _) => Ok(doc.clone()),
+            (llm::AnyDoc::Plain(_), None) => Err(anyhow::anyhow!("the doc has no annotations (collections, tool kinds); pass --llm-url and --model to synthesize it with a model")),
+            (llm::AnyDoc::Plain(plain), Some(model)) => llm::Annotator::new(model.client, plain).annotate(model.rounds).map(|(doc, _)| doc),
+        });
+    }
+    let ready: Vec<&DomainDoc> = annotated
         .iter()
-        .map(|doc| {
-            Ok(compile::GuestSource {
-                package: codegen::package_name(doc),
-                cargo_toml: codegen::cargo_toml(doc),
-                lib_rs: codegen::lib_rs(doc)?,
-            })
-        })
-        .collect::<Result<_>>()?;
+        .filter_map(|doc| doc.as_ref().ok())
+        .collect();
+    let sources: Vec<compile::GuestSource> =
+        ready.iter().map(|doc| source(doc)).collect::<Result<_>>()?;
     let (components, _cached) = compiler
         .compile(&sources)
         .context("compiling the generated tools")?;
-    let mut reports = Vec::new();
-    for ((doc, source), wasm) in docs.iter().zip(&sources).zip(components) {
-        let dir = out.join(&doc.domain.name);
-        let outcome = synthesize_domain(doc, source, wasm, config, &dir, sandbox)
-            .map_err(|err| (doc.domain.name.clone(), err));
+    let mut components = components.into_iter();
+    let mut outcomes = Vec::new();
+    for (given, doc) in docs.iter().zip(annotated) {
+        let outcome = match doc {
+            Err(err) => Err((given.name().to_owned(), err)),
+            Ok(doc) => {
+                let wasm = components.next().expect("one component per annotated doc");
+                let first = synthesize_domain(
+                    &doc,
+                    &source(&doc)?,
+                    wasm,
+                    config,
+                    &out.join(&doc.domain.name),
+                    sandbox,
+                    model,
+                );
+                match (first, given, model) {
+                    (Err(err), llm::AnyDoc::Plain(plain), Some(model)) => {
+                        repair(plain, &doc, err, config, out, compiler, sandbox, model)
+                    }
+                    (result, _, _) => result,
+                }
+                .map_err(|err| (doc.domain.name.clone(), err))
+            }
+        };
         progress(&outcome);
-        reports.push(outcome);
+        outcomes.push(outcome);
     }
-    Ok(reports)
+    Ok(outcomes)
+}
+
+fn source(doc: &DomainDoc) -> Result<compile::GuestSource> {
+    Ok(compile::GuestSource {
+        package: codegen::package_name(doc),
+        cargo_toml: codegen::cargo_toml(doc),
+        lib_rs: codegen::lib_rs(doc)?,
+    })
+}
+
+/// The LLM path's repair loop: the model sees why its doc's environment was
+/// rejected (tool validation, task generation) and tries again, within its rounds.
+#[allow(clippy::too_many_arguments)]
+fn repair(
+    plain: &llm::PlainDoc,
+    rejected: &DomainDoc,
+    mut error: anyhow::Error,
+    config: &SynthConfig,
+    out: &Path,
+    compiler: &compile::Compiler,
+    sandbox: &Sandbox,
+    model: &Llm<'_>,
+) -> Result<DomainReport> {
+    let mut annotator = llm::Annotator::new(model.client, plain);
+    annotator.replay_answer(&serde_json::to_string(rejected)?);
+    annotator.feedback(&format!(
+        "The environment built from that doc was rejected: {error:#}"
+    ));
+    for _ in 1..model.rounds {
+        // An invalid answer is fed back inside `annotate`.
+        let doc = match annotator.annotate(1) {
+            Ok((doc, _)) => doc,
+            Err(err) => {
+                error = err;
+                continue;
+            }
+        };
+        let source = source(&doc)?;
+        let (mut wasm, _) = compiler.compile(std::slice::from_ref(&source))?;
+        match synthesize_domain(
+            &doc,
+            &source,
+            wasm.remove(0),
+            config,
+            &out.join(&doc.domain.name),
+            sandbox,
+            Some(model),
+        ) {
+            Ok(report) => return Ok(report),
+            Err(err) => {
+                annotator.feedback(&format!(
+                    "The environment built from that doc was rejected: {err:#}"
+                ));
+                error = err;
+            }
+        }
+    }
+    Err(error)
 }
 
 fn synthesize_domain(
@@ -138,6 +234,7 @@ fn synthesize_domain(
     config: &SynthConfig,
     dir: &Path,
     sandbox: &Sandbox,
+    model: Option<&Llm<'_>>,
 ) -> Result<DomainReport> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let write = |name: &str, bytes: &[u8]| {
@@ -213,9 +310,14 @@ fn synthesize_domain(
         name: doc.domain.name.clone(),
         description: doc.domain.description.clone(),
         verify: VerifyRules::default(),
-        provenance: Some(
-            json!({"synthesized_by": "forge synth (rule-based)", "config": config, "doc_sha256": forge_runtime::canonical::sha256_hex(&serde_json::to_value(doc)?)}),
-        ),
+        provenance: Some(json!({
+            "synthesized_by": match model {
+                Some(model) => format!("forge synth (model {})", model.client.config().model),
+                None => "forge synth (rule-based)".to_owned(),
+            },
+            "config": config,
+            "doc_sha256": forge_runtime::canonical::sha256_hex(&serde_json::to_value(doc)?),
+        })),
         hashes: None,
     };
     let tasks: Vec<Task> = kept.into_iter().map(|generated| generated.task).collect();
@@ -225,7 +327,13 @@ fn synthesize_domain(
         initial_state: initial_json,
         tasks,
     };
-    let (bundle, verification) = verify_tasks(bundle, sandbox, config)?;
+    let (mut bundle, verification) = verify_tasks(bundle, sandbox, config)?;
+    if let Some(model) = model {
+        for task in &mut bundle.tasks {
+            let facts = stated_facts(&task.instruction, task.user_facts.as_ref());
+            task.instruction = llm::refine_instruction(model.client, &task.instruction, &facts);
+        }
+    }
     bundle.write_dir(dir)?;
 
     let tasks = &bundle.tasks;
@@ -264,6 +372,21 @@ fn synthesize_domain(
         markdown_report(doc, &report, &checks).as_bytes(),
     )?;
     Ok(report)
+}
+
+/// The user facts that the templated instruction states, as text.
+fn stated_facts(instruction: &str, facts: Option<&serde_json::Value>) -> Vec<String> {
+    let values = facts
+        .and_then(|facts| facts.as_object())
+        .into_iter()
+        .flat_map(|facts| facts.values());
+    values
+        .map(|value| match value {
+            serde_json::Value::String(text) => text.clone(),
+            other => other.to_string(),
+        })
+        .filter(|fact| instruction.contains(fact.as_str()))
+        .collect()
 }
 
 struct Verification {

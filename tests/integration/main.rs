@@ -4,5 +4,6 @@
 mod cli;
 mod common;
 mod hostile;
+mod llm_stub;
 mod sandbox;
 mod synth;

@@ -274,3 +274,176 @@ fn broken_docs_are_refused_naming_the_problem() {
     );
     assert!(dir.path().join("out/parking/report.md").is_file());
 }
+
+/// The plain documentation of the parking API: no annotations.
+fn plain_parking() -> Value {
+    let doc: forge_synth::doc::DomainDoc = toml::from_str(PARKING).unwrap();
+    let tools: Vec<Value> = doc
+        .tools
+        .iter()
+        .map(|tool| serde_json::json!({"name": tool.name, "description": tool.description, "parameters": forge_synth::codegen::parameters(&doc, tool)}))
+        .collect();
+    serde_json::json!({"domain": {"name": "parking", "description": doc.domain.description}, "tools": tools})
+}
+
+fn system_prompt(request: &Value) -> String {
+    request["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn a_plain_doc_is_annotated_by_a_model_with_errors_fed_back() {
+    let annotated = serde_json::to_string_pretty(
+        &toml::from_str::<forge_synth::doc::DomainDoc>(PARKING).unwrap(),
+    )
+    .unwrap();
+    let mut incomplete: Value = serde_json::from_str(&annotated).unwrap();
+    incomplete["tools"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|tool| tool["name"] != "cancel_permit");
+    let annotations = std::sync::Mutex::new(0);
+    let server = crate::llm_stub::StubServer::start(500, move |request, _| {
+        let system = system_prompt(request);
+        if system.contains("annotated Forge domain doc") {
+            let mut count = annotations.lock().unwrap();
+            *count += 1;
+            return match *count {
+                1 => crate::llm_stub::completion("I would model parking with drivers and zones."),
+                2 => (500, "{\"error\": \"overloaded\"}".to_owned()),
+                3 => crate::llm_stub::completion(&incomplete.to_string()),
+                _ => {
+                    crate::llm_stub::completion(&format!("Here you go:\n```json\n{annotated}\n```"))
+                }
+            };
+        }
+        // Instruction rewrites: keep the facts for most, drop them for one in five.
+        let instruction = request["messages"][1]["content"]
+            .as_str()
+            .unwrap_or_default();
+        if instruction.len() % 5 == 0 {
+            crate::llm_stub::completion("I need some help with parking.")
+        } else {
+            crate::llm_stub::completion(&format!("Hello there. {instruction}"))
+        }
+    });
+
+    let dir = tempfile::tempdir().unwrap();
+    let doc = dir.path().join("parking.json");
+    std::fs::write(&doc, plain_parking().to_string()).unwrap();
+    let out = dir.path().join("out");
+    let output = forge(&[
+        "synth",
+        "--json",
+        "--tasks",
+        "10",
+        "--llm-url",
+        &server.url,
+        "--model",
+        "stub",
+        "--out",
+        out.to_str().unwrap(),
+        doc.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let lines = json_lines(&output);
+    assert_eq!(lines[0]["tasks"], 10);
+    assert!(
+        lines.last().unwrap()["llm_usage"]["requests"]
+            .as_u64()
+            .unwrap()
+            >= 13
+    );
+
+    let requests = server.requests.lock().unwrap().clone();
+    let annotation_requests: Vec<&Value> = requests
+        .iter()
+        .filter(|request| system_prompt(request).contains("annotated Forge domain doc"))
+        .collect();
+    let transcript = annotation_requests.last().unwrap()["messages"].to_string();
+    assert!(
+        transcript.contains("the reply contains no JSON object"),
+        "parse errors are fed back"
+    );
+    assert!(
+        transcript.contains("documented tools are missing: cancel_permit"),
+        "check errors are fed back"
+    );
+
+    let bundle = out.join("parking");
+    assert_eq!(success_rate(&bundle, "gold"), 1.0);
+    let tasks = std::fs::read_to_string(bundle.join("tasks.jsonl")).unwrap();
+    let instructions: Vec<String> = tasks
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).unwrap()["instruction"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert!(
+        instructions
+            .iter()
+            .any(|text| text.starts_with("Hello there.")),
+        "rewrites are used"
+    );
+    assert!(
+        instructions
+            .iter()
+            .all(|text| text.contains("@example.com")),
+        "a rewrite that drops facts is refused"
+    );
+    let manifest = std::fs::read_to_string(bundle.join("manifest.json")).unwrap();
+    assert!(manifest.contains("forge synth (model stub)"));
+}
+
+#[test]
+fn a_plain_doc_without_a_model_is_rejected_with_the_remedy() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = dir.path().join("parking.json");
+    std::fs::write(&doc, plain_parking().to_string()).unwrap();
+    let output = synth(&[&doc], &dir.path().join("out"), 5);
+    assert!(!output.status.success());
+    let lines = json_lines(&output);
+    assert!(
+        lines[0]["rejected"].as_str().unwrap().contains("--llm-url"),
+        "{}",
+        lines[0]
+    );
+}
+
+#[test]
+fn a_model_that_never_answers_validly_rejects_the_domain() {
+    let server = crate::llm_stub::StubServer::start(50, |_, _| {
+        crate::llm_stub::completion("{\"domain\": 3}")
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let doc = dir.path().join("parking.json");
+    std::fs::write(&doc, plain_parking().to_string()).unwrap();
+    let output = forge(&[
+        "synth",
+        "--json",
+        "--llm-rounds",
+        "2",
+        "--llm-url",
+        &server.url,
+        "--model",
+        "stub",
+        "--out",
+        dir.path().join("out").to_str().unwrap(),
+        doc.to_str().unwrap(),
+    ]);
+    assert!(!output.status.success());
+    let rejected = json_lines(&output)[0]["rejected"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        rejected.contains("no valid annotated doc in 2 answers"),
+        "{rejected}"
+    );
+    assert_eq!(server.requests.lock().unwrap().len(), 2);
+}

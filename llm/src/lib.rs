@@ -1,0 +1,248 @@
+//! A client for OpenAI-compatible chat-completion endpoints (OpenAI, vLLM,
+//! llama.cpp's server, SGLang, …), used wherever Forge asks a language model
+//! for something: synthesis stages today.
+//!
+//! Blocking, with a timeout per request and bounded retries with exponential
+//! backoff on what retrying can fix (connection errors, timeouts, 429 and 5xx
+//! answers). Token usage is summed for the caller to report.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Where and how to reach a model.
+#[derive(Debug, Clone)]
+pub struct ChatConfig {
+    /// The API base, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8000/v1`.
+    pub base_url: String,
+    pub model: String,
+    /// Sent as a bearer token when present.
+    pub api_key: Option<String>,
+    pub timeout: Duration,
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// The first retry waits this long; each further retry twice as long.
+    pub backoff: Duration,
+    pub temperature: f64,
+}
+
+impl ChatConfig {
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            model: model.into(),
+            api_key: None,
+            timeout: Duration::from_secs(120),
+            max_retries: 3,
+            backoff: Duration::from_millis(500),
+            temperature: 0.0,
+        }
+    }
+}
+
+/// A chat message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: String,
+    pub content: String,
+}
+
+impl Message {
+    pub fn system(content: impl Into<String>) -> Self {
+        Self {
+            role: "system".into(),
+            content: content.into(),
+        }
+    }
+
+    pub fn user(content: impl Into<String>) -> Self {
+        Self {
+            role: "user".into(),
+            content: content.into(),
+        }
+    }
+
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self {
+            role: "assistant".into(),
+            content: content.into(),
+        }
+    }
+}
+
+/// Why a completion failed (after retries, where retrying could help).
+#[derive(Debug, thiserror::Error)]
+pub enum ChatError {
+    #[error("the endpoint answered HTTP {status}: {body}")]
+    Status { status: u16, body: String },
+    #[error("could not reach the endpoint: {0}")]
+    Transport(String),
+    #[error("the endpoint's answer is not a chat completion: {0}")]
+    Malformed(String),
+}
+
+impl ChatError {
+    fn retryable(&self) -> bool {
+        match self {
+            Self::Status { status, .. } => *status == 429 || *status >= 500,
+            Self::Transport(_) => true,
+            Self::Malformed(_) => false,
+        }
+    }
+}
+
+/// Tokens used so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    pub requests: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// A chat-completion client.
+pub struct ChatClient {
+    config: ChatConfig,
+    agent: ureq::Agent,
+    usage: Mutex<Usage>,
+}
+
+impl ChatClient {
+    pub fn new(config: ChatConfig) -> Self {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(config.timeout))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        Self {
+            config,
+            agent,
+            usage: Mutex::new(Usage::default()),
+        }
+    }
+
+    pub fn config(&self) -> &ChatConfig {
+        &self.config
+    }
+
+    pub fn usage(&self) -> Usage {
+        *self
+            .usage
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The assistant's reply to `messages`.
+    pub fn complete(&self, messages: &[Message]) -> Result<String, ChatError> {
+        let mut attempt = 0;
+        loop {
+            match self.request(messages) {
+                Err(err) if err.retryable() && attempt < self.config.max_retries => {
+                    std::thread::sleep(self.config.backoff * 2u32.pow(attempt));
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    fn request(&self, messages: &[Message]) -> Result<String, ChatError> {
+        let url = format!(
+            "{}/chat/completions",
+            self.config.base_url.trim_end_matches('/')
+        );
+        let body = json!({"model": self.config.model, "messages": messages, "temperature": self.config.temperature});
+        let mut request = self
+            .agent
+            .post(&url)
+            .header("content-type", "application/json");
+        if let Some(key) = &self.config.api_key {
+            request = request.header("authorization", &format!("Bearer {key}"));
+        }
+        let mut response = request
+            .send(body.to_string())
+            .map_err(|err| ChatError::Transport(err.to_string()))?;
+        let status = response.status().as_u16();
+        let text = response
+            .body_mut()
+            .read_to_string()
+            .map_err(|err| ChatError::Transport(err.to_string()))?;
+        if status != 200 {
+            return Err(ChatError::Status {
+                status,
+                body: truncate(&text),
+            });
+        }
+        let answer: Value = serde_json::from_str(&text)
+            .map_err(|err| ChatError::Malformed(format!("{err}: {}", truncate(&text))))?;
+        let content = answer
+            .pointer("/choices/0/message/content")
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                ChatError::Malformed(format!(
+                    "no choices[0].message.content in {}",
+                    truncate(&text)
+                ))
+            })?;
+        let mut usage = self
+            .usage
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        usage.requests += 1;
+        usage.prompt_tokens += answer
+            .pointer("/usage/prompt_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        usage.completion_tokens += answer
+            .pointer("/usage/completion_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        Ok(content.to_owned())
+    }
+}
+
+fn truncate(text: &str) -> String {
+    const LIMIT: usize = 500;
+    match text.char_indices().nth(LIMIT) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// The JSON value in a model's reply: the reply itself, or the contents of
+/// its first fenced code block, or the span from the first `{` to the last `}`.
+pub fn extract_json(reply: &str) -> Option<Value> {
+    let trimmed = reply.trim();
+    if let Ok(value) = serde_json::from_str(trimmed) {
+        return Some(value);
+    }
+    if let Some(start) = trimmed.find("```") {
+        let after = &trimmed[start + 3..];
+        let body_start = after.find('\n').map_or(0, |newline| newline + 1);
+        if let Some(end) = after[body_start..].find("```")
+            && let Ok(value) = serde_json::from_str(after[body_start..body_start + end].trim())
+        {
+            return Some(value);
+        }
+    }
+    let (start, end) = (trimmed.find('{')?, trimmed.rfind('}')?);
+    serde_json::from_str(&trimmed[start..=end]).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_is_found_in_common_reply_shapes() {
+        let expected = json!({"a": 1});
+        for reply in [
+            "{\"a\": 1}",
+            "Here it is:\n```json\n{\"a\": 1}\n```\nDone.",
+            "Sure — {\"a\": 1} — enjoy",
+        ] {
+            assert_eq!(extract_json(reply), Some(expected.clone()), "{reply}");
+        }
+        assert_eq!(extract_json("no json here"), None);
+    }
+}

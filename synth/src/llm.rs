@@ -1,0 +1,229 @@
+//! The LLM path of synthesis: for every stage the method drives with a
+//! language model, an OpenAI-compatible endpoint does the work and Forge
+//! checks it.
+//!
+//! - **Structure and tool semantics** — a *plain* doc (the domain and its tools'
+//!   names, descriptions and parameters, as any API reference has them) is
+//!   given to the model with the doc format and an example; it answers with
+//!   the annotated doc (collections, fields, what each tool reads, writes and
+//!   requires). The answer is parsed and checked; parse and consistency errors
+//!   are fed back for a bounded number of rounds. From the annotated doc the
+//!   tools are generated, compiled and validated in the sandbox like any other
+//!   doc; validation failures are fed back too (see [`crate::synthesize`]).
+//! - **Instructions** — each task's templated instruction is rewritten by the
+//!   model into natural language; a rewrite that drops or changes any fact
+//!   the user must state (names, emails, titles, new values) is refused and
+//!   the template kept.
+
+use crate::doc::DomainDoc;
+use anyhow::{Context, Result, bail};
+use forge_llm::{ChatClient, Message, extract_json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::Path;
+
+/// A doc without annotations: what an API reference says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlainDoc {
+    pub domain: PlainDomain,
+    pub tools: Vec<PlainTool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlainDomain {
+    pub name: String,
+    pub description: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlainTool {
+    pub name: String,
+    pub description: String,
+    /// JSON schema of the arguments, when the reference gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<Value>,
+}
+
+/// A doc as given: annotated (synthesizable offline) or plain (needs a model).
+#[derive(Debug, Clone)]
+pub enum AnyDoc {
+    Annotated(DomainDoc),
+    Plain(PlainDoc),
+}
+
+impl AnyDoc {
+    /// Reads a `.toml` or `.json` doc of either kind. An annotated doc that
+    /// fails its checks is an error; a doc that is neither kind reports why
+    /// it is not an annotated one.
+    pub fn read(path: &Path) -> Result<Self> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let json = path.extension().is_some_and(|ext| ext == "json");
+        let annotated: Result<DomainDoc> = if json {
+            serde_json::from_str(&text).map_err(Into::into)
+        } else {
+            toml::from_str(&text).map_err(Into::into)
+        };
+        match annotated {
+            Ok(doc) => {
+                doc.check()
+                    .with_context(|| format!("{} is inconsistent", path.display()))?;
+                Ok(Self::Annotated(doc))
+            }
+            Err(annotated_err) => {
+                let plain: Result<PlainDoc> = if json {
+                    serde_json::from_str(&text).map_err(Into::into)
+                } else {
+                    toml::from_str(&text).map_err(Into::into)
+                };
+                plain
+                    .map(Self::Plain)
+                    .map_err(|_| annotated_err)
+                    .with_context(|| format!("{} is malformed", path.display()))
+            }
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Annotated(doc) => &doc.domain.name,
+            Self::Plain(doc) => &doc.domain.name,
+        }
+    }
+}
+
+const FORMAT: &str = include_str!("../../env-templates/domains/README.md");
+const EXAMPLE: &str = include_str!("../../env-templates/domains/library.toml");
+
+/// The conversation that turns a plain doc into an annotated one.
+pub struct Annotator<'a> {
+    client: &'a ChatClient,
+    plain: &'a PlainDoc,
+    messages: Vec<Message>,
+}
+
+impl<'a> Annotator<'a> {
+    pub fn new(client: &'a ChatClient, plain: &'a PlainDoc) -> Self {
+        let system = format!(
+            "You turn the plain documentation of a tool API into an annotated Forge domain doc.\n\n\
+             # The format\n\n{FORMAT}\n\n# An example (TOML)\n\n{EXAMPLE}\n\n\
+             Reply with only the annotated doc as one JSON object with the same structure \
+             (`domain`, `collections`, `tools`). Keep the domain name and implement every documented \
+             tool under its documented name."
+        );
+        let user = format!(
+            "The plain documentation:\n\n{}",
+            serde_json::to_string_pretty(plain).expect("docs serialise")
+        );
+        Self {
+            client,
+            plain,
+            messages: vec![Message::system(system), Message::user(user)],
+        }
+    }
+
+    /// Asks for the annotated doc, feeding errors back, for at most `rounds`
+    /// answers. Returns the doc and how many answers it took.
+    pub fn annotate(&mut self, rounds: usize) -> Result<(DomainDoc, usize)> {
+        let mut last_error = String::new();
+        for round in 1..=rounds {
+            let reply = self
+                .client
+                .complete(&self.messages)
+                .context("asking the model for the annotated doc")?;
+            self.messages.push(Message::assistant(reply.clone()));
+            match self.check(&reply) {
+                Ok(doc) => return Ok((doc, round)),
+                Err(err) => {
+                    last_error = format!("{err:#}");
+                    self.feedback(&format!("That doc is not valid: {last_error}"));
+                }
+            }
+        }
+        bail!(
+            "the model gave no valid annotated doc in {rounds} answers; the last problem: {last_error}"
+        )
+    }
+
+    /// Puts a doc the model gave earlier back into the conversation as its answer.
+    pub fn replay_answer(&mut self, doc_json: &str) {
+        self.messages.push(Message::assistant(doc_json));
+    }
+
+    /// Tells the model what went wrong with its last doc (used for sandbox
+    /// validation failures too).
+    pub fn feedback(&mut self, problem: &str) {
+        self.messages.push(Message::user(format!(
+            "{problem}\nFix it and reply with the whole corrected doc as JSON."
+        )));
+    }
+
+    fn check(&self, reply: &str) -> Result<DomainDoc> {
+        let value = extract_json(reply).context("the reply contains no JSON object")?;
+        let doc: DomainDoc =
+            serde_json::from_value(value).context("the JSON is not a doc in the format")?;
+        doc.check()?;
+        if doc.domain.name != self.plain.domain.name {
+            bail!("the domain name must stay `{}`", self.plain.domain.name);
+        }
+        let missing: Vec<&str> = self
+            .plain
+            .tools
+            .iter()
+            .map(|tool| tool.name.as_str())
+            .filter(|name| !doc.tools.iter().any(|tool| tool.name == *name))
+            .collect();
+        if !missing.is_empty() {
+            bail!("documented tools are missing: {}", missing.join(", "));
+        }
+        Ok(doc)
+    }
+}
+
+/// Rewrites an instruction in natural language, keeping every fact; the
+/// template when the model's rewrite loses one (or the call fails).
+pub fn refine_instruction(client: &ChatClient, instruction: &str, facts: &[String]) -> String {
+    let messages = [
+        Message::system(
+            "Rewrite a customer's task description so it reads naturally, in the second person, as \
+             the customer's own situation. Keep every name, email, number, title and quoted value \
+             exactly as written. Do not add facts. Reply with the rewritten text only.",
+        ),
+        Message::user(instruction),
+    ];
+    match client.complete(&messages) {
+        Ok(rewrite) if keeps_facts(&rewrite, facts) && !rewrite.trim().is_empty() => {
+            rewrite.trim().to_owned()
+        }
+        _ => instruction.to_owned(),
+    }
+}
+
+/// Whether every fact appears verbatim.
+pub fn keeps_facts(text: &str, facts: &[String]) -> bool {
+    facts.iter().all(|fact| text.contains(fact.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::keeps_facts;
+
+    #[test]
+    fn a_rewrite_must_keep_every_fact() {
+        let facts = vec![
+            "ava.chen@example.com".to_owned(),
+            "The Silent Garden".to_owned(),
+        ];
+        assert!(keeps_facts(
+            "I'm Ava (ava.chen@example.com) and want to return The Silent Garden.",
+            &facts
+        ));
+        assert!(!keeps_facts(
+            "I'm Ava and want to return The Silent Garden.",
+            &facts
+        ));
+    }
+}
