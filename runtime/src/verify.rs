@@ -27,6 +27,11 @@ pub struct VerifyRules {
     pub ignore_fields: Vec<String>,
     #[serde(default)]
     pub unordered_lists: Vec<String>,
+    /// A numeric required output counts only as a whole number in the
+    /// agent's text (`2` is not found in `555-1234` or `2.5`). Off by default,
+    /// matching τ-bench's plain substring rule.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub whole_numbers: bool,
 }
 
 impl VerifyRules {
@@ -102,9 +107,16 @@ pub fn verify(
         .iter()
         .map(|output| {
             let needle = output.to_lowercase().replace(',', "");
+            let numeric = rules.whole_numbers && needle.parse::<f64>().is_ok();
             OutputCheck {
                 output: output.clone(),
-                found: said.iter().any(|text| text.contains(&needle)),
+                found: said.iter().any(|text| {
+                    if numeric {
+                        contains_number(text, &needle)
+                    } else {
+                        text.contains(&needle)
+                    }
+                }),
             }
         })
         .collect();
@@ -133,6 +145,28 @@ pub fn verify(
         outputs,
         partial_credit,
     }
+}
+
+/// Whether `number` occurs in `text` not as part of a longer number
+/// (trailing zeros of a fraction are allowed: `12` is found in `12.00`).
+fn contains_number(text: &str, number: &str) -> bool {
+    let bytes = text.as_bytes();
+    let digit = |index: usize| bytes.get(index).is_some_and(u8::is_ascii_digit);
+    text.match_indices(number).any(|(start, found)| {
+        if start > 0 && (digit(start - 1) || bytes[start - 1] == b'.') {
+            return false;
+        }
+        let mut end = start + found.len();
+        if !number.contains('.') && bytes.get(end) == Some(&b'.') && digit(end + 1) {
+            end += 1;
+        }
+        if number.contains('.') || bytes.get(end - 1) == Some(&b'.') {
+            while bytes.get(end) == Some(&b'0') {
+                end += 1;
+            }
+        }
+        !digit(end)
+    })
 }
 
 fn record<'a>(state: &'a Value, collection: &str, key: &str) -> Option<&'a Value> {
@@ -215,10 +249,46 @@ mod tests {
     }
 
     #[test]
+    fn whole_numbers_are_not_found_inside_other_numbers() {
+        let state = state(json!({"orders": {}}));
+        let rules = VerifyRules {
+            whole_numbers: true,
+            ..VerifyRules::default()
+        };
+        let found = |said: &str, output: &str| {
+            verify(&rules, &state, &state, &state, &[output.into()], &[said]).outputs[0].found
+        };
+        assert!(found("You have 2 loans.", "2"));
+        assert!(found("It costs $1,024.50.", "1024.5"));
+        assert!(!found("Call 555-1234.", "2"));
+        assert!(!found("It is 2.5 km.", "2"));
+        assert!(!found("Total: 12.", "2"));
+        assert!(found("Total: 2.", "2"));
+        assert!(found("It is 12.00 dollars.", "12"));
+        let loose = |said: &str, output: &str| {
+            verify(
+                &VerifyRules::default(),
+                &state,
+                &state,
+                &state,
+                &[output.into()],
+                &[said],
+            )
+            .outputs[0]
+                .found
+        };
+        assert!(
+            loose("Call 555-1234.", "2"),
+            "τ-bench's substring rule by default"
+        );
+    }
+
+    #[test]
     fn rules_ignore_fields_and_list_order() {
         let rules = VerifyRules {
             ignore_fields: vec!["orders.note".into()],
             unordered_lists: vec!["orders.items".into()],
+            ..VerifyRules::default()
         };
         let gold = state(json!({"orders": {"o1": {"items": ["a", "b"], "note": "x"}}}));
         let reached = state(json!({"orders": {"o1": {"items": ["b", "a"], "note": "y"}}}));

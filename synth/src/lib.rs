@@ -309,7 +309,11 @@ fn synthesize_domain(
     let manifest = Manifest {
         name: doc.domain.name.clone(),
         description: doc.domain.description.clone(),
-        verify: VerifyRules::default(),
+        // Answers are often small numbers (counts): they must be said as such.
+        verify: VerifyRules {
+            whole_numbers: true,
+            ..VerifyRules::default()
+        },
         provenance: Some(json!({
             "synthesized_by": match model {
                 Some(model) => format!("forge synth (model {})", model.client.config().model),

@@ -5,7 +5,8 @@
 //!
 //! 1. a persona (a record of the persona collection) is drawn; what the user
 //!    knows is its `user_knows` fields;
-//! 2. 1–4 requirements are drawn (25% one, 35% two, 25% three, 15% four); a requirement
+//! 2. 1–5 requirements are drawn (20% one, 35% two, 25% three, 15% four, 5%
+//!    five); a requirement
 //!    is a write tool with an `intent` (75%) or a question a read tool `asks`
 //!    (25%), applied to a record the persona owns (its key is reachable from
 //!    the persona through a `list` tool filtered by the persona's key), to the
@@ -16,9 +17,11 @@
 //!    by a known field — so its length follows from the graph (2–8 calls per
 //!    requirement in the shipped docs); walks of one task share their prefix
 //!    (merging removes calls made twice);
-//! 4. a **reasoning node** chooses among the listed records when the user
-//!    refers to one by a superlative ("the one with the highest renewals"):
-//!    argmax/argmin over a numeric field of the listed records;
+//! 4. **reasoning nodes** derive what the user asks for from earlier outputs:
+//!    argmax/argmin over a numeric field picks the record the user refers to
+//!    by a superlative ("the one with the highest renewals"); sum and count
+//!    over the persona's listed records answer questions such as "the total
+//!    amount of your expense claims" or "how many of your loans are active";
 //! 5. every call must succeed; the state after the last is the gold final
 //!    state S*; a walk whose call fails is retried with other choices, then
 //!    dropped;
@@ -354,10 +357,11 @@ impl<'a> TaskGenerator<'a> {
             outputs: Vec::new(),
         };
         let wanted = match rng.random_range(0..100) {
-            0..25 => 1,
-            25..60 => 2,
-            60..85 => 3,
-            _ => 4,
+            0..20 => 1,
+            20..55 => 2,
+            55..80 => 3,
+            80..95 => 4,
+            _ => 5,
         };
         let mut used_tools = Vec::new();
         let mut attempts = 0;
@@ -601,6 +605,9 @@ impl<'a> TaskGenerator<'a> {
     }
 
     fn read_requirement(&self, session: &mut Session<'_>, rng: &mut ChaCha8Rng) -> Option<()> {
+        if rng.random_range(0..100) < 35 {
+            return self.aggregate_requirement(session, rng);
+        }
         let doc = self.doc;
         let readers: Vec<&ToolDoc> = doc
             .tools
@@ -636,6 +643,97 @@ impl<'a> TaskGenerator<'a> {
         if answer.is_empty() || session.outputs.contains(&answer) {
             return None;
         }
+        let lead = if session.sentences.is_empty() {
+            "You want to know"
+        } else {
+            "You also want to know"
+        };
+        session.sentences.push(format!("{lead} {question}."));
+        session.outputs.push(answer);
+        Some(())
+    }
+
+    /// A question answered by a reasoning node over the persona's records: the
+    /// sum of a numeric field a `list` tool `asks` about, or how many records
+    /// have a given value of a string field it asks about.
+    fn aggregate_requirement(&self, session: &mut Session<'_>, rng: &mut ChaCha8Rng) -> Option<()> {
+        let doc = self.doc;
+        let persona = doc.domain.persona.clone();
+        let listers: Vec<(&ToolDoc, String)> = doc
+            .tools
+            .iter()
+            .filter(|tool| tool.kind == ToolKind::List && !tool.asks.is_empty())
+            .filter_map(|tool| {
+                let owner = tool.required_filters.iter().find(|filter| {
+                    doc.field(&tool.collection, filter)
+                        .and_then(|field| field.references)
+                        .as_deref()
+                        == Some(persona.as_str())
+                })?;
+                Some((tool, owner.clone()))
+            })
+            .collect();
+        if listers.is_empty() {
+            return None;
+        }
+        let (tool, owner) = &listers[rng.random_range(0..listers.len())];
+        let field = tool.asks[rng.random_range(0..tool.asks.len())].clone();
+        let field_doc = doc.field(&tool.collection, &field)?;
+        let noun = &doc.collections[&tool.collection].noun;
+        session.find_persona()?;
+        let owner_key = Value::String(session.persona.0.clone());
+        let step = session.call(tool, Map::from_iter([(owner.clone(), owner_key)]))?;
+        let records: Vec<Map<String, Value>> = session.steps[step]
+            .output
+            .as_array()?
+            .iter()
+            .filter_map(|item| item.as_object().cloned())
+            .collect();
+        if records.len() < 2 {
+            return None;
+        }
+        let (question, answer, reasoning) = match field_doc.kind {
+            FieldType::Integer | FieldType::Number => {
+                let total: f64 = records
+                    .iter()
+                    .filter_map(|record| record.get(&field)?.as_f64())
+                    .sum();
+                let total = (total * 100.0).round() / 100.0;
+                let answer = if field_doc.kind == FieldType::Integer {
+                    Value::from(total as i64)
+                } else {
+                    Value::from(total)
+                };
+                (
+                    format!("the total {} of your {noun}s", words(&field)),
+                    text(&answer),
+                    json!({"op": "sum", "field": field, "over_step": step, "gives": answer}),
+                )
+            }
+            FieldType::String => {
+                let value = records[rng.random_range(0..records.len())]
+                    .get(&field)?
+                    .clone();
+                let count = records
+                    .iter()
+                    .filter(|record| record.get(&field) == Some(&value))
+                    .count();
+                (
+                    format!(
+                        "how many of your {noun}s have {} {}",
+                        words(&field),
+                        text(&value)
+                    ),
+                    count.to_string(),
+                    json!({"op": "count", "field": field, "equals": value, "over_step": step, "gives": count}),
+                )
+            }
+            FieldType::Boolean => return None,
+        };
+        if session.outputs.contains(&answer) {
+            return None;
+        }
+        session.reasoning.push(reasoning);
         let lead = if session.sentences.is_empty() {
             "You want to know"
         } else {
