@@ -17,7 +17,8 @@ include!(concat!(env!("OUT_DIR"), "/domains.rs"));
 
 #[derive(Args, Debug)]
 pub struct SynthArgs {
-    /// Domain docs (TOML or JSON); see env-templates/domains/README.md.
+    /// Domain docs (TOML or JSON), or directories of them; see
+    /// env-templates/domains/README.md.
     #[arg(value_name = "DOC", required_unless_present = "all")]
     docs: Vec<PathBuf>,
     /// Every shipped domain doc.
@@ -66,7 +67,7 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
             })
             .collect::<Result<Vec<_>>>()?
     } else {
-        args.docs
+        expand_dirs(&args.docs)?
             .iter()
             .map(|path| AnyDoc::read(path))
             .collect::<Result<Vec<_>>>()?
@@ -186,6 +187,32 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
         eprintln!("rejected `{domain}`: {reason}");
     }
     Ok(exit_code(&rejected))
+}
+
+/// The docs given: files as they are, directories as every `.toml` and `.json`
+/// file in them (sorted, so the order does not depend on the file system).
+fn expand_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut docs = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
+                .with_context(|| format!("reading {}", path.display()))?
+                .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+                .filter(|file| {
+                    file.extension()
+                        .is_some_and(|ext| ext == "toml" || ext == "json")
+                })
+                .collect();
+            if found.is_empty() {
+                bail!("{} holds no .toml or .json docs", path.display());
+            }
+            found.sort();
+            docs.extend(found);
+        } else {
+            docs.push(path.clone());
+        }
+    }
+    Ok(docs)
 }
 
 /// Non-zero when a domain was rejected.
