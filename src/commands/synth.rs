@@ -49,6 +49,9 @@ pub struct SynthArgs {
     /// Most model answers per doc (each invalid one is fed back).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     llm_rounds: u64,
+    /// Replace bundle directories that already exist under `--out`.
+    #[arg(long)]
+    force: bool,
     /// One JSON object per domain, then a summary object.
     #[arg(long)]
     json: bool,
@@ -87,6 +90,19 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
     });
     if docs.is_empty() {
         bail!("no domain docs given");
+    }
+    for doc in &docs {
+        let dir = args.out.join(doc.name());
+        if !args.force
+            && dir
+                .read_dir()
+                .is_ok_and(|mut entries| entries.next().is_some())
+        {
+            bail!(
+                "{} already exists (pass --force to replace it, or choose another --out)",
+                dir.display()
+            );
+        }
     }
     let config = SynthConfig {
         seed: args.seed,

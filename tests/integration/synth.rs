@@ -85,6 +85,29 @@ fn a_shipped_doc_becomes_a_bundle_gold_solves_and_random_does_not() {
         assert!(!first[field].is_null(), "tasks have `{field}`: {first}");
     }
 
+    // An existing bundle is never replaced silently.
+    let again = synth(
+        &[&repo("env-templates/domains/library.toml")],
+        out.path(),
+        30,
+    );
+    assert!(!again.status.success());
+    assert!(
+        stderr(&again).contains("already exists"),
+        "{}",
+        stderr(&again)
+    );
+    let forced = forge(&[
+        "synth",
+        "--force",
+        "--tasks",
+        "30",
+        "--out",
+        out.path().to_str().unwrap(),
+        repo("env-templates/domains/library.toml").to_str().unwrap(),
+    ]);
+    assert!(forced.status.success(), "{}", stderr(&forced));
+
     // Trajectories on a synthesized bundle replay like any other.
     let trajectory = out.path().join("gold.jsonl");
     assert!(
