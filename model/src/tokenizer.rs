@@ -1,0 +1,218 @@
+//! The tokenizer of a GGUF model, rebuilt from its metadata with the
+//! `tokenizers` crate: byte-level BPE (`tokenizer.ggml.model = "gpt2"`) with
+//! the vocabulary, merges and special tokens the file carries.
+
+use crate::gguf::{Gguf, GgufError};
+use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
+use tokenizers::models::bpe::{BPE, Vocab};
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::digits::Digits;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::{AddedToken, Tokenizer};
+
+/// GGUF token type of control tokens (`<|im_start|>`…).
+const CONTROL: u64 = 3;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TokenizerError {
+    #[error(transparent)]
+    Gguf(#[from] GgufError),
+    #[error("tokenizer model `{0}` is not supported (only byte-level BPE, `gpt2`)")]
+    Model(String),
+    #[error("merge {index} (`{merge}`) is not two tokens separated by a space")]
+    Merge { index: usize, merge: String },
+    #[error("building the tokenizer: {0}")]
+    Build(String),
+}
+
+/// A model's tokenizer and its special token ids.
+pub struct ModelTokenizer {
+    pub tokenizer: Tokenizer,
+    pub bos: Option<u32>,
+    pub eos: Option<u32>,
+}
+
+impl ModelTokenizer {
+    /// Builds the tokenizer described by `gguf`'s `tokenizer.ggml.*` metadata.
+    pub fn from_gguf(gguf: &Gguf) -> Result<Self, TokenizerError> {
+        let model = gguf.get_str("tokenizer.ggml.model")?;
+        if model != "gpt2" {
+            return Err(TokenizerError::Model(model.to_owned()));
+        }
+        let tokens: Vec<String> = gguf
+            .get_array("tokenizer.ggml.tokens")?
+            .iter()
+            .map(|token| token.as_str().unwrap_or_default().to_owned())
+            .collect();
+        let merges = gguf
+            .get_array("tokenizer.ggml.merges")?
+            .iter()
+            .enumerate()
+            .map(|(index, merge)| {
+                let merge = merge.as_str().unwrap_or_default();
+                merge
+                    .split_once(' ')
+                    .map(|(left, right)| (left.to_owned(), right.to_owned()))
+                    .ok_or_else(|| TokenizerError::Merge {
+                        index,
+                        merge: merge.to_owned(),
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let types: Vec<u64> = match gguf.get_array("tokenizer.ggml.token_type") {
+            Ok(types) => types
+                .iter()
+                .map(|kind| kind.as_u64().unwrap_or(1))
+                .collect(),
+            Err(_) => vec![1; tokens.len()],
+        };
+        let vocab: Vocab = tokens
+            .iter()
+            .enumerate()
+            .map(|(id, token)| (token.clone(), id as u32))
+            .collect();
+        let bpe = BPE::builder()
+            .vocab_and_merges(vocab, merges)
+            .build()
+            .map_err(|err| TokenizerError::Build(err.to_string()))?;
+        let mut tokenizer = Tokenizer::new(bpe);
+        // SmolLM's pre-tokenization (`pre = smollm`): single digits, then GPT-2 byte-level splitting.
+        tokenizer.with_pre_tokenizer(Some(Sequence::new(vec![
+            Digits::new(true).into(),
+            ByteLevel::new(false, true, true).into(),
+        ])));
+        tokenizer.with_decoder(Some(ByteLevelDecoder::default()));
+        let special: Vec<AddedToken> = tokens
+            .iter()
+            .zip(&types)
+            .filter(|(_, kind)| **kind == CONTROL)
+            .map(|(token, _)| AddedToken::from(token.clone(), true))
+            .collect();
+        tokenizer.add_special_tokens(&special);
+        let id = |key: &str| gguf.get_u64(key).ok().map(|id| id as u32);
+        Ok(Self {
+            tokenizer,
+            bos: id("tokenizer.ggml.bos_token_id"),
+            eos: id("tokenizer.ggml.eos_token_id"),
+        })
+    }
+
+    /// Token ids of `text`; special tokens written in the text are recognised.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {
+        self.tokenizer
+            .encode(text, false)
+            .map(|encoding| encoding.get_ids().to_vec())
+            .map_err(|err| TokenizerError::Build(err.to_string()))
+    }
+
+    /// The text of `ids`, special tokens included.
+    pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
+        self.tokenizer
+            .decode(ids, false)
+            .map_err(|err| TokenizerError::Build(err.to_string()))
+    }
+
+    pub fn token_id(&self, token: &str) -> Option<u32> {
+        self.tokenizer.token_to_id(token)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gguf::{GgufWriter, Value};
+
+    /// GPT-2's byte-to-character map: printable bytes map to themselves,
+    /// the rest to code points from 256 on.
+    fn byte_chars() -> Vec<char> {
+        let printable = |b: u32| {
+            (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b)
+        };
+        let mut extra = 0;
+        (0..256u32)
+            .map(|b| {
+                if printable(b) {
+                    char::from_u32(b).unwrap()
+                } else {
+                    extra += 1;
+                    char::from_u32(255 + extra).unwrap()
+                }
+            })
+            .collect()
+    }
+
+    /// A tiny byte-level BPE: the 256 byte tokens, three control tokens and
+    /// a few merges.
+    fn tiny(path: &std::path::Path) {
+        let chars = byte_chars();
+        let mut tokens: Vec<String> = vec![
+            "<|endoftext|>".into(),
+            "<|im_start|>".into(),
+            "<|im_end|>".into(),
+        ];
+        tokens.extend(chars.iter().map(|ch| ch.to_string()));
+        let space = chars[b' ' as usize];
+        let merges = vec![format!("{space} t"), "h e".into(), format!("{space}t he")];
+        tokens.extend([format!("{space}t"), "he".into(), format!("{space}the")]);
+        let mut types = vec![Value::I32(3); 3];
+        types.extend((3..tokens.len()).map(|_| Value::I32(1)));
+        let mut writer = GgufWriter::default();
+        writer
+            .metadata("tokenizer.ggml.model", Value::String("gpt2".into()))
+            .metadata(
+                "tokenizer.ggml.tokens",
+                Value::Array(tokens.into_iter().map(Value::String).collect()),
+            )
+            .metadata(
+                "tokenizer.ggml.merges",
+                Value::Array(merges.into_iter().map(Value::String).collect()),
+            )
+            .metadata("tokenizer.ggml.token_type", Value::Array(types))
+            .metadata("tokenizer.ggml.bos_token_id", Value::U32(1))
+            .metadata("tokenizer.ggml.eos_token_id", Value::U32(2));
+        writer.write(path).unwrap();
+    }
+
+    #[test]
+    fn text_round_trips_exactly_and_merges_apply() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tok.gguf");
+        tiny(&path);
+        let tokenizer = ModelTokenizer::from_gguf(&Gguf::open(&path).unwrap()).unwrap();
+        assert_eq!((tokenizer.bos, tokenizer.eos), (Some(1), Some(2)));
+        for text in [
+            "in the end",
+            "Zoë paid 1,024.50 €\n\ttabs",
+            "<|im_start|>user\nhi<|im_end|>",
+            "",
+        ] {
+            let ids = tokenizer.encode(text).unwrap();
+            assert_eq!(tokenizer.decode(&ids).unwrap(), text, "{ids:?}");
+        }
+        let the = tokenizer.token_id("\u{120}the").unwrap();
+        assert!(
+            tokenizer.encode("in the end").unwrap().contains(&the),
+            "the merges produce ` the`"
+        );
+        assert_eq!(
+            tokenizer.encode("<|im_start|>").unwrap(),
+            [1],
+            "control tokens are single tokens"
+        );
+        // Digits are split one by one before BPE.
+        assert_eq!(tokenizer.encode("2024").unwrap().len(), 4);
+    }
+
+    #[test]
+    fn other_tokenizer_models_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spm.gguf");
+        let mut writer = GgufWriter::default();
+        writer.metadata("tokenizer.ggml.model", Value::String("llama".into()));
+        writer.write(&path).unwrap();
+        let err = ModelTokenizer::from_gguf(&Gguf::open(&path).unwrap())
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("`llama` is not supported"));
+    }
+}
