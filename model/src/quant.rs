@@ -64,7 +64,9 @@ impl GgmlType {
     /// Bytes of `elements` values; `None` for an unknown type or partial blocks.
     pub fn byte_size(self, elements: u64) -> Option<u64> {
         let (block, bytes) = self.block()?;
-        elements.is_multiple_of(block as u64).then(|| elements / block as u64 * bytes as u64)
+        elements
+            .is_multiple_of(block as u64)
+            .then(|| elements / block as u64 * bytes as u64)
     }
 }
 
