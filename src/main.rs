@@ -1,6 +1,7 @@
 //! `forge`: train tool-using LLM agents with RL inside synthesized, sandboxed
 //! tool environments.
 
+mod agents;
 mod builtin;
 mod commands;
 mod envs;
@@ -22,6 +23,8 @@ enum Command {
     Synth(commands::synth::SynthArgs),
     /// Run episodes of a policy on an environment's tasks and score them.
     Run(commands::run::RunArgs),
+    /// Several trials per task: pass^k with confidence intervals, flip rates.
+    Eval(commands::eval::EvalArgs),
     /// Re-execute a trajectory file and prove it byte-identical.
     Replay(commands::replay::ReplayArgs),
     /// Print an environment's tools and tasks.
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Synth(args) => commands::synth::run(args),
         Command::Run(args) => commands::run::run(args),
+        Command::Eval(args) => commands::eval::run(args),
         Command::Replay(args) => commands::replay::run(args),
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Example(args) => commands::example::run(args),

@@ -1,10 +1,13 @@
 //! A client for OpenAI-compatible chat-completion endpoints (OpenAI, vLLM,
 //! llama.cpp's server, SGLang, …), used wherever Forge asks a language model
-//! for something: synthesis stages today.
+//! for something: synthesis stages, and remote models as the policy or the
+//! simulated user ([`agents`]).
 //!
 //! Blocking, with a timeout per request and bounded retries with exponential
 //! backoff on what retrying can fix (connection errors, timeouts, 429 and 5xx
 //! answers). Token usage is summed for the caller to report.
+
+pub mod agents;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -134,9 +137,27 @@ impl ChatClient {
 
     /// The assistant's reply to `messages`.
     pub fn complete(&self, messages: &[Message]) -> Result<String, ChatError> {
+        let messages = serde_json::to_value(messages).expect("messages serialise");
+        let message = self.complete_message(&messages, None)?;
+        message
+            .get("content")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                ChatError::Malformed(format!("the reply has no text content: {message}"))
+            })
+    }
+
+    /// The assistant message (OpenAI JSON, possibly with `tool_calls`) that
+    /// answers `messages` (a JSON array of OpenAI messages), offering `tools`.
+    pub fn complete_message(
+        &self,
+        messages: &Value,
+        tools: Option<&Value>,
+    ) -> Result<Value, ChatError> {
         let mut attempt = 0;
         loop {
-            match self.request(messages) {
+            match self.request(messages, tools) {
                 Err(err) if err.retryable() && attempt < self.config.max_retries => {
                     std::thread::sleep(self.config.backoff * 2u32.pow(attempt));
                     attempt += 1;
@@ -146,12 +167,17 @@ impl ChatClient {
         }
     }
 
-    fn request(&self, messages: &[Message]) -> Result<String, ChatError> {
+    fn request(&self, messages: &Value, tools: Option<&Value>) -> Result<Value, ChatError> {
         let url = format!(
             "{}/chat/completions",
             self.config.base_url.trim_end_matches('/')
         );
-        let body = json!({"model": self.config.model, "messages": messages, "temperature": self.config.temperature});
+        let mut body = json!({"model": self.config.model, "messages": messages, "temperature": self.config.temperature});
+        if let Some(tools) =
+            tools.filter(|tools| tools.as_array().is_some_and(|tools| !tools.is_empty()))
+        {
+            body["tools"] = tools.clone();
+        }
         let mut request = self
             .agent
             .post(&url)
@@ -175,14 +201,12 @@ impl ChatClient {
         }
         let answer: Value = serde_json::from_str(&text)
             .map_err(|err| ChatError::Malformed(format!("{err}: {}", truncate(&text))))?;
-        let content = answer
-            .pointer("/choices/0/message/content")
-            .and_then(Value::as_str)
+        let message = answer
+            .pointer("/choices/0/message")
+            .filter(|message| message.is_object())
+            .cloned()
             .ok_or_else(|| {
-                ChatError::Malformed(format!(
-                    "no choices[0].message.content in {}",
-                    truncate(&text)
-                ))
+                ChatError::Malformed(format!("no choices[0].message in {}", truncate(&text)))
             })?;
         let mut usage = self
             .usage
@@ -197,7 +221,7 @@ impl ChatClient {
             .pointer("/usage/completion_tokens")
             .and_then(Value::as_u64)
             .unwrap_or(0);
-        Ok(content.to_owned())
+        Ok(message)
     }
 }
 

@@ -1,29 +1,23 @@
 //! `forge run`: episodes of a policy on an environment's tasks.
 
+use crate::agents::{AgentArgs, Agents};
 use crate::envs::EnvArgs;
 use crate::output;
 use anyhow::{Context, Result, bail};
-use clap::{Args, ValueEnum};
-use forge_runtime::episode::{EpisodeSettings, Policy, run_episode};
-use forge_runtime::policy::{GoldPolicy, RandomPolicy, ReplayPolicy, ReplayUser, ScriptedUser};
-use forge_runtime::trajectory::{self, EpisodeRecord, Termination};
-use forge_runtime::{Environment, PreparedTask, Sandbox, TrajectoryWriter, User, episode_seed};
+use clap::Args;
+use forge_runtime::episode::{EpisodeSettings, run_episode};
+use forge_runtime::trajectory::{EpisodeRecord, Termination};
+use forge_runtime::{Environment, PreparedTask, Sandbox, TrajectoryWriter, episode_seed};
 use serde_json::json;
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
     #[command(flatten)]
     env: EnvArgs,
-    /// The agent: the tasks' gold actions, seeded random calls, or the actions
-    /// of a recorded trajectory (`--from`).
-    #[arg(long, value_enum, default_value_t = PolicyKind::Gold)]
-    policy: PolicyKind,
-    /// The trajectory file `--policy replay` repeats.
-    #[arg(long, value_name = "FILE", required_if_eq("policy", "replay"))]
-    from: Option<PathBuf>,
+    #[command(flatten)]
+    agents: AgentArgs,
     /// `all`, or task ids separated by commas.
     #[arg(long, default_value = "all")]
     tasks: String,
@@ -47,31 +41,12 @@ pub struct RunArgs {
     json: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum PolicyKind {
-    Gold,
-    Random,
-    Replay,
-}
-
-impl PolicyKind {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Gold => "gold",
-            Self::Random => "random",
-            Self::Replay => "replay",
-        }
-    }
-}
-
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     let sandbox = Sandbox::with_defaults()?;
     let env = args.env.load(&sandbox)?;
     let tasks = select_tasks(&env, &args.tasks)?;
-    let recorded = match &args.from {
-        Some(path) => recorded_by_task(path)?,
-        None => BTreeMap::new(),
-    };
+    let agents = Agents::new(&args.agents, &env)?;
+    let label = agents.label();
     let mut writer = match (&args.out, args.append) {
         (Some(path), false) => Some(TrajectoryWriter::create(path)?),
         (Some(path), true) => Some(TrajectoryWriter::append(path)?),
@@ -88,34 +63,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
                 max_turns: args.max_turns,
                 seed,
             };
-            let (mut policy, mut user): (Box<dyn Policy>, Box<dyn User>) = match args.policy {
-                PolicyKind::Gold => (
-                    Box::new(GoldPolicy::new(&task.task)),
-                    Box::new(ScriptedUser::new(&task.task.instruction)),
-                ),
-                PolicyKind::Random => (
-                    Box::new(RandomPolicy::new(seed)),
-                    Box::new(ScriptedUser::new(&task.task.instruction)),
-                ),
-                PolicyKind::Replay => {
-                    let record = recorded.get(&task.task.id).with_context(|| {
-                        format!("the trajectory has no episode of task `{}`", task.task.id)
-                    })?;
-                    (
-                        Box::new(ReplayPolicy::new(record)?),
-                        Box::new(ReplayUser::new(record)),
-                    )
-                }
-            };
-            let record = run_episode(
-                &env,
-                task,
-                args.policy.name(),
-                policy.as_mut(),
-                user.as_mut(),
-                settings,
-            )
-            .with_context(|| format!("task `{}`", task.task.id))?;
+            let (mut policy, mut user) = agents.make(task, seed)?;
+            let record = run_episode(&env, task, &label, policy.as_mut(), user.as_mut(), settings)
+                .with_context(|| format!("task `{}`", task.task.id))?;
             if let Some(writer) = &mut writer {
                 writer.write(&record)?;
             }
@@ -131,11 +81,11 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         }
     }
     progress.finish_and_clear();
-    report(&env, &args, &records);
+    report(&env, &args, &label, &records);
     Ok(ExitCode::SUCCESS)
 }
 
-fn select_tasks<'a>(env: &'a Environment, selection: &str) -> Result<Vec<&'a PreparedTask>> {
+pub fn select_tasks<'a>(env: &'a Environment, selection: &str) -> Result<Vec<&'a PreparedTask>> {
     if selection == "all" {
         return Ok(env.tasks().iter().collect());
     }
@@ -159,16 +109,6 @@ fn select_tasks<'a>(env: &'a Environment, selection: &str) -> Result<Vec<&'a Pre
                 Ok(tasks)
             }
         })
-}
-
-/// The first recorded episode of each task in a trajectory file.
-fn recorded_by_task(path: &Path) -> Result<BTreeMap<String, EpisodeRecord>> {
-    let file = trajectory::read(path)?;
-    let mut by_task = BTreeMap::new();
-    for record in file.episodes {
-        by_task.entry(record.task_id.clone()).or_insert(record);
-    }
-    Ok(by_task)
 }
 
 fn episode_json(record: &EpisodeRecord, trial: u64) -> serde_json::Value {
@@ -195,7 +135,7 @@ fn termination_name(termination: Termination) -> String {
         .unwrap_or_default()
 }
 
-fn report(env: &Environment, args: &RunArgs, records: &[(u64, EpisodeRecord)]) {
+fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, EpisodeRecord)]) {
     let episodes = records.len();
     let successes = records
         .iter()
@@ -212,7 +152,7 @@ fn report(env: &Environment, args: &RunArgs, records: &[(u64, EpisodeRecord)]) {
             "summary": true,
             "environment": env.name(),
             "content_hash": env.content_hash(),
-            "policy": args.policy.name(),
+            "policy": label,
             "seed": args.seed,
             "episodes": episodes,
             "successes": successes,
@@ -251,7 +191,7 @@ fn report(env: &Environment, args: &RunArgs, records: &[(u64, EpisodeRecord)]) {
         "environment {} ({}), policy {}, seed {}: success rate {successes}/{episodes} = {success_rate:.3}, mean partial credit {mean_partial:.3}",
         env.name(),
         &env.content_hash()[..12],
-        args.policy.name(),
+        label,
         args.seed
     );
     if let Some(path) = &args.out {

@@ -3,6 +3,7 @@
 
 mod cli;
 mod common;
+mod eval;
 mod hostile;
 mod llm_stub;
 mod sandbox;

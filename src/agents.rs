@@ -1,0 +1,153 @@
+//! Choosing the agent and the simulated user of episodes (`forge run`,
+//! `forge eval`).
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use forge_llm::agents::{RemotePolicy, RemoteUser};
+use forge_llm::{ChatClient, ChatConfig};
+use forge_runtime::episode::{Policy, User};
+use forge_runtime::policy::{GoldPolicy, RandomPolicy, ReplayPolicy, ReplayUser, ScriptedUser};
+use forge_runtime::trajectory::{self, EpisodeRecord};
+use forge_runtime::{Environment, PreparedTask};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Args, Debug, Clone)]
+pub struct AgentArgs {
+    /// The agent: the tasks' gold actions, seeded random calls, the actions of
+    /// a recorded trajectory (`--from`), or a model at an OpenAI-compatible
+    /// endpoint (`--base-url`, `--model`).
+    #[arg(long, value_enum, default_value_t = PolicyKind::Gold)]
+    pub policy: PolicyKind,
+    /// The trajectory file `--policy replay` repeats.
+    #[arg(long, value_name = "FILE", required_if_eq("policy", "replay"))]
+    pub from: Option<PathBuf>,
+    /// The simulated user: states the instruction and ends at the agent's
+    /// first message (`scripted`), or a model playing the user (`openai`).
+    #[arg(long, value_enum, default_value_t = UserKind::Scripted)]
+    pub user: UserKind,
+    /// OpenAI-compatible API base for `--policy openai` / `--user openai`.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// The model at `--base-url`.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The environment variable holding the endpoint's API key (if it needs one).
+    #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY")]
+    pub api_key_env: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PolicyKind {
+    Gold,
+    Random,
+    Replay,
+    Openai,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum UserKind {
+    Scripted,
+    Openai,
+}
+
+/// Makes a fresh policy and user for each episode.
+pub struct Agents {
+    policy: PolicyKind,
+    user: UserKind,
+    client: Option<ChatClient>,
+    recorded: BTreeMap<String, EpisodeRecord>,
+    system: String,
+}
+
+impl Agents {
+    pub fn new(args: &AgentArgs, env: &Environment) -> Result<Self> {
+        let needs_model = args.policy == PolicyKind::Openai || args.user == UserKind::Openai;
+        let client = match (needs_model, &args.base_url, &args.model) {
+            (false, _, _) => None,
+            (true, Some(url), Some(model)) => {
+                let mut config = ChatConfig::new(url, model);
+                config.api_key = std::env::var(&args.api_key_env).ok();
+                Some(ChatClient::new(config))
+            }
+            (true, _, _) => {
+                bail!("`--policy openai` and `--user openai` need --base-url and --model")
+            }
+        };
+        let recorded = match &args.from {
+            Some(path) => recorded_by_task(path)?,
+            None => BTreeMap::new(),
+        };
+        let system = format!(
+            "You are the customer-service agent of this service:\n{}\n\nHelp the user with their \
+             request using the tools. Act only on what the user asks and confirms; tell them the \
+             information they ask for.",
+            env.bundle().manifest.description
+        );
+        Ok(Self {
+            policy: args.policy,
+            user: args.user,
+            client,
+            recorded,
+            system,
+        })
+    }
+
+    /// The policy's name in trajectories and reports.
+    pub fn label(&self) -> String {
+        match (self.policy, &self.client) {
+            (PolicyKind::Gold, _) => "gold".into(),
+            (PolicyKind::Random, _) => "random".into(),
+            (PolicyKind::Replay, _) => "replay".into(),
+            (PolicyKind::Openai, Some(client)) => format!("openai:{}", client.config().model),
+            (PolicyKind::Openai, None) => "openai".into(),
+        }
+    }
+
+    pub fn client(&self) -> Option<&ChatClient> {
+        self.client.as_ref()
+    }
+
+    /// The policy and user of one episode of `task`.
+    pub fn make<'a>(
+        &'a self,
+        task: &PreparedTask,
+        seed: u64,
+    ) -> Result<(Box<dyn Policy + 'a>, Box<dyn User + 'a>)> {
+        let instruction = &task.task.instruction;
+        let recorded = || {
+            self.recorded.get(&task.task.id).with_context(|| {
+                format!("the trajectory has no episode of task `{}`", task.task.id)
+            })
+        };
+        let policy: Box<dyn Policy + 'a> = match self.policy {
+            PolicyKind::Gold => Box::new(GoldPolicy::new(&task.task)),
+            PolicyKind::Random => Box::new(RandomPolicy::new(seed)),
+            PolicyKind::Replay => Box::new(ReplayPolicy::new(recorded()?)?),
+            PolicyKind::Openai => Box::new(RemotePolicy::new(
+                self.client.as_ref().expect("checked in new"),
+                self.system.clone(),
+            )),
+        };
+        let user: Box<dyn User + 'a> = match (self.policy, self.user) {
+            // A replayed episode replays its user too.
+            (PolicyKind::Replay, _) => Box::new(ReplayUser::new(recorded()?)),
+            (_, UserKind::Scripted) => Box::new(ScriptedUser::new(instruction)),
+            (_, UserKind::Openai) => Box::new(RemoteUser::new(
+                self.client.as_ref().expect("checked in new"),
+                instruction,
+            )),
+        };
+        Ok((policy, user))
+    }
+}
+
+/// The first recorded episode of each task in a trajectory file.
+fn recorded_by_task(path: &Path) -> Result<BTreeMap<String, EpisodeRecord>> {
+    let file = trajectory::read(path)?;
+    let mut by_task = BTreeMap::new();
+    for record in file.episodes {
+        by_task.entry(record.task_id.clone()).or_insert(record);
+    }
+    Ok(by_task)
+}

@@ -1,0 +1,261 @@
+//! `forge eval`: several trials per task, pass^k with bootstrap confidence
+//! intervals, per-task flip rates; resumable, keyed by the environment's
+//! content hash.
+
+use crate::agents::{AgentArgs, Agents};
+use crate::envs::EnvArgs;
+use crate::output;
+use anyhow::{Context, Result};
+use clap::Args;
+use forge_runtime::episode::{EpisodeSettings, run_episode};
+use forge_runtime::trajectory::{self, EpisodeRecord};
+use forge_runtime::{Sandbox, TrajectoryWriter, episode_seed};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+pub struct EvalArgs {
+    #[command(flatten)]
+    env: EnvArgs,
+    #[command(flatten)]
+    agents: AgentArgs,
+    /// Trials per task (pass^k is reported for k = 1..trials).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
+    trials: u64,
+    /// `all`, or task ids separated by commas.
+    #[arg(long, default_value = "all")]
+    tasks: String,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Most agent actions per episode.
+    #[arg(long, default_value_t = EpisodeSettings::default().max_turns)]
+    max_turns: usize,
+    /// Bootstrap resamples for the confidence intervals.
+    #[arg(long, default_value_t = 1000)]
+    bootstrap: usize,
+    /// Results go to DIR/<environment content hash>/<policy>/; finished trials
+    /// found there are not run again.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// pass^k with its bootstrap interval.
+#[derive(Debug, Serialize)]
+struct PassK {
+    k: u64,
+    value: f64,
+    ci_low: f64,
+    ci_high: f64,
+}
+
+pub fn run(args: EvalArgs) -> Result<ExitCode> {
+    let sandbox = Sandbox::with_defaults()?;
+    let env = args.env.load(&sandbox)?;
+    let agents = Agents::new(&args.agents, &env)?;
+    let label = agents.label();
+    let tasks = crate::commands::run::select_tasks(&env, &args.tasks)?;
+    let dir = args
+        .out
+        .join(env.content_hash())
+        .join(label.replace(['/', ':', ' '], "_"));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let trajectories = dir.join("trajectories.jsonl");
+
+    // Resume: an episode is identified by its task and seed.
+    let mut done: BTreeMap<(String, u64), EpisodeRecord> = BTreeMap::new();
+    if trajectories.exists() {
+        for record in trajectory::read(&trajectories)?.episodes {
+            done.insert((record.task_id.clone(), record.seed), record);
+        }
+    }
+    let resumed = done.len();
+    let mut writer = TrajectoryWriter::append(&trajectories)?;
+    let total = tasks.len() as u64 * args.trials;
+    let progress = output::progress(total, args.json);
+    let mut outcomes: BTreeMap<String, Vec<bool>> = BTreeMap::new();
+    for task in &tasks {
+        for trial in 0..args.trials {
+            let seed = episode_seed(args.seed, &task.task.id, trial);
+            let key = (task.task.id.clone(), seed);
+            if !done.contains_key(&key) {
+                let (mut policy, mut user) = agents.make(task, seed)?;
+                let settings = EpisodeSettings {
+                    max_turns: args.max_turns,
+                    seed,
+                };
+                let record =
+                    run_episode(&env, task, &label, policy.as_mut(), user.as_mut(), settings)
+                        .with_context(|| format!("task `{}`", task.task.id))?;
+                writer.write(&record)?;
+                done.insert(key.clone(), record);
+            }
+            outcomes
+                .entry(task.task.id.clone())
+                .or_default()
+                .push(done[&key].verdict.reward >= 1.0);
+            progress.inc(1);
+        }
+    }
+    progress.finish_and_clear();
+
+    let successes: Vec<(u64, u64)> = outcomes
+        .values()
+        .map(|trials| {
+            (
+                trials.iter().filter(|ok| **ok).count() as u64,
+                trials.len() as u64,
+            )
+        })
+        .collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
+    let pass: Vec<PassK> = (1..=args.trials)
+        .map(|k| {
+            let value = pass_hat_k(&successes, k);
+            let mut resampled: Vec<f64> = (0..args.bootstrap)
+                .map(|_| {
+                    let sample: Vec<(u64, u64)> = (0..successes.len())
+                        .map(|_| successes[rng.random_range(0..successes.len())])
+                        .collect();
+                    pass_hat_k(&sample, k)
+                })
+                .collect();
+            resampled.sort_by(f64::total_cmp);
+            let quantile = |q: f64| {
+                resampled
+                    .get(((resampled.len().max(1) - 1) as f64 * q).round() as usize)
+                    .copied()
+                    .unwrap_or(value)
+            };
+            PassK {
+                k,
+                value,
+                ci_low: quantile(0.025),
+                ci_high: quantile(0.975),
+            }
+        })
+        .collect();
+    let flips: BTreeMap<&String, f64> = outcomes
+        .iter()
+        .map(|(task, trials)| (task, flip_rate(trials)))
+        .collect();
+    let mean_flip = flips.values().sum::<f64>() / flips.len().max(1) as f64;
+    let report = json!({
+        "environment": env.name(),
+        "content_hash": env.content_hash(),
+        "policy": label,
+        "tasks": outcomes.len(),
+        "trials": args.trials,
+        "episodes_run": done.len() - resumed,
+        "episodes_resumed": resumed,
+        "pass_hat_k": pass,
+        "mean_flip_rate": mean_flip,
+        "flip_rate": flips,
+        "llm_usage": agents.client().map(forge_llm::ChatClient::usage),
+    });
+    std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&report)?)?;
+    std::fs::write(dir.join("report.md"), markdown(&report, &pass, mean_flip))?;
+    if args.json {
+        output::json_line(&report);
+    } else {
+        let mut table = output::table(&["k", "pass^k", "95% CI"]);
+        for row in &pass {
+            table.add_row(vec![
+                row.k.to_string(),
+                format!("{:.3}", row.value),
+                format!("[{:.3}, {:.3}]", row.ci_low, row.ci_high),
+            ]);
+        }
+        println!("{table}");
+        println!(
+            "{} on {} ({} tasks × {} trials; {} run, {} resumed); mean flip rate {mean_flip:.3}; report in {}",
+            label,
+            env.name(),
+            outcomes.len(),
+            args.trials,
+            done.len() - resumed,
+            resumed,
+            dir.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// τ-bench's pass^k estimator: the mean over tasks of C(c, k) / C(n, k), for
+/// c successes in n trials — the chance that k trials drawn without
+/// replacement all succeed.
+fn pass_hat_k(successes: &[(u64, u64)], k: u64) -> f64 {
+    let per_task = successes.iter().map(|&(c, n)| choose(c, k) / choose(n, k));
+    per_task.sum::<f64>() / successes.len().max(1) as f64
+}
+
+fn choose(n: u64, k: u64) -> f64 {
+    if k > n {
+        return 0.0;
+    }
+    (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
+}
+
+/// The share of consecutive trial pairs whose outcomes differ.
+fn flip_rate(trials: &[bool]) -> f64 {
+    if trials.len() < 2 {
+        return 0.0;
+    }
+    trials.windows(2).filter(|pair| pair[0] != pair[1]).count() as f64 / (trials.len() - 1) as f64
+}
+
+fn markdown(report: &serde_json::Value, pass: &[PassK], mean_flip: f64) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# Evaluation: {} on {}\n\nEnvironment content hash `{}`; {} tasks × {} trials.\n",
+        report["policy"].as_str().unwrap_or_default(),
+        report["environment"].as_str().unwrap_or_default(),
+        report["content_hash"].as_str().unwrap_or_default(),
+        report["tasks"],
+        report["trials"]
+    );
+    let _ = writeln!(
+        out,
+        "| k | pass^k | 95% bootstrap CI |\n| --- | --- | --- |"
+    );
+    for row in pass {
+        let _ = writeln!(
+            out,
+            "| {} | {:.3} | [{:.3}, {:.3}] |",
+            row.k, row.value, row.ci_low, row.ci_high
+        );
+    }
+    let _ = writeln!(out, "\nMean flip rate across trials: {mean_flip:.3}.");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pass_hat_k_is_taus_estimator() {
+        // One task, 2 of 4 trials right: pass^1 = 2/4, pass^2 = C(2,2)/C(4,2) = 1/6.
+        assert_eq!(pass_hat_k(&[(2, 4)], 1), 0.5);
+        assert!((pass_hat_k(&[(2, 4)], 2) - 1.0 / 6.0).abs() < 1e-12);
+        assert_eq!(pass_hat_k(&[(2, 4)], 3), 0.0);
+        assert_eq!(pass_hat_k(&[(4, 4), (0, 4)], 4), 0.5);
+    }
+
+    #[test]
+    fn flip_rate_counts_changes_between_consecutive_trials() {
+        assert_eq!(flip_rate(&[true, true, true]), 0.0);
+        assert_eq!(flip_rate(&[true, false, true]), 1.0);
+        assert_eq!(flip_rate(&[true, false, false, false, true]), 0.5);
+        assert_eq!(flip_rate(&[true]), 0.0);
+    }
+}

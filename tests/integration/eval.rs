@@ -1,0 +1,186 @@
+//! `forge eval` and remote models (policy and user) against a loopback stub
+//! of an OpenAI-compatible endpoint.
+
+use crate::common::{export_example, forge, json_lines, stderr};
+use crate::llm_stub::{StubServer, completion};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// The example environment's tasks by instruction, read from its bundle.
+fn gold_by_instruction(bundle: &std::path::Path) -> BTreeMap<String, Value> {
+    std::fs::read_to_string(bundle.join("tasks.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let task: Value = serde_json::from_str(line).unwrap();
+            (task["instruction"].as_str().unwrap().to_owned(), task)
+        })
+        .collect()
+}
+
+/// A stub agent that knows the gold actions: it calls them one by one (as
+/// OpenAI tool calls), then tells the user the required outputs.
+fn gold_agent(
+    tasks: BTreeMap<String, Value>,
+) -> impl Fn(&Value, usize) -> (u16, String) + Send + 'static {
+    move |request, _| {
+        let messages = request["messages"].as_array().unwrap();
+        let instruction = messages
+            .iter()
+            .find(|m| m["role"] == "user")
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default();
+        let Some(task) = tasks.get(instruction) else {
+            return completion("I cannot help with that.");
+        };
+        assert!(
+            request["tools"]
+                .as_array()
+                .is_some_and(|tools| !tools.is_empty()),
+            "the tools are offered"
+        );
+        let done = messages.iter().filter(|m| m["role"] == "tool").count();
+        let actions = task["gold_actions"].as_array().unwrap();
+        if let Some(action) = actions.get(done) {
+            let call = json!({"id": format!("x{done}"), "type": "function", "function": {"name": action["name"], "arguments": action["arguments"].to_string()}});
+            let body = json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [call]}}]});
+            return (200, body.to_string());
+        }
+        let outputs: Vec<&str> = task["required_outputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        completion(&format!("Done: {}", outputs.join(", ")))
+    }
+}
+
+#[test]
+fn eval_with_a_remote_policy_reports_pass_k_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = export_example(dir.path());
+    let server = StubServer::start(500, gold_agent(gold_by_instruction(&bundle)));
+    let out = dir.path().join("eval");
+    let args = [
+        "eval",
+        "--json",
+        "--env",
+        bundle.to_str().unwrap(),
+        "--policy",
+        "openai",
+        "--base-url",
+        &server.url,
+        "--model",
+        "stub",
+        "--tasks",
+        "shop-01,shop-05,shop-14",
+        "--trials",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let output = forge(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report = &json_lines(&output)[0];
+    assert_eq!(report["policy"], "openai:stub");
+    assert_eq!(report["episodes_run"], 6);
+    assert_eq!(report["pass_hat_k"][0]["value"], 1.0, "{report}");
+    assert_eq!(report["pass_hat_k"][1]["k"], 2);
+    assert_eq!(report["mean_flip_rate"], 0.0);
+    assert!(report["llm_usage"]["requests"].as_u64().unwrap() > 6);
+    let results = out
+        .join(report["content_hash"].as_str().unwrap())
+        .join("openai_stub");
+    for file in ["report.md", "report.json", "trajectories.jsonl"] {
+        assert!(results.join(file).is_file(), "{file}");
+    }
+
+    // Running again resumes: nothing new is asked of the model.
+    let before = server.requests.lock().unwrap().len();
+    let output = forge(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report = &json_lines(&output)[0];
+    assert_eq!(
+        (
+            report["episodes_run"].as_u64(),
+            report["episodes_resumed"].as_u64()
+        ),
+        (Some(0), Some(6))
+    );
+    assert_eq!(server.requests.lock().unwrap().len(), before);
+}
+
+#[test]
+fn a_remote_model_can_play_the_user() {
+    // The stub user states its goal (from its system prompt), then ends the dialogue.
+    let server = StubServer::start(100, |request, _| {
+        let system = request["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default();
+        let goal = system
+            .split("Your situation and goal:\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n\n").next())
+            .unwrap_or_default();
+        let turns = request["messages"].as_array().unwrap().len();
+        if turns <= 2 {
+            completion(goal)
+        } else {
+            completion("Thanks! ###STOP###")
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let trajectory = dir.path().join("t.jsonl");
+    let output = forge(&[
+        "run",
+        "--json",
+        "--policy",
+        "gold",
+        "--user",
+        "openai",
+        "--base-url",
+        &server.url,
+        "--model",
+        "stub",
+        "--tasks",
+        "shop-03",
+        "--out",
+        trajectory.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(json_lines(&output).last().unwrap()["success_rate"], 1.0);
+    let record: Value = serde_json::from_str(
+        std::fs::read_to_string(&trajectory)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        record["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Carla Mendes"),
+        "the model's opening message is the goal"
+    );
+    assert_eq!(record["termination"], "user_stop");
+    // The recorded dialogue replays without the model.
+    assert!(
+        forge(&["replay", trajectory.to_str().unwrap()])
+            .status
+            .success()
+    );
+}
+
+#[test]
+fn a_remote_policy_without_an_endpoint_is_a_clear_error() {
+    let output = forge(&["run", "--policy", "openai"]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("need --base-url and --model"),
+        "{}",
+        stderr(&output)
+    );
+}
