@@ -163,6 +163,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     });
     std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&report)?)?;
     std::fs::write(dir.join("report.md"), markdown(&report, &pass, mean_flip))?;
+    chart(&dir.join("pass_k.svg"), &label, &pass)?;
     if args.json {
         output::json_line(&report);
     } else {
@@ -212,6 +213,42 @@ fn flip_rate(trials: &[bool]) -> f64 {
     trials.windows(2).filter(|pair| pair[0] != pair[1]).count() as f64 / (trials.len() - 1) as f64
 }
 
+/// pass^k against k with its confidence band, as SVG.
+fn chart(path: &std::path::Path, label: &str, pass: &[PassK]) -> Result<()> {
+    use plotters::prelude::*;
+    let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let root = SVGBackend::new(path, (640, 400)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let max_k = pass.len().max(1) as f64;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(format!("pass^k — {label}"), ("sans-serif", 20))
+            .margin(16)
+            .x_label_area_size(36)
+            .y_label_area_size(44)
+            .build_cartesian_2d(0.5..max_k + 0.5, 0.0..1.05)?;
+        chart.configure_mesh().x_desc("k").y_desc("pass^k").draw()?;
+        let band = pass
+            .iter()
+            .map(|row| (row.k as f64, row.ci_high))
+            .chain(pass.iter().rev().map(|row| (row.k as f64, row.ci_low)));
+        chart.draw_series(std::iter::once(Polygon::new(
+            band.collect::<Vec<_>>(),
+            BLUE.mix(0.15),
+        )))?;
+        chart.draw_series(LineSeries::new(
+            pass.iter().map(|row| (row.k as f64, row.value)),
+            &BLUE,
+        ))?;
+        chart.draw_series(
+            pass.iter()
+                .map(|row| Circle::new((row.k as f64, row.value), 4, BLUE.filled())),
+        )?;
+        root.present()?;
+        Ok(())
+    };
+    draw().map_err(|err| anyhow::anyhow!("drawing {}: {err}", path.display()))
+}
+
 fn markdown(report: &serde_json::Value, pass: &[PassK], mean_flip: f64) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -234,7 +271,10 @@ fn markdown(report: &serde_json::Value, pass: &[PassK], mean_flip: f64) -> Strin
             row.k, row.value, row.ci_low, row.ci_high
         );
     }
-    let _ = writeln!(out, "\nMean flip rate across trials: {mean_flip:.3}.");
+    let _ = writeln!(
+        out,
+        "\nMean flip rate across trials: {mean_flip:.3}.\n\n![pass^k](pass_k.svg)"
+    );
     out
 }
 

@@ -92,7 +92,12 @@ fn eval_with_a_remote_policy_reports_pass_k_and_resumes() {
     let results = out
         .join(report["content_hash"].as_str().unwrap())
         .join("openai_stub");
-    for file in ["report.md", "report.json", "trajectories.jsonl"] {
+    for file in [
+        "report.md",
+        "report.json",
+        "trajectories.jsonl",
+        "pass_k.svg",
+    ] {
         assert!(results.join(file).is_file(), "{file}");
     }
 
