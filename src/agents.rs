@@ -6,7 +6,9 @@ use clap::{Args, ValueEnum};
 use forge_llm::agents::{RemotePolicy, RemoteUser};
 use forge_llm::{ChatClient, ChatConfig};
 use forge_runtime::episode::{Policy, User};
-use forge_runtime::policy::{GoldPolicy, RandomPolicy, ReplayPolicy, ReplayUser, ScriptedUser};
+use forge_runtime::policy::{
+    GoldPolicy, RandomPolicy, ReplayPolicy, ReplayUser, ScriptedUser, UnstableUser,
+};
 use forge_runtime::trajectory::{self, EpisodeRecord};
 use forge_runtime::{Environment, PreparedTask};
 use std::collections::BTreeMap;
@@ -26,6 +28,11 @@ pub struct AgentArgs {
     /// first message (`scripted`), or a model playing the user (`openai`).
     #[arg(long, value_enum, default_value_t = UserKind::Scripted)]
     pub user: UserKind,
+    /// With the scripted user: the probability that it states one of its facts
+    /// wrongly or withholds it (tasks with `user_facts` only), to measure the
+    /// effect of masking such episodes.
+    #[arg(long, default_value_t = 0.0, value_parser = probability)]
+    pub user_instability: f64,
     /// OpenAI-compatible API base for `--policy openai` / `--user openai`.
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
@@ -35,6 +42,13 @@ pub struct AgentArgs {
     /// The environment variable holding the endpoint's API key (if it needs one).
     #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY")]
     pub api_key_env: String,
+}
+
+fn probability(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(value) if (0.0..=1.0).contains(&value) => Ok(value),
+        _ => Err(format!("`{text}` is not a probability between 0 and 1")),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -58,6 +72,7 @@ pub struct Agents {
     client: Option<ChatClient>,
     recorded: BTreeMap<String, EpisodeRecord>,
     system: String,
+    instability: f64,
 }
 
 impl Agents {
@@ -90,6 +105,7 @@ impl Agents {
             client,
             recorded,
             system,
+            instability: args.user_instability,
         })
     }
 
@@ -132,6 +148,12 @@ impl Agents {
         let user: Box<dyn User + 'a> = match (self.policy, self.user) {
             // A replayed episode replays its user too.
             (PolicyKind::Replay, _) => Box::new(ReplayUser::new(recorded()?)),
+            (_, UserKind::Scripted) if self.instability > 0.0 => Box::new(UnstableUser::new(
+                instruction,
+                &forge_rl::judge::stated_facts(&task.task),
+                self.instability,
+                seed,
+            )),
             (_, UserKind::Scripted) => Box::new(ScriptedUser::new(instruction)),
             (_, UserKind::Openai) => Box::new(RemoteUser::new(
                 self.client.as_ref().expect("checked in new"),

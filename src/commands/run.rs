@@ -147,9 +147,28 @@ fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, Episo
         .map(|(_, record)| record.verdict.partial_credit)
         .sum::<f64>()
         / episodes.max(1) as f64;
+    // Episodes in which the simulated user gave wrong or missing facts (MEU masking's judge).
+    let masked: Vec<bool> = records
+        .iter()
+        .map(|(_, record)| {
+            env.task(&record.task_id).is_some_and(|task| {
+                forge_rl::judge::misinformation(&task.task, &record.messages).is_some()
+            })
+        })
+        .collect();
+    let masked_count = masked.iter().filter(|masked| **masked).count();
+    let unmasked_successes = records
+        .iter()
+        .zip(&masked)
+        .filter(|((_, record), masked)| !**masked && record.verdict.reward >= 1.0)
+        .count();
+    let unmasked_success_rate = unmasked_successes as f64 / (episodes - masked_count).max(1) as f64;
+    let masked_share = masked_count as f64 / episodes.max(1) as f64;
     if args.json {
         output::json_line(&json!({
             "summary": true,
+            "masked_share": masked_share,
+            "unmasked_success_rate": unmasked_success_rate,
             "environment": env.name(),
             "content_hash": env.content_hash(),
             "policy": label,
@@ -194,6 +213,11 @@ fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, Episo
         label,
         args.seed
     );
+    if masked_count > 0 {
+        println!(
+            "the user gave wrong or missing facts in {masked_count} episodes ({masked_share:.3}); success rate without them {unmasked_success_rate:.3}"
+        );
+    }
     if let Some(path) = &args.out {
         println!("trajectories: {}", path.display());
     }

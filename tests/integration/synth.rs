@@ -85,6 +85,35 @@ fn a_shipped_doc_becomes_a_bundle_gold_solves_and_random_does_not() {
         assert!(!first[field].is_null(), "tasks have `{field}`: {first}");
     }
 
+    // An unreliable simulated user spoils a share of episodes; the judge finds them.
+    let unstable = |probability: &str| {
+        let output = forge(&[
+            "run",
+            "--json",
+            "--user-instability",
+            probability,
+            "--env",
+            bundle.to_str().unwrap(),
+        ]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        json_lines(&output).last().unwrap()["masked_share"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(unstable("0"), 0.0);
+    let share = unstable("0.5");
+    assert!(
+        (0.25..=0.75).contains(&share),
+        "about half the episodes are spoiled: {share}"
+    );
+    assert_eq!(unstable("0.5"), share, "seeded");
+    assert_eq!(unstable("1"), 1.0);
+    assert!(
+        !forge(&["run", "--user-instability", "1.5"])
+            .status
+            .success()
+    );
+
     // An existing bundle is never replaced silently.
     let again = synth(
         &[&repo("env-templates/domains/library.toml")],

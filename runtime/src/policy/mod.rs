@@ -4,8 +4,10 @@ mod gold;
 mod random;
 mod replay;
 mod scripted_user;
+mod unstable_user;
 
 pub use gold::GoldPolicy;
 pub use random::RandomPolicy;
 pub use replay::{ReplayPolicy, ReplayUser};
 pub use scripted_user::ScriptedUser;
+pub use unstable_user::UnstableUser;

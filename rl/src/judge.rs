@@ -1,0 +1,87 @@
+//! MEU masking: did the simulated user give incorrect or missing information?
+//!
+//! The default judge is deterministic. A task's user knows facts
+//! (`user_facts`); those its instruction states are facts the user is meant
+//! to tell the agent. If some user message states one of them differently —
+//! or none states it at all — the user, not the agent, may have spoiled the
+//! episode, and the rollout is masked out of advantages and loss.
+
+use forge_runtime::Task;
+use forge_runtime::trajectory::{ChatMessage, Role};
+use serde_json::Value;
+
+/// The facts the instruction tells the user to state, as text.
+pub fn stated_facts(task: &Task) -> Vec<String> {
+    let facts = task.user_facts.as_ref().and_then(Value::as_object);
+    facts
+        .into_iter()
+        .flat_map(|facts| facts.values())
+        .map(|value| match value {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        })
+        .filter(|fact| !fact.is_empty() && task.instruction.contains(fact.as_str()))
+        .collect()
+}
+
+/// The first stated fact that no user message contains: `Some(fact)` means
+/// the user gave wrong or missing information.
+pub fn misinformation(task: &Task, messages: &[ChatMessage]) -> Option<String> {
+    let said: Vec<&str> = messages
+        .iter()
+        .filter(|message| message.role == Role::User)
+        .filter_map(|message| message.content.as_deref())
+        .collect();
+    stated_facts(task)
+        .into_iter()
+        .find(|fact| !said.iter().any(|text| text.contains(fact.as_str())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn task() -> Task {
+        serde_json::from_value(json!({
+            "id": "t",
+            "instruction": "You are Ava Chen. Your email is ava@example.com. You want to return \"Dune\".",
+            "user_facts": {"name": "Ava Chen", "email": "ava@example.com", "book.title": "Dune", "phone": "555-0000"}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_user_who_states_every_fact_is_not_flagged() {
+        let messages = [
+            ChatMessage::user("I'm Ava Chen, ava@example.com, returning Dune."),
+            ChatMessage::assistant("ok"),
+        ];
+        assert_eq!(
+            stated_facts(&task()),
+            ["Ava Chen", "ava@example.com", "Dune"]
+        );
+        assert_eq!(misinformation(&task(), &messages), None);
+    }
+
+    #[test]
+    fn a_wrong_or_withheld_fact_is_flagged() {
+        let wrong = [ChatMessage::user(
+            "I'm Ava Chen, avb@example.com, returning Dune.",
+        )];
+        assert_eq!(
+            misinformation(&task(), &wrong).as_deref(),
+            Some("ava@example.com")
+        );
+        let withheld = [
+            ChatMessage::user("I'm Ava Chen and want to return Dune."),
+            ChatMessage::user("I forgot my email."),
+        ];
+        assert_eq!(
+            misinformation(&task(), &withheld).as_deref(),
+            Some("ava@example.com")
+        );
+        // Facts the instruction does not state (the phone) are not required.
+        assert!(!stated_facts(&task()).contains(&"555-0000".to_owned()));
+    }
+}

@@ -1,0 +1,99 @@
+use crate::episode::{User, UserTurn};
+use crate::trajectory::ChatMessage;
+use anyhow::Result;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// The scripted user, made unreliable on purpose: with probability
+/// `instability` it states one of its facts wrongly (a changed digit or
+/// letter) or withholds it. Seeded, so the effect of masking such episodes can
+/// be measured reproducibly.
+pub struct UnstableUser {
+    instruction: String,
+}
+
+impl UnstableUser {
+    /// `facts` are the values the instruction states (see the masking judge).
+    pub fn new(instruction: &str, facts: &[String], instability: f64, seed: u64) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut instruction = instruction.to_owned();
+        if !facts.is_empty() && rng.random_bool(instability.clamp(0.0, 1.0)) {
+            let fact = &facts[rng.random_range(0..facts.len())];
+            let replacement = if rng.random_bool(0.5) {
+                corrupt(fact, &mut rng)
+            } else {
+                "(something I don't remember)".to_owned()
+            };
+            instruction = instruction.replacen(fact.as_str(), &replacement, 1);
+        }
+        Self { instruction }
+    }
+}
+
+/// `fact` with one character changed: a digit to another digit, a letter to
+/// another letter; a fact without either gets a character appended.
+fn corrupt(fact: &str, rng: &mut ChaCha8Rng) -> String {
+    let mut chars: Vec<char> = fact.chars().collect();
+    let candidates: Vec<usize> = chars
+        .iter()
+        .enumerate()
+        .filter(|(_, ch)| ch.is_ascii_alphanumeric())
+        .map(|(index, _)| index)
+        .collect();
+    match candidates.get(rng.random_range(0..candidates.len().max(1))) {
+        Some(&index) => {
+            let ch = chars[index];
+            chars[index] = if ch.is_ascii_digit() {
+                char::from(b'0' + (ch as u8 - b'0' + 1 + rng.random_range(0..9u8)) % 10)
+            } else {
+                let base = if ch.is_ascii_uppercase() { b'A' } else { b'a' };
+                char::from(
+                    base + (ch.to_ascii_lowercase() as u8 - b'a' + 1 + rng.random_range(0..25u8))
+                        % 26,
+                )
+            };
+            chars.into_iter().collect()
+        }
+        None => format!("{fact}x"),
+    }
+}
+
+impl User for UnstableUser {
+    fn open(&mut self) -> Result<String> {
+        Ok(self.instruction.clone())
+    }
+
+    fn respond(&mut self, _: &[ChatMessage]) -> Result<UserTurn> {
+        Ok(UserTurn::Stop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instability_changes_or_withholds_one_fact_reproducibly() {
+        let instruction = "You are Ava Chen. Your email is ava@example.com.";
+        let facts = ["Ava Chen".to_owned(), "ava@example.com".to_owned()];
+        let said = |instability: f64, seed: u64| {
+            UnstableUser::new(instruction, &facts, instability, seed)
+                .open()
+                .unwrap()
+        };
+        assert_eq!(said(0.0, 1), instruction);
+        assert_eq!(said(1.0, 7), said(1.0, 7), "seeded");
+        let spoiled = (0..20)
+            .map(|seed| said(1.0, seed))
+            .filter(|text| facts.iter().any(|fact| !text.contains(fact.as_str())))
+            .count();
+        assert_eq!(spoiled, 20, "instability 1 always spoils a fact");
+        let sometimes = (0..200)
+            .filter(|seed| said(0.3, *seed) != instruction)
+            .count();
+        assert!(
+            (30..90).contains(&sometimes),
+            "about 30% of 200: {sometimes}"
+        );
+    }
+}
