@@ -20,6 +20,20 @@ pub enum ModelCommand {
     Inspect(InspectArgs),
     /// Print the token ids of a text under a model's tokenizer.
     Tokenize(TokenizeArgs),
+    /// Ask a model one question through its chat template (greedy unless
+    /// told otherwise): the quickest check that the weights loaded right.
+    Chat(ChatArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ChatArgs {
+    /// A GGUF file, or the name of a fetched model.
+    #[arg(long, default_value = "smollm2-135m")]
+    model: String,
+    /// Most tokens to generate.
+    #[arg(long, default_value_t = 64)]
+    max_tokens: usize,
+    prompt: String,
 }
 
 #[derive(Args, Debug)]
@@ -55,6 +69,7 @@ pub fn run(command: ModelCommand) -> Result<ExitCode> {
             println!("{}", path.display());
         }
         ModelCommand::Inspect(args) => inspect(&args)?,
+        ModelCommand::Chat(args) => chat(&args)?,
         ModelCommand::Tokenize(args) => {
             let gguf = open(&args.model)?;
             let tokenizer = ModelTokenizer::from_gguf(&gguf)?;
@@ -62,6 +77,28 @@ pub fn run(command: ModelCommand) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The ChatML turn of a user, and the opening of the assistant's.
+fn chat_prompt(user: &str) -> String {
+    format!("<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n")
+}
+
+fn chat(args: &ChatArgs) -> Result<()> {
+    let path = resolve(&args.model)?;
+    let gguf = Gguf::open(&path).with_context(|| format!("opening {}", path.display()))?;
+    let tokenizer = ModelTokenizer::from_gguf(&gguf)?;
+    let end = tokenizer
+        .token_id("<|im_end|>")
+        .or(tokenizer.eos)
+        .into_iter()
+        .collect::<Vec<_>>();
+    let model = forge_trainer::load_cpu(&path)?;
+    let prompt = tokenizer.encode(&chat_prompt(&args.prompt))?;
+    let reply = model.generate_greedy(&prompt, args.max_tokens, &end);
+    let text = tokenizer.decode(&reply)?;
+    println!("{}", text.trim_end_matches("<|im_end|>").trim());
+    Ok(())
 }
 
 /// Where fetched models live: `models/` in Forge's cache.
@@ -72,8 +109,8 @@ fn models_dir() -> Result<PathBuf> {
 }
 
 /// A path, or a known model's name resolved in the cache.
-fn open(model: &str) -> Result<Gguf> {
-    let path = match KNOWN.iter().find(|known| known.name == model) {
+fn resolve(model: &str) -> Result<PathBuf> {
+    Ok(match KNOWN.iter().find(|known| known.name == model) {
         Some(known) => {
             let path = models_dir()?.join(known.file);
             anyhow::ensure!(
@@ -83,7 +120,11 @@ fn open(model: &str) -> Result<Gguf> {
             path
         }
         None => PathBuf::from(model),
-    };
+    })
+}
+
+fn open(model: &str) -> Result<Gguf> {
+    let path = resolve(model)?;
     Gguf::open(&path).with_context(|| format!("opening {}", path.display()))
 }
 
