@@ -5,20 +5,25 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use forge_llm::agents::{RemotePolicy, RemoteUser};
 use forge_llm::{ChatClient, ChatConfig};
+use forge_model::gguf::Gguf;
+use forge_model::tokenizer::ModelTokenizer;
 use forge_runtime::episode::{Policy, User};
 use forge_runtime::policy::{
     GoldPolicy, RandomPolicy, ReplayPolicy, ReplayUser, ScriptedUser, UnstableUser,
 };
 use forge_runtime::trajectory::{self, EpisodeRecord};
 use forge_runtime::{Environment, PreparedTask};
+use forge_trainer::Sampling;
+use forge_trainer::chat::ModelPolicy;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 #[derive(Args, Debug, Clone)]
 pub struct AgentArgs {
     /// The agent: the tasks' gold actions, seeded random calls, the actions of
-    /// a recorded trajectory (`--from`), or a model at an OpenAI-compatible
-    /// endpoint (`--base-url`, `--model`).
+    /// a recorded trajectory (`--from`), a model at an OpenAI-compatible
+    /// endpoint (`openai`: `--base-url`, `--model`), or a local GGUF model
+    /// (`model`: `--model` is its path or a fetched model's name).
     #[arg(long, value_enum, default_value_t = PolicyKind::Gold)]
     pub policy: PolicyKind,
     /// The trajectory file `--policy replay` repeats.
@@ -36,9 +41,19 @@ pub struct AgentArgs {
     /// OpenAI-compatible API base for `--policy openai` / `--user openai`.
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
-    /// The model at `--base-url`.
+    /// The model: its name at `--base-url`, or for `--policy model` a GGUF
+    /// path or fetched model's name (default smollm2-135m).
     #[arg(long)]
     pub model: Option<String>,
+    /// `--policy model`: sampling temperature (0 is greedy).
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    /// `--policy model`: nucleus sampling mass.
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    /// `--policy model`: most tokens per turn.
+    #[arg(long, default_value_t = 256)]
+    pub max_new_tokens: usize,
     /// The environment variable holding the endpoint's API key (if it needs one).
     #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY")]
     pub api_key_env: String,
@@ -57,6 +72,7 @@ pub enum PolicyKind {
     Random,
     Replay,
     Openai,
+    Model,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -73,11 +89,47 @@ pub struct Agents {
     recorded: BTreeMap<String, EpisodeRecord>,
     system: String,
     instability: f64,
+    local: Option<LocalModel>,
+}
+
+/// A local model and its tokenizer, loaded once for all episodes.
+struct LocalModel {
+    name: String,
+    model: forge_trainer::CpuModel,
+    tokenizer: ModelTokenizer,
+    sampling: Sampling,
 }
 
 impl Agents {
     pub fn new(args: &AgentArgs, env: &Environment) -> Result<Self> {
         let needs_model = args.policy == PolicyKind::Openai || args.user == UserKind::Openai;
+        let local = match args.policy {
+            PolicyKind::Model => {
+                let name = args
+                    .model
+                    .clone()
+                    .unwrap_or_else(|| "smollm2-135m".to_owned());
+                let path = crate::commands::model::resolve(&name)?;
+                let gguf =
+                    Gguf::open(&path).with_context(|| format!("opening {}", path.display()))?;
+                let tokenizer = ModelTokenizer::from_gguf(&gguf)?;
+                let model = forge_trainer::load_cpu(&path)
+                    .with_context(|| format!("loading {}", path.display()))?;
+                let sampling = Sampling {
+                    temperature: args.temperature,
+                    top_p: args.top_p,
+                    max_tokens: args.max_new_tokens,
+                    seed: 0,
+                };
+                Some(LocalModel {
+                    name,
+                    model,
+                    tokenizer,
+                    sampling,
+                })
+            }
+            _ => None,
+        };
         let client = match (needs_model, &args.base_url, &args.model) {
             (false, _, _) => None,
             (true, Some(url), Some(model)) => {
@@ -106,6 +158,7 @@ impl Agents {
             recorded,
             system,
             instability: args.user_instability,
+            local,
         })
     }
 
@@ -117,6 +170,10 @@ impl Agents {
             (PolicyKind::Replay, _) => "replay".into(),
             (PolicyKind::Openai, Some(client)) => format!("openai:{}", client.config().model),
             (PolicyKind::Openai, None) => "openai".into(),
+            (PolicyKind::Model, _) => format!(
+                "model:{}",
+                self.local.as_ref().map_or("?", |local| local.name.as_str())
+            ),
         }
     }
 
@@ -144,6 +201,19 @@ impl Agents {
                 self.client.as_ref().expect("checked in new"),
                 self.system.clone(),
             )),
+            PolicyKind::Model => {
+                let local = self.local.as_ref().expect("loaded in new");
+                let sampling = Sampling {
+                    seed,
+                    ..local.sampling.clone()
+                };
+                Box::new(ModelPolicy::new(
+                    &local.model,
+                    &local.tokenizer,
+                    self.system.clone(),
+                    sampling,
+                ))
+            }
         };
         let user: Box<dyn User + 'a> = match (self.policy, self.user) {
             // A replayed episode replays its user too.

@@ -25,6 +25,13 @@ pub enum Action {
 pub trait Policy {
     /// The next action, given the dialogue so far and the tools.
     fn act(&mut self, transcript: &[ChatMessage], tools: &[ToolSpec]) -> Result<Action>;
+
+    /// What the policy wants recorded with the episode (a local model: the
+    /// token ids and log-probs of its turns, so that training never
+    /// re-tokenises text); asked once, when the episode ends.
+    fn trace(&mut self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 /// What the simulated user does after the agent speaks.
@@ -143,5 +150,6 @@ pub fn run_episode(
         termination,
         final_state_sha256: state.sha256(),
         verdict,
+        policy_trace: policy.trace(),
     })
 }

@@ -147,6 +147,9 @@ pub struct EpisodeRecord {
     pub final_state_sha256: String,
     #[serde(flatten)]
     pub verdict: Verdict,
+    /// The policy's own record of the episode (see [`crate::Policy::trace`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_trace: Option<serde_json::Value>,
 }
 
 /// Appends episodes to a JSONL file.

@@ -109,7 +109,7 @@ fn models_dir() -> Result<PathBuf> {
 }
 
 /// A path, or a known model's name resolved in the cache.
-fn resolve(model: &str) -> Result<PathBuf> {
+pub(crate) fn resolve(model: &str) -> Result<PathBuf> {
     Ok(match KNOWN.iter().find(|known| known.name == model) {
         Some(known) => {
             let path = models_dir()?.join(known.file);

@@ -316,3 +316,55 @@ fn bench_perf_reports_every_metric() {
         assert!(value > 0.0, "{metric} = {value}");
     }
 }
+
+#[test]
+fn a_local_model_policy_records_its_tokens_and_replays() {
+    let Some(model) = std::env::var_os("FORGE_SMOLLM2_GGUF") else {
+        eprintln!("FORGE_SMOLLM2_GGUF is not set: skipping the local-model policy check");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.jsonl");
+    let output = forge(&[
+        "run",
+        "--policy",
+        "model",
+        "--model",
+        model.to_str().unwrap(),
+        "--tasks",
+        "shop-01",
+        "--max-turns",
+        "1",
+        "--max-new-tokens",
+        "4",
+        "--out",
+        path.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let record: Value = serde_json::from_str(
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(record["policy"].as_str().unwrap().starts_with("model:"));
+    let turn = &record["policy_trace"]["turns"][0];
+    assert!(
+        turn["prompt_ids"].as_array().unwrap().len() > 100,
+        "the prompt holds the tool schemas"
+    );
+    assert_eq!(
+        turn["ids"].as_array().unwrap().len(),
+        turn["logprobs"].as_array().unwrap().len()
+    );
+    assert!(
+        turn["logprobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|logprob| logprob.as_f64().unwrap() <= 0.0)
+    );
+    assert!(forge(&["replay", path.to_str().unwrap()]).status.success());
+}

@@ -6,11 +6,14 @@
 //! instantiations ([`CpuModel`]) so that the backend generics are compiled
 //! here once and the rest of Forge does not rebuild them.
 
+pub mod chat;
 pub mod config;
 pub mod llama;
+pub mod sampling;
 
 pub use config::LlamaConfig;
 pub use llama::{KvCache, Llama, LoadError};
+pub use sampling::{Generation, Sampling};
 
 /// The CPU backend (tests, small models).
 pub type Cpu = burn::backend::NdArray<f32>;

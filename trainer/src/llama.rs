@@ -1,10 +1,13 @@
 //! The decoder: weights from GGUF, forward pass with a KV cache.
 
 use crate::config::LlamaConfig;
+use crate::sampling::{Generation, Sampling};
 use burn::tensor::activation::{silu, softmax};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Int, Tensor, TensorData};
 use forge_model::gguf::{Gguf, GgufError};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
@@ -234,23 +237,43 @@ impl<B: Backend> Llama<B> {
     /// Greedy decoding: the ids after `prompt`, at most `max_tokens`, stopping
     /// after any of `stop` (included).
     pub fn generate_greedy(&self, prompt: &[u32], max_tokens: usize, stop: &[u32]) -> Vec<u32> {
+        self.generate(
+            prompt,
+            &Sampling {
+                max_tokens,
+                ..Sampling::greedy()
+            },
+            stop,
+        )
+        .tokens
+    }
+
+    /// Samples a continuation of `prompt` (see [`Sampling`]), stopping after
+    /// any of `stop` (included) or at `max_tokens`. Each token comes with its
+    /// log-probability under the sampling distribution (temperature applied,
+    /// before top-p truncation), which the trainer's ratios are taken against.
+    pub fn generate(&self, prompt: &[u32], sampling: &Sampling, stop: &[u32]) -> Generation {
+        let mut rng = ChaCha8Rng::seed_from_u64(sampling.seed);
         let mut cache = self.new_cache();
         let mut logits = self.forward(prompt, &mut cache);
-        let mut out = Vec::new();
-        while out.len() < max_tokens {
-            let last = logits.clone().narrow(0, logits.dims()[0] - 1, 1);
-            let next = last
-                .argmax(1)
+        let mut generation = Generation::default();
+        while generation.tokens.len() < sampling.max_tokens {
+            let rows = logits.dims()[0];
+            let last: Vec<f32> = logits
+                .narrow(0, rows - 1, 1)
                 .into_data()
-                .to_vec::<i64>()
-                .expect("argmax gives integers")[0] as u32;
-            out.push(next);
+                .to_vec::<f32>()
+                .expect("logits are f32");
+            let (next, logprob) = sampling.pick(&last, &mut rng);
+            generation.tokens.push(next);
+            generation.logprobs.push(logprob);
             if stop.contains(&next) {
+                generation.stopped = true;
                 break;
             }
             logits = self.forward(&[next], &mut cache);
         }
-        out
+        generation
     }
 
     /// cos and sin `[positions, head_dim]` for rotate-half RoPE.
