@@ -122,14 +122,20 @@ pub fn lib_rs(doc: &DomainDoc) -> Result<String> {
     Ok(out)
 }
 
-fn write_tool(out: &mut String, doc: &DomainDoc, tool: &ToolDoc) -> Result<()> {
+/// What generated code names over and over: the tool, its collection, the
+/// collection's noun and key field.
+fn idents<'a>(doc: &'a DomainDoc, tool: &'a ToolDoc) -> (&'a str, &'a str, &'a str, &'a str) {
     let collection = &doc.collections[&tool.collection];
-    let (name, coll, noun, key_field) = (
+    (
         &tool.name,
         &tool.collection,
         &collection.noun,
         &collection.key_field,
-    );
+    )
+}
+
+fn write_tool(out: &mut String, doc: &DomainDoc, tool: &ToolDoc) -> Result<()> {
+    let (name, coll, noun, key_field) = idents(doc, tool);
     writeln!(out, "/// {}", tool.description)?;
     match tool.kind {
         ToolKind::Find => {
@@ -183,12 +189,7 @@ fn write_tool(out: &mut String, doc: &DomainDoc, tool: &ToolDoc) -> Result<()> {
 /// then apply the effects and write back.
 fn write_write_tool(out: &mut String, doc: &DomainDoc, tool: &ToolDoc) -> Result<()> {
     let collection = &doc.collections[&tool.collection];
-    let (name, coll, noun, key_field) = (
-        &tool.name,
-        &tool.collection,
-        &collection.noun,
-        &collection.key_field,
-    );
+    let (name, coll, noun, key_field) = idents(doc, tool);
     writeln!(
         out,
         "fn {name}(db: &mut Db<'_>, args: &Args) -> ToolResult {{"

@@ -182,6 +182,16 @@ impl<'a> Session<'a> {
         None
     }
 
+    /// Adds a requirement to the instruction: "You want to …", then "You also want to …".
+    fn want(&mut self, what: &str) {
+        let lead = if self.sentences.is_empty() {
+            "You want to"
+        } else {
+            "You also want to"
+        };
+        self.sentences.push(format!("{lead} {what}."));
+    }
+
     /// What a failed requirement attempt must undo.
     fn checkpoint(&self) -> Checkpoint {
         Checkpoint {
@@ -457,14 +467,7 @@ impl<'a> TaskGenerator<'a> {
         let (sentence, _) = session.render(tool, tool.intent.as_deref()?, &target)?;
         session.call(tool, arguments)?;
         used_tools.push(tool.name.clone());
-        let lead = if session.sentences.is_empty() {
-            "You want to"
-        } else {
-            "You also want to"
-        };
-        session
-            .sentences
-            .push(format!("{lead} {sentence}{suffix}."));
+        session.want(&format!("{sentence}{suffix}"));
         Some(())
     }
 
@@ -643,12 +646,7 @@ impl<'a> TaskGenerator<'a> {
         if answer.is_empty() || session.outputs.contains(&answer) {
             return None;
         }
-        let lead = if session.sentences.is_empty() {
-            "You want to know"
-        } else {
-            "You also want to know"
-        };
-        session.sentences.push(format!("{lead} {question}."));
+        session.want(&format!("know {question}"));
         session.outputs.push(answer);
         Some(())
     }
@@ -734,12 +732,7 @@ impl<'a> TaskGenerator<'a> {
             return None;
         }
         session.reasoning.push(reasoning);
-        let lead = if session.sentences.is_empty() {
-            "You want to know"
-        } else {
-            "You also want to know"
-        };
-        session.sentences.push(format!("{lead} {question}."));
+        session.want(&format!("know {question}"));
         session.outputs.push(answer);
         Some(())
     }
