@@ -220,7 +220,7 @@ impl Agents {
             (PolicyKind::Replay, _) => Box::new(ReplayUser::new(recorded()?)),
             (_, UserKind::Scripted) if self.instability > 0.0 => Box::new(UnstableUser::new(
                 instruction,
-                &forge_rl::judge::stated_facts(&task.task),
+                &task.task.stated_facts(),
                 self.instability,
                 seed,
             )),

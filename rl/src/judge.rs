@@ -8,21 +8,6 @@
 
 use forge_runtime::Task;
 use forge_runtime::trajectory::{ChatMessage, Role};
-use serde_json::Value;
-
-/// The facts the instruction tells the user to state, as text.
-pub fn stated_facts(task: &Task) -> Vec<String> {
-    let facts = task.user_facts.as_ref().and_then(Value::as_object);
-    facts
-        .into_iter()
-        .flat_map(|facts| facts.values())
-        .map(|value| match value {
-            Value::String(text) => text.clone(),
-            other => other.to_string(),
-        })
-        .filter(|fact| !fact.is_empty() && task.instruction.contains(fact.as_str()))
-        .collect()
-}
 
 /// The first stated fact that no user message contains: `Some(fact)` means
 /// the user gave wrong or missing information.
@@ -32,7 +17,7 @@ pub fn misinformation(task: &Task, messages: &[ChatMessage]) -> Option<String> {
         .filter(|message| message.role == Role::User)
         .filter_map(|message| message.content.as_deref())
         .collect();
-    stated_facts(task)
+    task.stated_facts()
         .into_iter()
         .find(|fact| !said.iter().any(|text| text.contains(fact.as_str())))
 }
@@ -58,7 +43,7 @@ mod tests {
             ChatMessage::assistant("ok"),
         ];
         assert_eq!(
-            stated_facts(&task()),
+            task().stated_facts(),
             ["Ava Chen", "ava@example.com", "Dune"]
         );
         assert_eq!(misinformation(&task(), &messages), None);
@@ -82,6 +67,6 @@ mod tests {
             Some("ava@example.com")
         );
         // Facts the instruction does not state (the phone) are not required.
-        assert!(!stated_facts(&task()).contains(&"555-0000".to_owned()));
+        assert!(!task().stated_facts().contains(&"555-0000".to_owned()));
     }
 }

@@ -100,6 +100,23 @@ pub struct Task {
     pub stats: Option<Value>,
 }
 
+impl Task {
+    /// The user facts the instruction states, as text: what the user is meant
+    /// to tell the agent (and what a rewrite of the instruction must keep).
+    pub fn stated_facts(&self) -> Vec<String> {
+        let facts = self.user_facts.as_ref().and_then(Value::as_object);
+        facts
+            .into_iter()
+            .flat_map(|facts| facts.values())
+            .map(|value| match value {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            })
+            .filter(|fact| !fact.is_empty() && self.instruction.contains(fact.as_str()))
+            .collect()
+    }
+}
+
 /// A bundle in memory.
 #[derive(Debug, Clone)]
 pub struct Bundle {

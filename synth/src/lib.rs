@@ -334,7 +334,7 @@ fn synthesize_domain(
     let (mut bundle, verification) = verify_tasks(bundle, sandbox, config)?;
     if let Some(model) = model {
         for task in &mut bundle.tasks {
-            let facts = stated_facts(&task.instruction, task.user_facts.as_ref());
+            let facts = task.stated_facts();
             task.instruction = llm::refine_instruction(model.client, &task.instruction, &facts);
         }
     }
@@ -376,21 +376,6 @@ fn synthesize_domain(
         markdown_report(doc, &report, &checks).as_bytes(),
     )?;
     Ok(report)
-}
-
-/// The user facts that the templated instruction states, as text.
-fn stated_facts(instruction: &str, facts: Option<&serde_json::Value>) -> Vec<String> {
-    let values = facts
-        .and_then(|facts| facts.as_object())
-        .into_iter()
-        .flat_map(|facts| facts.values());
-    values
-        .map(|value| match value {
-            serde_json::Value::String(text) => text.clone(),
-            other => other.to_string(),
-        })
-        .filter(|fact| instruction.contains(fact.as_str()))
-        .collect()
 }
 
 struct Verification {

@@ -231,49 +231,57 @@ impl<'a> Session<'a> {
         tool: &ToolDoc,
         template: &str,
         target: &Map<String, Value>,
-    ) -> Option<(String, Vec<usize>)> {
+    ) -> Option<String> {
         let doc = self.doc;
-        let mut rendered = String::new();
-        let mut steps = Vec::new();
-        let mut rest = template;
-        while let Some(open) = rest.find('{') {
-            rendered.push_str(&rest[..open]);
-            let close = open + rest[open..].find('}')?;
-            let placeholder = &rest[open + 1..close];
-            rest = &rest[close + 1..];
-            match placeholder.split_once('.') {
-                None => rendered.push_str(&text(target.get(placeholder)?)),
-                Some((collection, field)) => {
-                    let via = doc.collections[&tool.collection]
-                        .fields
-                        .iter()
-                        .find(|(_, f)| f.references.as_deref() == Some(collection))
-                        .map(|(name, _)| name.clone())?;
-                    let key = target.get(&via)?.as_str()?.to_owned();
-                    let record = self.record(collection, &key)?;
-                    let getter = doc
-                        .tools
-                        .iter()
-                        .find(|t| t.kind == ToolKind::Get && t.collection == collection);
-                    if let Some(getter) = getter {
-                        let key_field = doc.collections[collection].key_field.clone();
-                        steps.push(self.call(
-                            getter,
-                            Map::from_iter([(key_field, Value::String(key.clone()))]),
-                        )?);
-                    }
-                    let value = record.get(field)?;
-                    self.facts.insert(
-                        format!("{}.{field}", doc.collections[collection].noun),
-                        value.clone(),
-                    );
-                    rendered.push_str(&text(value));
+        fill(template, |placeholder| match placeholder.split_once('.') {
+            None => target.get(placeholder).cloned(),
+            Some((collection, field)) => {
+                let key = target
+                    .get(via_field(doc, tool, collection)?)?
+                    .as_str()?
+                    .to_owned();
+                let record = self.record(collection, &key)?;
+                if let Some(getter) = doc
+                    .tools
+                    .iter()
+                    .find(|t| t.kind == ToolKind::Get && t.collection == collection)
+                {
+                    let key_field = doc.collections[collection].key_field.clone();
+                    self.call(getter, Map::from_iter([(key_field, Value::String(key))]))?;
                 }
+                let value = record.get(field)?.clone();
+                self.facts.insert(
+                    format!("{}.{field}", doc.collections[collection].noun),
+                    value.clone(),
+                );
+                Some(value)
             }
-        }
-        rendered.push_str(rest);
-        Some((rendered, steps))
+        })
     }
+}
+
+/// Fills an intent template: each `{placeholder}` becomes the text of what
+/// `resolve` gives for it; `None` when one cannot be resolved.
+fn fill(template: &str, mut resolve: impl FnMut(&str) -> Option<Value>) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let close = open + rest[open..].find('}')?;
+        out.push_str(&text(&resolve(&rest[open + 1..close])?));
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+/// The reference field of `tool`'s collection that points at `collection`.
+fn via_field<'a>(doc: &'a DomainDoc, tool: &ToolDoc, collection: &str) -> Option<&'a String> {
+    doc.collections[&tool.collection]
+        .fields
+        .iter()
+        .find(|(_, field)| field.references.as_deref() == Some(collection))
+        .map(|(name, _)| name)
 }
 
 /// A session's progress before a requirement attempt.
@@ -464,7 +472,7 @@ impl<'a> TaskGenerator<'a> {
             }
             record
         };
-        let (sentence, _) = session.render(tool, tool.intent.as_deref()?, &target)?;
+        let sentence = session.render(tool, tool.intent.as_deref()?, &target)?;
         session.call(tool, arguments)?;
         used_tools.push(tool.name.clone());
         session.want(&format!("{sentence}{suffix}"));
@@ -581,30 +589,15 @@ impl<'a> TaskGenerator<'a> {
         template: &str,
         record: &Map<String, Value>,
     ) -> Option<String> {
-        let doc = self.doc;
-        let mut out = String::new();
-        let mut rest = template;
-        while let Some(open) = rest.find('{') {
-            out.push_str(&rest[..open]);
-            let close = open + rest[open..].find('}')?;
-            let placeholder = &rest[open + 1..close];
-            rest = &rest[close + 1..];
-            let value = match placeholder.split_once('.') {
-                None => record.get(placeholder)?.clone(),
-                Some((collection, field)) => {
-                    let via = doc.collections[&tool.collection]
-                        .fields
-                        .iter()
-                        .find(|(_, f)| f.references.as_deref() == Some(collection))
-                        .map(|(name, _)| name)?;
-                    let key = record.get(via)?.as_str()?;
-                    session.record(collection, key)?.get(field)?.clone()
-                }
-            };
-            out.push_str(&text(&value));
-        }
-        out.push_str(rest);
-        Some(out)
+        fill(template, |placeholder| match placeholder.split_once('.') {
+            None => record.get(placeholder).cloned(),
+            Some((collection, field)) => {
+                let key = record
+                    .get(via_field(self.doc, tool, collection)?)?
+                    .as_str()?;
+                session.record(collection, key)?.get(field).cloned()
+            }
+        })
     }
 
     fn read_requirement(&self, session: &mut Session<'_>, rng: &mut ChaCha8Rng) -> Option<()> {
