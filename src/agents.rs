@@ -5,7 +5,6 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use forge_llm::agents::{RemotePolicy, RemoteUser};
 use forge_llm::{ChatClient, ChatConfig};
-use forge_model::gguf::Gguf;
 use forge_model::tokenizer::ModelTokenizer;
 use forge_runtime::episode::{Policy, User};
 use forge_runtime::policy::{
@@ -14,7 +13,7 @@ use forge_runtime::policy::{
 use forge_runtime::trajectory::{self, EpisodeRecord};
 use forge_runtime::{Environment, PreparedTask};
 use forge_trainer::Sampling;
-use forge_trainer::chat::ModelPolicy;
+use forge_trainer::chat::{ModelPolicy, PromptSettings, PromptStyle};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -87,7 +86,7 @@ pub struct Agents {
     user: UserKind,
     client: Option<ChatClient>,
     recorded: BTreeMap<String, EpisodeRecord>,
-    system: String,
+    style: PromptStyle,
     instability: f64,
     local: Option<LocalModel>,
 }
@@ -95,6 +94,7 @@ pub struct Agents {
 /// A local model and its tokenizer, loaded once for all episodes.
 struct LocalModel {
     name: String,
+    path: PathBuf,
     model: forge_trainer::CpuModel,
     tokenizer: ModelTokenizer,
     sampling: Sampling,
@@ -110,9 +110,7 @@ impl Agents {
                     .clone()
                     .unwrap_or_else(|| "smollm2-135m".to_owned());
                 let path = crate::commands::model::resolve(&name)?;
-                let gguf =
-                    Gguf::open(&path).with_context(|| format!("opening {}", path.display()))?;
-                let tokenizer = ModelTokenizer::from_gguf(&gguf)?;
+                let tokenizer = forge_trainer::checkpoint::load_tokenizer(&path)?;
                 let model = forge_trainer::load_cpu(&path)
                     .with_context(|| format!("loading {}", path.display()))?;
                 let sampling = Sampling {
@@ -123,6 +121,7 @@ impl Agents {
                 };
                 Some(LocalModel {
                     name,
+                    path,
                     model,
                     tokenizer,
                     sampling,
@@ -145,18 +144,18 @@ impl Agents {
             Some(path) => recorded_by_task(path)?,
             None => BTreeMap::new(),
         };
-        let system = format!(
-            "You are the customer-service agent of this service:\n{}\n\nHelp the user with their \
-             request using the tools. Act only on what the user asks and confirms; tell them the \
-             information they ask for.",
-            env.bundle().manifest.description
-        );
+        let prompt = match &local {
+            // A trained checkpoint is prompted the way it was trained.
+            Some(local) => forge_trainer::checkpoint::load_prompt(&local.path)?,
+            None => PromptSettings::default(),
+        };
+        let style = prompt.style(&env.bundle().manifest.description);
         Ok(Self {
             policy: args.policy,
             user: args.user,
             client,
             recorded,
-            system,
+            style,
             instability: args.user_instability,
             local,
         })
@@ -199,7 +198,7 @@ impl Agents {
             PolicyKind::Replay => Box::new(ReplayPolicy::new(recorded()?)?),
             PolicyKind::Openai => Box::new(RemotePolicy::new(
                 self.client.as_ref().expect("checked in new"),
-                self.system.clone(),
+                self.style.system.clone(),
             )),
             PolicyKind::Model => {
                 let local = self.local.as_ref().expect("loaded in new");
@@ -210,7 +209,7 @@ impl Agents {
                 Box::new(ModelPolicy::new(
                     &local.model,
                     &local.tokenizer,
-                    self.system.clone(),
+                    self.style.clone(),
                     sampling,
                 ))
             }

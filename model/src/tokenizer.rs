@@ -66,35 +66,52 @@ impl ModelTokenizer {
                 .collect(),
             Err(_) => vec![1; tokens.len()],
         };
-        let vocab: Vocab = tokens
-            .iter()
-            .enumerate()
-            .map(|(id, token)| (token.clone(), id as u32))
-            .collect();
-        let bpe = BPE::builder()
-            .vocab_and_merges(vocab, merges)
-            .build()
-            .map_err(|err| TokenizerError::Build(err.to_string()))?;
-        let mut tokenizer = Tokenizer::new(bpe);
-        // SmolLM's pre-tokenization (`pre = smollm`): single digits, then GPT-2 byte-level splitting.
-        tokenizer.with_pre_tokenizer(Some(Sequence::new(vec![
-            Digits::new(true).into(),
-            ByteLevel::new(false, true, true).into(),
-        ])));
-        tokenizer.with_decoder(Some(ByteLevelDecoder::default()));
-        let special: Vec<AddedToken> = tokens
-            .iter()
-            .zip(&types)
-            .filter(|(_, kind)| **kind == CONTROL)
-            .map(|(token, _)| AddedToken::from(token.clone(), true))
-            .collect();
-        tokenizer.add_special_tokens(&special);
+        let tokenizer = byte_level_bpe(&tokens, merges, &types)?;
         let id = |key: &str| gguf.get_u64(key).ok().map(|id| id as u32);
         Ok(Self {
             tokenizer,
             bos: id("tokenizer.ggml.bos_token_id"),
             eos: id("tokenizer.ggml.eos_token_id"),
         })
+    }
+
+    /// A character-level tokenizer with no merges: the three ChatML control
+    /// tokens (`<|endoftext|>` 0, `<|im_start|>` 1, `<|im_end|>` 2) and the
+    /// 256 byte tokens. Tiny models trained from scratch (the CPU smoke run)
+    /// use it: any text encodes, and the vocabulary stays at 259 entries.
+    pub fn byte_level() -> Self {
+        let mut tokens: Vec<String> = CHATML_CONTROL.iter().map(|t| t.to_string()).collect();
+        tokens.extend(byte_chars().into_iter().map(String::from));
+        let mut types = vec![CONTROL; CHATML_CONTROL.len()];
+        types.resize(tokens.len(), 1);
+        Self {
+            tokenizer: byte_level_bpe(&tokens, Vec::new(), &types)
+                .expect("the byte-level vocabulary is well formed"),
+            bos: Some(1),
+            eos: Some(2),
+        }
+    }
+
+    /// Reads a `tokenizer.json` (the `tokenizers` format, as checkpoints store it).
+    pub fn from_json_file(
+        path: &std::path::Path,
+        bos: Option<u32>,
+        eos: Option<u32>,
+    ) -> Result<Self, TokenizerError> {
+        let tokenizer = Tokenizer::from_file(path)
+            .map_err(|err| TokenizerError::Build(format!("{}: {err}", path.display())))?;
+        Ok(Self {
+            tokenizer,
+            bos,
+            eos,
+        })
+    }
+
+    /// Writes the tokenizer as `tokenizer.json`.
+    pub fn save_json(&self, path: &std::path::Path) -> Result<(), TokenizerError> {
+        self.tokenizer
+            .save(path, false)
+            .map_err(|err| TokenizerError::Build(format!("{}: {err}", path.display())))
     }
 
     /// Token ids of `text`; special tokens written in the text are recognised.
@@ -117,29 +134,64 @@ impl ModelTokenizer {
     }
 }
 
+/// The control tokens of ChatML models, in SmolLM2's order.
+const CHATML_CONTROL: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
+
+/// A byte-level BPE over `tokens` and `merges`, split the way SmolLM does
+/// (`pre = smollm`: single digits, then GPT-2's byte-level splitting), with
+/// the tokens typed as control (`types`) recognised as special.
+fn byte_level_bpe(
+    tokens: &[String],
+    merges: Vec<(String, String)>,
+    types: &[u64],
+) -> Result<Tokenizer, TokenizerError> {
+    let vocab: Vocab = tokens
+        .iter()
+        .enumerate()
+        .map(|(id, token)| (token.clone(), id as u32))
+        .collect();
+    let bpe = BPE::builder()
+        .vocab_and_merges(vocab, merges)
+        .build()
+        .map_err(|err| TokenizerError::Build(err.to_string()))?;
+    let mut tokenizer = Tokenizer::new(bpe);
+    tokenizer.with_pre_tokenizer(Some(Sequence::new(vec![
+        Digits::new(true).into(),
+        ByteLevel::new(false, true, true).into(),
+    ])));
+    tokenizer.with_decoder(Some(ByteLevelDecoder::default()));
+    let special: Vec<AddedToken> = tokens
+        .iter()
+        .zip(types)
+        .filter(|(_, kind)| **kind == CONTROL)
+        .map(|(token, _)| AddedToken::from(token.clone(), true))
+        .collect();
+    tokenizer.add_special_tokens(&special);
+    Ok(tokenizer)
+}
+
+/// GPT-2's byte-to-character map: printable bytes map to themselves, the
+/// rest to code points from 256 on.
+fn byte_chars() -> Vec<char> {
+    let printable =
+        |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+    let mut extra = 0;
+    (0..256u32)
+        .map(|b| {
+            if printable(b) {
+                char::from_u32(b).expect("a byte is a code point")
+            } else {
+                extra += 1;
+                char::from_u32(255 + extra).expect("below the surrogates")
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::gguf::{GgufWriter, Value};
-
-    /// GPT-2's byte-to-character map: printable bytes map to themselves,
-    /// the rest to code points from 256 on.
-    fn byte_chars() -> Vec<char> {
-        let printable = |b: u32| {
-            (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b)
-        };
-        let mut extra = 0;
-        (0..256u32)
-            .map(|b| {
-                if printable(b) {
-                    char::from_u32(b).unwrap()
-                } else {
-                    extra += 1;
-                    char::from_u32(255 + extra).unwrap()
-                }
-            })
-            .collect()
-    }
 
     /// A tiny byte-level BPE: the 256 byte tokens, three control tokens and
     /// a few merges.
@@ -201,6 +253,24 @@ mod tests {
         );
         // Digits are split one by one before BPE.
         assert_eq!(tokenizer.encode("2024").unwrap().len(), 4);
+    }
+
+    #[test]
+    fn the_byte_level_tokenizer_is_one_token_per_byte_and_survives_json() {
+        let tokenizer = ModelTokenizer::byte_level();
+        let text = "<|im_start|>user\nTurn on l3, café<|im_end|>";
+        let ids = tokenizer.encode(text).unwrap();
+        assert_eq!(ids[0], 1);
+        assert_eq!(*ids.last().unwrap(), 2);
+        assert_eq!(ids.len(), 2 + "user\nTurn on l3, café".len());
+        assert!(ids.iter().all(|id| *id < 259));
+        assert_eq!(tokenizer.decode(&ids).unwrap(), text);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokenizer.json");
+        tokenizer.save_json(&path).unwrap();
+        let loaded = ModelTokenizer::from_json_file(&path, Some(1), Some(2)).unwrap();
+        assert_eq!(loaded.encode(text).unwrap(), ids);
+        assert_eq!(loaded.decode(&ids).unwrap(), text);
     }
 
     #[test]

@@ -8,3 +8,4 @@ pub mod model;
 pub mod replay;
 pub mod run;
 pub mod synth;
+pub mod train;

@@ -86,8 +86,7 @@ fn chat_prompt(user: &str) -> String {
 
 fn chat(args: &ChatArgs) -> Result<()> {
     let path = resolve(&args.model)?;
-    let gguf = Gguf::open(&path).with_context(|| format!("opening {}", path.display()))?;
-    let tokenizer = ModelTokenizer::from_gguf(&gguf)?;
+    let tokenizer = forge_trainer::checkpoint::load_tokenizer(&path)?;
     let end = tokenizer
         .token_id("<|im_end|>")
         .or(tokenizer.eos)

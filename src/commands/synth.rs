@@ -36,6 +36,10 @@ pub struct SynthArgs {
     /// Random-policy episodes per task in verification.
     #[arg(long, default_value_t = SynthConfig::default().random_trials)]
     random_trials: u64,
+    /// Most requirements (writes or questions) per task, at least 1. Tasks
+    /// draw 1 to 5, so the default caps nothing; 1 gives one-requirement tasks.
+    #[arg(long, value_name = "N", default_value_t = SynthConfig::default().max_requirements as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    max_requirements: u64,
     /// An OpenAI-compatible API base (e.g. `http://127.0.0.1:8000/v1`): plain
     /// docs are annotated by the model, and task instructions rewritten by it.
     #[arg(long, value_name = "URL", requires = "model")]
@@ -57,18 +61,23 @@ pub struct SynthArgs {
     json: bool,
 }
 
+/// The domain docs shipped in the binary (`env-templates/domains`).
+pub fn shipped_docs() -> Result<Vec<AnyDoc>> {
+    DOMAIN_DOCS
+        .iter()
+        .map(|(name, text)| {
+            let doc: DomainDoc = toml::from_str(text)
+                .with_context(|| format!("the shipped doc `{name}` is malformed"))?;
+            doc.check()
+                .with_context(|| format!("the shipped doc `{name}` is inconsistent"))?;
+            Ok(AnyDoc::Annotated(doc))
+        })
+        .collect()
+}
+
 pub fn run(args: SynthArgs) -> Result<ExitCode> {
     let docs = if args.all {
-        DOMAIN_DOCS
-            .iter()
-            .map(|(name, text)| {
-                let doc: DomainDoc = toml::from_str(text)
-                    .with_context(|| format!("the shipped doc `{name}` is malformed"))?;
-                doc.check()
-                    .with_context(|| format!("the shipped doc `{name}` is inconsistent"))?;
-                Ok(AnyDoc::Annotated(doc))
-            })
-            .collect::<Result<Vec<_>>>()?
+        shipped_docs()?
     } else {
         expand_dirs(&args.docs)?
             .iter()
@@ -108,6 +117,7 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
         seed: args.seed,
         tasks: args.tasks,
         random_trials: args.random_trials,
+        max_requirements: args.max_requirements as usize,
         ..SynthConfig::default()
     };
     let started = Instant::now();

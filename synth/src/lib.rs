@@ -61,6 +61,21 @@ pub struct SynthConfig {
     pub random_trials: u64,
     /// Tasks the random policy solves in at least this share of trials are dropped.
     pub random_drop_rate: f64,
+    /// Most requirements per task (at least 1). The number drawn for a task
+    /// (1–5: 20% one, 35% two, 25% three, 15% four, 5% five) is capped at
+    /// this; the draws stay the same, so the default (5, no cap) gives the
+    /// bundles it always gave. 1 gives single-requirement tasks, e.g. for a
+    /// smoke run of training. Recorded in the manifest's provenance only
+    /// when it is not the default, for the same reason.
+    #[serde(skip_serializing_if = "is_default_max_requirements")]
+    pub max_requirements: usize,
+}
+
+/// The most requirements a task can have, and [`SynthConfig`]'s default.
+pub const MAX_REQUIREMENTS: usize = 5;
+
+fn is_default_max_requirements(max: &usize) -> bool {
+    *max == MAX_REQUIREMENTS
 }
 
 impl Default for SynthConfig {
@@ -70,6 +85,7 @@ impl Default for SynthConfig {
             tasks: 100,
             random_trials: 4,
             random_drop_rate: 0.5,
+            max_requirements: MAX_REQUIREMENTS,
         }
     }
 }
@@ -116,6 +132,9 @@ pub fn synthesize(
     model: Option<&Llm<'_>>,
     mut progress: impl FnMut(&DomainOutcome),
 ) -> Result<Vec<DomainOutcome>> {
+    if config.max_requirements == 0 {
+        bail!("max_requirements must be at least 1: a task needs a requirement");
+    }
     let names: BTreeSet<&str> = docs.iter().map(llm::AnyDoc::name).collect();
     if names.len() != docs.len() {
         bail!("two docs have the same domain name");
@@ -279,7 +298,8 @@ fn synthesize_domain(
     let graph = graph::build(doc);
     write("tool_graph.json", &pretty(&graph)?)?;
 
-    let generator = tasks::TaskGenerator::new(doc, &component, initial.clone());
+    let generator =
+        tasks::TaskGenerator::new(doc, &component, initial.clone(), config.max_requirements);
     let mut kept: Vec<tasks::GeneratedTask> = Vec::new();
     let mut seen = BTreeSet::new();
     let (mut attempts, mut failed, mut duplicate) = (0, 0, 0);
@@ -543,4 +563,43 @@ fn pretty<T: Serialize>(value: &T) -> Result<Vec<u8>> {
 /// Reads docs, naming the file of any error.
 pub fn read_docs(paths: &[&Path]) -> Result<Vec<DomainDoc>> {
     paths.iter().map(|path| DomainDoc::read(path)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_max_requirements_is_not_recorded() {
+        // Bundles synthesized with the default keep the provenance they had.
+        let config = serde_json::to_value(SynthConfig::default()).unwrap();
+        assert_eq!(
+            config,
+            json!({"seed": 0, "tasks": 100, "random_trials": 4, "random_drop_rate": 0.5})
+        );
+        let capped = SynthConfig {
+            max_requirements: 1,
+            ..SynthConfig::default()
+        };
+        assert_eq!(serde_json::to_value(capped).unwrap()["max_requirements"], 1);
+    }
+
+    #[test]
+    fn zero_max_requirements_is_refused() {
+        let root = std::env::temp_dir().join(format!("forge-synth-zero-{}", std::process::id()));
+        let compiler = compile::Compiler::new(Some(root.join("synth"))).unwrap();
+        let sandbox = Sandbox::new(Default::default(), Some(root.join("components"))).unwrap();
+        let config = SynthConfig {
+            max_requirements: 0,
+            ..SynthConfig::default()
+        };
+        let err = synthesize(&[], &config, &root, &compiler, &sandbox, None, |_| {})
+            .expect_err("refused");
+        let _ = std::fs::remove_dir_all(&root);
+        assert!(
+            err.to_string()
+                .contains("max_requirements must be at least 1"),
+            "{err}"
+        );
+    }
 }

@@ -6,7 +6,7 @@
 //! 1. a persona (a record of the persona collection) is drawn; what the user
 //!    knows is its `user_knows` fields;
 //! 2. 1–5 requirements are drawn (20% one, 35% two, 25% three, 15% four, 5%
-//!    five); a requirement
+//!    five; capped at the generator's `max_requirements`); a requirement
 //!    is a write tool with an `intent` (75%) or a question a read tool `asks`
 //!    (25%), applied to a record the persona owns (its key is reachable from
 //!    the persona through a `list` tool filtered by the persona's key), to the
@@ -166,9 +166,9 @@ impl<'a> Session<'a> {
                         continue;
                     }
                     let step = self.call(tool, Map::from_iter([(field.clone(), value.clone())]))?;
-                    self.facts.insert(
+                    self.know(
                         format!("{}.{field}", doc.collections[collection].noun),
-                        value.clone(),
+                        value,
                     );
                     let phrase = if field_doc.unique {
                         format!("\"{}\"", text(value))
@@ -180,6 +180,11 @@ impl<'a> Session<'a> {
             }
         }
         None
+    }
+
+    /// Records a fact the user knows (see [`know`]).
+    fn know(&mut self, key: String, value: &Value) {
+        know(&mut self.facts, key, value);
     }
 
     /// Adds a requirement to the instruction: "You want to …", then "You also want to …".
@@ -250,14 +255,30 @@ impl<'a> Session<'a> {
                     self.call(getter, Map::from_iter([(key_field, Value::String(key))]))?;
                 }
                 let value = record.get(field)?.clone();
-                self.facts.insert(
+                self.know(
                     format!("{}.{field}", doc.collections[collection].noun),
-                    value.clone(),
+                    &value,
                 );
                 Some(value)
             }
         })
     }
+}
+
+/// Records in `facts` a fact the user knows under `key`. A task can need two
+/// values of the same kind (two writes that each take a new `lamp`, two
+/// books named by title): a value the key already holds is not repeated, and
+/// another one goes under `key 2`, `key 3`, … so that every fact is kept.
+fn know(facts: &mut Map<String, Value>, key: String, value: &Value) {
+    let mut slot = key.clone();
+    for repeat in 2.. {
+        match facts.get(&slot) {
+            Some(known) if known == value => return,
+            Some(_) => slot = format!("{key} {repeat}"),
+            None => break,
+        }
+    }
+    facts.insert(slot, value.clone());
 }
 
 /// Fills an intent template: each `{placeholder}` becomes the text of what
@@ -331,6 +352,7 @@ pub struct TaskGenerator<'a> {
     doc: &'a DomainDoc,
     component: &'a ToolComponent,
     initial: State,
+    max_requirements: usize,
 }
 
 /// A generated task and its gold final state.
@@ -340,11 +362,20 @@ pub struct GeneratedTask {
 }
 
 impl<'a> TaskGenerator<'a> {
-    pub fn new(doc: &'a DomainDoc, component: &'a ToolComponent, initial: State) -> Self {
+    /// A generator whose tasks have at most `max_requirements` requirements
+    /// (at least 1; [`crate::MAX_REQUIREMENTS`] caps nothing).
+    pub fn new(
+        doc: &'a DomainDoc,
+        component: &'a ToolComponent,
+        initial: State,
+        max_requirements: usize,
+    ) -> Self {
+        assert!(max_requirements >= 1, "a task needs a requirement");
         Self {
             doc,
             component,
             initial,
+            max_requirements,
         }
     }
 
@@ -381,6 +412,8 @@ impl<'a> TaskGenerator<'a> {
             80..95 => 4,
             _ => 5,
         };
+        // Capped after the draw, so that the default draws what it always did.
+        let wanted = wanted.min(self.max_requirements);
         let mut used_tools = Vec::new();
         let mut attempts = 0;
         while session.sentences.len() < wanted && attempts < 12 {
@@ -447,9 +480,7 @@ impl<'a> TaskGenerator<'a> {
                     }
                     None => {
                         let value = field_value(&field, &Map::new(), &record, rng);
-                        session
-                            .facts
-                            .insert(format!("new {}", words(param)), value.clone());
+                        session.know(format!("new {}", words(param)), &value);
                         value
                     }
                 };
@@ -464,9 +495,7 @@ impl<'a> TaskGenerator<'a> {
             for param in &tool.params {
                 let field = doc.field(&tool.collection, param)?;
                 let value = field_value(&field, &Map::new(), &record, rng);
-                session
-                    .facts
-                    .insert(format!("new {}", words(param)), value.clone());
+                session.know(format!("new {}", words(param)), &value);
                 record.insert(param.clone(), value.clone());
                 arguments.insert(param.clone(), value);
             }
@@ -800,4 +829,124 @@ fn depths(steps: &[Step]) -> Vec<usize> {
             .unwrap_or(1);
     }
     depth
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use forge_runtime::Sandbox;
+    use forge_runtime::sandbox::Limits;
+    use std::path::PathBuf;
+
+    /// Two create tools that each take a new lamp number: a two-requirement
+    /// task has two facts of the same kind.
+    const LAMPS: &str = r#"
+[domain]
+name = "lamps"
+description = "A lamp switchboard."
+persona = "cmds"
+
+[collections.cmds]
+key_field = "cmd_id"
+key_prefix = "c"
+noun = "command"
+count = 1
+fields.lamp = { type = "integer", min = 1, max = 999, description = "Lamp number." }
+fields.act = { type = "string", enum = ["on", "off"] }
+
+[[tools]]
+name = "on"
+kind = "create"
+collection = "cmds"
+params = ["lamp"]
+set = { act = "on" }
+description = "Turn a lamp on."
+intent = "turn on lamp {lamp}"
+
+[[tools]]
+name = "off"
+kind = "create"
+collection = "cmds"
+params = ["lamp"]
+set = { act = "off" }
+description = "Turn a lamp off."
+intent = "turn off lamp {lamp}"
+"#;
+
+    /// The integration tests' cache (`<target>/forge-test-cache`), so the
+    /// generated crate is compiled once for both.
+    fn test_cache() -> PathBuf {
+        let exe = std::env::current_exe().unwrap();
+        // <target>/<profile>/deps/<test binary>
+        exe.ancestors().nth(3).unwrap().join("forge-test-cache")
+    }
+
+    /// Generated tasks of the lamps doc for seeds 0..40.
+    fn lamp_tasks(max_requirements: usize) -> Vec<Task> {
+        let doc: DomainDoc = toml::from_str(LAMPS).unwrap();
+        doc.check().unwrap();
+        let cache = test_cache();
+        let compiler = crate::compile::Compiler::new(Some(cache.join("synth"))).unwrap();
+        let (mut wasm, _) = compiler.compile(&[crate::source(&doc).unwrap()]).unwrap();
+        let sandbox = Sandbox::new(Limits::default(), Some(cache.join("components"))).unwrap();
+        let component = sandbox.load(&wasm.remove(0)).unwrap();
+        let initial = State::from_json(&crate::initial::initial_state(&doc, 0).unwrap()).unwrap();
+        let generator = TaskGenerator::new(&doc, &component, initial, max_requirements);
+        (0..40)
+            .filter_map(|seed| generator.generate(seed))
+            .map(|generated| generated.task)
+            .collect()
+    }
+
+    #[test]
+    fn repeated_kinds_of_fact_are_all_kept() {
+        let mut facts = Map::new();
+        know(&mut facts, "new lamp".into(), &json!(29));
+        know(&mut facts, "new lamp".into(), &json!(856));
+        know(&mut facts, "new lamp".into(), &json!(29));
+        know(&mut facts, "new lamp".into(), &json!(7));
+        know(&mut facts, "book.title".into(), &json!("Dune"));
+        know(&mut facts, "new lamp".into(), &json!(856));
+        assert_eq!(
+            Value::Object(facts),
+            json!({"new lamp": 29, "new lamp 2": 856, "new lamp 3": 7, "book.title": "Dune"})
+        );
+    }
+
+    #[test]
+    fn a_two_write_task_keeps_both_facts() {
+        let tasks = lamp_tasks(crate::MAX_REQUIREMENTS);
+        let two: Vec<&Task> = tasks
+            .iter()
+            .filter(|task| task.gold_actions.len() == 2)
+            .collect();
+        assert!(!two.is_empty(), "some tasks turn two lamps on or off");
+        for task in two {
+            let lamps: Vec<Value> = task
+                .gold_actions
+                .iter()
+                .map(|call| call.arguments["lamp"].clone())
+                .collect();
+            let facts = task.user_facts.as_ref().unwrap();
+            assert_eq!(
+                (&facts["new lamp"], &facts["new lamp 2"]),
+                (&lamps[0], &lamps[1]),
+                "{facts}"
+            );
+            let stated = task.stated_facts();
+            for lamp in &lamps {
+                assert!(stated.contains(&lamp.to_string()), "{stated:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn max_requirements_caps_the_requirements_drawn() {
+        let tasks = lamp_tasks(1);
+        assert!(tasks.len() >= 30, "{} tasks", tasks.len());
+        for task in &tasks {
+            assert_eq!(task.gold_actions.len(), 1, "{}", task.instruction);
+            assert_eq!(task.stats.as_ref().unwrap()["requirements"], 1);
+        }
+    }
 }

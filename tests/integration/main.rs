@@ -8,3 +8,4 @@ mod hostile;
 mod llm_stub;
 mod sandbox;
 mod synth;
+mod train;

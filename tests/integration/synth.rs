@@ -181,6 +181,49 @@ fn synthesis_is_deterministic() {
     }
 }
 
+#[test]
+fn max_requirements_gives_one_call_tasks_for_the_training_doc() {
+    let out = tempfile::tempdir().unwrap();
+    let doc = repo("env-templates/train/lamps.toml");
+    let output = forge(&[
+        "synth",
+        "--json",
+        "--tasks",
+        "16",
+        "--max-requirements",
+        "1",
+        "--out",
+        out.path().to_str().unwrap(),
+        doc.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report = &json_lines(&output)[0];
+    assert_eq!(report["tasks"], 16);
+    assert_eq!(report["max_tool_calls"], 1);
+    assert_eq!(report["gold_success"], 1.0);
+    assert_eq!(report["random_success"], 0.0);
+    let tasks = std::fs::read_to_string(out.path().join("lamps/tasks.jsonl")).unwrap();
+    for line in tasks.lines() {
+        let task: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(task["gold_actions"].as_array().unwrap().len(), 1, "{task}");
+    }
+
+    let zero = forge(&[
+        "synth",
+        "--max-requirements",
+        "0",
+        "--out",
+        out.path().to_str().unwrap(),
+        doc.to_str().unwrap(),
+    ]);
+    assert!(!zero.status.success());
+    assert!(
+        stderr(&zero).contains("--max-requirements"),
+        "{}",
+        stderr(&zero)
+    );
+}
+
 const PARKING: &str = r#"
 [domain]
 name = "parking"

@@ -24,15 +24,74 @@ pub const IM_END: &str = "<|im_end|>";
 const CALL_OPEN: &str = "<tool_call>";
 const CALL_CLOSE: &str = "</tool_call>";
 
+/// How the tools are listed in the system prompt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolListing {
+    /// Each tool's OpenAI-style JSON schema (what instruction-tuned models expect).
+    #[default]
+    Schemas,
+    /// One line per tool, `name(param, …): description`: short prompts for
+    /// small models trained from scratch.
+    Compact,
+}
+
+/// The system side of the prompt: what the agent is told before the dialogue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptStyle {
+    pub system: String,
+    pub tools: ToolListing,
+}
+
+/// How a model was trained to be prompted, saved with its checkpoints
+/// (`prompt.json`) so that running it later prompts it the same way.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PromptSettings {
+    /// The system prompt; empty means [`PromptStyle::for_service`]'s.
+    #[serde(default)]
+    pub system: String,
+    #[serde(default)]
+    pub tools: ToolListing,
+}
+
+impl PromptSettings {
+    /// The prompt for an environment whose service is `description`.
+    pub fn style(&self, description: &str) -> PromptStyle {
+        let mut style = PromptStyle::for_service(description);
+        if !self.system.is_empty() {
+            style.system = self.system.clone();
+        }
+        style.tools = self.tools;
+        style
+    }
+}
+
+impl PromptStyle {
+    /// The default agent instructions for the service `description`.
+    pub fn for_service(description: &str) -> Self {
+        Self {
+            system: format!(
+                "You are the customer-service agent of this service:\n{description}\n\nHelp the \
+                 user with their request using the tools. Act only on what the user asks and \
+                 confirms; tell them the information they ask for."
+            ),
+            tools: ToolListing::Schemas,
+        }
+    }
+}
+
 /// The prompt for the assistant's next turn.
-pub fn render(system: &str, tools: &[ToolSpec], transcript: &[ChatMessage]) -> String {
-    let mut out = format!("{IM_START}system\n{system}");
+pub fn render(style: &PromptStyle, tools: &[ToolSpec], transcript: &[ChatMessage]) -> String {
+    let mut out = format!("{IM_START}system\n{}", style.system);
     if !tools.is_empty() {
         out.push_str("\n\nYou can call a tool by replying with exactly one line:\n");
         out.push_str("<tool_call>{\"name\": <tool name>, \"arguments\": <arguments object>}</tool_call>\nTools:");
         for tool in tools {
             out.push('\n');
-            out.push_str(&tool.to_openai()["function"].to_string());
+            match style.tools {
+                ToolListing::Schemas => out.push_str(&tool.to_openai()["function"].to_string()),
+                ToolListing::Compact => out.push_str(&compact(tool)),
+            }
         }
     }
     out.push_str(IM_END);
@@ -42,29 +101,41 @@ pub fn render(system: &str, tools: &[ToolSpec], transcript: &[ChatMessage]) -> S
             Role::System => ("system", message.content.clone().unwrap_or_default()),
             Role::User => ("user", message.content.clone().unwrap_or_default()),
             Role::Tool => ("tool", message.content.clone().unwrap_or_default()),
-            Role::Assistant => match &message.tool_calls {
-                Some(calls) => (
-                    "assistant",
-                    calls
-                        .iter()
-                        .map(|call| {
-                            let arguments: Value = serde_json::from_str(&call.function.arguments)
-                                .unwrap_or(Value::String(call.function.arguments.clone()));
-                            format!(
-                                "{CALL_OPEN}{}{CALL_CLOSE}",
-                                json!({"name": call.function.name, "arguments": arguments})
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                ),
-                None => ("assistant", message.content.clone().unwrap_or_default()),
-            },
+            Role::Assistant => ("assistant", assistant_text(message)),
         };
         out.push_str(&format!("{IM_START}{role}\n{content}{IM_END}\n"));
     }
     out.push_str(&format!("{IM_START}assistant\n"));
     out
+}
+
+/// An assistant message as the model writes it: its text, or its tool calls
+/// in Forge's format. A completion is this followed by [`IM_END`].
+pub fn assistant_text(message: &ChatMessage) -> String {
+    match &message.tool_calls {
+        Some(calls) => calls
+            .iter()
+            .map(|call| {
+                let arguments: Value = serde_json::from_str(&call.function.arguments)
+                    .unwrap_or(Value::String(call.function.arguments.clone()));
+                format!(
+                    "{CALL_OPEN}{}{CALL_CLOSE}",
+                    json!({"name": call.function.name, "arguments": arguments})
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        None => message.content.clone().unwrap_or_default(),
+    }
+}
+
+/// `name(param, …): description`, required parameters first as the schema lists them.
+fn compact(tool: &ToolSpec) -> String {
+    let params: Vec<&str> = tool.parameters["properties"]
+        .as_object()
+        .map(|properties| properties.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    format!("{}({}): {}", tool.name, params.join(", "), tool.description)
 }
 
 /// What the model's reply asks for.
@@ -114,7 +185,7 @@ fn quoted_after(text: &str, key: &str) -> Option<String> {
 pub struct ModelPolicy<'a> {
     model: &'a CpuModel,
     tokenizer: &'a ModelTokenizer,
-    system: String,
+    style: PromptStyle,
     sampling: Sampling,
     turns: Vec<Value>,
 }
@@ -123,13 +194,13 @@ impl<'a> ModelPolicy<'a> {
     pub fn new(
         model: &'a CpuModel,
         tokenizer: &'a ModelTokenizer,
-        system: impl Into<String>,
+        style: PromptStyle,
         sampling: Sampling,
     ) -> Self {
         Self {
             model,
             tokenizer,
-            system: system.into(),
+            style,
             sampling,
             turns: Vec::new(),
         }
@@ -140,7 +211,7 @@ impl Policy for ModelPolicy<'_> {
     fn act(&mut self, transcript: &[ChatMessage], tools: &[ToolSpec]) -> anyhow::Result<Action> {
         let prompt = self
             .tokenizer
-            .encode(&render(&self.system, tools, transcript))?;
+            .encode(&render(&self.style, tools, transcript))?;
         let end: Vec<u32> = self.tokenizer.token_id(IM_END).into_iter().collect();
         let sampling = Sampling {
             seed: self.sampling.seed.wrapping_add(self.turns.len() as u64),
@@ -224,7 +295,11 @@ mod tests {
             }),
             ChatMessage::tool("call_0", "{\"name\":\"Ava\"}"),
         ];
-        let prompt = render("Be helpful.", &tools, &transcript);
+        let style = PromptStyle {
+            system: "Be helpful.".into(),
+            tools: ToolListing::Schemas,
+        };
+        let prompt = render(&style, &tools, &transcript);
         assert!(prompt.starts_with("<|im_start|>system\nBe helpful."));
         assert!(
             prompt.contains("{\"name\":\"get_user\",\"description\":\"Get a user.\""),
@@ -233,5 +308,14 @@ mod tests {
         assert!(prompt.contains("<|im_start|>assistant\n<tool_call>{\"name\":\"get_user\",\"arguments\":{\"user_id\":\"u1\"}}</tool_call><|im_end|>"), "{prompt}");
         assert!(prompt.contains("<|im_start|>tool\n{\"name\":\"Ava\"}<|im_end|>"));
         assert!(prompt.ends_with("<|im_start|>assistant\n"));
+        let compact = PromptStyle {
+            tools: ToolListing::Compact,
+            ..style
+        };
+        let prompt = render(&compact, &tools, &transcript);
+        assert!(
+            prompt.contains("Tools:\nget_user(): Get a user.<|im_end|>"),
+            "{prompt}"
+        );
     }
 }

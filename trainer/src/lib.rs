@@ -7,12 +7,14 @@
 //! here once and the rest of Forge does not rebuild them.
 
 pub mod chat;
+pub mod checkpoint;
 pub mod config;
 pub mod llama;
 pub mod sampling;
+pub mod train;
 
 pub use config::LlamaConfig;
-pub use llama::{KvCache, Llama, LoadError};
+pub use llama::{KvCache, Llama, LoadError, WeightSource, tensor_names};
 pub use sampling::{Generation, Sampling};
 
 /// The CPU backend (tests, small models).
@@ -21,7 +23,7 @@ pub type Cpu = burn::backend::NdArray<f32>;
 /// A Llama model on the CPU backend.
 pub type CpuModel = Llama<Cpu>;
 
-/// Loads a GGUF model onto the CPU backend.
+/// Loads a model (a GGUF file or a checkpoint directory) onto the CPU backend.
 pub fn load_cpu(path: &std::path::Path) -> Result<CpuModel, LoadError> {
     Llama::load(path, &Default::default())
 }

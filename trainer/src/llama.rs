@@ -1,12 +1,14 @@
-//! The decoder: weights from GGUF, forward pass with a KV cache.
+//! The decoder: a burn module built from GGUF, a checkpoint or random
+//! weights; the forward pass with a KV cache; sampling; log-probs for training.
 
 use crate::config::LlamaConfig;
 use crate::sampling::{Generation, Sampling};
+use burn::module::{Module, Param, ParamId};
 use burn::tensor::activation::{silu, softmax};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Int, Tensor, TensorData};
 use forge_model::gguf::{Gguf, GgufError};
-use rand::SeedableRng;
+use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::path::Path;
 
@@ -20,36 +22,42 @@ pub enum LoadError {
         found: Vec<u64>,
         expected: Vec<u64>,
     },
+    #[error("{0}")]
+    Checkpoint(String),
 }
 
-struct Layer<B: Backend> {
-    attn_norm: Tensor<B, 1>,
-    /// Projections stored transposed, `[in, out]`, so that `x @ w` applies them.
-    wq: Tensor<B, 2>,
-    wk: Tensor<B, 2>,
-    wv: Tensor<B, 2>,
-    wo: Tensor<B, 2>,
-    ffn_norm: Tensor<B, 1>,
-    w_gate: Tensor<B, 2>,
-    w_up: Tensor<B, 2>,
-    w_down: Tensor<B, 2>,
+/// One decoder block. Projections are stored transposed, `[in, out]`, so that
+/// `x @ w` applies them.
+#[derive(Module, Debug)]
+pub struct Layer<B: Backend> {
+    attn_norm: Param<Tensor<B, 1>>,
+    wq: Param<Tensor<B, 2>>,
+    wk: Param<Tensor<B, 2>>,
+    wv: Param<Tensor<B, 2>>,
+    wo: Param<Tensor<B, 2>>,
+    ffn_norm: Param<Tensor<B, 1>>,
+    w_gate: Param<Tensor<B, 2>>,
+    w_up: Param<Tensor<B, 2>>,
+    w_down: Param<Tensor<B, 2>>,
 }
 
-/// A Llama-family decoder.
+/// A Llama-family decoder: a burn module, so the same weights serve
+/// inference (any backend) and training (the autodiff backend).
+#[derive(Module, Debug)]
 pub struct Llama<B: Backend> {
     pub config: LlamaConfig,
-    device: B::Device,
     /// `[vocab, hidden]`.
-    embedding: Tensor<B, 2>,
+    embedding: Param<Tensor<B, 2>>,
     layers: Vec<Layer<B>>,
-    norm: Tensor<B, 1>,
-    /// `[hidden, vocab]`: the output projection, or the embedding transposed when tied.
-    lm_head: Tensor<B, 2>,
+    norm: Param<Tensor<B, 1>>,
+    /// `[hidden, vocab]`; `None` when the output projection is the embedding.
+    lm_head: Option<Param<Tensor<B, 2>>>,
 }
 
-/// Keys and values of the positions seen so far, per layer: `[kv_heads, len, head_dim]`.
+/// Keys and values of the positions seen so far, per layer:
+/// `[batch, kv_heads, len, head_dim]`.
 pub struct KvCache<B: Backend> {
-    layers: Vec<Option<(Tensor<B, 3>, Tensor<B, 3>)>>,
+    layers: Vec<Option<(Tensor<B, 4>, Tensor<B, 4>)>>,
     len: usize,
 }
 
@@ -63,102 +71,157 @@ impl<B: Backend> KvCache<B> {
     }
 }
 
+/// Where a model's weights come from: the value of each tensor by its
+/// Hugging Face name, in Hugging Face layout (`[out, in]` row-major, Q/K rows
+/// in rotate-half order), checked against the expected shape by the source.
+pub trait WeightSource {
+    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, LoadError>;
+}
+
+/// The Hugging Face names of a model's tensors, with their shapes, in a
+/// fixed order (which also fixes the parameters' ids).
+pub fn tensor_names(config: &LlamaConfig) -> Vec<(String, Vec<usize>)> {
+    let (hidden, ffn, hd) = (config.hidden, config.ffn, config.head_dim());
+    let mut names = vec![(
+        "model.embed_tokens.weight".to_owned(),
+        vec![config.vocab, hidden],
+    )];
+    for index in 0..config.layers {
+        let name = |part: &str| format!("model.layers.{index}.{part}.weight");
+        names.extend([
+            (name("input_layernorm"), vec![hidden]),
+            (name("self_attn.q_proj"), vec![config.heads * hd, hidden]),
+            (name("self_attn.k_proj"), vec![config.kv_heads * hd, hidden]),
+            (name("self_attn.v_proj"), vec![config.kv_heads * hd, hidden]),
+            (name("self_attn.o_proj"), vec![hidden, config.heads * hd]),
+            (name("post_attention_layernorm"), vec![hidden]),
+            (name("mlp.gate_proj"), vec![ffn, hidden]),
+            (name("mlp.up_proj"), vec![ffn, hidden]),
+            (name("mlp.down_proj"), vec![hidden, ffn]),
+        ]);
+    }
+    names.push(("model.norm.weight".to_owned(), vec![hidden]));
+    if !config.tied_embeddings {
+        names.push(("lm_head.weight".to_owned(), vec![config.vocab, hidden]));
+    }
+    names
+}
+
 impl<B: Backend> Llama<B> {
-    /// Loads `path`: the config from its metadata, the weights dequantized to f32.
+    /// Loads `path`: a GGUF file, or a checkpoint directory
+    /// (`config.json` + `model.safetensors`).
     pub fn load(path: &Path, device: &B::Device) -> Result<Self, LoadError> {
+        if path.is_dir() {
+            let mut checkpoint = crate::checkpoint::SafetensorsSource::open(path)?;
+            let config = checkpoint.config().clone();
+            return Self::from_source(config, &mut checkpoint, device);
+        }
         let gguf = Gguf::open(path)?;
         let config = LlamaConfig::from_gguf(&gguf)?;
-        let hd = config.head_dim();
-        let matrix = |name: &str, rows: usize, cols: usize| -> Result<Vec<f32>, LoadError> {
-            let info = gguf.tensor(name)?;
-            // GGML dims are [cols, rows]: rows of `cols` values.
-            if info.dims != [cols as u64, rows as u64] {
-                return Err(LoadError::Shape {
-                    name: name.to_owned(),
-                    found: info.dims.clone(),
-                    expected: vec![cols as u64, rows as u64],
-                });
+        Self::from_source(config.clone(), &mut GgufSource { gguf, config }, device)
+    }
+
+    /// A model with random weights (uniform, standard deviation 0.02; norms
+    /// at 1), the same for the same seed on every backend.
+    pub fn init(config: LlamaConfig, seed: u64, device: &B::Device) -> Self {
+        struct Random(ChaCha8Rng);
+        impl WeightSource for Random {
+            fn tensor(&mut self, _: &str, shape: &[usize]) -> Result<Vec<f32>, LoadError> {
+                let len = shape.iter().product();
+                if shape.len() == 1 {
+                    return Ok(vec![1.0; len]);
+                }
+                // Uniform on ±0.02·√3 has standard deviation 0.02.
+                let bound = 0.02 * 3f32.sqrt();
+                Ok((0..len)
+                    .map(|_| self.0.random_range(-bound..bound))
+                    .collect())
             }
-            Ok(gguf.dequantize(name)?)
-        };
-        let vector = |name: &str, len: usize| -> Result<Tensor<B, 1>, LoadError> {
-            let info = gguf.tensor(name)?;
-            if info.dims != [len as u64] {
-                return Err(LoadError::Shape {
-                    name: name.to_owned(),
-                    found: info.dims.clone(),
-                    expected: vec![len as u64],
-                });
-            }
-            Ok(Tensor::from_data(
-                TensorData::new(gguf.dequantize(name)?, [len]),
-                device,
-            ))
-        };
-        // `[out, in]` row-major values → `[in, out]` tensor.
-        let projection = |values: Vec<f32>, out: usize, input: usize| {
-            Tensor::<B, 2>::from_data(TensorData::new(values, [out, input]), device).transpose()
-        };
-        let (hidden, ffn) = (config.hidden, config.ffn);
-        let mut layers = Vec::with_capacity(config.layers);
-        for index in 0..config.layers {
-            let name = |part: &str| format!("blk.{index}.{part}.weight");
-            let q = unpermute(
-                matrix(&name("attn_q"), config.heads * hd, hidden)?,
-                config.heads,
-                hd,
-                hidden,
-            );
-            let k = unpermute(
-                matrix(&name("attn_k"), config.kv_heads * hd, hidden)?,
-                config.kv_heads,
-                hd,
-                hidden,
-            );
-            layers.push(Layer {
-                attn_norm: vector(&name("attn_norm"), hidden)?,
-                wq: projection(q, config.heads * hd, hidden),
-                wk: projection(k, config.kv_heads * hd, hidden),
-                wv: projection(
-                    matrix(&name("attn_v"), config.kv_heads * hd, hidden)?,
-                    config.kv_heads * hd,
-                    hidden,
-                ),
-                wo: projection(
-                    matrix(&name("attn_output"), hidden, config.heads * hd)?,
-                    hidden,
-                    config.heads * hd,
-                ),
-                ffn_norm: vector(&name("ffn_norm"), hidden)?,
-                w_gate: projection(matrix(&name("ffn_gate"), ffn, hidden)?, ffn, hidden),
-                w_up: projection(matrix(&name("ffn_up"), ffn, hidden)?, ffn, hidden),
-                w_down: projection(matrix(&name("ffn_down"), hidden, ffn)?, hidden, ffn),
-            });
         }
-        let embedding = Tensor::<B, 2>::from_data(
-            TensorData::new(
-                matrix("token_embd.weight", config.vocab, hidden)?,
-                [config.vocab, hidden],
-            ),
-            device,
-        );
-        let lm_head = match gguf.tensor("output.weight") {
-            Ok(_) => projection(
-                matrix("output.weight", config.vocab, hidden)?,
-                config.vocab,
-                hidden,
-            ),
-            Err(_) => embedding.clone().transpose(),
+        Self::from_source(config, &mut Random(ChaCha8Rng::seed_from_u64(seed)), device)
+            .expect("random weights have the right shapes")
+    }
+
+    /// Builds the model from `source`'s tensors.
+    pub fn from_source(
+        config: LlamaConfig,
+        source: &mut dyn WeightSource,
+        device: &B::Device,
+    ) -> Result<Self, LoadError> {
+        let mut tensors = Vec::new();
+        for (name, shape) in tensor_names(&config) {
+            let data = source.tensor(&name, &shape)?;
+            tensors.push((data, shape));
+        }
+        // Parameters take their ids from their place in `tensor_names`, so a
+        // reloaded model matches its saved optimizer state.
+        let mut tensors = tensors
+            .into_iter()
+            .zip(1u64..)
+            .map(|((data, shape), id)| (ParamId::from(id), TensorData::new(data, shape)));
+        let mut next = || tensors.next().expect("a tensor per name");
+        let vector = |(id, data): (ParamId, TensorData)| {
+            Param::initialized(id, Tensor::<B, 1>::from_data(data, device).require_grad())
         };
-        let norm = vector("output_norm.weight", hidden)?;
+        // `[out, in]` → `[in, out]`.
+        let matrix = |(id, data): (ParamId, TensorData)| {
+            let tensor = Tensor::<B, 2>::from_data(data, device).transpose();
+            Param::initialized(id, tensor.require_grad())
+        };
+        let embedding = {
+            let (id, data) = next();
+            Param::initialized(id, Tensor::<B, 2>::from_data(data, device).require_grad())
+        };
+        let layers = (0..config.layers)
+            .map(|_| Layer {
+                attn_norm: vector(next()),
+                wq: matrix(next()),
+                wk: matrix(next()),
+                wv: matrix(next()),
+                wo: matrix(next()),
+                ffn_norm: vector(next()),
+                w_gate: matrix(next()),
+                w_up: matrix(next()),
+                w_down: matrix(next()),
+            })
+            .collect();
+        let norm = vector(next());
+        let lm_head = (!config.tied_embeddings).then(|| matrix(next()));
         Ok(Self {
             config,
-            device: device.clone(),
             embedding,
             layers,
             norm,
             lm_head,
         })
+    }
+
+    /// Every tensor by its Hugging Face name, in Hugging Face layout (what a
+    /// checkpoint stores).
+    pub fn named_tensors(&self) -> Vec<(String, TensorData)> {
+        let matrix = |param: &Param<Tensor<B, 2>>| param.val().transpose().into_data();
+        let vector = |param: &Param<Tensor<B, 1>>| param.val().into_data();
+        let mut values = vec![self.embedding.val().into_data()];
+        for layer in &self.layers {
+            values.extend([
+                vector(&layer.attn_norm),
+                matrix(&layer.wq),
+                matrix(&layer.wk),
+                matrix(&layer.wv),
+                matrix(&layer.wo),
+                vector(&layer.ffn_norm),
+                matrix(&layer.w_gate),
+                matrix(&layer.w_up),
+                matrix(&layer.w_down),
+            ]);
+        }
+        values.push(vector(&self.norm));
+        values.extend(self.lm_head.as_ref().map(matrix));
+        tensor_names(&self.config)
+            .into_iter()
+            .map(|(name, _)| name)
+            .zip(values)
+            .collect()
     }
 
     pub fn new_cache(&self) -> KvCache<B> {
@@ -171,67 +234,108 @@ impl<B: Backend> Llama<B> {
     /// Logits `[tokens, vocab]` for `tokens`, which follow the positions
     /// already in `cache`; the cache grows by `tokens.len()`.
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache<B>) -> Tensor<B, 2> {
+        let logits = self.forward_rows(&[tokens], Some(cache));
+        let [_, n, vocab] = logits.dims();
+        logits.reshape([n, vocab])
+    }
+
+    /// Logits `[rows, longest, vocab]` for several sequences at once, each
+    /// from position 0 (shorter rows padded at the end: causal attention
+    /// keeps the padding from reaching real positions, whose logits are
+    /// those of the row alone).
+    pub fn forward_batch(&self, rows: &[&[u32]]) -> Tensor<B, 3> {
+        self.forward_rows(rows, None)
+    }
+
+    /// The decoder over a batch of equally placed rows (after `cache`'s
+    /// positions when there is one).
+    fn forward_rows(&self, rows: &[&[u32]], cache: Option<&mut KvCache<B>>) -> Tensor<B, 3> {
         let config = &self.config;
-        let (n, hd, start) = (tokens.len(), config.head_dim(), cache.len);
-        let ids = Tensor::<B, 1, Int>::from_data(
-            TensorData::new(
-                tokens.iter().map(|&id| i64::from(id)).collect::<Vec<_>>(),
-                [n],
-            ),
-            &self.device,
+        let device = self.device();
+        let (b, n) = (
+            rows.len(),
+            rows.iter().map(|row| row.len()).max().unwrap_or(0),
         );
-        let mut x = self.embedding.clone().select(0, ids);
+        let (hd, start) = (
+            config.head_dim(),
+            cache.as_ref().map_or(0, |cache| cache.len),
+        );
+        let ids: Vec<i64> = rows
+            .iter()
+            .flat_map(|row| (0..n).map(|at| row.get(at).map_or(0, |&id| i64::from(id))))
+            .collect();
+        let ids = Tensor::<B, 1, Int>::from_data(TensorData::new(ids, [b * n]), &device);
+        // Rows of every position, `[b·n, hidden]`: the projections are one
+        // matrix product each; only attention needs the batch apart.
+        let mut x = self.embedding.val().select(0, ids);
         let (cos, sin) = self.rope_tables(start, n);
-        for (layer, slot) in self.layers.iter().zip(&mut cache.layers) {
-            let h = rms_norm(x.clone(), layer.attn_norm.clone(), config.rms_eps);
+        let total = start + n;
+        let mask = causal_mask::<B>(n, start, &device)
+            .unsqueeze_dims::<4>(&[0, 1])
+            .expand([b, config.heads, n, total]);
+        let group = config.heads / config.kv_heads;
+        let mut slots = cache.map(|cache| {
+            cache.len += n;
+            &mut cache.layers
+        });
+        let heads = |t: Tensor<B, 2>, count: usize| t.reshape([b, n, count, hd]).swap_dims(1, 2);
+        for (index, layer) in self.layers.iter().enumerate() {
+            let h = rms_norm(x.clone(), layer.attn_norm.val(), config.rms_eps);
             let q = rope(
-                heads(h.clone().matmul(layer.wq.clone()), config.heads, hd),
+                heads(h.clone().matmul(layer.wq.val()), config.heads),
                 &cos,
                 &sin,
             );
             let k = rope(
-                heads(h.clone().matmul(layer.wk.clone()), config.kv_heads, hd),
+                heads(h.clone().matmul(layer.wk.val()), config.kv_heads),
                 &cos,
                 &sin,
             );
-            let v = heads(h.matmul(layer.wv.clone()), config.kv_heads, hd);
-            let (k, v) = match slot.take() {
-                Some((past_k, past_v)) => (
-                    Tensor::cat(vec![past_k, k], 1),
-                    Tensor::cat(vec![past_v, v], 1),
-                ),
+            let v = heads(h.matmul(layer.wv.val()), config.kv_heads);
+            let (k, v) = match slots.as_deref_mut().map(|slots| &mut slots[index]) {
+                Some(slot) => {
+                    let (k, v) = match slot.take() {
+                        Some((past_k, past_v)) => (
+                            Tensor::cat(vec![past_k, k], 2),
+                            Tensor::cat(vec![past_v, v], 2),
+                        ),
+                        None => (k, v),
+                    };
+                    *slot = Some((k.clone(), v.clone()));
+                    (k, v)
+                }
                 None => (k, v),
             };
-            *slot = Some((k.clone(), v.clone()));
-            let group = config.heads / config.kv_heads;
-            let total = start + n;
             // GQA: each KV head serves `group` query heads.
-            let k = k
-                .unsqueeze_dim::<4>(1)
-                .expand([config.kv_heads, group, total, hd])
-                .reshape([config.heads, total, hd]);
-            let v = v
-                .unsqueeze_dim::<4>(1)
-                .expand([config.kv_heads, group, total, hd])
-                .reshape([config.heads, total, hd]);
-            let scores = q.matmul(k.swap_dims(1, 2)).div_scalar((hd as f64).sqrt());
-            let scores = scores.mask_fill(
-                causal_mask::<B>(n, start, &self.device)
-                    .unsqueeze_dim::<3>(0)
-                    .expand([config.heads, n, total]),
-                f32::NEG_INFINITY,
-            );
-            let attention = softmax(scores, 2)
-                .matmul(v)
-                .swap_dims(0, 1)
-                .reshape([n, config.heads * hd]);
-            x = x + attention.matmul(layer.wo.clone());
-            let h = rms_norm(x.clone(), layer.ffn_norm.clone(), config.rms_eps);
-            let gated = silu(h.clone().matmul(layer.w_gate.clone())) * h.matmul(layer.w_up.clone());
-            x = x + gated.matmul(layer.w_down.clone());
+            let expand = |t: Tensor<B, 4>| {
+                t.unsqueeze_dim::<5>(2)
+                    .expand([b, config.kv_heads, group, total, hd])
+                    .reshape([b, config.heads, total, hd])
+            };
+            let scores = q
+                .matmul(expand(k).swap_dims(2, 3))
+                .div_scalar((hd as f64).sqrt())
+                .mask_fill(mask.clone(), f32::NEG_INFINITY);
+            let attention = softmax(scores, 3)
+                .matmul(expand(v))
+                .swap_dims(1, 2)
+                .reshape([b * n, config.heads * hd]);
+            x = x + attention.matmul(layer.wo.val());
+            let h = rms_norm(x.clone(), layer.ffn_norm.val(), config.rms_eps);
+            let gated = silu(h.clone().matmul(layer.w_gate.val())) * h.matmul(layer.w_up.val());
+            x = x + gated.matmul(layer.w_down.val());
         }
-        cache.len += n;
-        rms_norm(x, self.norm.clone(), config.rms_eps).matmul(self.lm_head.clone())
+        let lm_head = match &self.lm_head {
+            Some(head) => head.val(),
+            None => self.embedding.val().transpose(),
+        };
+        let logits = rms_norm(x, self.norm.val(), config.rms_eps).matmul(lm_head);
+        logits.reshape([b, n, config.vocab])
+    }
+
+    /// The device the weights are on.
+    pub fn device(&self) -> B::Device {
+        self.embedding.val().device()
     }
 
     /// Greedy decoding: the ids after `prompt`, at most `max_tokens`, stopping
@@ -292,31 +396,31 @@ impl<B: Backend> Llama<B> {
                 }
             }
         }
-        let table = |values: Vec<f32>| {
-            Tensor::<B, 2>::from_data(TensorData::new(values, [n, hd]), &self.device)
-        };
+        let device = self.device();
+        let table =
+            |values: Vec<f32>| Tensor::<B, 2>::from_data(TensorData::new(values, [n, hd]), &device);
         (table(cos), table(sin))
     }
 }
 
-/// `[n, heads * hd]` → `[heads, n, hd]`.
-fn heads<B: Backend>(x: Tensor<B, 2>, heads: usize, hd: usize) -> Tensor<B, 3> {
-    let n = x.dims()[0];
-    x.reshape([n, heads, hd]).swap_dims(0, 1)
-}
-
-fn rope<B: Backend>(x: Tensor<B, 3>, cos: &Tensor<B, 2>, sin: &Tensor<B, 2>) -> Tensor<B, 3> {
-    let [heads, n, hd] = x.dims();
+fn rope<B: Backend>(x: Tensor<B, 4>, cos: &Tensor<B, 2>, sin: &Tensor<B, 2>) -> Tensor<B, 4> {
+    let [b, heads, n, hd] = x.dims();
     let half = hd / 2;
     let rotated = Tensor::cat(
         vec![
-            x.clone().narrow(2, half, half).neg(),
-            x.clone().narrow(2, 0, half),
+            x.clone().narrow(3, half, half).neg(),
+            x.clone().narrow(3, 0, half),
         ],
-        2,
+        3,
     );
-    let cos = cos.clone().unsqueeze_dim::<3>(0).expand([heads, n, hd]);
-    let sin = sin.clone().unsqueeze_dim::<3>(0).expand([heads, n, hd]);
+    let cos = cos
+        .clone()
+        .unsqueeze_dims::<4>(&[0, 1])
+        .expand([b, heads, n, hd]);
+    let sin = sin
+        .clone()
+        .unsqueeze_dims::<4>(&[0, 1])
+        .expand([b, heads, n, hd]);
     x * cos + rotated * sin
 }
 
@@ -337,6 +441,69 @@ fn causal_mask<B: Backend>(n: usize, start: usize, device: &B::Device) -> Tensor
         .flat_map(|i| (0..start + n).map(move |j| j > start + i))
         .collect();
     Tensor::from_data(TensorData::new(mask, [n, start + n]), device)
+}
+
+/// A GGUF file's tensors under their Hugging Face names, dequantized to f32,
+/// Q/K rows un-permuted.
+struct GgufSource {
+    gguf: Gguf,
+    config: LlamaConfig,
+}
+
+impl WeightSource for GgufSource {
+    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, LoadError> {
+        let gguf_name = gguf_name(name);
+        let info = self.gguf.tensor(&gguf_name)?;
+        // GGML dims are innermost first: `[cols, rows]`.
+        let expected: Vec<u64> = shape.iter().rev().map(|&dim| dim as u64).collect();
+        if info.dims != expected {
+            return Err(LoadError::Shape {
+                name: gguf_name,
+                found: info.dims.clone(),
+                expected,
+            });
+        }
+        let values = self.gguf.dequantize(&gguf_name)?;
+        let (hd, hidden) = (self.config.head_dim(), self.config.hidden);
+        Ok(if name.ends_with("q_proj.weight") {
+            unpermute(values, self.config.heads, hd, hidden)
+        } else if name.ends_with("k_proj.weight") {
+            unpermute(values, self.config.kv_heads, hd, hidden)
+        } else {
+            values
+        })
+    }
+}
+
+/// llama.cpp's name for a Hugging Face tensor name.
+fn gguf_name(hf: &str) -> String {
+    const TOP: [(&str, &str); 3] = [
+        ("model.embed_tokens.weight", "token_embd.weight"),
+        ("model.norm.weight", "output_norm.weight"),
+        ("lm_head.weight", "output.weight"),
+    ];
+    const PARTS: [(&str, &str); 9] = [
+        ("input_layernorm", "attn_norm"),
+        ("self_attn.q_proj", "attn_q"),
+        ("self_attn.k_proj", "attn_k"),
+        ("self_attn.v_proj", "attn_v"),
+        ("self_attn.o_proj", "attn_output"),
+        ("post_attention_layernorm", "ffn_norm"),
+        ("mlp.gate_proj", "ffn_gate"),
+        ("mlp.up_proj", "ffn_up"),
+        ("mlp.down_proj", "ffn_down"),
+    ];
+    if let Some((_, gguf)) = TOP.iter().find(|(name, _)| *name == hf) {
+        return (*gguf).to_owned();
+    }
+    let rest = hf.strip_prefix("model.layers.").unwrap_or(hf);
+    let (index, part) = rest.split_once('.').unwrap_or((rest, ""));
+    let part = part.strip_suffix(".weight").unwrap_or(part);
+    let part = PARTS
+        .iter()
+        .find(|(name, _)| *name == part)
+        .map_or(part, |(_, gguf)| gguf);
+    format!("blk.{index}.{part}.weight")
 }
 
 /// llama.cpp's converter interleaves each head's rows for its RoPE layout

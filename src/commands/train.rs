@@ -1,0 +1,362 @@
+//! `forge train`: SFT then ERPO on environments, into a run directory.
+
+use crate::output;
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use forge_runtime::{Bundle, Environment, Sandbox};
+use forge_synth::SynthConfig;
+use forge_synth::compile::Compiler;
+use forge_synth::llm::AnyDoc;
+use forge_trainer::train::config::TrainConfig;
+use forge_trainer::train::{Metrics, Observer, Trainer, read_metrics};
+use indicatif::ProgressBar;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// The tiny domain of the smoke run: one call per task, short prompts.
+const SMOKE_DOC: &str = include_str!("../../env-templates/train/lamps.toml");
+
+#[derive(Args, Debug)]
+pub struct TrainArgs {
+    /// The run directory: config, metrics, checkpoints, the final model, curves.
+    #[arg(long, value_name = "DIR")]
+    run_dir: PathBuf,
+    /// A TOML file of hyper-parameters (see `--print-config` for every key
+    /// and its default); keys it leaves out keep the preset's value.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The settings a config file starts from.
+    #[arg(long, value_enum, default_value_t = Preset::Default)]
+    preset: Preset,
+    /// Environment bundles to train on (repeatable); by default the smoke
+    /// preset synthesizes its tiny lamp domain, the default preset the shipped
+    /// domain docs.
+    #[arg(long, value_name = "DIR")]
+    env: Vec<PathBuf>,
+    /// Continue the run in `--run-dir` from its latest checkpoint, with the
+    /// config it was started with.
+    #[arg(long)]
+    resume: bool,
+    /// Stop after this many steps (with a checkpoint to `--resume` from):
+    /// long runs in bounded jobs.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_steps: Option<u64>,
+    /// Print the effective config as TOML and exit.
+    #[arg(long)]
+    print_config: bool,
+    /// No progress bar; end with a JSON summary line.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Preset {
+    /// SmolLM2-135M-Instruct on the shipped domains (a GPU run).
+    Default,
+    /// A tiny model on a tiny synthesized domain: minutes on a CPU.
+    Smoke,
+}
+
+const CONFIG_FILE: &str = "config.toml";
+const ENVS_FILE: &str = "envs.json";
+
+pub fn run(args: TrainArgs) -> Result<ExitCode> {
+    let config = effective_config(&args)?;
+    if args.print_config {
+        print!("{}", toml::to_string(&config)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !args.resume && args.run_dir.join(CONFIG_FILE).exists() {
+        bail!(
+            "{} already holds a run: pass --resume to continue it, or choose another --run-dir",
+            args.run_dir.display()
+        );
+    }
+    std::fs::create_dir_all(&args.run_dir)
+        .with_context(|| format!("creating {}", args.run_dir.display()))?;
+    let sandbox = Sandbox::with_defaults()?;
+    let bundles = bundles(&args, &config)?;
+    let envs = bundles
+        .into_iter()
+        .map(|bundle| Environment::load(&sandbox, bundle))
+        .collect::<Result<Vec<_>>>()?;
+    let init = match config.model.init.as_str() {
+        "tiny" => None,
+        name => Some(crate::commands::model::resolve(name)?),
+    };
+    let mut trainer = Trainer::new(
+        config.clone(),
+        &args.run_dir,
+        &envs,
+        init.as_deref(),
+        args.resume,
+    )?;
+    if !args.resume {
+        std::fs::write(args.run_dir.join(CONFIG_FILE), toml::to_string(&config)?)?;
+    }
+    let mut observer = Progress::new(trainer.total_steps(), args.json);
+    let summary = trainer.run(&mut observer, args.max_steps.map(|steps| steps as usize))?;
+    observer.bar.finish_and_clear();
+    let curves = args.run_dir.join("curves.svg");
+    plot(&read_metrics(&args.run_dir.join("metrics.jsonl"))?, &curves)?;
+    if args.json {
+        output::json_line(&serde_json::to_value(&summary)?);
+    } else if !summary.complete {
+        println!(
+            "stopped at step {} of {}; continue with `forge train --run-dir {} --resume`",
+            summary.steps,
+            summary.total_steps,
+            args.run_dir.display()
+        );
+    } else {
+        let after_sft = summary
+            .heldout_success_after_sft
+            .map_or(String::new(), |value| format!(", after SFT {value:.3}"));
+        println!(
+            "{} steps in {:.0} s; held-out success ({} tasks): before {:.3}{after_sft}, after {:.3}",
+            summary.steps,
+            summary.seconds,
+            summary.heldout_tasks,
+            summary.heldout_success_before,
+            summary.heldout_success_after
+        );
+        println!(
+            "model: {}\ncurves: {}\nmetrics: {}",
+            args.run_dir.join("final").display(),
+            curves.display(),
+            args.run_dir.join("metrics.jsonl").display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The preset, overlaid with the config file; on resume, the run's own config.
+fn effective_config(args: &TrainArgs) -> Result<TrainConfig> {
+    let saved = args.run_dir.join(CONFIG_FILE);
+    if args.resume {
+        if args.config.is_some() {
+            bail!("--resume continues with the run's own {CONFIG_FILE}; drop --config");
+        }
+        let text = std::fs::read_to_string(&saved)
+            .with_context(|| format!("reading {} to resume the run", saved.display()))?;
+        return toml::from_str(&text).with_context(|| format!("parsing {}", saved.display()));
+    }
+    let preset = match args.preset {
+        Preset::Default => TrainConfig::default(),
+        Preset::Smoke => TrainConfig::smoke(),
+    };
+    let Some(path) = &args.config else {
+        return Ok(preset);
+    };
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let overlay: toml::Table =
+        toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let mut merged = toml::Table::try_from(&preset)?;
+    merge(&mut merged, overlay);
+    let config: TrainConfig = toml::Value::Table(merged)
+        .try_into()
+        .with_context(|| format!("{}: invalid training config", path.display()))?;
+    config
+        .validate()
+        .map_err(|message| anyhow::anyhow!("{}: {message}", path.display()))?;
+    Ok(config)
+}
+
+/// `overlay`'s keys replace `base`'s, tables merged key by key.
+fn merge(base: &mut toml::Table, overlay: toml::Table) {
+    for (key, value) in overlay {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(base)), toml::Value::Table(overlay)) => merge(base, overlay),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+/// The bundles to train on: `--env`, or the preset's synthesized domains
+/// (written under the run directory, so the run keeps what it trained on).
+/// The directories are recorded in the run (`envs.json`), where `--resume`
+/// finds them again.
+fn bundles(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<Bundle>> {
+    let record = args.run_dir.join(ENVS_FILE);
+    let dirs = if args.resume {
+        if !args.env.is_empty() {
+            bail!("--resume trains on the run's own environments; drop --env");
+        }
+        let text = std::fs::read_to_string(&record)
+            .with_context(|| format!("reading {} to resume the run", record.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", record.display()))?
+    } else if !args.env.is_empty() {
+        args.env
+            .iter()
+            .map(|dir| std::path::absolute(dir).unwrap_or_else(|_| dir.clone()))
+            .collect()
+    } else {
+        synthesized(args, config)?
+    };
+    std::fs::write(&record, serde_json::to_string_pretty(&dirs)?)?;
+    dirs.iter()
+        .map(|dir: &PathBuf| {
+            Bundle::read_dir(dir)
+                .with_context(|| format!("reading the environment bundle {}", dir.display()))
+        })
+        .collect()
+}
+
+/// The preset's domains, synthesized into the run directory.
+fn synthesized(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<PathBuf>> {
+    let (docs, synth) = match args.preset {
+        Preset::Smoke => (
+            vec![AnyDoc::Annotated(toml::from_str(SMOKE_DOC)?)],
+            SynthConfig {
+                seed: config.seed,
+                tasks: 64,
+                max_requirements: 1,
+                ..SynthConfig::default()
+            },
+        ),
+        Preset::Default => (
+            crate::commands::synth::shipped_docs()?,
+            SynthConfig {
+                seed: config.seed,
+                ..SynthConfig::default()
+            },
+        ),
+    };
+    let out = std::path::absolute(args.run_dir.join("envs"))?;
+    synthesize(&docs, &synth, &out, args.json)?;
+    Ok(docs.iter().map(|doc| out.join(doc.name())).collect())
+}
+
+fn synthesize(docs: &[AnyDoc], config: &SynthConfig, out: &Path, quiet: bool) -> Result<()> {
+    let sandbox = Sandbox::with_defaults()?;
+    let compiler = Compiler::new(None)?;
+    let progress = output::progress(docs.len() as u64, quiet);
+    progress.set_message("synthesizing the training environments");
+    let outcomes = forge_synth::synthesize(docs, config, out, &compiler, &sandbox, None, |_| {
+        progress.inc(1)
+    })?;
+    progress.finish_and_clear();
+    for outcome in outcomes {
+        if let Err((domain, err)) = outcome {
+            bail!("synthesizing `{domain}`: {err:#}");
+        }
+    }
+    Ok(())
+}
+
+/// The progress bar: steps, with the latest loss, reward and held-out success.
+struct Progress {
+    bar: ProgressBar,
+    loss: Option<f64>,
+    reward: Option<f64>,
+    heldout: Option<f64>,
+}
+
+impl Progress {
+    fn new(total: usize, quiet: bool) -> Self {
+        Self {
+            bar: output::progress(total as u64, quiet),
+            loss: None,
+            reward: None,
+            heldout: None,
+        }
+    }
+}
+
+impl Observer for Progress {
+    fn metrics(&mut self, metrics: &Metrics, _: usize) {
+        match metrics.kind.as_str() {
+            "eval" => self.heldout = metrics.heldout_success,
+            kind => {
+                self.loss = metrics.loss;
+                if kind == "rl" {
+                    self.reward = metrics.reward;
+                }
+                self.bar.set_position(metrics.step as u64);
+            }
+        }
+        let show = |label: &str, value: Option<f64>| {
+            value.map_or(String::new(), |value| format!("{label} {value:.3}  "))
+        };
+        self.bar.set_message(format!(
+            "{}{}{}",
+            show("loss", self.loss),
+            show("reward", self.reward),
+            show("held-out", self.heldout)
+        ));
+    }
+}
+
+/// A named line of (step, value) points in a colour.
+type Curve<'a> = (&'a str, Vec<(f64, f64)>, plotters::style::RGBColor);
+
+/// The run's curves as SVG: training loss, RL reward and success, held-out success.
+fn plot(metrics: &[Metrics], path: &Path) -> Result<()> {
+    use plotters::prelude::*;
+    let series = |kind: &str, value: fn(&Metrics) -> Option<f64>| -> Vec<(f64, f64)> {
+        metrics
+            .iter()
+            .filter(|m| m.kind == kind)
+            .filter_map(|m| value(m).map(|v| (m.step as f64, v)))
+            .collect()
+    };
+    let panels: [(&str, Vec<Curve>); 2] = [
+        (
+            "loss",
+            vec![
+                ("SFT loss", series("sft", |m| m.loss), BLUE),
+                ("RL loss", series("rl", |m| m.loss), RED),
+            ],
+        ),
+        (
+            "success",
+            vec![
+                ("RL reward", series("rl", |m| m.reward), RED),
+                (
+                    "held-out success",
+                    series("eval", |m| m.heldout_success),
+                    GREEN,
+                ),
+            ],
+        ),
+    ];
+    let steps = metrics.iter().map(|m| m.step).max().unwrap_or(1).max(1) as f64;
+    let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let root = SVGBackend::new(path, (900, 380)).into_drawing_area();
+        root.fill(&WHITE)?;
+        for (area, (label, lines)) in root.split_evenly((1, 2)).iter().zip(panels) {
+            let top = lines
+                .iter()
+                .flat_map(|(_, points, _)| points.iter().map(|(_, y)| *y))
+                .fold(1.0f64, f64::max);
+            let bottom = lines
+                .iter()
+                .flat_map(|(_, points, _)| points.iter().map(|(_, y)| *y))
+                .fold(0.0f64, f64::min);
+            let mut chart = ChartBuilder::on(area)
+                .caption(label, ("sans-serif", 18))
+                .margin(12)
+                .x_label_area_size(32)
+                .y_label_area_size(44)
+                .build_cartesian_2d(0.0..steps, bottom..top * 1.05)?;
+            chart.configure_mesh().x_desc("step").draw()?;
+            for (name, points, color) in lines {
+                chart
+                    .draw_series(LineSeries::new(points, &color))?
+                    .label(name)
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()?;
+        }
+        root.present()?;
+        Ok(())
+    };
+    draw().map_err(|err| anyhow::anyhow!("drawing {}: {err}", path.display()))
+}

@@ -1,0 +1,180 @@
+//! `forge train` end to end on the CPU: the smoke run learns, an interrupted
+//! run resumes exactly, bad configs and run directories are refused clearly.
+
+use crate::common::{forge, json_lines, stderr, stdout};
+use serde_json::Value;
+use std::path::Path;
+
+fn train(args: &[&str]) -> std::process::Output {
+    let mut all = vec!["train"];
+    all.extend_from_slice(args);
+    forge(&all)
+}
+
+fn summary(output: &std::process::Output) -> Value {
+    assert!(output.status.success(), "{}", stderr(output));
+    json_lines(output).pop().expect("a summary line")
+}
+
+#[test]
+fn the_smoke_run_learns_the_held_out_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let run = run.to_str().unwrap();
+    let summary = summary(&train(&["--preset", "smoke", "--run-dir", run, "--json"]));
+    assert_eq!(summary["complete"], true);
+    let before = summary["heldout_success_before"].as_f64().unwrap();
+    let after = summary["heldout_success_after"].as_f64().unwrap();
+    assert!(before <= 0.1, "a random model is near chance: {summary}");
+    assert!(
+        after >= 0.8,
+        "SFT + ERPO learn the held-out tasks: {summary}"
+    );
+    let metrics: Vec<Value> = std::fs::read_to_string(Path::new(run).join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let rl: Vec<&Value> = metrics.iter().filter(|m| m["kind"] == "rl").collect();
+    assert!(!rl.is_empty());
+    for key in [
+        "reward",
+        "masked_share",
+        "advantage_std",
+        "entropy",
+        "episodes_per_s",
+    ] {
+        assert!(
+            rl.iter().all(|m| m[key].is_number()),
+            "rl metrics carry {key}"
+        );
+    }
+    assert!(Path::new(run).join("curves.svg").is_file());
+    // The trained model plays through `forge run`, prompted as it was trained.
+    let env = Path::new(run).join("envs/lamps");
+    let model = Path::new(run).join("final");
+    let output = forge(&[
+        "run",
+        "--env",
+        env.to_str().unwrap(),
+        "--policy",
+        "model",
+        "--model",
+        model.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let lines = json_lines(&output);
+    let record = &lines[0];
+    assert!(
+        record["policy_trace"]["turns"][0]["logprobs"].is_array(),
+        "{record}"
+    );
+    let rate = lines.last().unwrap()["success_rate"].as_f64().unwrap();
+    assert!(rate >= 0.8, "the trained model solves the tasks: {rate}");
+}
+
+/// Timing fields differ between runs; everything else must not.
+fn as_strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+fn without_timing(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let mut value: Value = serde_json::from_str(line).unwrap();
+            let object = value.as_object_mut().unwrap();
+            object.retain(|key, _| !key.ends_with("_per_s") && key != "seconds");
+            value
+        })
+        .collect()
+}
+
+#[test]
+fn an_interrupted_run_resumes_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("short.toml");
+    std::fs::write(
+        &config,
+        "checkpoint_every = 2\n[sft]\nsteps = 3\nbatch = 4\n[rl]\nsteps = 2\ntasks_per_step = 2\n\
+         rollouts = 4\nmax_new_tokens = 24\n[eval]\nevery = 2\nmax_new_tokens = 24\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let whole = dir.path().join("whole");
+    let parts = dir.path().join("parts");
+    let args = |run: &Path| {
+        vec![
+            "--preset".to_owned(),
+            "smoke".to_owned(),
+            "--config".to_owned(),
+            config.to_owned(),
+            "--run-dir".to_owned(),
+            run.to_str().unwrap().to_owned(),
+            "--json".to_owned(),
+        ]
+    };
+    summary(&train(&as_strs(&args(&whole))));
+    // Stopped inside SFT, then again inside RL, then finished.
+    let mut first = args(&parts);
+    first.extend(["--max-steps".to_owned(), "2".to_owned()]);
+    let stopped = summary(&train(&as_strs(&first)));
+    assert_eq!(
+        (stopped["complete"].clone(), stopped["steps"].clone()),
+        (false.into(), 2.into())
+    );
+    let resume = [
+        "--run-dir",
+        parts.to_str().unwrap(),
+        "--resume",
+        "--json",
+        "--max-steps",
+        "2",
+    ];
+    assert_eq!(summary(&train(&resume))["steps"], 4);
+    assert_eq!(summary(&train(&resume[..4]))["complete"], true);
+    assert_eq!(
+        without_timing(&whole.join("metrics.jsonl")),
+        without_timing(&parts.join("metrics.jsonl"))
+    );
+    assert_eq!(
+        std::fs::read(whole.join("final/model.safetensors")).unwrap(),
+        std::fs::read(parts.join("final/model.safetensors")).unwrap(),
+        "the resumed run ends with the same weights"
+    );
+}
+
+#[test]
+fn bad_configs_and_run_directories_are_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.toml");
+    std::fs::write(&config, "[rl]\nclipp = 0.3\n").unwrap();
+    let run = dir.path().join("run");
+    let run = run.to_str().unwrap();
+    let output = train(&["--config", config.to_str().unwrap(), "--run-dir", run]);
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("clipp"), "{}", stderr(&output));
+
+    std::fs::write(&config, "[rl]\nrollouts = 1\n").unwrap();
+    let output = train(&["--config", config.to_str().unwrap(), "--run-dir", run]);
+    assert!(
+        stderr(&output).contains("rl.rollouts"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = train(&["--run-dir", run, "--resume"]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("config.toml"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = train(&["--preset", "smoke", "--print-config", "--run-dir", run]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let printed: toml::Table = toml::from_str(&stdout(&output)).unwrap();
+    assert_eq!(printed["model"]["init"].as_str(), Some("tiny"));
+}

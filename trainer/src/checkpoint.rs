@@ -1,0 +1,162 @@
+//! Checkpoints: a directory laid out as a Hugging Face Llama model —
+//! `config.json`, `model.safetensors` (f32, Hugging Face tensor names and
+//! layout) and `tokenizer.json` — so that Forge's fine-tuned models load in
+//! other tools and Hugging Face Llama checkpoints load in Forge.
+
+use crate::chat::PromptSettings;
+use crate::config::LlamaConfig;
+use crate::llama::{Llama, LoadError, WeightSource};
+use burn::tensor::backend::Backend;
+use forge_model::gguf::Gguf;
+use forge_model::quant::{GgmlType, dequantize};
+use forge_model::tokenizer::ModelTokenizer;
+use safetensors::{Dtype, SafeTensors};
+use std::path::{Path, PathBuf};
+
+pub const CONFIG: &str = "config.json";
+pub const WEIGHTS: &str = "model.safetensors";
+pub const TOKENIZER: &str = "tokenizer.json";
+pub const PROMPT: &str = "prompt.json";
+
+fn checkpoint_error(path: &Path, what: impl std::fmt::Display) -> LoadError {
+    LoadError::Checkpoint(format!("{}: {what}", path.display()))
+}
+
+/// Writes `model` and `tokenizer` into `dir` (created if needed). Each file
+/// is written beside its final name and renamed into place, so an
+/// interrupted save never leaves a half-written checkpoint file.
+pub fn save<B: Backend>(
+    dir: &Path,
+    model: &Llama<B>,
+    tokenizer: &ModelTokenizer,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let tensors = model.named_tensors();
+    let views = tensors
+        .iter()
+        .map(|(name, data)| {
+            let view =
+                safetensors::tensor::TensorView::new(Dtype::F32, data.shape.to_vec(), &data.bytes)?;
+            Ok((name.clone(), view))
+        })
+        .collect::<Result<Vec<_>, safetensors::SafeTensorError>>()?;
+    let weights = safetensors::serialize(views, Some([("format".into(), "pt".into())].into()))?;
+    let config = model
+        .config
+        .to_hf_json(tokenizer.bos, tokenizer.eos)
+        .to_string();
+    write_atomically(&dir.join(WEIGHTS), &weights)?;
+    write_atomically(&dir.join(CONFIG), config.as_bytes())?;
+    let staged = dir.join(format!("{TOKENIZER}.partial"));
+    tokenizer
+        .save_json(&staged)
+        .with_context(|| format!("writing {}", staged.display()))?;
+    std::fs::rename(&staged, dir.join(TOKENIZER))?;
+    Ok(())
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let staged = PathBuf::from(format!("{}.partial", path.display()));
+    std::fs::write(&staged, bytes).with_context(|| format!("writing {}", staged.display()))?;
+    std::fs::rename(&staged, path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// Records how the model in `dir` is prompted (see [`PromptSettings`]).
+pub fn save_prompt(dir: &Path, prompt: &PromptSettings) -> anyhow::Result<()> {
+    write_atomically(&dir.join(PROMPT), &serde_json::to_vec(prompt)?)
+}
+
+/// How the model at `path` was trained to be prompted: its checkpoint's
+/// `prompt.json`, or the defaults (a GGUF file, a checkpoint without one).
+pub fn load_prompt(path: &Path) -> anyhow::Result<PromptSettings> {
+    use anyhow::Context;
+    let file = path.join(PROMPT);
+    if !path.is_dir() || !file.exists() {
+        return Ok(PromptSettings::default());
+    }
+    let text =
+        std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", file.display()))
+}
+
+/// The tokenizer of a model file: a GGUF's metadata, or a checkpoint's
+/// `tokenizer.json` (with the special ids from its `config.json`).
+pub fn load_tokenizer(path: &Path) -> Result<ModelTokenizer, LoadError> {
+    if !path.is_dir() {
+        return ModelTokenizer::from_gguf(&Gguf::open(path)?)
+            .map_err(|err| checkpoint_error(path, err));
+    }
+    let config = read_config_json(path)?;
+    let id = |key: &str| config[key].as_u64().map(|id| id as u32);
+    ModelTokenizer::from_json_file(
+        &path.join(TOKENIZER),
+        id("bos_token_id"),
+        id("eos_token_id"),
+    )
+    .map_err(|err| checkpoint_error(path, err))
+}
+
+fn read_config_json(dir: &Path) -> Result<serde_json::Value, LoadError> {
+    let path = dir.join(CONFIG);
+    let text = std::fs::read_to_string(&path).map_err(|err| checkpoint_error(&path, err))?;
+    serde_json::from_str(&text).map_err(|err| checkpoint_error(&path, err))
+}
+
+/// The tensors of a checkpoint directory.
+pub struct SafetensorsSource {
+    path: PathBuf,
+    bytes: Vec<u8>,
+    config: LlamaConfig,
+}
+
+impl SafetensorsSource {
+    pub fn open(dir: &Path) -> Result<Self, LoadError> {
+        let config = serde_json::from_value(read_config_json(dir)?)
+            .map_err(|err| checkpoint_error(&dir.join(CONFIG), err))?;
+        let path = dir.join(WEIGHTS);
+        let bytes = std::fs::read(&path).map_err(|err| checkpoint_error(&path, err))?;
+        SafeTensors::deserialize(&bytes).map_err(|err| checkpoint_error(&path, err))?;
+        Ok(Self {
+            path,
+            bytes,
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &LlamaConfig {
+        &self.config
+    }
+}
+
+impl WeightSource for SafetensorsSource {
+    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, LoadError> {
+        let file = SafeTensors::deserialize(&self.bytes).expect("checked when opened");
+        let view = file
+            .tensor(name)
+            .map_err(|err| checkpoint_error(&self.path, err))?;
+        if view.shape() != shape {
+            return Err(LoadError::Shape {
+                name: name.to_owned(),
+                found: view.shape().iter().map(|&dim| dim as u64).collect(),
+                expected: shape.iter().map(|&dim| dim as u64).collect(),
+            });
+        }
+        let kind = match view.dtype() {
+            Dtype::F32 => GgmlType::F32,
+            Dtype::F16 => GgmlType::F16,
+            Dtype::BF16 => GgmlType::Bf16,
+            other => {
+                return Err(checkpoint_error(
+                    &self.path,
+                    format!("tensor `{name}` has dtype {other:?}; f32, f16 and bf16 are supported"),
+                ));
+            }
+        };
+        let elements = shape.iter().product();
+        dequantize(kind, view.data(), elements)
+            .ok_or_else(|| checkpoint_error(&self.path, format!("tensor `{name}` is truncated")))
+    }
+}

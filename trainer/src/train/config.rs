@@ -1,0 +1,366 @@
+//! Every hyper-parameter of a training run, in one TOML file with documented
+//! defaults (`forge train --print-config` shows them; the run directory keeps
+//! the one used).
+
+use crate::chat::{PromptSettings, ToolListing};
+use forge_rl::advantage::Scaling;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Everything random in the run (initial weights, task order, sampling,
+    /// the simulated users) derives from this.
+    pub seed: u64,
+    pub model: ModelSection,
+    pub tasks: TasksSection,
+    pub sft: SftSection,
+    pub rl: RlSection,
+    pub optim: OptimSection,
+    pub eval: EvalSection,
+    /// Save a checkpoint every this many steps (and at the end of each stage).
+    pub checkpoint_every: usize,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        Self {
+            seed: 0,
+            model: ModelSection::default(),
+            tasks: TasksSection::default(),
+            sft: SftSection::default(),
+            rl: RlSection::default(),
+            optim: OptimSection::default(),
+            eval: EvalSection::default(),
+            checkpoint_every: 50,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelSection {
+    /// `tiny` (a small random model with a byte-level tokenizer, for CPU
+    /// runs), a fetched model's name (`smollm2-135m`), a GGUF file or a
+    /// checkpoint directory.
+    pub init: String,
+    /// With `init = "tiny"`: its width, depth and heads.
+    pub tiny_hidden: usize,
+    pub tiny_layers: usize,
+    pub tiny_heads: usize,
+    pub tiny_kv_heads: usize,
+    /// The system prompt (`system`, empty for the default agent
+    /// instructions of each environment's service) and how it lists the
+    /// tools (`tools`: `schemas` or `compact`).
+    #[serde(flatten)]
+    pub prompt: PromptSettings,
+}
+
+impl Default for ModelSection {
+    fn default() -> Self {
+        Self {
+            init: "smollm2-135m".into(),
+            tiny_hidden: 64,
+            tiny_layers: 2,
+            tiny_heads: 4,
+            tiny_kv_heads: 2,
+            prompt: PromptSettings::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TasksSection {
+    /// The share of each environment's tasks held out for evaluation (never
+    /// trained on, not even by SFT), chosen by a seeded shuffle.
+    pub heldout_fraction: f64,
+    /// Most agent actions per episode.
+    pub max_turns: usize,
+}
+
+impl Default for TasksSection {
+    fn default() -> Self {
+        Self {
+            heldout_fraction: 0.25,
+            max_turns: 8,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SftSection {
+    /// Cold-start steps on gold trajectories of the training tasks (0: none).
+    pub steps: usize,
+    /// Assistant turns per step.
+    pub batch: usize,
+    pub lr: f64,
+}
+
+impl Default for SftSection {
+    fn default() -> Self {
+        Self {
+            steps: 100,
+            batch: 16,
+            lr: 1e-4,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RlSection {
+    /// ERPO steps (0: none).
+    pub steps: usize,
+    /// Tasks per step, after dynamic sampling.
+    pub tasks_per_step: usize,
+    /// Rollouts per task (the group).
+    pub rollouts: usize,
+    /// At most this many times `tasks_per_step` tasks are rolled out per
+    /// step while refilling the batch with informative tasks.
+    pub max_draw_factor: usize,
+    pub temperature: f32,
+    pub top_p: f32,
+    /// Most tokens per policy turn.
+    pub max_new_tokens: usize,
+    /// Which standard deviation scales advantages: `erpo` (pooled over the
+    /// environment), `grpo` (the task's group) or `batch`.
+    pub scaling: Scaling,
+    /// Added to the standard deviation.
+    pub eps: f64,
+    /// PPO clip range of the token ratio.
+    pub clip: f64,
+    /// Weight of the KL penalty to the policy at the start of RL (0: off;
+    /// then no reference model is kept).
+    pub kl: f64,
+    /// Gradient steps on each batch of rollouts (the ratio moves from 1
+    /// after the first, which is what the clip bounds).
+    pub updates_per_batch: usize,
+    /// Drop tasks whose valid rollouts all succeed or all fail, refilling
+    /// the batch from the queue.
+    pub dynamic_sampling: bool,
+    /// Drop rollouts in which the simulated user gave wrong or missing
+    /// information (MEU masking) from advantages and loss.
+    pub masking: bool,
+    /// Probability that the simulated user misstates or withholds a fact.
+    pub user_instability: f64,
+    pub lr: f64,
+}
+
+impl Default for RlSection {
+    fn default() -> Self {
+        Self {
+            steps: 100,
+            tasks_per_step: 32,
+            rollouts: 8,
+            max_draw_factor: 3,
+            temperature: 1.0,
+            top_p: 1.0,
+            max_new_tokens: 256,
+            scaling: Scaling::Erpo,
+            eps: 1e-6,
+            clip: 0.2,
+            kl: 0.0,
+            updates_per_batch: 2,
+            dynamic_sampling: true,
+            masking: true,
+            user_instability: 0.0,
+            lr: 1e-5,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OptimSection {
+    pub beta1: f32,
+    pub beta2: f32,
+    pub weight_decay: f32,
+    /// Each parameter's gradient is scaled to at most this L2 norm (0: off).
+    pub grad_clip: f32,
+    /// Linear warm-up steps at the start of each stage.
+    pub warmup_steps: usize,
+    /// After warm-up: `constant`, or `cosine` decay to `min_lr_ratio` × lr
+    /// at the end of the stage.
+    pub schedule: Schedule,
+    pub min_lr_ratio: f64,
+    /// Sequences per forward/backward pass; gradients accumulate over the
+    /// micro-batches of a step (lower it to fit memory).
+    pub micro_batch: usize,
+}
+
+impl Default for OptimSection {
+    fn default() -> Self {
+        Self {
+            beta1: 0.9,
+            beta2: 0.999,
+            weight_decay: 0.0,
+            grad_clip: 1.0,
+            warmup_steps: 5,
+            schedule: Schedule::Cosine,
+            min_lr_ratio: 0.1,
+            micro_batch: 8,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Schedule {
+    Constant,
+    Cosine,
+}
+
+impl OptimSection {
+    /// The learning rate at `step` of a stage of `steps` steps at peak `lr`.
+    pub fn lr_at(&self, lr: f64, step: usize, steps: usize) -> f64 {
+        if step < self.warmup_steps {
+            return lr * (step + 1) as f64 / self.warmup_steps as f64;
+        }
+        match self.schedule {
+            Schedule::Constant => lr,
+            Schedule::Cosine => {
+                let span = steps.saturating_sub(self.warmup_steps).max(1) as f64;
+                let progress = ((step - self.warmup_steps) as f64 / span).min(1.0);
+                let floor = lr * self.min_lr_ratio;
+                floor + (lr - floor) * 0.5 * (1.0 + (std::f64::consts::PI * progress).cos())
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EvalSection {
+    /// Evaluate on the held-out tasks every this many steps of each stage
+    /// (0: only before training, after SFT and at the end).
+    pub every: usize,
+    /// Most tokens per policy turn (decoding is greedy).
+    pub max_new_tokens: usize,
+}
+
+impl Default for EvalSection {
+    fn default() -> Self {
+        Self {
+            every: 25,
+            max_new_tokens: 256,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// The CPU smoke run: the tiny model, short prompts, minutes on two cores.
+    pub fn smoke() -> Self {
+        Self {
+            model: ModelSection {
+                init: "tiny".into(),
+                prompt: PromptSettings {
+                    system: "Lamp switchboard agent.".into(),
+                    tools: ToolListing::Compact,
+                },
+                ..ModelSection::default()
+            },
+            tasks: TasksSection {
+                heldout_fraction: 0.25,
+                max_turns: 4,
+            },
+            sft: SftSection {
+                steps: 150,
+                batch: 16,
+                lr: 3e-3,
+            },
+            rl: RlSection {
+                steps: 10,
+                tasks_per_step: 4,
+                rollouts: 8,
+                max_new_tokens: 64,
+                lr: 5e-4,
+                ..RlSection::default()
+            },
+            eval: EvalSection {
+                every: 50,
+                max_new_tokens: 64,
+            },
+            checkpoint_every: 50,
+            ..Self::default()
+        }
+    }
+
+    /// Refuses settings that cannot run, naming the key.
+    pub fn validate(&self) -> Result<(), String> {
+        let checks: [(bool, &str); 10] = [
+            (
+                self.optim.micro_batch > 0,
+                "optim.micro_batch must be positive",
+            ),
+            (
+                (0.0..1.0).contains(&self.tasks.heldout_fraction),
+                "tasks.heldout_fraction must be in [0, 1)",
+            ),
+            (self.tasks.max_turns > 0, "tasks.max_turns must be positive"),
+            (
+                self.sft.steps == 0 || self.sft.batch > 0,
+                "sft.batch must be positive",
+            ),
+            (
+                self.rl.steps == 0 || (self.rl.tasks_per_step > 0 && self.rl.rollouts > 1),
+                "rl.tasks_per_step must be positive and rl.rollouts at least 2",
+            ),
+            (
+                self.rl.max_draw_factor > 0,
+                "rl.max_draw_factor must be positive",
+            ),
+            (
+                self.rl.temperature > 0.0,
+                "rl.temperature must be positive (rollouts are sampled)",
+            ),
+            (
+                self.rl.top_p > 0.0 && self.rl.top_p <= 1.0,
+                "rl.top_p must be in (0, 1]",
+            ),
+            (
+                (0.0..=1.0).contains(&self.rl.user_instability),
+                "rl.user_instability must be in [0, 1]",
+            ),
+            (
+                self.rl.updates_per_batch > 0,
+                "rl.updates_per_batch must be positive",
+            ),
+        ];
+        match checks.iter().find(|(ok, _)| !ok) {
+            Some((_, message)) => Err((*message).to_owned()),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warmup_then_cosine_to_the_floor() {
+        let optim = OptimSection {
+            warmup_steps: 2,
+            ..OptimSection::default()
+        };
+        assert_eq!(optim.lr_at(1.0, 0, 12), 0.5);
+        assert_eq!(optim.lr_at(1.0, 1, 12), 1.0);
+        assert!((optim.lr_at(1.0, 2, 12) - 1.0).abs() < 1e-12);
+        assert!((optim.lr_at(1.0, 12, 12) - 0.1).abs() < 1e-12);
+        assert!(optim.lr_at(1.0, 7, 12) < 1.0 && optim.lr_at(1.0, 7, 12) > 0.1);
+    }
+
+    #[test]
+    fn the_config_round_trips_through_toml_and_rejects_unknown_keys() {
+        let config = TrainConfig::smoke();
+        let text = toml::to_string(&config).unwrap();
+        assert_eq!(toml::from_str::<TrainConfig>(&text).unwrap(), config);
+        let err = toml::from_str::<TrainConfig>("[rl]\nclipp = 0.3\n").unwrap_err();
+        assert!(err.to_string().contains("clipp"), "{err}");
+        let partial: TrainConfig = toml::from_str("[rl]\nclip = 0.3\n").unwrap();
+        assert_eq!(partial.rl.clip, 0.3);
+        assert_eq!(partial.rl.rollouts, RlSection::default().rollouts);
+    }
+}

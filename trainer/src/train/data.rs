@@ -1,0 +1,139 @@
+//! The tasks a run works on: each environment's split into training and
+//! held-out tasks, the seeded order in which RL draws training tasks, and the
+//! cold-start SFT data rendered from the training tasks' gold episodes.
+
+use crate::chat::{IM_END, PromptStyle, assistant_text, render};
+use crate::train::objective::{Sequence, Turn};
+use anyhow::{Context, Result};
+use forge_model::tokenizer::ModelTokenizer;
+use forge_runtime::episode::{EpisodeSettings, run_episode};
+use forge_runtime::policy::{GoldPolicy, ScriptedUser};
+use forge_runtime::trajectory::Role;
+use forge_runtime::{Environment, PreparedTask};
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
+use sha2::{Digest, Sha256};
+
+/// An environment and how the run uses it.
+pub struct Workload<'a> {
+    pub env: &'a Environment,
+    pub style: PromptStyle,
+    /// Indices into the environment's tasks.
+    pub train: Vec<usize>,
+    pub heldout: Vec<usize>,
+}
+
+impl<'a> Workload<'a> {
+    /// Splits `env`'s tasks: a seeded shuffle (by environment name, so adding
+    /// an environment does not reshuffle the others), the first
+    /// `heldout_fraction` held out — at least one when the fraction is
+    /// positive and there are two tasks or more.
+    pub fn split(
+        env: &'a Environment,
+        style: PromptStyle,
+        heldout_fraction: f64,
+        seed: u64,
+    ) -> Self {
+        let mut order: Vec<usize> = (0..env.tasks().len()).collect();
+        order.shuffle(&mut ChaCha8Rng::seed_from_u64(
+            seed ^ stable_hash(env.name()),
+        ));
+        let mut heldout = (heldout_fraction * order.len() as f64).round() as usize;
+        if heldout_fraction > 0.0 && order.len() >= 2 {
+            heldout = heldout.clamp(1, order.len() - 1);
+        }
+        let train = order.split_off(heldout);
+        Self {
+            env,
+            style,
+            train,
+            heldout: order,
+        }
+    }
+
+    pub fn task(&self, index: usize) -> &'a PreparedTask {
+        &self.env.tasks()[index]
+    }
+}
+
+/// A stable 64-bit hash of `text` (not `std`'s, which may change between releases).
+pub fn stable_hash(text: &str) -> u64 {
+    let digest = Sha256::digest(text.as_bytes());
+    u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"))
+}
+
+/// The order in which RL draws training tasks: every training task of every
+/// environment once per epoch, each epoch in its own seeded order.
+pub struct TaskQueue {
+    tasks: Vec<(usize, usize)>,
+    seed: u64,
+}
+
+impl TaskQueue {
+    pub fn new(workloads: &[Workload<'_>], seed: u64) -> Self {
+        let tasks = workloads
+            .iter()
+            .enumerate()
+            .flat_map(|(env, workload)| workload.train.iter().map(move |&task| (env, task)))
+            .collect();
+        Self { tasks, seed }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
+    /// The `position`-th draw: (workload index, task index).
+    pub fn at(&self, position: usize) -> (usize, usize) {
+        let len = self.tasks.len();
+        self.tasks[permutation(len, self.seed, position / len)[position % len]]
+    }
+}
+
+/// The seeded order of `len` items in pass `epoch` over them.
+pub fn permutation(len: usize, seed: u64, epoch: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..len).collect();
+    order.shuffle(&mut ChaCha8Rng::seed_from_u64(
+        seed ^ (epoch as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+    ));
+    order
+}
+
+/// The gold episode of every training task, as token sequences whose
+/// trained spans are the assistant's turns (each followed by [`IM_END`]).
+pub fn sft_sequences(
+    workloads: &[Workload<'_>],
+    tokenizer: &ModelTokenizer,
+    max_turns: usize,
+) -> Result<Vec<Sequence>> {
+    let mut sequences = Vec::new();
+    for workload in workloads {
+        let tools = workload.env.component().tools();
+        for &index in &workload.train {
+            let task = workload.task(index);
+            let mut policy = GoldPolicy::new(&task.task);
+            let mut user = ScriptedUser::new(&task.task.instruction);
+            let settings = EpisodeSettings { max_turns, seed: 0 };
+            let record = run_episode(workload.env, task, "gold", &mut policy, &mut user, settings)
+                .with_context(|| format!("gold episode of task `{}`", task.task.id))?;
+            let mut turns = Vec::new();
+            for (at, message) in record.messages.iter().enumerate() {
+                if message.role != Role::Assistant {
+                    continue;
+                }
+                let prompt =
+                    tokenizer.encode(&render(&workload.style, tools, &record.messages[..at]))?;
+                let completion =
+                    tokenizer.encode(&format!("{}{IM_END}", assistant_text(message)))?;
+                turns.push(Turn {
+                    logprobs: vec![0.0; completion.len()],
+                    prompt,
+                    completion,
+                });
+            }
+            sequences.extend(Sequence::from_turns(&turns));
+        }
+    }
+    Ok(sequences)
+}

@@ -1,0 +1,726 @@
+//! `forge train`: cold-start SFT on gold episodes, then ERPO on rollouts of
+//! the policy in the sandboxed environments, with held-out evaluation,
+//! metrics, checkpoints and exact resume.
+//!
+//! A run directory holds `metrics.jsonl` (a line per step and per
+//! evaluation), `checkpoints/step-NNNNNN/` (model as safetensors, optimizer
+//! state, the position in the run) with `checkpoints/latest` naming the
+//! newest, `episodes/eval-step-NNNNNN.jsonl` (each evaluation's episodes)
+//! and `final/` (the trained model, loadable by `--policy model`).
+//! Everything random derives from the config's seed and the step, so a run
+//! resumed from a checkpoint continues exactly as if never interrupted.
+
+pub mod config;
+pub mod data;
+pub mod objective;
+pub mod rollout;
+
+use crate::checkpoint;
+use crate::config::LlamaConfig;
+use crate::llama::Llama;
+use crate::sampling::Sampling;
+use crate::{Cpu, CpuModel};
+use anyhow::{Context, Result, bail};
+use burn::backend::Autodiff;
+use burn::module::AutodiffModule;
+use burn::optim::adaptor::OptimizerAdaptor;
+use burn::optim::{AdamW, AdamWConfig, GradientsParams, Optimizer};
+use burn::record::{BinFileRecorder, FullPrecisionSettings, Recorder};
+use config::TrainConfig;
+use data::{TaskQueue, Workload};
+use forge_model::tokenizer::ModelTokenizer;
+use forge_rl::advantage::{self, Rollout as Scorable};
+use forge_runtime::Environment;
+use forge_runtime::episode_seed;
+use forge_runtime::trajectory::TrajectoryWriter;
+use objective::{LossStats, Scored, Sequence, Surrogate};
+use rollout::{Play, Rollout};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The training backend: autodiff over the CPU backend.
+pub type CpuTrain = Autodiff<Cpu>;
+type Model = Llama<CpuTrain>;
+type AdamOptimizer = OptimizerAdaptor<AdamW, Model, CpuTrain>;
+
+/// The stages of a run, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    Sft,
+    Rl,
+}
+
+/// One line of `metrics.jsonl`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    /// `sft`, `rl` or `eval`.
+    pub kind: String,
+    /// Steps done so far in the run (SFT and RL together).
+    pub step: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lr: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss: Option<f64>,
+    /// Trained tokens in the step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<usize>,
+    /// Trained tokens per second of the step's optimisation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub train_tokens_per_s: Option<f64>,
+    /// RL: mean reward and success share over every rollout of the step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reward: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub success: Option<f64>,
+    /// RL: share of rollouts masked out (user misinformation).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub masked_share: Option<f64>,
+    /// RL: tasks rolled out, and those kept by dynamic sampling.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks_drawn: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks_kept: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advantage_mean: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advantage_std: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clipped_share: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kl: Option<f64>,
+    /// RL: the mean negative log-prob of the sampled tokens, an unbiased
+    /// estimate of the policy's entropy at the sampling temperature.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entropy: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout_tokens_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub episodes_per_s: Option<f64>,
+    /// Eval: success share on the held-out tasks (greedy decoding).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heldout_success: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+}
+
+/// What a run reports as it goes.
+pub trait Observer {
+    /// A step or an evaluation finished (its line is already in `metrics.jsonl`).
+    fn metrics(&mut self, metrics: &Metrics, total_steps: usize);
+    /// A checkpoint was written.
+    fn checkpoint(&mut self, _dir: &Path) {}
+}
+
+/// Where a run stands, saved with each checkpoint.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Position {
+    /// Steps done (SFT then RL).
+    step: usize,
+    /// RL task draws done.
+    drawn: usize,
+}
+
+/// The result of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    /// Steps done, of `total_steps`; the run is `complete` when they agree.
+    pub steps: usize,
+    pub total_steps: usize,
+    pub complete: bool,
+    pub heldout_tasks: usize,
+    pub heldout_success_before: f64,
+    /// After the SFT stage (absent without one).
+    pub heldout_success_after_sft: Option<f64>,
+    /// At the latest evaluation (the end of a complete run).
+    pub heldout_success_after: f64,
+    /// The trained model (a complete run's).
+    pub final_model: Option<PathBuf>,
+    pub seconds: f64,
+}
+
+/// A training run on the CPU backend.
+pub struct Trainer<'a> {
+    config: TrainConfig,
+    dir: PathBuf,
+    workloads: Vec<Workload<'a>>,
+    queue: TaskQueue,
+    tokenizer: ModelTokenizer,
+    model: Model,
+    optimizer: AdamOptimizer,
+    /// The policy at the start of RL, for the KL penalty.
+    reference: Option<CpuModel>,
+    position: Position,
+}
+
+const METRICS: &str = "metrics.jsonl";
+const CHECKPOINTS: &str = "checkpoints";
+const LATEST: &str = "latest";
+const OPTIMIZER: &str = "optimizer";
+const POSITION: &str = "position.json";
+const REFERENCE: &str = "reference";
+const EPISODES: &str = "episodes";
+
+impl<'a> Trainer<'a> {
+    /// A fresh run in `dir` (which must hold no earlier run), or — with
+    /// `resume` — the continuation of the run there from its latest checkpoint.
+    /// `init` is the model to start from: `None` for the tiny random model.
+    pub fn new(
+        config: TrainConfig,
+        dir: &Path,
+        envs: &'a [Environment],
+        init: Option<&Path>,
+        resume: bool,
+    ) -> Result<Self> {
+        config
+            .validate()
+            .map_err(|message| anyhow::anyhow!("invalid training config: {message}"))?;
+        let device = Default::default();
+        let latest = read_latest(dir)?;
+        let (model, tokenizer, position) = match (&latest, resume) {
+            (Some(checkpoint), true) => {
+                let model = Llama::load(checkpoint, &device)
+                    .with_context(|| format!("loading {}", checkpoint.display()))?;
+                let tokenizer = checkpoint::load_tokenizer(checkpoint)?;
+                let position: Position = read_json(&checkpoint.join(POSITION))?;
+                (model, tokenizer, position)
+            }
+            (None, true) => bail!("{} holds no checkpoint to resume from", dir.display()),
+            (Some(_), false) => bail!(
+                "{} already holds a run: pass --resume to continue it, or choose another directory",
+                dir.display()
+            ),
+            (None, false) => {
+                let (model, tokenizer) = match init {
+                    Some(path) => (
+                        Llama::load(path, &device)
+                            .with_context(|| format!("loading {}", path.display()))?,
+                        checkpoint::load_tokenizer(path)?,
+                    ),
+                    None => {
+                        let tokenizer = ModelTokenizer::byte_level();
+                        let model = &config.model;
+                        let tiny = LlamaConfig {
+                            hidden: model.tiny_hidden,
+                            layers: model.tiny_layers,
+                            heads: model.tiny_heads,
+                            kv_heads: model.tiny_kv_heads,
+                            ffn: model.tiny_hidden * 3,
+                            ..LlamaConfig::tiny(tokenizer.tokenizer.get_vocab_size(true))
+                        };
+                        (Llama::init(tiny, config.seed, &device), tokenizer)
+                    }
+                };
+                (model, tokenizer, Position::default())
+            }
+        };
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        anyhow::ensure!(
+            tokenizer.token_id(crate::chat::IM_END).is_some(),
+            "the model's tokenizer has no `<|im_end|>`: only ChatML models can be trained"
+        );
+        let workloads: Vec<Workload<'a>> = envs
+            .iter()
+            .map(|env| {
+                let style = config
+                    .model
+                    .prompt
+                    .style(&env.bundle().manifest.description);
+                Workload::split(env, style, config.tasks.heldout_fraction, config.seed)
+            })
+            .collect();
+        let queue = TaskQueue::new(&workloads, config.seed);
+        if config.rl.steps > 0 && queue.is_empty() {
+            bail!("no training tasks: every task is held out");
+        }
+        let mut trainer = Self {
+            optimizer: optimizer(&config),
+            config,
+            dir: dir.to_owned(),
+            workloads,
+            queue,
+            tokenizer,
+            model,
+            reference: None,
+            position,
+        };
+        if let Some(checkpoint) = latest.filter(|_| resume) {
+            trainer.restore(&checkpoint)?;
+        }
+        Ok(trainer)
+    }
+
+    pub fn total_steps(&self) -> usize {
+        self.config.sft.steps + self.config.rl.steps
+    }
+
+    pub fn heldout_tasks(&self) -> usize {
+        self.workloads.iter().map(|w| w.heldout.len()).sum()
+    }
+
+    /// Runs the remaining steps — at most `max_steps` of them, then a
+    /// checkpoint to resume from — evaluating and checkpointing as configured.
+    pub fn run(
+        &mut self,
+        observer: &mut dyn Observer,
+        max_steps: Option<usize>,
+    ) -> Result<Summary> {
+        let started = Instant::now();
+        let stop_at = max_steps.map(|steps| self.position.step + steps);
+        let sft_steps = self.config.sft.steps;
+        let total = self.total_steps();
+        if self.position.step == 0 {
+            self.evaluate(observer)?;
+        }
+        let sft_data = if self.position.step < sft_steps {
+            data::sft_sequences(
+                &self.workloads,
+                &self.tokenizer,
+                self.config.tasks.max_turns,
+            )?
+        } else {
+            Vec::new()
+        };
+        while self.position.step < total {
+            if stop_at == Some(self.position.step) {
+                self.save_checkpoint(observer)?;
+                break;
+            }
+            let step = self.position.step;
+            let stage = if step < sft_steps {
+                Stage::Sft
+            } else {
+                Stage::Rl
+            };
+            if step == sft_steps && stage == Stage::Rl {
+                self.start_rl()?;
+            }
+            let metrics = match stage {
+                Stage::Sft => self.sft_step(&sft_data, step)?,
+                Stage::Rl => self.rl_step(step - sft_steps)?,
+            };
+            self.position.step += 1;
+            self.record(&metrics, observer)?;
+            let done = self.position.step;
+            let stage_end = done == sft_steps || done == total;
+            let stage_step = match stage {
+                Stage::Sft => done,
+                Stage::Rl => done - sft_steps,
+            };
+            if stage_end || every(stage_step, self.config.eval.every) {
+                self.evaluate(observer)?;
+            }
+            if stage_end || every(done, self.config.checkpoint_every) {
+                self.save_checkpoint(observer)?;
+            }
+        }
+        let complete = self.position.step == total;
+        let final_model = self.dir.join("final");
+        if complete {
+            self.save_model(&final_model)?;
+        }
+        let evals = read_metrics(&self.dir.join(METRICS))?
+            .into_iter()
+            .filter(|metrics| metrics.kind == "eval")
+            .collect::<Vec<_>>();
+        let success_at = |step: usize| {
+            evals
+                .iter()
+                .rev()
+                .find(|metrics| metrics.step == step)
+                .and_then(|metrics| metrics.heldout_success)
+        };
+        let latest = evals.last().and_then(|metrics| metrics.heldout_success);
+        Ok(Summary {
+            steps: self.position.step,
+            total_steps: total,
+            complete,
+            heldout_tasks: self.heldout_tasks(),
+            heldout_success_before: success_at(0).unwrap_or_default(),
+            heldout_success_after_sft: (sft_steps > 0).then(|| success_at(sft_steps)).flatten(),
+            heldout_success_after: latest.unwrap_or_default(),
+            final_model: complete.then_some(final_model),
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    fn sft_step(&mut self, data: &[Sequence], step: usize) -> Result<Metrics> {
+        anyhow::ensure!(!data.is_empty(), "no gold episodes to fine-tune on");
+        let started = Instant::now();
+        let batch = self.config.sft.batch;
+        // A seeded pass over the data per epoch, `batch` sequences a step.
+        let per_epoch = data.len();
+        let sequences: Vec<Sequence> = (step * batch..(step + 1) * batch)
+            .map(|position| {
+                let epoch = position / per_epoch;
+                let order = data::permutation(per_epoch, self.config.seed, epoch);
+                data[order[position % per_epoch]].clone()
+            })
+            .collect();
+        let lr = self
+            .config
+            .optim
+            .lr_at(self.config.sft.lr, step, self.config.sft.steps);
+        let (grads, stats) =
+            objective::sft_gradients(&self.model, &sequences, self.config.optim.micro_batch);
+        self.apply(lr, grads);
+        let seconds = started.elapsed().as_secs_f64();
+        Ok(Metrics {
+            kind: "sft".into(),
+            step: step + 1,
+            lr: Some(lr),
+            loss: Some(stats.loss),
+            tokens: Some(stats.tokens),
+            train_tokens_per_s: Some(stats.tokens as f64 / seconds),
+            seconds: Some(seconds),
+            ..Metrics::default()
+        })
+    }
+
+    fn start_rl(&mut self) -> Result<()> {
+        self.optimizer = optimizer(&self.config);
+        if self.config.rl.kl > 0.0 {
+            let dir = self.dir.join(REFERENCE);
+            checkpoint::save(&dir, &self.model.valid(), &self.tokenizer)?;
+            self.reference = Some(crate::load_cpu(&dir)?);
+        }
+        Ok(())
+    }
+
+    fn rl_step(&mut self, rl_step: usize) -> Result<Metrics> {
+        let config = self.config.rl.clone();
+        let step = self.position.step;
+        let policy = self.model.valid();
+        let rollout_started = Instant::now();
+        let play = Play {
+            model: &policy,
+            tokenizer: &self.tokenizer,
+            style: &self.workloads[0].style,
+            sampling: Sampling {
+                temperature: config.temperature,
+                top_p: config.top_p,
+                max_tokens: config.max_new_tokens,
+                seed: 0,
+            },
+            max_turns: self.config.tasks.max_turns,
+            user_instability: config.user_instability,
+            judge: config.masking,
+        };
+        let mut groups: Vec<(usize, usize, Vec<Rollout>)> = Vec::new();
+        let (mut drawn, mut all) = (0usize, Vec::<(f64, bool)>::new());
+        let (mut sampled_tokens, mut sampled_nll) = (0usize, 0f64);
+        while groups.len() < config.tasks_per_step
+            && drawn < config.tasks_per_step * config.max_draw_factor
+        {
+            let (env, task) = self.queue.at(self.position.drawn);
+            self.position.drawn += 1;
+            drawn += 1;
+            let workload = &self.workloads[env];
+            let prepared = workload.task(task);
+            let play = Play {
+                style: &workload.style,
+                ..play.clone()
+            };
+            let run_seed = self.config.seed ^ (step as u64).wrapping_mul(0x2545_f491_4f6c_dd1d);
+            let mut group = Vec::with_capacity(config.rollouts);
+            for trial in 0..config.rollouts {
+                let seed = episode_seed(run_seed, &prepared.task.id, trial as u64);
+                group.push(play.episode(workload.env, prepared, seed)?);
+            }
+            for rollout in &group {
+                all.push((rollout.reward(), rollout.masked));
+                sampled_tokens += rollout.sampled_tokens();
+                sampled_nll -= rollout
+                    .turns
+                    .iter()
+                    .flat_map(|turn| &turn.logprobs)
+                    .map(|&logprob| f64::from(logprob))
+                    .sum::<f64>();
+            }
+            let scorable = scorable(env, task, &group);
+            let informative = !forge_rl::sampling::informative_tasks(&scorable).is_empty();
+            if informative || !config.dynamic_sampling {
+                groups.push((env, task, group));
+            }
+        }
+        let rollout_seconds = rollout_started.elapsed().as_secs_f64();
+        let scorable: Vec<Scorable> = groups
+            .iter()
+            .flat_map(|(env, task, group)| scorable(*env, *task, group))
+            .collect();
+        let advantages = advantage::advantages(&scorable, config.scaling, config.eps);
+        let mut batch = Vec::new();
+        for ((_, _, group), rollout_advantages) in
+            groups.iter().zip(advantages.chunks(config.rollouts))
+        {
+            for (rollout, advantage) in group.iter().zip(rollout_advantages) {
+                for sequence in Sequence::from_turns(&rollout.turns) {
+                    let reference = match (&self.reference, advantage) {
+                        (Some(reference), Some(_)) => Some(
+                            sequence
+                                .logprobs(reference, config.temperature)
+                                .into_data()
+                                .to_vec::<f32>()
+                                .expect("f32 log-probs"),
+                        ),
+                        _ => None,
+                    };
+                    batch.push(Scored {
+                        sequence,
+                        advantage: *advantage,
+                        reference,
+                    });
+                }
+            }
+        }
+        let valid_advantages: Vec<f64> = advantages.iter().flatten().copied().collect();
+        let lr = self.config.optim.lr_at(config.lr, rl_step, config.steps);
+        let train_started = Instant::now();
+        let mut stats = LossStats::default();
+        if valid_advantages.iter().any(|advantage| *advantage != 0.0) {
+            for update in 0..config.updates_per_batch {
+                let (grads, pass) = objective::surrogate_gradients(
+                    &self.model,
+                    &batch,
+                    Surrogate {
+                        clip: config.clip,
+                        kl: config.kl,
+                        temperature: config.temperature,
+                    },
+                    self.config.optim.micro_batch,
+                );
+                self.apply(lr, grads);
+                if update == 0 {
+                    stats = pass;
+                } else {
+                    stats.tokens += pass.tokens;
+                    stats.clipped = pass.clipped;
+                }
+            }
+        }
+        let train_seconds = train_started.elapsed().as_secs_f64();
+        let rollouts = all.len().max(1) as f64;
+        let (mean, std) = mean_std(&valid_advantages);
+        Ok(Metrics {
+            kind: "rl".into(),
+            step: step + 1,
+            lr: Some(lr),
+            loss: Some(stats.loss),
+            tokens: Some(stats.tokens),
+            train_tokens_per_s: Some(stats.tokens as f64 / train_seconds.max(1e-9)),
+            reward: Some(all.iter().map(|(reward, _)| reward).sum::<f64>() / rollouts),
+            success: Some(
+                all.iter().filter(|(reward, _)| *reward >= 1.0).count() as f64 / rollouts,
+            ),
+            masked_share: Some(all.iter().filter(|(_, masked)| *masked).count() as f64 / rollouts),
+            tasks_drawn: Some(drawn),
+            tasks_kept: Some(groups.len()),
+            advantage_mean: Some(mean),
+            advantage_std: Some(std),
+            clipped_share: Some(stats.clipped),
+            kl: (config.kl > 0.0).then_some(stats.kl),
+            entropy: Some(sampled_nll / sampled_tokens.max(1) as f64),
+            rollout_tokens_per_s: Some(sampled_tokens as f64 / rollout_seconds.max(1e-9)),
+            episodes_per_s: Some(all.len() as f64 / rollout_seconds.max(1e-9)),
+            seconds: Some(rollout_seconds + train_seconds),
+            ..Metrics::default()
+        })
+    }
+
+    fn apply(&mut self, lr: f64, grads: GradientsParams) {
+        // Cloning a module shares its tensors; the step returns the updated one.
+        self.model = self.optimizer.step(lr, self.model.clone(), grads);
+    }
+
+    /// Greedy episodes of every held-out task; logs the success share.
+    fn evaluate(&mut self, observer: &mut dyn Observer) -> Result<f64> {
+        let started = Instant::now();
+        let policy = self.model.valid();
+        let (mut successes, mut episodes, mut records) = (0usize, 0usize, Vec::new());
+        for workload in &self.workloads {
+            let play = Play {
+                model: &policy,
+                tokenizer: &self.tokenizer,
+                style: &workload.style,
+                sampling: Sampling {
+                    max_tokens: self.config.eval.max_new_tokens,
+                    ..Sampling::greedy()
+                },
+                max_turns: self.config.tasks.max_turns,
+                user_instability: 0.0,
+                judge: false,
+            };
+            for &task in &workload.heldout {
+                let rollout = play.episode(workload.env, workload.task(task), self.config.seed)?;
+                successes += usize::from(rollout.reward() >= 1.0);
+                episodes += 1;
+                records.push(rollout.record);
+            }
+        }
+        // The episodes themselves, for reading what the policy does (and
+        // `forge replay`): one file per evaluation.
+        let dir = self.dir.join(EPISODES);
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(format!("eval-step-{:06}.jsonl", self.position.step));
+        let _ = std::fs::remove_file(&path);
+        let mut writer = TrajectoryWriter::create(&path)?;
+        for record in &records {
+            writer.write(record)?;
+        }
+        let success = successes as f64 / episodes.max(1) as f64;
+        let metrics = Metrics {
+            kind: "eval".into(),
+            step: self.position.step,
+            heldout_success: Some(success),
+            seconds: Some(started.elapsed().as_secs_f64()),
+            ..Metrics::default()
+        };
+        self.record(&metrics, observer)?;
+        Ok(success)
+    }
+
+    fn record(&self, metrics: &Metrics, observer: &mut dyn Observer) -> Result<()> {
+        let path = self.dir.join(METRICS);
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        writeln!(file, "{}", serde_json::to_string(metrics)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        observer.metrics(metrics, self.total_steps());
+        Ok(())
+    }
+
+    /// The model, its tokenizer and how it is prompted, loadable by `--policy model`.
+    fn save_model(&self, dir: &Path) -> Result<()> {
+        checkpoint::save(dir, &self.model.valid(), &self.tokenizer)?;
+        checkpoint::save_prompt(dir, &self.config.model.prompt)
+    }
+
+    fn save_checkpoint(&self, observer: &mut dyn Observer) -> Result<()> {
+        let name = format!("step-{:06}", self.position.step);
+        let dir = self.dir.join(CHECKPOINTS).join(&name);
+        self.save_model(&dir)?;
+        BinFileRecorder::<FullPrecisionSettings>::new()
+            .record(self.optimizer.to_record(), dir.join(OPTIMIZER))
+            .map_err(|err| anyhow::anyhow!("writing the optimizer state: {err}"))?;
+        std::fs::write(dir.join(POSITION), serde_json::to_vec(&self.position)?)?;
+        // Only now does the checkpoint become the one to resume from.
+        let latest = self.dir.join(CHECKPOINTS).join(LATEST);
+        let staged = self.dir.join(CHECKPOINTS).join(format!("{LATEST}.partial"));
+        std::fs::write(&staged, &name)?;
+        std::fs::rename(&staged, &latest)?;
+        observer.checkpoint(&dir);
+        Ok(())
+    }
+
+    /// Puts back what a checkpoint holds beyond the weights: the optimizer
+    /// state, the reference policy, and the metrics up to it.
+    fn restore(&mut self, checkpoint: &Path) -> Result<()> {
+        let device = Default::default();
+        let sft_steps = self.config.sft.steps;
+        // At a stage boundary the next stage starts with a fresh optimizer.
+        if self.position.step != sft_steps || sft_steps == 0 {
+            let record = BinFileRecorder::<FullPrecisionSettings>::new()
+                .load(checkpoint.join(OPTIMIZER), &device)
+                .map_err(|err| anyhow::anyhow!("reading the optimizer state: {err}"))?;
+            self.optimizer =
+                std::mem::replace(&mut self.optimizer, optimizer(&self.config)).load_record(record);
+        }
+        if self.position.step > sft_steps && self.config.rl.kl > 0.0 {
+            self.reference = Some(crate::load_cpu(&self.dir.join(REFERENCE))?);
+        }
+        // Metrics past the checkpoint are re-made by the resumed run.
+        let path = self.dir.join(METRICS);
+        let kept: Vec<Metrics> = read_metrics(&path)?
+            .into_iter()
+            .filter(|metrics| metrics.step <= self.position.step)
+            .collect();
+        let mut text = String::new();
+        for metrics in kept {
+            text.push_str(&serde_json::to_string(&metrics)?);
+            text.push('\n');
+        }
+        std::fs::write(&path, text)?;
+        Ok(())
+    }
+}
+
+fn optimizer(config: &TrainConfig) -> AdamOptimizer {
+    let optim = &config.optim;
+    let mut adam = AdamWConfig::new()
+        .with_beta_1(optim.beta1)
+        .with_beta_2(optim.beta2)
+        .with_weight_decay(optim.weight_decay);
+    if optim.grad_clip > 0.0 {
+        adam = adam.with_grad_clipping(Some(burn::grad_clipping::GradientClippingConfig::Norm(
+            optim.grad_clip,
+        )));
+    }
+    adam.init()
+}
+
+/// `step` is a multiple of a positive `period` (0 means never).
+fn every(step: usize, period: usize) -> bool {
+    period > 0 && step.is_multiple_of(period)
+}
+
+fn scorable(env: usize, task: usize, group: &[Rollout]) -> Vec<Scorable> {
+    group
+        .iter()
+        .map(|rollout| Scorable {
+            environment: env.to_string(),
+            task: task.to_string(),
+            reward: rollout.reward(),
+            masked: rollout.masked,
+        })
+        .collect()
+}
+
+fn mean_std(values: &[f64]) -> (f64, f64) {
+    let n = values.len().max(1) as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+    (mean, var.sqrt())
+}
+
+fn read_latest(dir: &Path) -> Result<Option<PathBuf>> {
+    let latest = dir.join(CHECKPOINTS).join(LATEST);
+    if !latest.exists() {
+        return Ok(None);
+    }
+    let name = std::fs::read_to_string(&latest)
+        .with_context(|| format!("reading {}", latest.display()))?;
+    Ok(Some(dir.join(CHECKPOINTS).join(name.trim())))
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// The lines of a run's `metrics.jsonl` (none if it does not exist yet).
+pub fn read_metrics(path: &Path) -> Result<Vec<Metrics>> {
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(index, line)| {
+            serde_json::from_str(line).with_context(|| {
+                format!(
+                    "{} line {}: not a metrics record",
+                    path.display(),
+                    index + 1
+                )
+            })
+        })
+        .collect()
+}
