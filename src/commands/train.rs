@@ -8,7 +8,7 @@ use forge_synth::SynthConfig;
 use forge_synth::compile::Compiler;
 use forge_synth::llm::AnyDoc;
 use forge_trainer::train::config::TrainConfig;
-use forge_trainer::train::{Metrics, Observer, Trainer, read_metrics};
+use forge_trainer::train::{Accelerator, Metrics, Observer, RunSpec, read_metrics, train};
 use indicatif::ProgressBar;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -22,9 +22,10 @@ pub struct TrainArgs {
     #[arg(long, value_name = "DIR")]
     run_dir: PathBuf,
     /// A TOML file of hyper-parameters (see `--print-config` for every key
-    /// and its default); keys it leaves out keep the preset's value.
+    /// and its default); keys it leaves out keep the preset's value. Repeat
+    /// it to layer files, later ones winning.
     #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
+    config: Vec<PathBuf>,
     /// The settings a config file starts from.
     #[arg(long, value_enum, default_value_t = Preset::Default)]
     preset: Preset,
@@ -41,6 +42,10 @@ pub struct TrainArgs {
     /// long runs in bounded jobs.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_steps: Option<u64>,
+    /// Where to train: the CPU, or the first CUDA GPU (a forge built with
+    /// `--features cuda`).
+    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    device: Device,
     /// Print the effective config as TOML and exit.
     #[arg(long)]
     print_config: bool,
@@ -55,6 +60,12 @@ enum Preset {
     Default,
     /// A tiny model on a tiny synthesized domain: minutes on a CPU.
     Smoke,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Device {
+    Cpu,
+    Cuda,
 }
 
 const CONFIG_FILE: &str = "config.toml";
@@ -84,18 +95,23 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
         "tiny" => None,
         name => Some(crate::commands::model::resolve(name)?),
     };
-    let mut trainer = Trainer::new(
-        config.clone(),
-        &args.run_dir,
-        &envs,
-        init.as_deref(),
-        args.resume,
-    )?;
     if !args.resume {
         std::fs::write(args.run_dir.join(CONFIG_FILE), toml::to_string(&config)?)?;
     }
-    let mut observer = Progress::new(trainer.total_steps(), args.json);
-    let summary = trainer.run(&mut observer, args.max_steps.map(|steps| steps as usize))?;
+    let mut observer = Progress::new(config.sft.steps + config.rl.steps, args.json);
+    let spec = RunSpec {
+        config,
+        dir: &args.run_dir,
+        envs: &envs,
+        init: init.as_deref(),
+        resume: args.resume,
+        max_steps: args.max_steps.map(|steps| steps as usize),
+        accelerator: match args.device {
+            Device::Cpu => Accelerator::Cpu,
+            Device::Cuda => Accelerator::Cuda,
+        },
+    };
+    let summary = train(spec, &mut observer)?;
     observer.bar.finish_and_clear();
     let curves = args.run_dir.join("curves.svg");
     plot(&read_metrics(&args.run_dir.join("metrics.jsonl"))?, &curves)?;
@@ -134,7 +150,7 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
 fn effective_config(args: &TrainArgs) -> Result<TrainConfig> {
     let saved = args.run_dir.join(CONFIG_FILE);
     if args.resume {
-        if args.config.is_some() {
+        if !args.config.is_empty() {
             bail!("--resume continues with the run's own {CONFIG_FILE}; drop --config");
         }
         let text = std::fs::read_to_string(&saved)
@@ -145,21 +161,26 @@ fn effective_config(args: &TrainArgs) -> Result<TrainConfig> {
         Preset::Default => TrainConfig::default(),
         Preset::Smoke => TrainConfig::smoke(),
     };
-    let Some(path) = &args.config else {
-        return Ok(preset);
-    };
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let overlay: toml::Table =
-        toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
     let mut merged = toml::Table::try_from(&preset)?;
-    merge(&mut merged, overlay);
+    for path in &args.config {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let overlay: toml::Table =
+            toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        merge(&mut merged, overlay);
+    }
+    let files = args
+        .config
+        .iter()
+        .map(|path| path.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
     let config: TrainConfig = toml::Value::Table(merged)
         .try_into()
-        .with_context(|| format!("{}: invalid training config", path.display()))?;
+        .with_context(|| format!("{files}: invalid training config"))?;
     config
         .validate()
-        .map_err(|message| anyhow::anyhow!("{}: {message}", path.display()))?;
+        .map_err(|message| anyhow::anyhow!("{files}: {message}"))?;
     Ok(config)
 }
 
@@ -212,7 +233,8 @@ fn synthesized(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<PathBuf>> {
             vec![AnyDoc::Annotated(toml::from_str(SMOKE_DOC)?)],
             SynthConfig {
                 seed: config.seed,
-                tasks: 64,
+                // Every lamp with both verbs.
+                tasks: 66,
                 max_requirements: 1,
                 ..SynthConfig::default()
             },

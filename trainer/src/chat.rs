@@ -11,7 +11,8 @@
 //! never a crash.
 
 use crate::sampling::Sampling;
-use crate::{CpuModel, Generation};
+use crate::{Generation, Llama};
+use burn::tensor::backend::Backend;
 use forge_model::tokenizer::ModelTokenizer;
 use forge_runtime::bundle::ToolCall;
 use forge_runtime::episode::{Action, Policy};
@@ -181,9 +182,36 @@ fn quoted_after(text: &str, key: &str) -> Option<String> {
     Some(rest[..rest.find('"')?].to_owned())
 }
 
+/// Where a policy's completions come from: the model on this thread, or a
+/// batcher that decodes many episodes' turns together.
+pub trait Generator {
+    fn generate(&mut self, prompt: &[u32], sampling: &Sampling) -> anyhow::Result<Generation>;
+}
+
+/// The model, called directly.
+struct Direct<'a, B: Backend> {
+    model: &'a Llama<B>,
+    stop: Vec<u32>,
+}
+
+impl<B: Backend> Generator for Direct<'_, B> {
+    fn generate(&mut self, prompt: &[u32], sampling: &Sampling) -> anyhow::Result<Generation> {
+        Ok(self.model.generate(prompt, sampling, &self.stop))
+    }
+}
+
+/// The ids that end an assistant turn.
+pub fn stop_ids(tokenizer: &ModelTokenizer) -> Vec<u32> {
+    tokenizer
+        .token_id(IM_END)
+        .or(tokenizer.eos)
+        .into_iter()
+        .collect()
+}
+
 /// The local model as the agent.
 pub struct ModelPolicy<'a> {
-    model: &'a CpuModel,
+    generator: Box<dyn Generator + 'a>,
     tokenizer: &'a ModelTokenizer,
     style: PromptStyle,
     sampling: Sampling,
@@ -191,14 +219,26 @@ pub struct ModelPolicy<'a> {
 }
 
 impl<'a> ModelPolicy<'a> {
-    pub fn new(
-        model: &'a CpuModel,
+    /// The policy of `model`, decoding on this thread.
+    pub fn new<B: Backend>(
+        model: &'a Llama<B>,
+        tokenizer: &'a ModelTokenizer,
+        style: PromptStyle,
+        sampling: Sampling,
+    ) -> Self {
+        let stop = stop_ids(tokenizer);
+        Self::with_generator(Box::new(Direct { model, stop }), tokenizer, style, sampling)
+    }
+
+    /// The policy whose completions come from `generator`.
+    pub fn with_generator(
+        generator: Box<dyn Generator + 'a>,
         tokenizer: &'a ModelTokenizer,
         style: PromptStyle,
         sampling: Sampling,
     ) -> Self {
         Self {
-            model,
+            generator,
             tokenizer,
             style,
             sampling,
@@ -212,7 +252,6 @@ impl Policy for ModelPolicy<'_> {
         let prompt = self
             .tokenizer
             .encode(&render(&self.style, tools, transcript))?;
-        let end: Vec<u32> = self.tokenizer.token_id(IM_END).into_iter().collect();
         let sampling = Sampling {
             seed: self.sampling.seed.wrapping_add(self.turns.len() as u64),
             ..self.sampling.clone()
@@ -221,7 +260,7 @@ impl Policy for ModelPolicy<'_> {
             tokens,
             logprobs,
             stopped,
-        } = self.model.generate(&prompt, &sampling, &end);
+        } = self.generator.generate(&prompt, &sampling)?;
         let text = self.tokenizer.decode(&tokens)?;
         self.turns.push(
             json!({"prompt_ids": prompt, "ids": tokens, "logprobs": logprobs, "stopped": stopped}),

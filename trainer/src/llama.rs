@@ -59,6 +59,8 @@ pub struct Llama<B: Backend> {
 pub struct KvCache<B: Backend> {
     layers: Vec<Option<(Tensor<B, 4>, Tensor<B, 4>)>>,
     len: usize,
+    /// Left padding of each row (batched generation), fixed by the first pass.
+    pads: Vec<usize>,
 }
 
 impl<B: Backend> KvCache<B> {
@@ -228,15 +230,15 @@ impl<B: Backend> Llama<B> {
         KvCache {
             layers: vec![None; self.config.layers],
             len: 0,
+            pads: Vec::new(),
         }
     }
 
     /// Logits `[tokens, vocab]` for `tokens`, which follow the positions
     /// already in `cache`; the cache grows by `tokens.len()`.
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache<B>) -> Tensor<B, 2> {
-        let logits = self.forward_rows(&[tokens], Some(cache));
-        let [_, n, vocab] = logits.dims();
-        logits.reshape([n, vocab])
+        let ids = tokens.iter().map(|&id| i64::from(id)).collect();
+        self.project(self.hidden(ids, 1, &[0], Some(cache)))
     }
 
     /// Logits `[rows, longest, vocab]` for several sequences at once, each
@@ -244,38 +246,62 @@ impl<B: Backend> Llama<B> {
     /// keeps the padding from reaching real positions, whose logits are
     /// those of the row alone).
     pub fn forward_batch(&self, rows: &[&[u32]]) -> Tensor<B, 3> {
-        self.forward_rows(rows, None)
+        let n = rows.iter().map(|row| row.len()).max().unwrap_or(0);
+        self.project(self.hidden_batch(rows))
+            .reshape([rows.len(), n, self.config.vocab])
     }
 
-    /// The decoder over a batch of equally placed rows (after `cache`'s
-    /// positions when there is one).
-    fn forward_rows(&self, rows: &[&[u32]], cache: Option<&mut KvCache<B>>) -> Tensor<B, 3> {
+    /// The final hidden states `[rows · longest, hidden]` of
+    /// [`Self::forward_batch`], for callers that project only some positions
+    /// onto the vocabulary (with [`Self::project`]).
+    pub fn hidden_batch(&self, rows: &[&[u32]]) -> Tensor<B, 2> {
+        let n = rows.iter().map(|row| row.len()).max().unwrap_or(0);
+        let ids = rows
+            .iter()
+            .flat_map(|row| (0..n).map(|at| row.get(at).map_or(0, |&id| i64::from(id))))
+            .collect();
+        self.hidden(ids, rows.len(), &vec![0; rows.len()], None)
+    }
+
+    /// Logits `[positions, vocab]` of final hidden states `[positions, hidden]`.
+    pub fn project(&self, hidden: Tensor<B, 2>) -> Tensor<B, 2> {
+        let lm_head = match &self.lm_head {
+            Some(head) => head.val(),
+            None => self.embedding.val().transpose(),
+        };
+        hidden.matmul(lm_head)
+    }
+
+    /// The decoder's final (normalised) hidden states, `[b·n, hidden]`, over
+    /// `b` rows of equally many ids (`[b·n]`, row-major), after `cache`'s
+    /// positions when there is one. Row r's first `pads[r]` columns are left
+    /// padding: no real position attends to them and the row's positions
+    /// start after them.
+    fn hidden(
+        &self,
+        ids: Vec<i64>,
+        b: usize,
+        pads: &[usize],
+        cache: Option<&mut KvCache<B>>,
+    ) -> Tensor<B, 2> {
         let config = &self.config;
         let device = self.device();
-        let (b, n) = (
-            rows.len(),
-            rows.iter().map(|row| row.len()).max().unwrap_or(0),
-        );
+        let n = ids.len() / b.max(1);
         let (hd, start) = (
             config.head_dim(),
             cache.as_ref().map_or(0, |cache| cache.len),
         );
-        let ids: Vec<i64> = rows
-            .iter()
-            .flat_map(|row| (0..n).map(|at| row.get(at).map_or(0, |&id| i64::from(id))))
-            .collect();
         let ids = Tensor::<B, 1, Int>::from_data(TensorData::new(ids, [b * n]), &device);
         // Rows of every position, `[b·n, hidden]`: the projections are one
         // matrix product each; only attention needs the batch apart.
         let mut x = self.embedding.val().select(0, ids);
-        let (cos, sin) = self.rope_tables(start, n);
+        let (cos, sin) = self.rope_tables(start, n, pads);
         let total = start + n;
-        let mask = causal_mask::<B>(n, start, &device)
-            .unsqueeze_dims::<4>(&[0, 1])
-            .expand([b, config.heads, n, total]);
+        let mask = attention_mask::<B>(n, start, pads, &device).expand([b, config.heads, n, total]);
         let group = config.heads / config.kv_heads;
         let mut slots = cache.map(|cache| {
             cache.len += n;
+            cache.pads = pads.to_vec();
             &mut cache.layers
         });
         let heads = |t: Tensor<B, 2>, count: usize| t.reshape([b, n, count, hd]).swap_dims(1, 2);
@@ -325,12 +351,7 @@ impl<B: Backend> Llama<B> {
             let gated = silu(h.clone().matmul(layer.w_gate.val())) * h.matmul(layer.w_up.val());
             x = x + gated.matmul(layer.w_down.val());
         }
-        let lm_head = match &self.lm_head {
-            Some(head) => head.val(),
-            None => self.embedding.val().transpose(),
-        };
-        let logits = rms_norm(x, self.norm.val(), config.rms_eps).matmul(lm_head);
-        logits.reshape([b, n, config.vocab])
+        rms_norm(x, self.norm.val(), config.rms_eps)
     }
 
     /// The device the weights are on.
@@ -357,53 +378,113 @@ impl<B: Backend> Llama<B> {
     /// log-probability under the sampling distribution (temperature applied,
     /// before top-p truncation), which the trainer's ratios are taken against.
     pub fn generate(&self, prompt: &[u32], sampling: &Sampling, stop: &[u32]) -> Generation {
-        let mut rng = ChaCha8Rng::seed_from_u64(sampling.seed);
-        let mut cache = self.new_cache();
-        let mut logits = self.forward(prompt, &mut cache);
-        let mut generation = Generation::default();
-        while generation.tokens.len() < sampling.max_tokens {
-            let rows = logits.dims()[0];
-            let last: Vec<f32> = logits
-                .narrow(0, rows - 1, 1)
-                .into_data()
-                .to_vec::<f32>()
-                .expect("logits are f32");
-            let (next, logprob) = sampling.pick(&last, &mut rng);
-            generation.tokens.push(next);
-            generation.logprobs.push(logprob);
-            if stop.contains(&next) {
-                generation.stopped = true;
-                break;
-            }
-            logits = self.forward(&[next], &mut cache);
-        }
-        generation
+        self.generate_batch(&[prompt], std::slice::from_ref(sampling), stop)
+            .pop()
+            .expect("one row")
     }
 
-    /// cos and sin `[positions, head_dim]` for rotate-half RoPE.
-    fn rope_tables(&self, start: usize, n: usize) -> (Tensor<B, 2>, Tensor<B, 2>) {
+    /// [`Self::generate`] for several prompts at once: left-padded into one
+    /// batch with a shared KV cache, one forward pass per generated column.
+    /// Row r samples with `samplings[r]` (its own seeded generator) and ends
+    /// at a stop token or its token limit; the batch ends when every row has.
+    pub fn generate_batch(
+        &self,
+        prompts: &[&[u32]],
+        samplings: &[Sampling],
+        stop: &[u32],
+    ) -> Vec<Generation> {
+        assert_eq!(prompts.len(), samplings.len(), "a sampling per prompt");
+        let rows = prompts.len();
+        let longest = prompts.iter().map(|prompt| prompt.len()).max().unwrap_or(0);
+        let pads: Vec<usize> = prompts
+            .iter()
+            .map(|prompt| longest - prompt.len())
+            .collect();
+        let ids = prompts
+            .iter()
+            .flat_map(|prompt| {
+                std::iter::repeat_n(0, longest - prompt.len())
+                    .chain(prompt.iter().map(|&id| i64::from(id)))
+            })
+            .collect();
+        let mut rngs: Vec<ChaCha8Rng> = samplings
+            .iter()
+            .map(|sampling| ChaCha8Rng::seed_from_u64(sampling.seed))
+            .collect();
+        let mut generations = vec![Generation::default(); rows];
+        let mut done: Vec<bool> = samplings.iter().map(|s| s.max_tokens == 0).collect();
+        let mut cache = self.new_cache();
+        let mut hidden = self.hidden(ids, rows, &pads, Some(&mut cache));
+        let mut width = longest;
+        let vocab = self.config.vocab;
+        let device = self.device();
+        while !done.iter().all(|done| *done) {
+            // The last column of each row.
+            let last: Vec<i64> = (0..rows)
+                .map(|row| (row * width + width - 1) as i64)
+                .collect();
+            let last = Tensor::<B, 1, Int>::from_data(TensorData::new(last, [rows]), &device);
+            let logits: Vec<f32> = self
+                .project(hidden.select(0, last))
+                .into_data()
+                .to_vec()
+                .expect("logits are f32");
+            let mut next = vec![0i64; rows];
+            for row in 0..rows {
+                if done[row] {
+                    continue;
+                }
+                let generation = &mut generations[row];
+                let (token, logprob) =
+                    samplings[row].pick(&logits[row * vocab..(row + 1) * vocab], &mut rngs[row]);
+                generation.tokens.push(token);
+                generation.logprobs.push(logprob);
+                next[row] = i64::from(token);
+                if stop.contains(&token) {
+                    generation.stopped = true;
+                }
+                done[row] =
+                    generation.stopped || generation.tokens.len() >= samplings[row].max_tokens;
+            }
+            if done.iter().all(|done| *done) {
+                break;
+            }
+            hidden = self.hidden(next, rows, &pads, Some(&mut cache));
+            width = 1;
+        }
+        generations
+    }
+
+    /// cos and sin `[rows, 1, n, head_dim]` for rotate-half RoPE at columns
+    /// `start..start + n` of rows left-padded by `pads`.
+    fn rope_tables(&self, start: usize, n: usize, pads: &[usize]) -> (Tensor<B, 4>, Tensor<B, 4>) {
         let hd = self.config.head_dim();
-        let mut cos = Vec::with_capacity(n * hd);
-        let mut sin = Vec::with_capacity(n * hd);
-        for position in start..start + n {
-            // The same frequencies for both halves of the head.
-            for _ in 0..2 {
-                for i in 0..hd / 2 {
-                    let angle =
-                        position as f64 * self.config.rope_base.powf(-2.0 * i as f64 / hd as f64);
-                    cos.push(angle.cos() as f32);
-                    sin.push(angle.sin() as f32);
+        let rows = pads.len();
+        let mut cos = Vec::with_capacity(rows * n * hd);
+        let mut sin = Vec::with_capacity(rows * n * hd);
+        for &pad in pads {
+            for column in start..start + n {
+                let position = column.saturating_sub(pad);
+                // The same frequencies for both halves of the head.
+                for _ in 0..2 {
+                    for i in 0..hd / 2 {
+                        let angle = position as f64
+                            * self.config.rope_base.powf(-2.0 * i as f64 / hd as f64);
+                        cos.push(angle.cos() as f32);
+                        sin.push(angle.sin() as f32);
+                    }
                 }
             }
         }
         let device = self.device();
-        let table =
-            |values: Vec<f32>| Tensor::<B, 2>::from_data(TensorData::new(values, [n, hd]), &device);
+        let table = |values: Vec<f32>| {
+            Tensor::<B, 4>::from_data(TensorData::new(values, [rows, 1, n, hd]), &device)
+        };
         (table(cos), table(sin))
     }
 }
 
-fn rope<B: Backend>(x: Tensor<B, 4>, cos: &Tensor<B, 2>, sin: &Tensor<B, 2>) -> Tensor<B, 4> {
+fn rope<B: Backend>(x: Tensor<B, 4>, cos: &Tensor<B, 4>, sin: &Tensor<B, 4>) -> Tensor<B, 4> {
     let [b, heads, n, hd] = x.dims();
     let half = hd / 2;
     let rotated = Tensor::cat(
@@ -413,14 +494,8 @@ fn rope<B: Backend>(x: Tensor<B, 4>, cos: &Tensor<B, 2>, sin: &Tensor<B, 2>) -> 
         ],
         3,
     );
-    let cos = cos
-        .clone()
-        .unsqueeze_dims::<4>(&[0, 1])
-        .expand([b, heads, n, hd]);
-    let sin = sin
-        .clone()
-        .unsqueeze_dims::<4>(&[0, 1])
-        .expand([b, heads, n, hd]);
+    let cos = cos.clone().expand([b, heads, n, hd]);
+    let sin = sin.clone().expand([b, heads, n, hd]);
     x * cos + rotated * sin
 }
 
@@ -435,12 +510,25 @@ fn rms_norm<B: Backend>(x: Tensor<B, 2>, weight: Tensor<B, 1>, eps: f64) -> Tens
     x * scale * weight.unsqueeze_dim::<2>(0)
 }
 
-/// `[n, start + n]`: true where query i (at position start + i) must not see key j.
-fn causal_mask<B: Backend>(n: usize, start: usize, device: &B::Device) -> Tensor<B, 2, Bool> {
-    let mask: Vec<bool> = (0..n)
-        .flat_map(|i| (0..start + n).map(move |j| j > start + i))
+/// `[rows, 1, n, start + n]`: true where query i (column start + i) must
+/// not see key j — a later column, or the row's left padding (a padding
+/// column sees itself only, so that its softmax stays finite: a NaN there
+/// would reach real positions through `0 · NaN` in the value product).
+fn attention_mask<B: Backend>(
+    n: usize,
+    start: usize,
+    pads: &[usize],
+    device: &B::Device,
+) -> Tensor<B, 4, Bool> {
+    let mask: Vec<bool> = pads
+        .iter()
+        .flat_map(|&pad| {
+            (0..n).flat_map(move |i| {
+                (0..start + n).map(move |j| j > start + i || (j < pad && j != start + i))
+            })
+        })
         .collect();
-    Tensor::from_data(TensorData::new(mask, [n, start + n]), device)
+    Tensor::from_data(TensorData::new(mask, [pads.len(), 1, n, start + n]), device)
 }
 
 /// A GGUF file's tensors under their Hugging Face names, dequantized to f32,

@@ -283,7 +283,6 @@ fn a_wrongly_shaped_tensor_is_named() {
     let mut weights = weights();
     weights.norm.push(1.0);
     write_gguf(&weights, &path);
-    let err = forge_trainer::load_cpu(&path)
-        .expect_err("a bad shape is refused");
+    let err = forge_trainer::load_cpu(&path).expect_err("a bad shape is refused");
     assert!(err.to_string().contains("output_norm.weight"), "{err}");
 }

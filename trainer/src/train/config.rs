@@ -267,20 +267,20 @@ impl TrainConfig {
             },
             sft: SftSection {
                 steps: 150,
-                batch: 16,
+                batch: 8,
                 lr: 3e-3,
             },
             rl: RlSection {
-                steps: 10,
+                steps: 6,
                 tasks_per_step: 4,
                 rollouts: 8,
-                max_new_tokens: 64,
+                max_new_tokens: 96,
                 lr: 5e-4,
                 ..RlSection::default()
             },
             eval: EvalSection {
                 every: 50,
-                max_new_tokens: 64,
+                max_new_tokens: 96,
             },
             checkpoint_every: 50,
             ..Self::default()

@@ -15,17 +15,18 @@ pub mod data;
 pub mod objective;
 pub mod rollout;
 
+use crate::Cpu;
 use crate::checkpoint;
 use crate::config::LlamaConfig;
 use crate::llama::Llama;
 use crate::sampling::Sampling;
-use crate::{Cpu, CpuModel};
 use anyhow::{Context, Result, bail};
 use burn::backend::Autodiff;
 use burn::module::AutodiffModule;
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{AdamW, AdamWConfig, GradientsParams, Optimizer};
 use burn::record::{BinFileRecorder, FullPrecisionSettings, Recorder};
+use burn::tensor::backend::AutodiffBackend;
 use config::TrainConfig;
 use data::{TaskQueue, Workload};
 use forge_model::tokenizer::ModelTokenizer;
@@ -34,7 +35,7 @@ use forge_runtime::Environment;
 use forge_runtime::episode_seed;
 use forge_runtime::trajectory::TrajectoryWriter;
 use objective::{LossStats, Scored, Sequence, Surrogate};
-use rollout::{Play, Rollout};
+use rollout::{Job, Play, Rollout, Script};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -42,8 +43,10 @@ use std::time::Instant;
 
 /// The training backend: autodiff over the CPU backend.
 pub type CpuTrain = Autodiff<Cpu>;
-type Model = Llama<CpuTrain>;
-type AdamOptimizer = OptimizerAdaptor<AdamW, Model, CpuTrain>;
+/// The training backend on a CUDA GPU.
+#[cfg(feature = "cuda")]
+pub type GpuTrain = Autodiff<crate::Gpu>;
+type AdamOptimizer<B> = OptimizerAdaptor<AdamW, Llama<B>, B>;
 
 /// The stages of a run, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,17 +144,68 @@ pub struct Summary {
     pub seconds: f64,
 }
 
-/// A training run on the CPU backend.
-pub struct Trainer<'a> {
+/// Where a run trains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accelerator {
+    Cpu,
+    /// The first CUDA GPU (needs the `cuda` feature).
+    Cuda,
+}
+
+/// A run to start or resume.
+pub struct RunSpec<'a> {
+    pub config: TrainConfig,
+    pub dir: &'a Path,
+    pub envs: &'a [Environment],
+    /// The model to start from; `None` for the tiny random model.
+    pub init: Option<&'a Path>,
+    pub resume: bool,
+    /// Stop after this many steps (with a checkpoint).
+    pub max_steps: Option<usize>,
+    pub accelerator: Accelerator,
+}
+
+/// Starts or resumes `spec`'s run and runs it: the backends are
+/// instantiated here, so callers compile none of the training code.
+pub fn train(spec: RunSpec<'_>, observer: &mut dyn Observer) -> Result<Summary> {
+    let RunSpec {
+        config,
+        dir,
+        envs,
+        init,
+        resume,
+        max_steps,
+        accelerator,
+    } = spec;
+    match accelerator {
+        Accelerator::Cpu => {
+            Trainer::<CpuTrain>::new(config, dir, envs, init, resume, Default::default())?
+                .run(observer, max_steps)
+        }
+        #[cfg(feature = "cuda")]
+        Accelerator::Cuda => {
+            Trainer::<GpuTrain>::new(config, dir, envs, init, resume, Default::default())?
+                .run(observer, max_steps)
+        }
+        #[cfg(not(feature = "cuda"))]
+        Accelerator::Cuda => {
+            bail!("this forge was built without CUDA: rebuild it with `--features cuda`")
+        }
+    }
+}
+
+/// A training run on backend `B`.
+pub struct Trainer<'a, B: AutodiffBackend> {
     config: TrainConfig,
     dir: PathBuf,
     workloads: Vec<Workload<'a>>,
     queue: TaskQueue,
     tokenizer: ModelTokenizer,
-    model: Model,
-    optimizer: AdamOptimizer,
+    model: Llama<B>,
+    optimizer: AdamOptimizer<B>,
     /// The policy at the start of RL, for the KL penalty.
-    reference: Option<CpuModel>,
+    reference: Option<Llama<B::InnerBackend>>,
+    device: B::Device,
     position: Position,
 }
 
@@ -163,7 +217,7 @@ const POSITION: &str = "position.json";
 const REFERENCE: &str = "reference";
 const EPISODES: &str = "episodes";
 
-impl<'a> Trainer<'a> {
+impl<'a, B: AutodiffBackend> Trainer<'a, B> {
     /// A fresh run in `dir` (which must hold no earlier run), or — with
     /// `resume` — the continuation of the run there from its latest checkpoint.
     /// `init` is the model to start from: `None` for the tiny random model.
@@ -173,11 +227,11 @@ impl<'a> Trainer<'a> {
         envs: &'a [Environment],
         init: Option<&Path>,
         resume: bool,
+        device: B::Device,
     ) -> Result<Self> {
         config
             .validate()
             .map_err(|message| anyhow::anyhow!("invalid training config: {message}"))?;
-        let device = Default::default();
         let latest = read_latest(dir)?;
         let (model, tokenizer, position) = match (&latest, resume) {
             (Some(checkpoint), true) => {
@@ -244,6 +298,7 @@ impl<'a> Trainer<'a> {
             tokenizer,
             model,
             reference: None,
+            device,
             position,
         };
         if let Some(checkpoint) = latest.filter(|_| resume) {
@@ -384,7 +439,7 @@ impl<'a> Trainer<'a> {
         if self.config.rl.kl > 0.0 {
             let dir = self.dir.join(REFERENCE);
             checkpoint::save(&dir, &self.model.valid(), &self.tokenizer)?;
-            self.reference = Some(crate::load_cpu(&dir)?);
+            self.reference = Some(Llama::load(&dir, &self.device)?);
         }
         Ok(())
     }
@@ -396,53 +451,64 @@ impl<'a> Trainer<'a> {
         let rollout_started = Instant::now();
         let play = Play {
             model: &policy,
-            tokenizer: &self.tokenizer,
-            style: &self.workloads[0].style,
-            sampling: Sampling {
-                temperature: config.temperature,
-                top_p: config.top_p,
-                max_tokens: config.max_new_tokens,
-                seed: 0,
+            script: Script {
+                tokenizer: &self.tokenizer,
+                sampling: Sampling {
+                    temperature: config.temperature,
+                    top_p: config.top_p,
+                    max_tokens: config.max_new_tokens,
+                    seed: 0,
+                },
+                max_turns: self.config.tasks.max_turns,
+                user_instability: config.user_instability,
+                judge: config.masking,
             },
-            max_turns: self.config.tasks.max_turns,
-            user_instability: config.user_instability,
-            judge: config.masking,
         };
+        let run_seed = self.config.seed ^ (step as u64).wrapping_mul(0x2545_f491_4f6c_dd1d);
         let mut groups: Vec<(usize, usize, Vec<Rollout>)> = Vec::new();
         let (mut drawn, mut all) = (0usize, Vec::<(f64, bool)>::new());
         let (mut sampled_tokens, mut sampled_nll) = (0usize, 0f64);
-        while groups.len() < config.tasks_per_step
-            && drawn < config.tasks_per_step * config.max_draw_factor
-        {
-            let (env, task) = self.queue.at(self.position.drawn);
-            self.position.drawn += 1;
-            drawn += 1;
-            let workload = &self.workloads[env];
-            let prepared = workload.task(task);
-            let play = Play {
-                style: &workload.style,
-                ..play.clone()
-            };
-            let run_seed = self.config.seed ^ (step as u64).wrapping_mul(0x2545_f491_4f6c_dd1d);
-            let mut group = Vec::with_capacity(config.rollouts);
-            for trial in 0..config.rollouts {
-                let seed = episode_seed(run_seed, &prepared.task.id, trial as u64);
-                group.push(play.episode(workload.env, prepared, seed)?);
-            }
-            for rollout in &group {
-                all.push((rollout.reward(), rollout.masked));
-                sampled_tokens += rollout.sampled_tokens();
-                sampled_nll -= rollout
-                    .turns
-                    .iter()
-                    .flat_map(|turn| &turn.logprobs)
-                    .map(|&logprob| f64::from(logprob))
-                    .sum::<f64>();
-            }
-            let scorable = scorable(env, task, &group);
-            let informative = !forge_rl::sampling::informative_tasks(&scorable).is_empty();
-            if informative || !config.dynamic_sampling {
-                groups.push((env, task, group));
+        // Rounds of draws, all of a round's rollouts played as one batch,
+        // until dynamic sampling has kept enough tasks or the draws run out.
+        let budget = config.tasks_per_step * config.max_draw_factor;
+        while groups.len() < config.tasks_per_step && drawn < budget {
+            let wanted = (config.tasks_per_step - groups.len()).min(budget - drawn);
+            let tasks: Vec<(usize, usize)> = (0..wanted)
+                .map(|offset| self.queue.at(self.position.drawn + offset))
+                .collect();
+            self.position.drawn += wanted;
+            drawn += wanted;
+            let jobs: Vec<Job<'_>> = tasks
+                .iter()
+                .flat_map(|&(env, task)| {
+                    let workload = &self.workloads[env];
+                    let prepared = workload.task(task);
+                    (0..config.rollouts).map(move |trial| Job {
+                        env: workload.env,
+                        style: &workload.style,
+                        task: prepared,
+                        seed: episode_seed(run_seed, &prepared.task.id, trial as u64),
+                    })
+                })
+                .collect();
+            let mut rollouts = play.episodes(&jobs)?.into_iter();
+            for (env, task) in tasks {
+                let group: Vec<Rollout> = rollouts.by_ref().take(config.rollouts).collect();
+                for rollout in &group {
+                    all.push((rollout.reward(), rollout.masked));
+                    sampled_tokens += rollout.sampled_tokens();
+                    sampled_nll -= rollout
+                        .turns
+                        .iter()
+                        .flat_map(|turn| &turn.logprobs)
+                        .map(|&logprob| f64::from(logprob))
+                        .sum::<f64>();
+                }
+                let scorable = scorable(env, task, &group);
+                let informative = !forge_rl::sampling::informative_tasks(&scorable).is_empty();
+                if informative || !config.dynamic_sampling {
+                    groups.push((env, task, group));
+                }
             }
         }
         let rollout_seconds = rollout_started.elapsed().as_secs_f64();
@@ -538,12 +604,10 @@ impl<'a> Trainer<'a> {
     fn evaluate(&mut self, observer: &mut dyn Observer) -> Result<f64> {
         let started = Instant::now();
         let policy = self.model.valid();
-        let (mut successes, mut episodes, mut records) = (0usize, 0usize, Vec::new());
-        for workload in &self.workloads {
-            let play = Play {
-                model: &policy,
+        let play = Play {
+            model: &policy,
+            script: Script {
                 tokenizer: &self.tokenizer,
-                style: &workload.style,
                 sampling: Sampling {
                     max_tokens: self.config.eval.max_new_tokens,
                     ..Sampling::greedy()
@@ -551,14 +615,30 @@ impl<'a> Trainer<'a> {
                 max_turns: self.config.tasks.max_turns,
                 user_instability: 0.0,
                 judge: false,
-            };
-            for &task in &workload.heldout {
-                let rollout = play.episode(workload.env, workload.task(task), self.config.seed)?;
-                successes += usize::from(rollout.reward() >= 1.0);
-                episodes += 1;
-                records.push(rollout.record);
-            }
-        }
+            },
+        };
+        let jobs: Vec<Job<'_>> = self
+            .workloads
+            .iter()
+            .flat_map(|workload| {
+                workload.heldout.iter().map(|&task| Job {
+                    env: workload.env,
+                    style: &workload.style,
+                    task: workload.task(task),
+                    seed: self.config.seed,
+                })
+            })
+            .collect();
+        let records: Vec<_> = play
+            .episodes(&jobs)?
+            .into_iter()
+            .map(|rollout| rollout.record)
+            .collect();
+        let successes = records
+            .iter()
+            .filter(|record| record.verdict.reward >= 1.0)
+            .count();
+        let episodes = records.len();
         // The episodes themselves, for reading what the policy does (and
         // `forge replay`): one file per evaluation.
         let dir = self.dir.join(EPISODES);
@@ -620,18 +700,17 @@ impl<'a> Trainer<'a> {
     /// Puts back what a checkpoint holds beyond the weights: the optimizer
     /// state, the reference policy, and the metrics up to it.
     fn restore(&mut self, checkpoint: &Path) -> Result<()> {
-        let device = Default::default();
         let sft_steps = self.config.sft.steps;
         // At a stage boundary the next stage starts with a fresh optimizer.
         if self.position.step != sft_steps || sft_steps == 0 {
             let record = BinFileRecorder::<FullPrecisionSettings>::new()
-                .load(checkpoint.join(OPTIMIZER), &device)
+                .load(checkpoint.join(OPTIMIZER), &self.device)
                 .map_err(|err| anyhow::anyhow!("reading the optimizer state: {err}"))?;
             self.optimizer =
                 std::mem::replace(&mut self.optimizer, optimizer(&self.config)).load_record(record);
         }
         if self.position.step > sft_steps && self.config.rl.kl > 0.0 {
-            self.reference = Some(crate::load_cpu(&self.dir.join(REFERENCE))?);
+            self.reference = Some(Llama::load(&self.dir.join(REFERENCE), &self.device)?);
         }
         // Metrics past the checkpoint are re-made by the resumed run.
         let path = self.dir.join(METRICS);
@@ -649,7 +728,7 @@ impl<'a> Trainer<'a> {
     }
 }
 
-fn optimizer(config: &TrainConfig) -> AdamOptimizer {
+fn optimizer<B: AutodiffBackend>(config: &TrainConfig) -> AdamOptimizer<B> {
     let optim = &config.optim;
     let mut adam = AdamWConfig::new()
         .with_beta_1(optim.beta1)

@@ -92,8 +92,8 @@ impl Sequence {
 }
 
 /// The log-probs of the trained tokens of `sequences`, in order, from one
-/// batched forward pass. Only the trained positions' logits are normalised
-/// (a full-vocabulary softmax over every position would dwarf the model).
+/// batched forward pass. Only the trained positions are projected onto the
+/// vocabulary (full-vocabulary logits at every position would dwarf the model).
 pub fn trained_logprobs<B: Backend>(
     model: &Llama<B>,
     sequences: &[&Sequence],
@@ -103,8 +103,8 @@ pub fn trained_logprobs<B: Backend>(
         .iter()
         .map(|sequence| &sequence.tokens[..sequence.tokens.len() - 1])
         .collect();
-    let logits = model.forward_batch(&inputs);
-    let [rows, width, vocab] = logits.dims();
+    let hidden = model.hidden_batch(&inputs);
+    let width = inputs.iter().map(|input| input.len()).max().unwrap_or(0);
     let (mut at, mut targets) = (Vec::new(), Vec::new());
     for (row, sequence) in sequences.iter().enumerate() {
         for position in sequence.positions() {
@@ -116,8 +116,9 @@ pub fn trained_logprobs<B: Backend>(
     let count = at.len();
     let at = Tensor::<B, 1, Int>::from_data(TensorData::new(at, [count]), &device);
     let targets = Tensor::<B, 2, Int>::from_data(TensorData::new(targets, [count, 1]), &device);
-    let picked = logits.reshape([rows * width, vocab]).select(0, at);
-    log_softmax(picked.div_scalar(f64::from(temperature)), 1)
+    // Only the trained positions are projected onto the vocabulary.
+    let logits = model.project(hidden.select(0, at));
+    log_softmax(logits.div_scalar(f64::from(temperature)), 1)
         .gather(1, targets)
         .reshape([count])
 }
