@@ -123,18 +123,26 @@ impl<B: Backend> Llama<B> {
         Self::from_source(config.clone(), &mut GgufSource { gguf, config }, device)
     }
 
-    /// A model with random weights (uniform, standard deviation 0.02; norms
-    /// at 1), the same for the same seed on every backend.
+    /// A model with random weights, the same for the same seed on every
+    /// backend: projections uniform with standard deviation `1/√fan_in`
+    /// (attention that can sharpen from the start in narrow models, where
+    /// the usual 0.02 leaves every score near zero), the embedding at 0.02,
+    /// norms at 1.
     pub fn init(config: LlamaConfig, seed: u64, device: &B::Device) -> Self {
         struct Random(ChaCha8Rng);
         impl WeightSource for Random {
-            fn tensor(&mut self, _: &str, shape: &[usize]) -> Result<Vec<f32>, LoadError> {
+            fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, LoadError> {
                 let len = shape.iter().product();
                 if shape.len() == 1 {
                     return Ok(vec![1.0; len]);
                 }
-                // Uniform on ±0.02·√3 has standard deviation 0.02.
-                let bound = 0.02 * 3f32.sqrt();
+                let std = if name == "model.embed_tokens.weight" {
+                    0.02
+                } else {
+                    1.0 / (shape[1] as f32).sqrt()
+                };
+                // Uniform on ±std·√3 has standard deviation std.
+                let bound = std * 3f32.sqrt();
                 Ok((0..len)
                     .map(|_| self.0.random_range(-bound..bound))
                     .collect())
