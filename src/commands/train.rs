@@ -233,8 +233,8 @@ fn synthesized(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<PathBuf>> {
             vec![AnyDoc::Annotated(toml::from_str(SMOKE_DOC)?)],
             SynthConfig {
                 seed: config.seed,
-                // Every lamp with both verbs.
-                tasks: 66,
+                // Every lamp with every verb.
+                tasks: 30,
                 max_requirements: 1,
                 ..SynthConfig::default()
             },

@@ -266,20 +266,26 @@ impl TrainConfig {
                 max_turns: 4,
             },
             sft: SftSection {
-                steps: 150,
+                steps: 400,
                 batch: 8,
                 lr: 3e-3,
             },
             rl: RlSection {
-                steps: 6,
+                steps: 4,
                 tasks_per_step: 4,
                 rollouts: 8,
                 max_new_tokens: 96,
-                lr: 5e-4,
+                lr: 1e-4,
                 ..RlSection::default()
             },
+            // Weight decay is what moves the tiny model from recalling the
+            // training tasks to copying the argument (held-out success).
+            optim: OptimSection {
+                weight_decay: 0.1,
+                ..OptimSection::default()
+            },
             eval: EvalSection {
-                every: 50,
+                every: 100,
                 max_new_tokens: 96,
             },
             checkpoint_every: 50,
