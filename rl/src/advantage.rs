@@ -64,12 +64,13 @@ pub fn advantages(rollouts: &[Rollout], scaling: Scaling, eps: f64) -> Vec<Optio
         .collect()
 }
 
-fn mean(values: &[f64]) -> f64 {
+/// The mean (0 for no values).
+pub fn mean(values: &[f64]) -> f64 {
     values.iter().sum::<f64>() / values.len().max(1) as f64
 }
 
-/// Population standard deviation.
-fn std(values: &[f64]) -> f64 {
+/// Population standard deviation (0 for no values).
+pub fn std(values: &[f64]) -> f64 {
     let mean = mean(values);
     (values
         .iter()

@@ -87,11 +87,7 @@ fn chat_prompt(user: &str) -> String {
 fn chat(args: &ChatArgs) -> Result<()> {
     let path = resolve(&args.model)?;
     let tokenizer = forge_trainer::checkpoint::load_tokenizer(&path)?;
-    let end = tokenizer
-        .token_id("<|im_end|>")
-        .or(tokenizer.eos)
-        .into_iter()
-        .collect::<Vec<_>>();
+    let end = forge_trainer::chat::stop_ids(&tokenizer);
     let model = forge_trainer::load_cpu(&path)?;
     let prompt = tokenizer.encode(&chat_prompt(&args.prompt))?;
     let reply = model.generate_greedy(&prompt, args.max_tokens, &end);

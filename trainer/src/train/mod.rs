@@ -568,7 +568,10 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         }
         let train_seconds = train_started.elapsed().as_secs_f64();
         let rollouts = all.len().max(1) as f64;
-        let (mean, std) = mean_std(&valid_advantages);
+        let (mean, std) = (
+            advantage::mean(&valid_advantages),
+            advantage::std(&valid_advantages),
+        );
         Ok(Metrics {
             kind: "rl".into(),
             step: step + 1,
@@ -757,13 +760,6 @@ fn scorable(env: usize, task: usize, group: &[Rollout]) -> Vec<Scorable> {
             masked: rollout.masked,
         })
         .collect()
-}
-
-fn mean_std(values: &[f64]) -> (f64, f64) {
-    let n = values.len().max(1) as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
-    (mean, var.sqrt())
 }
 
 fn read_latest(dir: &Path) -> Result<Option<PathBuf>> {
