@@ -4,23 +4,32 @@ use crate::builtin;
 use anyhow::{Context, Result};
 use clap::Args;
 use forge_runtime::{Bundle, Environment, Sandbox};
+use forge_suites::Suite;
 use std::path::PathBuf;
 
-/// `--env`, shared by the commands that work on one environment.
+/// `--env` or `--suite`, shared by the commands that work on one environment.
 #[derive(Args, Debug, Clone)]
 pub struct EnvArgs {
     /// An environment bundle directory (see `forge example`); the built-in
-    /// example environment when absent.
-    #[arg(long, value_name = "DIR")]
+    /// example environment when neither this nor `--suite` is given.
+    #[arg(long, value_name = "DIR", conflicts_with = "suite")]
     pub env: Option<PathBuf>,
+    /// A benchmark suite (tau-bench/retail, tau-bench/airline), read from `--data`.
+    #[arg(long, value_name = "SUITE", requires = "data")]
+    pub suite: Option<Suite>,
+    /// The benchmark data for `--suite`, laid out like the benchmarks'
+    /// repositories (`<DIR>/tau-bench/retail/orders.json`, …).
+    #[arg(long, value_name = "DIR", requires = "suite")]
+    pub data: Option<PathBuf>,
 }
 
 impl EnvArgs {
     pub fn bundle(&self) -> Result<Bundle> {
-        match &self.env {
-            Some(dir) => Bundle::read_dir(dir)
+        match (&self.env, self.suite, &self.data) {
+            (Some(dir), _, _) => Bundle::read_dir(dir)
                 .with_context(|| format!("reading the environment bundle {}", dir.display())),
-            None => Ok(builtin::example_bundle()),
+            (None, Some(suite), Some(data)) => suite.load(data),
+            _ => Ok(builtin::example_bundle()),
         }
     }
 

@@ -5,6 +5,7 @@ mod agents;
 mod builtin;
 mod commands;
 mod envs;
+mod metrics;
 mod output;
 
 use clap::{Parser, Subcommand};

@@ -10,6 +10,7 @@ use crate::canonical;
 use imbl::OrdMap;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
 
 /// One JSON record, immutable once stored.
@@ -53,7 +54,7 @@ impl Record {
     }
 
     /// sha256 of the record's canonical JSON.
-    fn digest(&self) -> &[u8; 32] {
+    pub(crate) fn digest(&self) -> &[u8; 32] {
         self.0
             .digest
             .get_or_init(|| Sha256::digest(canonical::to_string(&self.0.value).as_bytes()).into())
@@ -232,6 +233,55 @@ impl State {
             hasher.update(collection.digest());
         }
         canonical::hex(&hasher.finalize())
+    }
+
+    /// (collection, key) of every record that differs between two states
+    /// (present in one only, or different). Collections and records shared
+    /// between the two (the usual case: an episode changes a few records of a
+    /// large state) are skipped by pointer or memoised digest, so this costs
+    /// the records changed, not the size of the state.
+    pub fn changed_records(&self, other: &State) -> BTreeSet<(String, String)> {
+        let mut changed = BTreeSet::new();
+        let names: BTreeSet<&String> = self
+            .collections
+            .keys()
+            .chain(other.collections.keys())
+            .collect();
+        for name in names {
+            let (a, b) = (self.collections.get(name), other.collections.get(name));
+            if let (Some(a), Some(b)) = (a, b)
+                && (Arc::ptr_eq(&a.0, &b.0) || a.digest() == b.digest())
+            {
+                continue;
+            }
+            let keys: BTreeSet<&String> = a
+                .into_iter()
+                .chain(b)
+                .flat_map(|c| c.0.records.keys())
+                .collect();
+            for key in keys {
+                let (x, y) = (a.and_then(|c| c.get(key)), b.and_then(|c| c.get(key)));
+                let same = match (x, y) {
+                    (Some(x), Some(y)) => Arc::ptr_eq(&x.0, &y.0) || x.digest() == y.digest(),
+                    (None, None) => true,
+                    _ => false,
+                };
+                if !same {
+                    changed.insert((name.clone(), key.clone()));
+                }
+            }
+        }
+        changed
+    }
+
+    /// Whether the record `key` of `collection` is the same in both states
+    /// (or absent from both).
+    pub fn same_record(&self, other: &State, collection: &str, key: &str) -> bool {
+        match (self.get(collection, key), other.get(collection, key)) {
+            (Some(x), Some(y)) => Arc::ptr_eq(&x.0, &y.0) || x.digest() == y.digest(),
+            (None, None) => true,
+            _ => false,
+        }
     }
 
     /// The canonical JSON text of the state (see [`canonical`]).

@@ -35,6 +35,12 @@ pub struct VerifyRules {
 }
 
 impl VerifyRules {
+    /// Whether the rules leave states as they are (states are then compared
+    /// by their memoised digests, without turning them into JSON).
+    pub fn is_empty(&self) -> bool {
+        self.ignore_fields.is_empty() && self.unordered_lists.is_empty()
+    }
+
     /// The state as JSON with the rules applied.
     pub fn canonicalise(&self, state: &State) -> Value {
         let mut json = state.to_json();
@@ -94,10 +100,37 @@ pub fn verify(
     required_outputs: &[String],
     agent_messages: &[&str],
 ) -> Verdict {
-    let initial = rules.canonicalise(initial);
-    let gold = rules.canonicalise(gold);
-    let reached = rules.canonicalise(final_state);
-    let state_match = canonical::to_string(&gold) == canonical::to_string(&reached);
+    let (state_match, changed, records_met) = if rules.is_empty() {
+        let changed: BTreeSet<(String, String)> = initial
+            .changed_records(gold)
+            .union(&initial.changed_records(final_state))
+            .cloned()
+            .collect();
+        let met = changed
+            .iter()
+            .filter(|(collection, key)| gold.same_record(final_state, collection, key))
+            .count();
+        (gold.digest() == final_state.digest(), changed, met)
+    } else {
+        let initial = rules.canonicalise(initial);
+        let gold = rules.canonicalise(gold);
+        let reached = rules.canonicalise(final_state);
+        let changed: BTreeSet<(String, String)> = changed_records(&initial, &gold)
+            .union(&changed_records(&initial, &reached))
+            .cloned()
+            .collect();
+        let met = changed
+            .iter()
+            .filter(|(collection, key)| {
+                record(&gold, collection, key) == record(&reached, collection, key)
+            })
+            .count();
+        (
+            canonical::to_string(&gold) == canonical::to_string(&reached),
+            changed,
+            met,
+        )
+    };
 
     let said: Vec<String> = agent_messages
         .iter()
@@ -121,16 +154,6 @@ pub fn verify(
         })
         .collect();
 
-    let changed = changed_records(&initial, &gold)
-        .union(&changed_records(&initial, &reached))
-        .cloned()
-        .collect::<BTreeSet<_>>();
-    let records_met = changed
-        .iter()
-        .filter(|(collection, key)| {
-            record(&gold, collection, key) == record(&reached, collection, key)
-        })
-        .count();
     let outputs_met = outputs.iter().filter(|check| check.found).count();
     let checks = changed.len() + outputs.len();
     let partial_credit = if checks == 0 {

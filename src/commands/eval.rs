@@ -4,6 +4,7 @@
 
 use crate::agents::{AgentArgs, Agents};
 use crate::envs::EnvArgs;
+use crate::metrics::{flip_rate, pass_hat_k};
 use crate::output;
 use anyhow::{Context, Result};
 use clap::Args;
@@ -190,29 +191,6 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// τ-bench's pass^k estimator: the mean over tasks of C(c, k) / C(n, k), for
-/// c successes in n trials — the chance that k trials drawn without
-/// replacement all succeed.
-fn pass_hat_k(successes: &[(u64, u64)], k: u64) -> f64 {
-    let per_task = successes.iter().map(|&(c, n)| choose(c, k) / choose(n, k));
-    per_task.sum::<f64>() / successes.len().max(1) as f64
-}
-
-fn choose(n: u64, k: u64) -> f64 {
-    if k > n {
-        return 0.0;
-    }
-    (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
-}
-
-/// The share of consecutive trial pairs whose outcomes differ.
-fn flip_rate(trials: &[bool]) -> f64 {
-    if trials.len() < 2 {
-        return 0.0;
-    }
-    trials.windows(2).filter(|pair| pair[0] != pair[1]).count() as f64 / (trials.len() - 1) as f64
-}
-
 /// pass^k against k with its confidence band, as SVG.
 fn chart(path: &std::path::Path, label: &str, pass: &[PassK]) -> Result<()> {
     use plotters::prelude::*;
@@ -276,26 +254,4 @@ fn markdown(report: &serde_json::Value, pass: &[PassK], mean_flip: f64) -> Strin
         "\nMean flip rate across trials: {mean_flip:.3}.\n\n![pass^k](pass_k.svg)"
     );
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pass_hat_k_is_taus_estimator() {
-        // One task, 2 of 4 trials right: pass^1 = 2/4, pass^2 = C(2,2)/C(4,2) = 1/6.
-        assert_eq!(pass_hat_k(&[(2, 4)], 1), 0.5);
-        assert!((pass_hat_k(&[(2, 4)], 2) - 1.0 / 6.0).abs() < 1e-12);
-        assert_eq!(pass_hat_k(&[(2, 4)], 3), 0.0);
-        assert_eq!(pass_hat_k(&[(4, 4), (0, 4)], 4), 0.5);
-    }
-
-    #[test]
-    fn flip_rate_counts_changes_between_consecutive_trials() {
-        assert_eq!(flip_rate(&[true, true, true]), 0.0);
-        assert_eq!(flip_rate(&[true, false, true]), 1.0);
-        assert_eq!(flip_rate(&[true, false, false, false, true]), 0.5);
-        assert_eq!(flip_rate(&[true]), 0.0);
-    }
 }

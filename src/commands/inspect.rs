@@ -5,6 +5,7 @@ use crate::output;
 use anyhow::Result;
 use clap::Args;
 use forge_runtime::Sandbox;
+use forge_suites::Suite;
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,6 +15,12 @@ pub struct InspectArgs {
     /// An environment bundle directory; the built-in example environment when absent.
     #[arg(value_name = "ENV")]
     env: Option<PathBuf>,
+    /// A benchmark suite instead (tau-bench/retail, tau-bench/airline), read from `--data`.
+    #[arg(long, value_name = "SUITE", requires = "data", conflicts_with = "env")]
+    suite: Option<Suite>,
+    /// The benchmark data for `--suite`.
+    #[arg(long, value_name = "DIR", requires = "suite")]
+    data: Option<PathBuf>,
     /// Print one JSON object with the tool schemas and tasks.
     #[arg(long)]
     json: bool,
@@ -21,7 +28,12 @@ pub struct InspectArgs {
 
 pub fn run(args: InspectArgs) -> Result<ExitCode> {
     let sandbox = Sandbox::with_defaults()?;
-    let env = EnvArgs { env: args.env }.load(&sandbox)?;
+    let env = EnvArgs {
+        env: args.env,
+        suite: args.suite,
+        data: args.data,
+    }
+    .load(&sandbox)?;
     let tools = env.component().tools();
     if args.json {
         output::json_line(&json!({

@@ -2,6 +2,7 @@
 
 use crate::agents::{AgentArgs, Agents};
 use crate::envs::EnvArgs;
+use crate::metrics;
 use crate::output;
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -164,6 +165,16 @@ fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, Episo
         .count();
     let unmasked_success_rate = unmasked_successes as f64 / (episodes - masked_count).max(1) as f64;
     let masked_share = masked_count as f64 / episodes.max(1) as f64;
+    // pass^k over the trials of each task, when there is more than one.
+    let per_task = metrics::successes_per_task(
+        records
+            .iter()
+            .map(|(_, record)| (record.task_id.as_str(), record.verdict.reward >= 1.0)),
+    );
+    let pass_hat_k: Vec<(u64, f64)> = (1..=args.trials)
+        .filter(|_| args.trials > 1)
+        .map(|k| (k, metrics::pass_hat_k(&per_task, k)))
+        .collect();
     if args.json {
         output::json_line(&json!({
             "summary": true,
@@ -177,6 +188,11 @@ fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, Episo
             "successes": successes,
             "success_rate": success_rate,
             "mean_partial_credit": mean_partial,
+            "trials": args.trials,
+            "pass_hat_k": pass_hat_k
+                .iter()
+                .map(|(k, value)| json!({"k": k, "value": value}))
+                .collect::<Vec<_>>(),
         }));
         return;
     }
@@ -213,6 +229,13 @@ fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, Episo
         label,
         args.seed
     );
+    if !pass_hat_k.is_empty() {
+        let values: Vec<String> = pass_hat_k
+            .iter()
+            .map(|(k, value)| format!("pass^{k} {value:.3}"))
+            .collect();
+        println!("{} trials per task: {}", args.trials, values.join(", "));
+    }
     if masked_count > 0 {
         println!(
             "the user gave wrong or missing facts in {masked_count} episodes ({masked_share:.3}); success rate without them {unmasked_success_rate:.3}"

@@ -48,7 +48,7 @@ publish = false
 
 [dependencies]
 serde = { version = "1.0", features = ["derive"] }
-serde_json = { version = "1.0", features = ["preserve_order"] }
+serde_json = { version = "1.0", features = ["preserve_order", "float_roundtrip"] }
 wit-bindgen = { version = "0.61", default-features = false, features = ["macros", "realloc"] }
 "#;
 

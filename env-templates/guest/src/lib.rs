@@ -90,28 +90,68 @@ pub fn call(
 macro_rules! export_environment {
     ($tools:expr) => {
         #[cfg(target_arch = "wasm32")]
-        fn __forge_tools() -> &'static [$crate::Tool] {
-            $tools
+        fn __forge_describe() -> ::std::string::String {
+            $crate::describe($tools)
         }
 
+        #[cfg(target_arch = "wasm32")]
+        fn __forge_call(
+            store: &mut dyn $crate::Store,
+            name: &str,
+            args: &str,
+        ) -> ::std::result::Result<::std::string::String, ::std::string::String> {
+            $crate::call($tools, store, name, args)
+        }
+
+        $crate::export_component!(__forge_describe, __forge_call);
+    };
+}
+
+/// Exports two functions as the component's `forge:env/tools` interface, for
+/// environments whose tools answer with text of their own making rather than
+/// through [`Tool`] (for example suites that must reproduce another
+/// implementation's output strings exactly):
+///
+/// ```ignore
+/// fn describe() -> String { /* the OpenAI tool schemas */ }
+/// fn call(store: &mut dyn forge_guest::Store, name: &str, args: &str) -> Result<String, String> { /* … */ }
+/// forge_guest::export_component!(describe, call);
+/// ```
+#[macro_export]
+macro_rules! export_component {
+    ($describe:path, $call:path) => {
         #[cfg(target_arch = "wasm32")]
         mod __forge_export {
             struct Component;
 
             impl $crate::bindings::exports::forge::env::tools::Guest for Component {
                 fn describe() -> ::std::string::String {
-                    $crate::describe(super::__forge_tools())
+                    super::__forge_describe_fn()
                 }
 
                 fn call(
                     name: ::std::string::String,
                     args: ::std::string::String,
                 ) -> ::std::result::Result<::std::string::String, ::std::string::String> {
-                    $crate::call(super::__forge_tools(), &mut $crate::HostStore, &name, &args)
+                    super::__forge_call_fn(&mut $crate::HostStore, &name, &args)
                 }
             }
 
             $crate::bindings::export!(Component with_types_in $crate::bindings);
+        }
+
+        #[cfg(target_arch = "wasm32")]
+        fn __forge_describe_fn() -> ::std::string::String {
+            $describe()
+        }
+
+        #[cfg(target_arch = "wasm32")]
+        fn __forge_call_fn(
+            store: &mut dyn $crate::Store,
+            name: &str,
+            args: &str,
+        ) -> ::std::result::Result<::std::string::String, ::std::string::String> {
+            $call(store, name, args)
         }
     };
 }

@@ -4,7 +4,7 @@
 use crate::builtin;
 use crate::output;
 use anyhow::{Context, Result};
-use clap::{Args, Subcommand};
+use clap::Args;
 use forge_runtime::bundle::ToolCall;
 use forge_runtime::environment::execute;
 use forge_runtime::sandbox::{Limits, ToolComponent};
@@ -13,13 +13,6 @@ use forge_runtime::{Sandbox, State};
 use serde_json::{Value, json};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-
-#[derive(Subcommand, Debug)]
-pub enum BenchCommand {
-    /// Component load, instantiation, episode reset, tool-call latency and
-    /// throughput, and the native cost of the same tool.
-    Perf(PerfArgs),
-}
 
 #[derive(Args, Debug)]
 pub struct PerfArgs {
@@ -32,12 +25,6 @@ pub struct PerfArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
-}
-
-pub fn run(command: BenchCommand) -> Result<ExitCode> {
-    match command {
-        BenchCommand::Perf(args) => perf(args),
-    }
 }
 
 /// A tool call to measure: a read and a write of the example environment.
@@ -61,7 +48,7 @@ struct Row {
     unit: &'static str,
 }
 
-fn perf(args: PerfArgs) -> Result<ExitCode> {
+pub fn run(args: PerfArgs) -> Result<ExitCode> {
     let bundle = builtin::example_bundle();
     let state = State::from_json(&bundle.initial_state)?;
     let cache = tempfile::tempdir()?;

@@ -1,0 +1,65 @@
+//! Success statistics over repeated trials, as the benchmark suites define them.
+
+/// τ-bench's pass^k estimator: the mean over tasks of C(c, k) / C(n, k), for
+/// c successes in n trials — the chance that k trials drawn without
+/// replacement all succeed.
+pub fn pass_hat_k(successes: &[(u64, u64)], k: u64) -> f64 {
+    let per_task = successes.iter().map(|&(c, n)| choose(c, k) / choose(n, k));
+    per_task.sum::<f64>() / successes.len().max(1) as f64
+}
+
+fn choose(n: u64, k: u64) -> f64 {
+    if k > n {
+        return 0.0;
+    }
+    (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
+}
+
+/// The share of consecutive trial pairs whose outcomes differ.
+pub fn flip_rate(trials: &[bool]) -> f64 {
+    if trials.len() < 2 {
+        return 0.0;
+    }
+    trials.windows(2).filter(|pair| pair[0] != pair[1]).count() as f64 / (trials.len() - 1) as f64
+}
+
+/// (successes, trials) per task, from each episode's task id and outcome.
+pub fn successes_per_task<'a>(
+    outcomes: impl IntoIterator<Item = (&'a str, bool)>,
+) -> Vec<(u64, u64)> {
+    let mut per_task: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
+    for (task, success) in outcomes {
+        let entry = per_task.entry(task).or_default();
+        entry.0 += u64::from(success);
+        entry.1 += 1;
+    }
+    per_task.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pass_hat_k_is_taus_estimator() {
+        // One task, 2 of 4 trials right: pass^1 = 2/4, pass^2 = C(2,2)/C(4,2) = 1/6.
+        assert_eq!(pass_hat_k(&[(2, 4)], 1), 0.5);
+        assert!((pass_hat_k(&[(2, 4)], 2) - 1.0 / 6.0).abs() < 1e-12);
+        assert_eq!(pass_hat_k(&[(2, 4)], 3), 0.0);
+        assert_eq!(pass_hat_k(&[(4, 4), (0, 4)], 4), 0.5);
+    }
+
+    #[test]
+    fn flip_rate_counts_changes_between_consecutive_trials() {
+        assert_eq!(flip_rate(&[true, true, true]), 0.0);
+        assert_eq!(flip_rate(&[true, false, true]), 1.0);
+        assert_eq!(flip_rate(&[true, false, false, false, true]), 0.5);
+        assert_eq!(flip_rate(&[true]), 0.0);
+    }
+
+    #[test]
+    fn successes_are_counted_per_task() {
+        let outcomes = [("a", true), ("b", false), ("a", false), ("b", false)];
+        assert_eq!(successes_per_task(outcomes), vec![(1, 2), (0, 2)]);
+    }
+}

@@ -1,0 +1,46 @@
+//! Builds the suites' tool components, which this crate embeds.
+
+use std::path::PathBuf;
+
+/// (package, file name under `OUT_DIR`).
+const COMPONENTS: &[(&str, &str)] = &[
+    ("forge-suite-tau-retail", "tau-retail.wasm"),
+    ("forge-suite-tau-airline", "tau-airline.wasm"),
+];
+
+fn main() {
+    let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let root = dir.parent().expect("the suites live inside the workspace");
+    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("set by cargo"));
+    // OUT_DIR is <target>/<profile>/build/<crate>/out; guests build beside the profiles.
+    let target_dir = out_dir
+        .ancestors()
+        .nth(4)
+        .expect("OUT_DIR is inside the target directory")
+        .join("guests");
+    for path in [
+        "wit",
+        "env-templates/guest",
+        "pycompat",
+        "suites/tau-guest",
+        "suites/tau-retail",
+        "suites/tau-airline",
+    ] {
+        println!("cargo::rerun-if-changed={}", root.join(path).display());
+    }
+    let packages: Vec<&str> = COMPONENTS.iter().map(|(package, _)| *package).collect();
+    let built = match forge_guest_builder::build_components(
+        &root.join("Cargo.toml"),
+        &packages,
+        &target_dir,
+    ) {
+        Ok(paths) => paths,
+        Err(err) => {
+            eprintln!("{err}");
+            std::process::exit(1);
+        }
+    };
+    for (path, (_, name)) in built.iter().zip(COMPONENTS) {
+        std::fs::copy(path, out_dir.join(name)).expect("copying a suite component");
+    }
+}

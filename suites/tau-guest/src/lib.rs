@@ -1,0 +1,266 @@
+//! What the τ-bench tool components share.
+//!
+//! The reference tools are Python functions over one nested `dict` (the
+//! database) that answer with a string: `json.dumps` of a record, a sentence,
+//! or an `"Error: …"` message. An exception escaping a tool (a `KeyError`
+//! on a missing key, say) becomes `"Error: {exception}"`. Forge keeps the
+//! database in the host, one record per key of each top-level table; this
+//! crate gives tools Python's view of it — records as JSON values in
+//! insertion order, Python's `KeyError` text, int/float identity through
+//! [`Num`] — so that every output string matches the reference's.
+//!
+//! A tool answers `Ok(text)` for what the reference returns normally and
+//! `Err(message)` for its errors; the host shows an error as
+//! `"Error: {message}"`, the reference's own wording. Tools check before they
+//! write, so an error leaves the state untouched, as in the reference.
+
+use forge_guest::Store;
+pub use forge_pycompat::{Num, dumps};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+/// A tool: the database, the keyword arguments, the answer.
+pub type ToolFn = fn(&mut Data<'_>, &Kwargs) -> Result<String, String>;
+
+/// The database as the reference's tools see it.
+pub struct Data<'a> {
+    store: &'a mut dyn Store,
+}
+
+impl<'a> Data<'a> {
+    pub fn new(store: &'a mut dyn Store) -> Self {
+        Self { store }
+    }
+
+    /// `table[key]`, if present.
+    pub fn get(&self, table: &str, key: &str) -> Result<Option<Value>, String> {
+        self.store
+            .get(table, key)
+            .map(|text| {
+                serde_json::from_str(&text).map_err(|err| format!("record {table}/{key}: {err}"))
+            })
+            .transpose()
+    }
+
+    /// `table[key]`, or Python's `KeyError` text.
+    pub fn require(&self, table: &str, key: &str) -> Result<Value, String> {
+        self.get(table, key)?.ok_or_else(|| key_error(key))
+    }
+
+    /// `key in table`.
+    pub fn contains(&self, table: &str, key: &str) -> bool {
+        self.store.get(table, key).is_some()
+    }
+
+    /// `table[key] = record`.
+    pub fn put(&mut self, table: &str, key: &str, record: &Value) -> Result<(), String> {
+        self.store.put(table, key, &record.to_string())
+    }
+
+    /// `table.items()`, each record read as `T` — a struct of the few fields
+    /// a search looks at, so that scanning a table skips the rest of each
+    /// record instead of building it. The host keeps keys in byte order; the
+    /// reference iterates in file order, which differs only where a search
+    /// could match two records (none of the suites' lookups can: ids and
+    /// e-mails are unique, and flight numbers are stored sorted).
+    pub fn scan<T: DeserializeOwned>(&self, table: &str) -> Result<Vec<(String, T)>, String> {
+        self.store
+            .keys(table)
+            .into_iter()
+            .map(|key| {
+                let text = self.store.get(table, &key).ok_or_else(|| key_error(&key))?;
+                let record = serde_json::from_str(&text)
+                    .map_err(|err| format!("record {table}/{key}: {err}"))?;
+                Ok((key, record))
+            })
+            .collect()
+    }
+}
+
+/// The keyword arguments of a call.
+pub struct Kwargs(Map<String, Value>);
+
+impl Kwargs {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match serde_json::from_str(text) {
+            Ok(Value::Object(map)) => Ok(Self(map)),
+            Ok(_) => Err("arguments must be a JSON object".to_owned()),
+            Err(err) => Err(format!("arguments are not valid JSON: {err}")),
+        }
+    }
+
+    /// Argument `name`, or the `TypeError` Python raises when it is missing.
+    pub fn get(&self, name: &str) -> Result<&Value, String> {
+        self.0
+            .get(name)
+            .ok_or_else(|| format!("invoke() missing 1 required positional argument: '{name}'"))
+    }
+
+    /// A string argument. Python would go on with any type and fail later or
+    /// not at all; the host has checked types against the tool's schema
+    /// before the call, so this only guards against schema and code disagreeing.
+    pub fn str(&self, name: &str) -> Result<&str, String> {
+        self.get(name)?
+            .as_str()
+            .ok_or_else(|| format!("argument '{name}' must be a string"))
+    }
+
+    /// A numeric argument.
+    pub fn num(&self, name: &str) -> Result<Num, String> {
+        num(self.get(name)?)
+    }
+
+    /// A list argument.
+    pub fn list(&self, name: &str) -> Result<&Vec<Value>, String> {
+        self.get(name)?
+            .as_array()
+            .ok_or_else(|| format!("argument '{name}' must be a list"))
+    }
+
+    /// Names that no parameter of the tool takes, in the order given.
+    fn unexpected<'n>(&'n self, parameters: &[&str]) -> Option<&'n str> {
+        self.0
+            .keys()
+            .map(String::as_str)
+            .find(|name| !parameters.contains(name))
+    }
+}
+
+/// One tool of a component: its name, its keyword parameters and its code.
+pub struct Tool {
+    pub name: &'static str,
+    pub parameters: &'static [&'static str],
+    pub run: ToolFn,
+}
+
+/// Runs tool `name` the way the reference's `Env.step` does.
+pub fn call(
+    tools: &[Tool],
+    store: &mut dyn Store,
+    name: &str,
+    args: &str,
+) -> Result<String, String> {
+    let Some(tool) = tools.iter().find(|tool| tool.name == name) else {
+        return Err(format!("Unknown action {name}"));
+    };
+    let kwargs = Kwargs::parse(args)?;
+    if let Some(unexpected) = kwargs.unexpected(tool.parameters) {
+        return Err(format!(
+            "invoke() got an unexpected keyword argument '{unexpected}'"
+        ));
+    }
+    (tool.run)(&mut Data::new(store), &kwargs)
+}
+
+/// `value[key]` for a dict, or Python's `KeyError` text.
+pub fn field<'v>(value: &'v Value, key: &str) -> Result<&'v Value, String> {
+    value.get(key).ok_or_else(|| key_error(key))
+}
+
+/// `value[key]` for a dict, mutably.
+pub fn field_mut<'v>(value: &'v mut Value, key: &str) -> Result<&'v mut Value, String> {
+    value.get_mut(key).ok_or_else(|| key_error(key))
+}
+
+/// A string field.
+pub fn str_field<'v>(value: &'v Value, key: &str) -> Result<&'v str, String> {
+    field(value, key)?
+        .as_str()
+        .ok_or_else(|| format!("field '{key}' is not a string"))
+}
+
+/// A numeric field.
+pub fn num_field(value: &Value, key: &str) -> Result<Num, String> {
+    num(field(value, key)?)
+}
+
+/// A number, or the `TypeError` text of arithmetic on something else.
+pub fn num(value: &Value) -> Result<Num, String> {
+    Num::from_value(value).ok_or_else(|| format!("unsupported operand type: {value}"))
+}
+
+/// A list field, mutably.
+pub fn list_mut<'v>(value: &'v mut Value, key: &str) -> Result<&'v mut Vec<Value>, String> {
+    field_mut(value, key)?
+        .as_array_mut()
+        .ok_or_else(|| format!("field '{key}' is not a list"))
+}
+
+/// `d[key] = value` on a dict value: replaces in place or appends at the end,
+/// as a Python dict does.
+pub fn set(dict: &mut Value, key: &str, value: Value) {
+    if let Value::Object(map) = dict {
+        map.insert(key.to_owned(), value);
+    }
+}
+
+/// `str(KeyError(key))`: the key's `repr`.
+pub fn key_error(key: &str) -> String {
+    repr(key)
+}
+
+/// Python's `repr` of a string.
+pub fn repr(text: &str) -> String {
+    let quote = if text.contains('\'') && !text.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push(quote);
+    for ch in text.chars() {
+        match ch {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            ch if ch == quote => {
+                out.push('\\');
+                out.push(ch);
+            }
+            ch if (ch as u32) < 0x20 || ch as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", ch as u32));
+            }
+            ch => out.push(ch),
+        }
+    }
+    out.push(quote);
+    out
+}
+
+/// `calculate(expression)`: `str(round(float(eval(expression)), 2))` over
+/// digits, `+ - * / ( ) .` and spaces.
+pub fn calculate(_: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
+    let expression = kwargs.str("expression")?;
+    if !expression
+        .chars()
+        .all(|ch| "0123456789+-*/(). ".contains(ch))
+    {
+        return Err("invalid characters in expression".to_owned());
+    }
+    let value = forge_pycompat::expr::eval(expression)?;
+    Ok(Num::Float(value.as_f64()).round(2).to_python_string())
+}
+
+/// `think(thought)`: answers nothing.
+pub fn think(_: &mut Data<'_>, _: &Kwargs) -> Result<String, String> {
+    Ok(String::new())
+}
+
+/// `transfer_to_human_agents(summary)`: ends the episode in the reference.
+pub fn transfer_to_human_agents(_: &mut Data<'_>, _: &Kwargs) -> Result<String, String> {
+    Ok("Transfer successful".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repr_quotes_like_python() {
+        assert_eq!(repr("abc"), "'abc'");
+        assert_eq!(repr("it's"), "\"it's\"");
+        assert_eq!(repr("a'b\"c"), "'a\\'b\"c'");
+        assert_eq!(repr("tab\there"), "'tab\\there'");
+    }
+}

@@ -1,0 +1,145 @@
+//! The suites against their reference implementations: every task's gold
+//! replay must give the reference's output strings and final database.
+//!
+//! The fixtures hold, per task, what `scripts/bench/tau_reference.py --digest`
+//! prints when it drives the reference code (tool names, the sha256 of the
+//! outputs, the final database hash). On a mismatch, run that script without
+//! `--digest` and `forge bench replay <suite> --data DIR --json` to see the
+//! differing strings.
+
+use forge_runtime::{Environment, Sandbox};
+use forge_suites::{Suite, TaskReplay};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/benchmarks")
+}
+
+fn fixture(name: &str) -> Vec<Value> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("reading {}: {err}", path.display()))
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("fixture lines are JSON"))
+        .collect()
+}
+
+/// The compact form of a replay, as the reference script's `--digest` writes it.
+fn digest(replay: &TaskReplay) -> Value {
+    let outputs: Vec<&str> = replay
+        .actions
+        .iter()
+        .map(|action| action.output.as_str())
+        .collect();
+    let text = forge_pycompat::to_canonical(&json!(outputs));
+    json!({
+        "task_id": replay.task_id,
+        "names": replay.actions.iter().map(|action| action.name.as_str()).collect::<Vec<_>>(),
+        "outputs_sha256": format!("{:x}", Sha256::digest(text.as_bytes())),
+        "final_db_sha256": replay.final_db_sha256,
+    })
+}
+
+fn check_against_reference(suite: Suite, fixture_name: &str) {
+    let bundle = suite.load(&data_dir()).expect("the suite loads");
+    let sandbox = Sandbox::with_defaults().expect("a sandbox");
+    let env = Environment::load(&sandbox, bundle).expect("every gold action runs");
+    let expected = fixture(fixture_name);
+    assert_eq!(env.tasks().len(), expected.len(), "{suite}: task count");
+    let mut mismatches = Vec::new();
+    for (task, expected) in env.tasks().iter().zip(&expected) {
+        let (replay, _) = forge_suites::replay(&env, task);
+        assert!(
+            !replay.failed(),
+            "{suite} {}: a sandbox error",
+            replay.task_id
+        );
+        if &digest(&replay) != expected {
+            mismatches.push(replay.task_id);
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "{suite}: {} of {} tasks differ from the reference: {:?}",
+        mismatches.len(),
+        expected.len(),
+        mismatches
+    );
+}
+
+#[test]
+fn tau_bench_retail_replays_exactly_as_the_reference() {
+    check_against_reference(Suite::TauRetail, "tau-bench-retail.jsonl");
+}
+
+#[test]
+fn tau_bench_airline_replays_exactly_as_the_reference() {
+    check_against_reference(Suite::TauAirline, "tau-bench-airline.jsonl");
+}
+
+/// A copy of the retail data in a temporary directory, to break.
+fn retail_copy() -> tempfile::TempDir {
+    let copy = tempfile::tempdir().expect("a temporary directory");
+    let from = data_dir().join("tau-bench/retail");
+    let to = copy.path().join("tau-bench/retail");
+    std::fs::create_dir_all(&to).expect("creating the copy");
+    for entry in std::fs::read_dir(&from).expect("the retail data") {
+        let path = entry.expect("an entry").path();
+        std::fs::copy(&path, to.join(path.file_name().expect("a file name"))).expect("copying");
+    }
+    copy
+}
+
+#[test]
+fn missing_and_malformed_files_are_named() {
+    let copy = retail_copy();
+    let dir = copy.path().join("tau-bench/retail");
+
+    std::fs::remove_file(dir.join("products.json")).expect("removing");
+    let error = format!("{:#}", Suite::TauRetail.load(copy.path()).unwrap_err());
+    assert!(error.contains("products.json"), "{error}");
+
+    std::fs::write(dir.join("products.json"), "{\"p1\": 3}").expect("writing");
+    let error = format!("{:#}", Suite::TauRetail.load(copy.path()).unwrap_err());
+    assert!(
+        error.contains("products.json") && error.contains("`p1`"),
+        "{error}"
+    );
+
+    std::fs::copy(
+        data_dir().join("tau-bench/retail/products.json"),
+        dir.join("products.json"),
+    )
+    .expect("restoring");
+    std::fs::write(
+        dir.join("tasks_dev.json"),
+        r#"[{"user_id": "u", "instruction": "i", "actions": [{"name": "x"}]}]"#,
+    )
+    .expect("writing");
+    let error = format!("{:#}", Suite::TauRetail.load(copy.path()).unwrap_err());
+    assert!(
+        error.contains("tasks_dev.json") && error.contains("kwargs"),
+        "{error}"
+    );
+
+    let error = format!(
+        "{:#}",
+        Suite::TauRetail
+            .load(Path::new("/nonexistent"))
+            .unwrap_err()
+    );
+    assert!(error.contains("tau-bench/retail"), "{error}");
+}
+
+#[test]
+fn suites_are_named_as_on_the_command_line() {
+    for suite in Suite::ALL {
+        assert_eq!(suite.name().parse::<Suite>().unwrap(), *suite);
+    }
+    let error = "tau-bench/bank".parse::<Suite>().unwrap_err().to_string();
+    assert!(error.contains("tau-bench/retail"), "{error}");
+}
