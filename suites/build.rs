@@ -6,6 +6,8 @@ use std::path::PathBuf;
 const COMPONENTS: &[(&str, &str)] = &[
     ("forge-suite-tau-retail", "tau-retail.wasm"),
     ("forge-suite-tau-airline", "tau-airline.wasm"),
+    ("forge-suite-tau2-airline", "tau2-airline.wasm"),
+    ("forge-suite-tau2-retail", "tau2-retail.wasm"),
 ];
 
 fn main() {
@@ -25,6 +27,8 @@ fn main() {
         "suites/tau-guest",
         "suites/tau-retail",
         "suites/tau-airline",
+        "suites/tau2-airline",
+        "suites/tau2-retail",
     ] {
         println!("cargo::rerun-if-changed={}", root.join(path).display());
     }

@@ -1,14 +1,17 @@
 //! Benchmark suites as Forge environments.
 //!
 //! A suite's tools are a component embedded in this crate (built from
-//! `suites/<suite>/`), and its data — databases, tasks, policy — is read from
+//! `suites/<suite>/`: τ-bench's in `tau-<domain>`, τ²-bench's in
+//! `tau2-<domain>`), and its data — databases, tasks, policy — is read from
 //! a directory laid out like the benchmarks' own repositories (see
 //! [`Suite::load`]). The result is an ordinary [`Bundle`]: every Forge command
 //! runs it, and [`replay`] re-executes each task's gold actions to compare
 //! them with the reference implementation.
 
+mod pydantic;
 mod replay;
 mod tau;
+mod tau2;
 
 pub use replay::{ReplayedAction, TaskReplay, replay};
 
@@ -23,26 +26,38 @@ use std::str::FromStr;
 pub enum Suite {
     TauRetail,
     TauAirline,
+    Tau2Airline,
+    Tau2Retail,
 }
 
 impl Suite {
-    pub const ALL: &[Suite] = &[Suite::TauRetail, Suite::TauAirline];
+    pub const ALL: &[Suite] = &[
+        Suite::TauRetail,
+        Suite::TauAirline,
+        Suite::Tau2Airline,
+        Suite::Tau2Retail,
+    ];
 
     /// The suite's name on the command line: `tau-bench/retail`.
     pub fn name(self) -> &'static str {
         match self {
             Self::TauRetail => "tau-bench/retail",
             Self::TauAirline => "tau-bench/airline",
+            Self::Tau2Airline => "tau2-bench/airline",
+            Self::Tau2Retail => "tau2-bench/retail",
         }
     }
 
     /// Reads the suite from `data`, a directory laid out like the benchmarks'
-    /// data (`<data>/tau-bench/retail/orders.json`, …). Errors name the file
+    /// data (`<data>/tau-bench/retail/orders.json`,
+    /// `<data>/tau2-bench/airline/db.json`, …). Errors name the file
     /// and the field that is missing or malformed.
     pub fn load(self, data: &Path) -> Result<Bundle> {
         match self {
             Self::TauRetail => tau::load(&tau::RETAIL, data),
             Self::TauAirline => tau::load(&tau::AIRLINE, data),
+            Self::Tau2Airline => tau2::load(&tau2::AIRLINE, data),
+            Self::Tau2Retail => tau2::load(&tau2::RETAIL, data),
         }
     }
 }

@@ -81,6 +81,16 @@ fn tau_bench_airline_replays_exactly_as_the_reference() {
     check_against_reference(Suite::TauAirline, "tau-bench-airline.jsonl");
 }
 
+#[test]
+fn tau2_bench_airline_replays_exactly_as_the_reference() {
+    check_against_reference(Suite::Tau2Airline, "tau2-bench-airline.jsonl");
+}
+
+#[test]
+fn tau2_bench_retail_replays_exactly_as_the_reference() {
+    check_against_reference(Suite::Tau2Retail, "tau2-bench-retail.jsonl");
+}
+
 /// A copy of the retail data in a temporary directory, to break.
 fn retail_copy() -> tempfile::TempDir {
     let copy = tempfile::tempdir().expect("a temporary directory");
@@ -133,6 +143,61 @@ fn missing_and_malformed_files_are_named() {
             .unwrap_err()
     );
     assert!(error.contains("tau-bench/retail"), "{error}");
+}
+
+/// A copy of the τ²-bench airline data in a temporary directory, to break.
+fn tau2_airline_copy() -> tempfile::TempDir {
+    let copy = tempfile::tempdir().expect("a temporary directory");
+    let to = copy.path().join("tau2-bench/airline");
+    std::fs::create_dir_all(&to).expect("creating the copy");
+    for name in ["db.json", "tasks.json", "policy.md"] {
+        let from = data_dir().join("tau2-bench/airline").join(name);
+        std::fs::copy(&from, to.join(name)).expect("copying");
+    }
+    copy
+}
+
+#[test]
+fn tau2_missing_and_malformed_input_is_named() {
+    let copy = tau2_airline_copy();
+    let dir = copy.path().join("tau2-bench/airline");
+    let load = || format!("{:#}", Suite::Tau2Airline.load(copy.path()).unwrap_err());
+
+    let db_text = std::fs::read_to_string(dir.join("db.json")).expect("reading");
+    let mut db: Value = serde_json::from_str(&db_text).expect("the database is JSON");
+    db["users"]["mia_li_3668"]
+        .as_object_mut()
+        .expect("a user")
+        .remove("email");
+    std::fs::write(dir.join("db.json"), db.to_string()).expect("writing");
+    let error = load();
+    assert!(
+        error.contains("db.json") && error.contains("users.mia_li_3668.email: field required"),
+        "{error}"
+    );
+    std::fs::write(dir.join("db.json"), db_text).expect("restoring");
+
+    let tasks_text = std::fs::read_to_string(dir.join("tasks.json")).expect("reading");
+    let mut tasks: Value = serde_json::from_str(&tasks_text).expect("the tasks are JSON");
+    tasks[1]["evaluation_criteria"]["actions"][0]["requestor"] = json!("user");
+    std::fs::write(dir.join("tasks.json"), tasks.to_string()).expect("writing");
+    let error = load();
+    assert!(
+        error.contains("tasks.json") && error.contains("task `1`") && error.contains("`user`"),
+        "{error}"
+    );
+
+    std::fs::remove_file(dir.join("policy.md")).expect("removing");
+    std::fs::write(dir.join("tasks.json"), tasks_text).expect("restoring");
+    assert!(load().contains("policy.md"));
+
+    let error = format!(
+        "{:#}",
+        Suite::Tau2Retail
+            .load(Path::new("/nonexistent"))
+            .unwrap_err()
+    );
+    assert!(error.contains("tau2-bench/retail"), "{error}");
 }
 
 #[test]

@@ -7,5 +7,6 @@ mod eval;
 mod hostile;
 mod llm_stub;
 mod sandbox;
+mod suites;
 mod synth;
 mod train;

@@ -10,8 +10,8 @@
 //! τ-bench, MIT licence, © 2024 Sierra).
 
 use forge_tau_guest::{
-    Data, Kwargs, Num, Tool, calculate, dumps, field, field_mut, list_mut, num, num_field, set,
-    str_field, think, transfer_to_human_agents,
+    Data, Kwargs, Num, Tool, calculate, dumps, field, field_mut, list_mut, next_day, num,
+    num_field, set, str_field, think, transfer_to_human_agents,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -385,23 +385,6 @@ fn search_direct_flight(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, 
         }
     }
     Ok(dumps(&Value::Array(results)))
-}
-
-/// The reference's next-day date: `f"2024-05-{int(date[-2:])+1}"`.
-fn next_day(date: &str) -> Result<String, String> {
-    let start = date
-        .char_indices()
-        .rev()
-        .nth(1)
-        .map_or(0, |(index, _)| index);
-    let day = &date[start..];
-    let parsed: i64 = day.trim().parse().map_err(|_| {
-        format!(
-            "invalid literal for int() with base 10: {}",
-            forge_tau_guest::repr(day)
-        )
-    })?;
-    Ok(format!("2024-05-{}", parsed + 1))
 }
 
 fn search_onestop_flight(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {

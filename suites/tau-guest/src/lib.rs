@@ -1,9 +1,10 @@
-//! What the τ-bench tool components share.
+//! What the τ-bench and τ²-bench tool components share.
 //!
 //! The reference tools are Python functions over one nested `dict` (the
-//! database) that answer with a string: `json.dumps` of a record, a sentence,
-//! or an `"Error: …"` message. An exception escaping a tool (a `KeyError`
-//! on a missing key, say) becomes `"Error: {exception}"`. Forge keeps the
+//! database; in τ²-bench a pydantic model, which the host stores as
+//! `model_dump()` gives it) that answer with a string: `json.dumps` of a
+//! record, a sentence, or an `"Error: …"` message. An exception escaping a
+//! tool (a `KeyError` on a missing key, say) becomes `"Error: {exception}"`. Forge keeps the
 //! database in the host, one record per key of each top-level table; this
 //! crate gives tools Python's view of it — records as JSON values in
 //! insertion order, Python's `KeyError` text, int/float identity through
@@ -13,6 +14,8 @@
 //! `Err(message)` for its errors; the host shows an error as
 //! `"Error: {message}"`, the reference's own wording. Tools check before they
 //! write, so an error leaves the state untouched, as in the reference.
+
+pub mod model;
 
 use forge_guest::Store;
 pub use forge_pycompat::{Num, dumps};
@@ -78,12 +81,17 @@ impl<'a> Data<'a> {
 }
 
 /// The keyword arguments of a call.
-pub struct Kwargs(Map<String, Value>);
+pub struct Kwargs {
+    map: Map<String, Value>,
+    /// The Python function as its `TypeError`s name it: `invoke` (τ-bench)
+    /// or `AirlineTools.book_reservation` (τ²-bench).
+    callee: String,
+}
 
 impl Kwargs {
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str, callee: String) -> Result<Self, String> {
         match serde_json::from_str(text) {
-            Ok(Value::Object(map)) => Ok(Self(map)),
+            Ok(Value::Object(map)) => Ok(Self { map, callee }),
             Ok(_) => Err("arguments must be a JSON object".to_owned()),
             Err(err) => Err(format!("arguments are not valid JSON: {err}")),
         }
@@ -91,9 +99,12 @@ impl Kwargs {
 
     /// Argument `name`, or the `TypeError` Python raises when it is missing.
     pub fn get(&self, name: &str) -> Result<&Value, String> {
-        self.0
-            .get(name)
-            .ok_or_else(|| format!("invoke() missing 1 required positional argument: '{name}'"))
+        self.map.get(name).ok_or_else(|| {
+            format!(
+                "{}() missing 1 required positional argument: '{name}'",
+                self.callee
+            )
+        })
     }
 
     /// A string argument. Python would go on with any type and fail later or
@@ -119,7 +130,7 @@ impl Kwargs {
 
     /// Names that no parameter of the tool takes, in the order given.
     fn unexpected<'n>(&'n self, parameters: &[&str]) -> Option<&'n str> {
-        self.0
+        self.map
             .keys()
             .map(String::as_str)
             .find(|name| !parameters.contains(name))
@@ -133,7 +144,7 @@ pub struct Tool {
     pub run: ToolFn,
 }
 
-/// Runs tool `name` the way the reference's `Env.step` does.
+/// Runs tool `name` the way τ-bench's `Env.step` does.
 pub fn call(
     tools: &[Tool],
     store: &mut dyn Store,
@@ -143,10 +154,33 @@ pub fn call(
     let Some(tool) = tools.iter().find(|tool| tool.name == name) else {
         return Err(format!("Unknown action {name}"));
     };
-    let kwargs = Kwargs::parse(args)?;
+    run(tool, store, args, "invoke".to_owned())
+}
+
+/// Runs tool `name` the way τ²-bench's `ToolKitBase.use_tool` does: a method
+/// of the toolkit class `class` (`AirlineTools`), called with the arguments
+/// as keywords.
+pub fn call_method(
+    class: &str,
+    tools: &[Tool],
+    store: &mut dyn Store,
+    name: &str,
+    args: &str,
+) -> Result<String, String> {
+    let Some(tool) = tools.iter().find(|tool| tool.name == name) else {
+        return Err(format!("Tool '{name}' not found."));
+    };
+    run(tool, store, args, format!("{class}.{name}"))
+}
+
+/// Calls `tool` with the keyword arguments `args`, refusing unknown keywords
+/// with the `TypeError` text of Python function `callee`.
+fn run(tool: &Tool, store: &mut dyn Store, args: &str, callee: String) -> Result<String, String> {
+    let kwargs = Kwargs::parse(args, callee)?;
     if let Some(unexpected) = kwargs.unexpected(tool.parameters) {
         return Err(format!(
-            "invoke() got an unexpected keyword argument '{unexpected}'"
+            "{}() got an unexpected keyword argument '{unexpected}'",
+            kwargs.callee
         ));
     }
     (tool.run)(&mut Data::new(store), &kwargs)
@@ -228,18 +262,49 @@ pub fn repr(text: &str) -> String {
     out
 }
 
-/// `calculate(expression)`: `str(round(float(eval(expression)), 2))` over
-/// digits, `+ - * / ( ) .` and spaces.
+/// τ-bench's `calculate(expression)`.
 pub fn calculate(_: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
-    let expression = kwargs.str("expression")?;
+    evaluate(
+        kwargs.str("expression")?,
+        "invalid characters in expression",
+    )
+}
+
+/// τ²-bench's `calculate(expression)`: τ-bench's, with the error capitalised.
+pub fn calculate_tau2(_: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
+    evaluate(
+        kwargs.str("expression")?,
+        "Invalid characters in expression",
+    )
+}
+
+/// `str(round(float(eval(expression)), 2))` over digits, `+ - * / ( ) .` and
+/// spaces; `invalid` is the reference's refusal of anything else.
+fn evaluate(expression: &str, invalid: &str) -> Result<String, String> {
     if !expression
         .chars()
         .all(|ch| "0123456789+-*/(). ".contains(ch))
     {
-        return Err("invalid characters in expression".to_owned());
+        return Err(invalid.to_owned());
     }
     let value = forge_pycompat::expr::eval(expression)?;
     Ok(Num::Float(value.as_f64()).round(2).to_python_string())
+}
+
+/// The airline searches' next-day date: `f"2024-05-{int(date[-2:]) + 1}"`
+/// (no zero padding, no month rollover), or `int()`'s `ValueError` text.
+pub fn next_day(date: &str) -> Result<String, String> {
+    let start = date
+        .char_indices()
+        .rev()
+        .nth(1)
+        .map_or(0, |(index, _)| index);
+    let day = &date[start..];
+    let parsed: i64 = day
+        .trim()
+        .parse()
+        .map_err(|_| format!("invalid literal for int() with base 10: {}", repr(day)))?;
+    Ok(format!("2024-05-{}", parsed + 1))
 }
 
 /// `think(thought)`: answers nothing.
