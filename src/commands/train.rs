@@ -34,6 +34,10 @@ pub struct TrainArgs {
     /// domain docs.
     #[arg(long, value_name = "DIR")]
     env: Vec<PathBuf>,
+    /// Which stages to run: SFT then RL, or one of them. `--stage rl` starts
+    /// from `model.init`, e.g. the `final/` directory of a `--stage sft` run.
+    #[arg(long, value_enum, default_value_t = Stage::All)]
+    stage: Stage,
     /// Continue the run in `--run-dir` from its latest checkpoint, with the
     /// config it was started with.
     #[arg(long)]
@@ -60,6 +64,16 @@ enum Preset {
     Default,
     /// A tiny model on a tiny synthesized domain: minutes on a CPU.
     Smoke,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Stage {
+    /// Cold-start SFT, then RL.
+    All,
+    /// SFT alone (`rl.steps = 0`).
+    Sft,
+    /// RL alone (`sft.steps = 0`).
+    Rl,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -150,8 +164,8 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
 fn effective_config(args: &TrainArgs) -> Result<TrainConfig> {
     let saved = args.run_dir.join(CONFIG_FILE);
     if args.resume {
-        if !args.config.is_empty() {
-            bail!("--resume continues with the run's own {CONFIG_FILE}; drop --config");
+        if !args.config.is_empty() || args.stage != Stage::All {
+            bail!("--resume continues with the run's own {CONFIG_FILE}; drop --config and --stage");
         }
         let text = std::fs::read_to_string(&saved)
             .with_context(|| format!("reading {} to resume the run", saved.display()))?;
@@ -175,9 +189,14 @@ fn effective_config(args: &TrainArgs) -> Result<TrainConfig> {
         .map(|path| path.display().to_string())
         .collect::<Vec<_>>()
         .join(", ");
-    let config: TrainConfig = toml::Value::Table(merged)
+    let mut config: TrainConfig = toml::Value::Table(merged)
         .try_into()
         .with_context(|| format!("{files}: invalid training config"))?;
+    match args.stage {
+        Stage::All => {}
+        Stage::Sft => config.rl.steps = 0,
+        Stage::Rl => config.sft.steps = 0,
+    }
     config
         .validate()
         .map_err(|message| anyhow::anyhow!("{files}: {message}"))?;

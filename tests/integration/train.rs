@@ -234,4 +234,29 @@ fn bad_configs_and_run_directories_are_refused_clearly() {
     assert!(output.status.success(), "{}", stderr(&output));
     let printed: toml::Table = toml::from_str(&stdout(&output)).unwrap();
     assert_eq!(printed["model"]["init"].as_str(), Some("tiny"));
+    assert_eq!(printed["tasks"]["heldout"].as_str(), Some("covered"));
+
+    // `--stage` runs one stage: the other's steps are zero in the saved config.
+    for (stage, zeroed, kept) in [("sft", "rl", "sft"), ("rl", "sft", "rl")] {
+        let output = train(&[
+            "--preset",
+            "smoke",
+            "--stage",
+            stage,
+            "--print-config",
+            "--run-dir",
+            run,
+        ]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let printed: toml::Table = toml::from_str(&stdout(&output)).unwrap();
+        assert_eq!(
+            printed[zeroed]["steps"].as_integer(),
+            Some(0),
+            "--stage {stage}"
+        );
+        assert!(
+            printed[kept]["steps"].as_integer().unwrap() > 0,
+            "--stage {stage}"
+        );
+    }
 }

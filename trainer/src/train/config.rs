@@ -75,14 +75,31 @@ pub struct TasksSection {
     /// The share of each environment's tasks held out for evaluation (never
     /// trained on, not even by SFT), chosen by a seeded shuffle.
     pub heldout_fraction: f64,
+    /// Which tasks of the shuffle may be held out.
+    pub heldout: HeldOut,
     /// Most agent actions per episode.
     pub max_turns: usize,
+}
+
+/// Which tasks may be held out for evaluation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HeldOut {
+    /// Any: the first tasks of the shuffle.
+    #[default]
+    Random,
+    /// Only tasks whose gold tools and argument values all occur in training
+    /// tasks too: held-out tasks are new combinations of what was trained on
+    /// (for models trained from scratch, which cannot produce a token they
+    /// never saw as output).
+    Covered,
 }
 
 impl Default for TasksSection {
     fn default() -> Self {
         Self {
             heldout_fraction: 0.25,
+            heldout: HeldOut::Random,
             max_turns: 8,
         }
     }
@@ -263,6 +280,7 @@ impl TrainConfig {
             },
             tasks: TasksSection {
                 heldout_fraction: 0.25,
+                heldout: HeldOut::Covered,
                 max_turns: 4,
             },
             sft: SftSection {

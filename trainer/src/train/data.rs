@@ -3,6 +3,7 @@
 //! cold-start SFT data rendered from the training tasks' gold episodes.
 
 use crate::chat::{IM_END, PromptStyle, assistant_text, render};
+use crate::train::config::{HeldOut, TasksSection};
 use crate::train::objective::{Sequence, Turn};
 use anyhow::{Context, Result};
 use forge_model::tokenizer::ModelTokenizer;
@@ -13,7 +14,9 @@ use forge_runtime::{Environment, PreparedTask};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// An environment and how the run uses it.
 pub struct Workload<'a> {
@@ -26,34 +29,98 @@ pub struct Workload<'a> {
 
 impl<'a> Workload<'a> {
     /// Splits `env`'s tasks: a seeded shuffle (by environment name, so adding
-    /// an environment does not reshuffle the others), the first
-    /// `heldout_fraction` held out — at least one when the fraction is
-    /// positive and there are two tasks or more.
+    /// an environment does not reshuffle the others), then `heldout_fraction`
+    /// of them held out — at least one when the fraction is positive and there
+    /// are two tasks or more — chosen in that order as `tasks.heldout` says.
     pub fn split(
         env: &'a Environment,
         style: PromptStyle,
-        heldout_fraction: f64,
+        tasks: &TasksSection,
         seed: u64,
     ) -> Self {
         let mut order: Vec<usize> = (0..env.tasks().len()).collect();
         order.shuffle(&mut ChaCha8Rng::seed_from_u64(
             seed ^ stable_hash(env.name()),
         ));
-        let mut heldout = (heldout_fraction * order.len() as f64).round() as usize;
-        if heldout_fraction > 0.0 && order.len() >= 2 {
-            heldout = heldout.clamp(1, order.len() - 1);
+        let mut wanted = (tasks.heldout_fraction * order.len() as f64).round() as usize;
+        if tasks.heldout_fraction > 0.0 && order.len() >= 2 {
+            wanted = wanted.clamp(1, order.len() - 1);
         }
-        let train = order.split_off(heldout);
+        let (train, heldout) = match tasks.heldout {
+            HeldOut::Random => {
+                let train = order.split_off(wanted);
+                (train, order)
+            }
+            HeldOut::Covered => {
+                let features: Vec<BTreeSet<String>> =
+                    env.tasks().iter().map(gold_features).collect();
+                covered_split(&features, &order, wanted)
+            }
+        };
         Self {
             env,
             style,
             train,
-            heldout: order,
+            heldout,
         }
     }
 
     pub fn task(&self, index: usize) -> &'a PreparedTask {
         &self.env.tasks()[index]
+    }
+}
+
+/// Holds out tasks, in `order`, only while every tool and argument value of
+/// a held-out task's gold actions still occurs in some training task: the
+/// held-out tasks are then new combinations of things trained on, which a
+/// small model trained from scratch can solve, rather than tokens it has never
+/// produced. Returns (train, held out); fewer than `wanted` are held out when
+/// no more tasks qualify.
+fn covered_split(
+    features: &[BTreeSet<String>],
+    order: &[usize],
+    wanted: usize,
+) -> (Vec<usize>, Vec<usize>) {
+    let mut in_training: BTreeMap<&String, usize> = BTreeMap::new();
+    for feature in features.iter().flatten() {
+        *in_training.entry(feature).or_default() += 1;
+    }
+    let (mut train, mut heldout) = (Vec::new(), Vec::new());
+    for &index in order {
+        let covered = features[index]
+            .iter()
+            .all(|feature| in_training[feature] >= 2);
+        if heldout.len() < wanted && covered {
+            for feature in &features[index] {
+                *in_training.get_mut(feature).expect("counted above") -= 1;
+            }
+            heldout.push(index);
+        } else {
+            train.push(index);
+        }
+    }
+    (train, heldout)
+}
+
+/// What a task's gold actions use: `tool <name>` and `value <json>` for
+/// every scalar in their arguments.
+fn gold_features(task: &PreparedTask) -> BTreeSet<String> {
+    let mut features = BTreeSet::new();
+    for call in &task.task.gold_actions {
+        features.insert(format!("tool {}", call.name));
+        leaf_values(&call.arguments, &mut features);
+    }
+    features
+}
+
+/// The scalar values in `value`, as `value <json>`.
+fn leaf_values(value: &Value, out: &mut BTreeSet<String>) {
+    match value {
+        Value::Array(items) => items.iter().for_each(|item| leaf_values(item, out)),
+        Value::Object(map) => map.values().for_each(|item| leaf_values(item, out)),
+        scalar => {
+            out.insert(format!("value {scalar}"));
+        }
     }
 }
 
@@ -160,6 +227,33 @@ mod tests {
             "each epoch has its own order"
         );
         assert_ne!(first, permutation(len, 4, 0));
+    }
+
+    #[test]
+    fn covered_splits_hold_out_only_tasks_whose_parts_are_trained_on() {
+        let task = |parts: &[&str]| parts.iter().map(|part| (*part).to_owned()).collect();
+        // Lamp 6 appears in one task only: it can never be held out.
+        let features: Vec<BTreeSet<String>> = vec![
+            task(&["tool on", "value 1"]),
+            task(&["tool off", "value 1"]),
+            task(&["tool on", "value 6"]),
+            task(&["tool off", "value 2"]),
+            task(&["tool on", "value 2"]),
+        ];
+        let (train, heldout) = covered_split(&features, &[2, 0, 1, 3, 4], 2);
+        assert_eq!(heldout, vec![0, 3]);
+        assert_eq!(train, vec![2, 1, 4]);
+        for index in &heldout {
+            for feature in &features[*index] {
+                assert!(
+                    train.iter().any(|t| features[*t].contains(feature)),
+                    "{feature}"
+                );
+            }
+        }
+        // Asking for more than qualify holds out what does.
+        let (_, heldout) = covered_split(&features, &[0, 1, 2, 3, 4], 4);
+        assert_eq!(heldout, vec![0, 3]);
     }
 
     #[test]

@@ -282,7 +282,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                     .model
                     .prompt
                     .style(&env.bundle().manifest.description);
-                Workload::split(env, style, config.tasks.heldout_fraction, config.seed)
+                Workload::split(env, style, &config.tasks, config.seed)
             })
             .collect();
         let queue = TaskQueue::new(&workloads, config.seed);
