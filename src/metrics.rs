@@ -2,10 +2,15 @@
 
 /// τ-bench's pass^k estimator: the mean over tasks of C(c, k) / C(n, k), for
 /// c successes in n trials — the chance that k trials drawn without
-/// replacement all succeed.
+/// replacement all succeed. Tasks with fewer than k trials have no pass^k
+/// and are left out of the mean.
 pub fn pass_hat_k(successes: &[(u64, u64)], k: u64) -> f64 {
-    let per_task = successes.iter().map(|&(c, n)| choose(c, k) / choose(n, k));
-    per_task.sum::<f64>() / successes.len().max(1) as f64
+    let per_task: Vec<f64> = successes
+        .iter()
+        .filter(|&&(_, n)| n >= k)
+        .map(|&(c, n)| choose(c, k) / choose(n, k))
+        .collect();
+    per_task.iter().sum::<f64>() / per_task.len().max(1) as f64
 }
 
 fn choose(n: u64, k: u64) -> f64 {
@@ -47,6 +52,8 @@ mod tests {
         assert!((pass_hat_k(&[(2, 4)], 2) - 1.0 / 6.0).abs() < 1e-12);
         assert_eq!(pass_hat_k(&[(2, 4)], 3), 0.0);
         assert_eq!(pass_hat_k(&[(4, 4), (0, 4)], 4), 0.5);
+        // A task with fewer than k trials has no pass^k.
+        assert_eq!(pass_hat_k(&[(2, 2), (1, 1)], 2), 1.0);
     }
 
     #[test]

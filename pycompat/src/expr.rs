@@ -11,7 +11,11 @@ use crate::Num;
 /// would raise (`division by zero`, `invalid syntax`, …).
 pub fn eval(expression: &str) -> Result<Num, String> {
     let tokens = tokenize(expression)?;
-    let mut parser = Parser { tokens, at: 0 };
+    let mut parser = Parser {
+        tokens,
+        at: 0,
+        unary: 0,
+    };
     let value = parser.expression()?;
     if parser.at != parser.tokens.len() {
         return Err(SYNTAX.to_owned());
@@ -34,10 +38,18 @@ enum Token {
     Close,
 }
 
+/// CPython's tokenizer refuses deeper nesting (`MAXLEVEL`).
+const MAX_PARENTHESES: usize = 200;
+
+/// Unary signs deeper than this end the evaluation (CPython's compiler gives
+/// up on such expressions too); it bounds the parser's recursion.
+const MAX_UNARY: usize = 1000;
+
 fn tokenize(text: &str) -> Result<Vec<Token>, String> {
     let bytes = text.as_bytes();
     let mut tokens = Vec::new();
     let mut at = 0;
+    let mut open = 0usize;
     while at < bytes.len() {
         let byte = bytes[at];
         let (token, width) = match byte {
@@ -51,8 +63,17 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
             b'*' => (Token::Star, 1),
             b'/' if bytes.get(at + 1) == Some(&b'/') => (Token::FloorSlash, 2),
             b'/' => (Token::Slash, 1),
-            b'(' => (Token::Open, 1),
-            b')' => (Token::Close, 1),
+            b'(' => {
+                open += 1;
+                if open >= MAX_PARENTHESES {
+                    return Err("too many nested parentheses (<string>, line 1)".to_owned());
+                }
+                (Token::Open, 1)
+            }
+            b')' => {
+                open = open.saturating_sub(1);
+                (Token::Close, 1)
+            }
             b'0'..=b'9' | b'.' => {
                 let end = bytes[at..]
                     .iter()
@@ -94,6 +115,8 @@ fn number(literal: &str) -> Result<Num, String> {
 struct Parser {
     tokens: Vec<Token>,
     at: usize,
+    /// Unary signs being parsed, one inside the other.
+    unary: usize,
 }
 
 impl Parser {
@@ -139,17 +162,19 @@ impl Parser {
 
     /// factor := ("+" | "-") factor | power
     fn factor(&mut self) -> Result<Num, String> {
-        match self.peek() {
-            Some(Token::Plus) => {
-                self.at += 1;
-                self.factor()
-            }
-            Some(Token::Minus) => {
-                self.at += 1;
-                Ok(-self.factor()?)
-            }
-            _ => self.power(),
+        let sign = match self.peek() {
+            Some(Token::Plus) => 1,
+            Some(Token::Minus) => -1,
+            _ => return self.power(),
+        };
+        self.at += 1;
+        self.unary += 1;
+        if self.unary > MAX_UNARY {
+            return Err("maximum recursion depth exceeded during compilation".to_owned());
         }
+        let value = self.factor()?;
+        self.unary -= 1;
+        Ok(if sign < 0 { -value } else { value })
     }
 
     /// power := atom ["**" factor]
@@ -216,5 +241,12 @@ mod tests {
         assert!(eval("(1 + 2").unwrap_err().contains("never closed"));
         assert!(eval("1 2").unwrap_err().starts_with("invalid syntax"));
         assert!(eval("01").unwrap_err().starts_with("leading zeros"));
+        let deep = format!("{}1{}", "(".repeat(250), ")".repeat(250));
+        assert!(
+            eval(&deep)
+                .unwrap_err()
+                .starts_with("too many nested parentheses")
+        );
+        assert!(eval(&format!("{}1", "-".repeat(5000))).is_err());
     }
 }

@@ -46,6 +46,10 @@ impl Num {
     pub fn to_python_string(self) -> String {
         match self {
             Self::Int(int) => int.to_string(),
+            Self::Float(float) if float.is_nan() => "nan".to_owned(),
+            Self::Float(float) if float.is_infinite() => {
+                (if float > 0.0 { "inf" } else { "-inf" }).to_owned()
+            }
             Self::Float(float) => {
                 let mut out = String::new();
                 crate::write_float(&mut out, float);
@@ -91,15 +95,16 @@ impl Num {
     pub fn floor_div(self, other: Self) -> Result<Self, &'static str> {
         match (self, other) {
             (Self::Int(_), Self::Int(0)) => Err("integer division or modulo by zero"),
-            (Self::Int(a), Self::Int(b)) => {
-                let truncated = a.wrapping_div(b);
-                let inexact = a.wrapping_rem(b) != 0;
-                Ok(Self::Int(
-                    truncated - i64::from(inexact && ((a < 0) != (b < 0))),
-                ))
-            }
+            (Self::Int(a), Self::Int(b)) => Ok(match a.checked_div(b) {
+                Some(truncated) => {
+                    let inexact = a % b != 0;
+                    Self::Int(truncated - i64::from(inexact && ((a < 0) != (b < 0))))
+                }
+                // i64::MIN // -1 leaves i64.
+                None => Self::Float(-(a as f64)),
+            }),
             (_, b) if b.as_f64() == 0.0 => Err("float floor division by zero"),
-            (a, b) => Ok(Self::Float((a.as_f64() / b.as_f64()).floor())),
+            (a, b) => Ok(Self::Float(float_floor_div(a.as_f64(), b.as_f64()))),
         }
     }
 
@@ -123,6 +128,25 @@ impl Num {
             Self::Int(int) => Self::Int(int),
             Self::Float(float) => Self::Float(round(float, ndigits)),
         }
+    }
+}
+
+/// CPython's `float_floor_div` (`1 // 0.1` is `9.0`, not `floor(10.0)`):
+/// the quotient of the exact remainder, rounded to the nearest integer.
+fn float_floor_div(a: f64, b: f64) -> f64 {
+    let remainder = a % b;
+    let mut quotient = (a - remainder) / b;
+    if remainder != 0.0 && ((b < 0.0) != (remainder < 0.0)) {
+        quotient -= 1.0;
+    }
+    if quotient == 0.0 {
+        return 0.0_f64.copysign(a / b);
+    }
+    let floored = quotient.floor();
+    if quotient - floored > 0.5 {
+        floored + 1.0
+    } else {
+        floored
     }
 }
 
@@ -222,6 +246,12 @@ mod tests {
         assert_eq!(Num::Int(7).true_div(Num::Int(2)), Ok(Num::Float(3.5)));
         assert_eq!(Num::Int(-7).floor_div(Num::Int(2)), Ok(Num::Int(-4)));
         assert_eq!(Num::Int(7).floor_div(Num::Int(-2)), Ok(Num::Int(-4)));
+        assert_eq!(Num::Int(1).floor_div(Num::Float(0.1)), Ok(Num::Float(9.0)));
+        assert_eq!(
+            Num::Float(-7.5).floor_div(Num::Int(2)),
+            Ok(Num::Float(-4.0))
+        );
+        assert_eq!(Num::Float(f64::INFINITY).to_python_string(), "inf");
         assert_eq!(Num::Int(2).pow(Num::Int(-1)), Ok(Num::Float(0.5)));
         assert_eq!(Num::Int(1).true_div(Num::Int(0)), Err("division by zero"));
         assert_eq!(

@@ -4,7 +4,7 @@
 
 use crate::agents::{AgentArgs, Agents};
 use crate::envs::EnvArgs;
-use crate::metrics::{flip_rate, pass_hat_k};
+use crate::metrics::{self, flip_rate, pass_hat_k};
 use crate::output;
 use anyhow::{Context, Result};
 use clap::Args;
@@ -108,15 +108,10 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     }
     progress.finish_and_clear();
 
-    let successes: Vec<(u64, u64)> = outcomes
-        .values()
-        .map(|trials| {
-            (
-                trials.iter().filter(|ok| **ok).count() as u64,
-                trials.len() as u64,
-            )
-        })
-        .collect();
+    let successes =
+        metrics::successes_per_task(outcomes.iter().flat_map(|(task, trials)| {
+            trials.iter().map(move |success| (task.as_str(), *success))
+        }));
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
     let pass: Vec<PassK> = (1..=args.trials)
         .map(|k| {

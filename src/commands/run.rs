@@ -171,10 +171,13 @@ fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, Episo
             .iter()
             .map(|(_, record)| (record.task_id.as_str(), record.verdict.reward >= 1.0)),
     );
-    let pass_hat_k: Vec<(u64, f64)> = (1..=args.trials)
-        .filter(|_| args.trials > 1)
-        .map(|k| (k, metrics::pass_hat_k(&per_task, k)))
-        .collect();
+    let pass_hat_k: Vec<(u64, f64)> = if args.trials > 1 {
+        (1..=args.trials)
+            .map(|k| (k, metrics::pass_hat_k(&per_task, k)))
+            .collect()
+    } else {
+        Vec::new()
+    };
     if args.json {
         output::json_line(&json!({
             "summary": true,

@@ -13,7 +13,10 @@
 //! A tool answers `Ok(text)` for what the reference returns normally and
 //! `Err(message)` for its errors; the host shows an error as
 //! `"Error: {message}"`, the reference's own wording. Tools check before they
-//! write, so an error leaves the state untouched, as in the reference.
+//! write, so an error leaves the state untouched. The reference does the same
+//! on every path the suites' gold actions take; on a few others (a
+//! `KeyError` after a first write, say) Python keeps the partial write and
+//! Forge does not.
 
 pub mod model;
 
@@ -83,7 +86,7 @@ impl<'a> Data<'a> {
 /// The keyword arguments of a call.
 pub struct Kwargs {
     map: Map<String, Value>,
-    /// The Python function as its `TypeError`s name it: `invoke` (τ-bench)
+    /// The Python function as its `TypeError`s name it: `GetUserDetails.invoke` (τ-bench)
     /// or `AirlineTools.book_reservation` (τ²-bench).
     callee: String,
 }
@@ -154,7 +157,23 @@ pub fn call(
     let Some(tool) = tools.iter().find(|tool| tool.name == name) else {
         return Err(format!("Unknown action {name}"));
     };
-    run(tool, store, args, "invoke".to_owned())
+    // Each τ-bench tool is a class named after it (`get_user_details` is
+    // `GetUserDetails`) whose static `invoke` Python's errors name.
+    run(tool, store, args, format!("{}.invoke", class_name(name)))
+}
+
+/// `get_user_details` → `GetUserDetails`.
+fn class_name(tool: &str) -> String {
+    tool.split('_')
+        .flat_map(|word| {
+            let mut chars = word.chars();
+            chars
+                .next()
+                .map(|first| first.to_ascii_uppercase())
+                .into_iter()
+                .chain(chars)
+        })
+        .collect()
 }
 
 /// Runs tool `name` the way τ²-bench's `ToolKitBase.use_tool` does: a method
@@ -320,6 +339,13 @@ pub fn transfer_to_human_agents(_: &mut Data<'_>, _: &Kwargs) -> Result<String, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tau_bench_classes_are_named_after_their_tools() {
+        assert_eq!(class_name("get_user_details"), "GetUserDetails");
+        assert_eq!(class_name("search_onestop_flight"), "SearchOnestopFlight");
+        assert_eq!(class_name("think"), "Think");
+    }
 
     #[test]
     fn repr_quotes_like_python() {

@@ -9,8 +9,8 @@
 //! (`tools.json`, from τ-bench, MIT licence, © 2024 Sierra).
 
 use forge_tau_guest::{
-    Data, Kwargs, Num, Tool, calculate, dumps, field, field_mut, key_error, list_mut, num_field,
-    set, str_field, think, transfer_to_human_agents,
+    Data, Kwargs, Num, Tool, calculate, dumps, field, field_mut, list_mut, num_field, set,
+    str_field, think, transfer_to_human_agents,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -526,12 +526,6 @@ fn modify_pending_order_payment(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<
         adjust_balance(&mut user, payment_method_id, -amount)?;
     }
     if old_method_id.contains("gift_card") {
-        if field(&user, "payment_methods")?
-            .get(&old_method_id)
-            .is_none()
-        {
-            return Err(key_error(&old_method_id));
-        }
         adjust_balance(&mut user, &old_method_id, amount)?;
     }
     data.put("users", &user_id, &user)?;
