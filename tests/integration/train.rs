@@ -78,7 +78,7 @@ fn the_smoke_run_trains_sft_then_erpo_on_the_cpu() {
     );
     // And it solves some held-out tasks outright: it copies the lamp.
     for key in ["heldout_success_after_sft", "heldout_success_after"] {
-        assert!(summary[key].as_f64().unwrap() >= 0.25, "{key}: {summary}");
+        assert!(summary[key].as_f64().unwrap() >= 0.5, "{key}: {summary}");
     }
     let metrics: Vec<Value> = std::fs::read_to_string(run.join("metrics.jsonl"))
         .unwrap()

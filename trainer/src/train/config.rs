@@ -299,7 +299,7 @@ impl TrainConfig {
             // Weight decay is what moves the tiny model from recalling the
             // training tasks to copying the argument (held-out success).
             optim: OptimSection {
-                weight_decay: 0.1,
+                weight_decay: 0.3,
                 ..OptimSection::default()
             },
             eval: EvalSection {
