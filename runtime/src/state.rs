@@ -260,13 +260,7 @@ impl State {
                 .flat_map(|c| c.0.records.keys())
                 .collect();
             for key in keys {
-                let (x, y) = (a.and_then(|c| c.get(key)), b.and_then(|c| c.get(key)));
-                let same = match (x, y) {
-                    (Some(x), Some(y)) => Arc::ptr_eq(&x.0, &y.0) || x.digest() == y.digest(),
-                    (None, None) => true,
-                    _ => false,
-                };
-                if !same {
+                if !same_record(a.and_then(|c| c.get(key)), b.and_then(|c| c.get(key))) {
                     changed.insert((name.clone(), key.clone()));
                 }
             }
@@ -277,11 +271,7 @@ impl State {
     /// Whether the record `key` of `collection` is the same in both states
     /// (or absent from both).
     pub fn same_record(&self, other: &State, collection: &str, key: &str) -> bool {
-        match (self.get(collection, key), other.get(collection, key)) {
-            (Some(x), Some(y)) => Arc::ptr_eq(&x.0, &y.0) || x.digest() == y.digest(),
-            (None, None) => true,
-            _ => false,
-        }
+        same_record(self.get(collection, key), other.get(collection, key))
     }
 
     /// The canonical JSON text of the state (see [`canonical`]).
@@ -311,6 +301,16 @@ impl State {
     /// `sha256(json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False))`.
     pub fn sha256(&self) -> String {
         canonical::hex(&Sha256::digest(self.canonical_json().as_bytes()))
+    }
+}
+
+/// Whether two (possibly absent) records are equal: the same allocation, or
+/// equal memoised digests.
+fn same_record(a: Option<&Record>, b: Option<&Record>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(&a.0, &b.0) || a.digest() == b.digest(),
+        (None, None) => true,
+        _ => false,
     }
 }
 
@@ -365,6 +365,36 @@ mod tests {
         assert_ne!(state.digest(), before);
         state.put("users", "u1", old);
         assert_eq!(state.digest(), before);
+    }
+
+    #[test]
+    fn changed_records_are_the_ones_that_differ() {
+        let initial = sample();
+        let mut reached = initial.clone();
+        reached.put(
+            "users",
+            "u2",
+            Record::from_value(json!({"name": "Bo", "balance": 2.5})),
+        );
+        reached.put("orders", "o1", Record::from_value(json!({})));
+        // An equal record written again is not a change.
+        reached.put(
+            "users",
+            "u1",
+            Record::from_value(json!({"name": "Al", "balance": 10.0})),
+        );
+        let changed: Vec<(String, String)> =
+            initial.changed_records(&reached).into_iter().collect();
+        assert_eq!(
+            changed,
+            vec![
+                ("orders".into(), "o1".into()),
+                ("users".into(), "u2".into())
+            ]
+        );
+        assert!(initial.same_record(&reached, "users", "u1"));
+        assert!(!initial.same_record(&reached, "orders", "o1"));
+        assert!(initial.changed_records(&initial.clone()).is_empty());
     }
 
     #[test]

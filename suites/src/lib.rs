@@ -81,3 +81,10 @@ impl FromStr for Suite {
         }
     }
 }
+
+/// A JSON file of the benchmark data; errors name the file.
+fn read_json(path: &Path) -> Result<serde_json::Value> {
+    use anyhow::Context;
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_slice(&bytes).with_context(|| format!("{} is not valid JSON", path.display()))
+}

@@ -13,6 +13,7 @@
 //! `transfer_to_human_agents` included: it changes nothing) and required
 //! outputs.
 
+use crate::read_json;
 use anyhow::{Context, Result, bail};
 use forge_runtime::Bundle;
 use forge_runtime::bundle::{Manifest, Task, ToolCall};
@@ -133,9 +134,4 @@ pub fn load(domain: &Domain, data: &Path) -> Result<Bundle> {
         initial_state: Value::Object(state),
         tasks,
     })
-}
-
-fn read_json(path: &Path) -> Result<Value> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_slice(&bytes).with_context(|| format!("{} is not valid JSON", path.display()))
 }

@@ -16,6 +16,7 @@
 //! database) and its `communicate_info` as required outputs.
 
 use crate::pydantic::Schema;
+use crate::read_json;
 use anyhow::{Context, Result, bail};
 use forge_runtime::Bundle;
 use forge_runtime::bundle::{Manifest, Task, ToolCall};
@@ -299,11 +300,6 @@ fn indent(text: &str) -> String {
             false => format!("\t{line}"),
         })
         .collect()
-}
-
-fn read_json(path: &Path) -> Result<Value> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_slice(&bytes).with_context(|| format!("{} is not valid JSON", path.display()))
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! The tool schemas the agent sees are the reference's (`tools.json`, from
 //! τ-bench, MIT licence, © 2024 Sierra).
 
+use forge_tau_guest::airline::{AIRPORTS, NOW};
 use forge_tau_guest::{
     Data, Kwargs, Num, Tool, calculate, dumps, field, field_mut, list_mut, next_day, num,
     num_field, set, str_field, think, transfer_to_human_agents,
@@ -19,9 +20,6 @@ use std::collections::BTreeMap;
 
 /// The schemas the agent sees, in the reference's order.
 pub const SCHEMAS: &str = include_str!("../tools.json");
-
-/// The fixed clock of the reference: every booking is made at this time.
-const NOW: &str = "2024-05-15T15:00:00";
 
 pub static TOOLS: &[Tool] = &[
     Tool {
@@ -302,29 +300,6 @@ fn get_user_details(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, Stri
         None => Err("user not found".to_owned()),
     }
 }
-
-const AIRPORTS: &[(&str, &str)] = &[
-    ("SFO", "San Francisco"),
-    ("JFK", "New York"),
-    ("LAX", "Los Angeles"),
-    ("ORD", "Chicago"),
-    ("DFW", "Dallas"),
-    ("DEN", "Denver"),
-    ("SEA", "Seattle"),
-    ("ATL", "Atlanta"),
-    ("MIA", "Miami"),
-    ("BOS", "Boston"),
-    ("PHX", "Phoenix"),
-    ("IAH", "Houston"),
-    ("LAS", "Las Vegas"),
-    ("MCO", "Orlando"),
-    ("EWR", "Newark"),
-    ("CLT", "Charlotte"),
-    ("MSP", "Minneapolis"),
-    ("DTW", "Detroit"),
-    ("PHL", "Philadelphia"),
-    ("LGA", "LaGuardia"),
-];
 
 fn list_all_airports(_: &mut Data<'_>, _: &Kwargs) -> Result<String, String> {
     let map: Map<String, Value> = AIRPORTS

@@ -18,7 +18,9 @@
 //! `KeyError` after a first write, say) Python keeps the partial write and
 //! Forge does not.
 
+pub mod airline;
 pub mod model;
+pub mod retail;
 
 use forge_guest::Store;
 pub use forge_pycompat::{Num, dumps};
@@ -122,6 +124,19 @@ impl Kwargs {
     /// A numeric argument.
     pub fn num(&self, name: &str) -> Result<Num, String> {
         num(self.get(name)?)
+    }
+
+    /// A list-of-strings argument.
+    pub fn str_list(&self, name: &str) -> Result<Vec<String>, String> {
+        self.list(name)?
+            .iter()
+            .map(|value| {
+                value
+                    .as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| format!("argument '{name}' must hold strings"))
+            })
+            .collect()
     }
 
     /// A list argument.

@@ -8,11 +8,13 @@
 //! changes, error texts). The tool schemas the agent sees are the reference's
 //! (`tools.json`, from τ-bench, MIT licence, © 2024 Sierra).
 
-use forge_tau_guest::{
-    Data, Kwargs, Num, Tool, calculate, dumps, field, field_mut, list_mut, num_field, set,
-    str_field, think, transfer_to_human_agents,
+use forge_tau_guest::retail::{
+    self, address, adjust_balance, is_gift_card, item_ids_of, missing_item,
 };
-use serde::Deserialize;
+use forge_tau_guest::{
+    Data, Kwargs, Num, Tool, calculate, dumps, field, list_mut, num_field, set, str_field, think,
+    transfer_to_human_agents,
+};
 use serde_json::{Value, json};
 
 /// The schemas the agent sees, in the reference's order.
@@ -133,42 +135,6 @@ fn order_with_status(
     Ok(order)
 }
 
-/// The ids of an order's items, with repeats.
-fn item_ids_of(order: &Value) -> Result<Vec<String>, String> {
-    field(order, "items")?
-        .as_array()
-        .ok_or("order items are not a list")?
-        .iter()
-        .map(|item| str_field(item, "item_id").map(str::to_owned))
-        .collect()
-}
-
-/// Python's `list.count`-based check that each requested item is in the
-/// order as many times as it is requested.
-fn missing_item<'a>(requested: &'a [String], present: &[String]) -> Option<&'a str> {
-    requested
-        .iter()
-        .find(|id| {
-            requested.iter().filter(|other| other == id).count()
-                > present.iter().filter(|other| other == id).count()
-        })
-        .map(String::as_str)
-}
-
-/// A list of strings argument.
-fn string_list(kwargs: &Kwargs, name: &str) -> Result<Vec<String>, String> {
-    kwargs
-        .list(name)?
-        .iter()
-        .map(|value| {
-            value
-                .as_str()
-                .map(str::to_owned)
-                .ok_or_else(|| format!("argument '{name}' must hold strings"))
-        })
-        .collect()
-}
-
 /// The first item of `order` with id `item_id` (the reference's `[...][0]`).
 fn item_index(order: &Value, item_id: &str) -> Result<usize, String> {
     field(order, "items")?
@@ -236,18 +202,6 @@ fn payment_method(
     Ok((user_id, user))
 }
 
-fn is_gift_card(method: &Value) -> Result<bool, String> {
-    Ok(str_field(method, "source")? == "gift_card")
-}
-
-/// `balance += delta` then `balance = round(balance, 2)` on a user's payment method.
-fn adjust_balance(user: &mut Value, payment_method_id: &str, delta: Num) -> Result<(), String> {
-    let method = field_mut(field_mut(user, "payment_methods")?, payment_method_id)?;
-    let balance = (num_field(method, "balance")? + delta).round(2);
-    set(method, "balance", balance.to_value());
-    Ok(())
-}
-
 fn cancel_pending_order(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
     let order_id = kwargs.str("order_id")?;
     let reason = kwargs.str("reason")?;
@@ -290,8 +244,8 @@ fn cancel_pending_order(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, 
 
 fn exchange_delivered_order_items(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
     let order_id = kwargs.str("order_id")?;
-    let item_ids = string_list(kwargs, "item_ids")?;
-    let new_item_ids = string_list(kwargs, "new_item_ids")?;
+    let item_ids = kwargs.str_list("item_ids")?;
+    let new_item_ids = kwargs.str_list("new_item_ids")?;
     let payment_method_id = kwargs.str("payment_method_id")?;
     let mut order = order_with_status(
         data,
@@ -333,46 +287,14 @@ fn exchange_delivered_order_items(data: &mut Data<'_>, kwargs: &Kwargs) -> Resul
     Ok(dumps(&order))
 }
 
-/// The fields of a user that the lookups compare.
-#[derive(Deserialize)]
-struct UserKeys {
-    email: String,
-    name: Name,
-    address: Zip,
-}
-
-#[derive(Deserialize)]
-struct Name {
-    first_name: String,
-    last_name: String,
-}
-
-#[derive(Deserialize)]
-struct Zip {
-    zip: String,
-}
-
 fn find_user_id_by_email(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
-    let email = kwargs.str("email")?.to_lowercase();
-    data.scan::<UserKeys>("users")?
-        .into_iter()
-        .find(|(_, user)| user.email.to_lowercase() == email)
-        .map(|(user_id, _)| user_id)
+    retail::find_user_by_email(data, kwargs.str("email")?)?
         .ok_or_else(|| "user not found".to_owned())
 }
 
 fn find_user_id_by_name_zip(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
-    let first_name = kwargs.str("first_name")?.to_lowercase();
-    let last_name = kwargs.str("last_name")?.to_lowercase();
-    let zip = kwargs.str("zip")?;
-    data.scan::<UserKeys>("users")?
-        .into_iter()
-        .find(|(_, user)| {
-            user.name.first_name.to_lowercase() == first_name
-                && user.name.last_name.to_lowercase() == last_name
-                && user.address.zip == zip
-        })
-        .map(|(user_id, _)| user_id)
+    let (first_name, last_name) = (kwargs.str("first_name")?, kwargs.str("last_name")?);
+    retail::find_user_by_name_zip(data, first_name, last_name, kwargs.str("zip")?)?
         .ok_or_else(|| "user not found".to_owned())
 }
 
@@ -396,38 +318,13 @@ fn get_user_details(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, Stri
     details(data, "users", kwargs.str("user_id")?, "user")
 }
 
-/// The fields of a product that the catalogue lists.
-#[derive(Deserialize)]
-struct ProductName {
-    name: String,
-    product_id: Value,
-}
-
 fn list_all_product_types(data: &mut Data<'_>, _: &Kwargs) -> Result<String, String> {
-    // A dict keyed by name: a later product with the same name replaces the id.
-    let mut by_name: Vec<(String, Value)> = Vec::new();
-    for (_, product) in data.scan::<ProductName>("products")? {
-        match by_name.iter_mut().find(|(known, _)| *known == product.name) {
-            Some(entry) => entry.1 = product.product_id,
-            None => by_name.push((product.name, product.product_id)),
-        }
-    }
-    by_name.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(dumps(&Value::Object(by_name.into_iter().collect())))
-}
-
-/// The address object of the address arguments, in the reference's key order.
-fn address(kwargs: &Kwargs) -> Result<Value, String> {
-    let mut map = serde_json::Map::new();
-    for name in ADDRESS {
-        map.insert((*name).to_owned(), kwargs.get(name)?.clone());
-    }
-    Ok(Value::Object(map))
+    retail::product_types(data)
 }
 
 fn modify_pending_order_address(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
     let order_id = kwargs.str("order_id")?;
-    let new_address = address(kwargs)?;
+    let new_address = address(kwargs, ADDRESS)?;
     let mut order = order_with_status(
         data,
         order_id,
@@ -441,8 +338,8 @@ fn modify_pending_order_address(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<
 
 fn modify_pending_order_items(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
     let order_id = kwargs.str("order_id")?;
-    let item_ids = string_list(kwargs, "item_ids")?;
-    let new_item_ids = string_list(kwargs, "new_item_ids")?;
+    let item_ids = kwargs.str_list("item_ids")?;
+    let new_item_ids = kwargs.str_list("new_item_ids")?;
     let payment_method_id = kwargs.str("payment_method_id")?;
     let mut order = order_with_status(
         data,
@@ -535,7 +432,7 @@ fn modify_pending_order_payment(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<
 
 fn modify_user_address(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
     let user_id = kwargs.str("user_id")?;
-    let new_address = address(kwargs)?;
+    let new_address = address(kwargs, ADDRESS)?;
     let mut user = data.get("users", user_id)?.ok_or("user not found")?;
     set(&mut user, "address", new_address);
     data.put("users", user_id, &user)?;
@@ -544,7 +441,7 @@ fn modify_user_address(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, S
 
 fn return_delivered_order_items(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
     let order_id = kwargs.str("order_id")?;
-    let item_ids = string_list(kwargs, "item_ids")?;
+    let item_ids = kwargs.str_list("item_ids")?;
     let payment_method_id = kwargs.str("payment_method_id")?;
     let mut order = order_with_status(
         data,

@@ -12,6 +12,7 @@
 //! agent sees are the reference's (`tools.json`, from τ²-bench, MIT licence,
 //! © 2025 Sierra).
 
+use forge_tau_guest::airline::{AIRPORTS, NOW};
 use forge_tau_guest::model::{Kind, build_all};
 use forge_tau_guest::{
     Data, Kwargs, Num, Tool, calculate_tau2, dumps, field, field_mut, key_error, list_mut,
@@ -23,9 +24,6 @@ use std::collections::BTreeMap;
 
 /// The schemas the agent sees, in the reference's order.
 pub const SCHEMAS: &str = include_str!("../tools.json");
-
-/// The fixed clock of the reference: every booking is made at this time.
-const NOW: &str = "2024-05-15T15:00:00";
 
 /// The toolkit class, as Python's `TypeError`s name its methods.
 const CLASS: &str = "AirlineTools";
@@ -365,29 +363,6 @@ fn get_reservation_details(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<Strin
 fn get_user_details(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
     Ok(dumps(&user(data, kwargs.str("user_id")?)?))
 }
-
-const AIRPORTS: &[(&str, &str)] = &[
-    ("SFO", "San Francisco"),
-    ("JFK", "New York"),
-    ("LAX", "Los Angeles"),
-    ("ORD", "Chicago"),
-    ("DFW", "Dallas"),
-    ("DEN", "Denver"),
-    ("SEA", "Seattle"),
-    ("ATL", "Atlanta"),
-    ("MIA", "Miami"),
-    ("BOS", "Boston"),
-    ("PHX", "Phoenix"),
-    ("IAH", "Houston"),
-    ("LAS", "Las Vegas"),
-    ("MCO", "Orlando"),
-    ("EWR", "Newark"),
-    ("CLT", "Charlotte"),
-    ("MSP", "Minneapolis"),
-    ("DTW", "Detroit"),
-    ("PHL", "Philadelphia"),
-    ("LGA", "LaGuardia"),
-];
 
 /// A list of `AirportCode` models.
 fn list_all_airports(_: &mut Data<'_>, _: &Kwargs) -> Result<String, String> {

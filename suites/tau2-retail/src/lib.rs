@@ -12,9 +12,12 @@
 //! agent sees are the reference's (`tools.json`, from τ²-bench, MIT licence,
 //! © 2025 Sierra).
 
+use forge_tau_guest::retail::{
+    self, address, adjust_balance, is_gift_card, item_ids_of, missing_item,
+};
 use forge_tau_guest::{
-    Data, Kwargs, Num, Tool, calculate_tau2, dumps, field, field_mut, list_mut, num, num_field,
-    set, str_field, transfer_to_human_agents,
+    Data, Kwargs, Num, Tool, calculate_tau2, dumps, field, list_mut, num, num_field, set,
+    str_field, transfer_to_human_agents,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -172,19 +175,6 @@ fn method<'u>(user: &'u Value, payment_method_id: &str) -> Result<&'u Value, Str
         .ok_or_else(|| "Payment method not found".to_owned())
 }
 
-/// `isinstance(method, GiftCard)`.
-fn is_gift_card(method: &Value) -> Result<bool, String> {
-    Ok(str_field(method, "source")? == "gift_card")
-}
-
-/// `balance += delta` then `balance = round(balance, 2)` on a user's gift card.
-fn adjust_balance(user: &mut Value, payment_method_id: &str, delta: Num) -> Result<(), String> {
-    let method = field_mut(field_mut(user, "payment_methods")?, payment_method_id)?;
-    let balance = (num_field(method, "balance")? + delta).round(2);
-    set(method, "balance", balance.to_value());
-    Ok(())
-}
-
 /// An `OrderPayment`, in its model's field order (its amount a float).
 fn order_payment(kind: &str, amount: Num, payment_method_id: &str) -> Value {
     json!({
@@ -194,44 +184,10 @@ fn order_payment(kind: &str, amount: Num, payment_method_id: &str) -> Value {
     })
 }
 
-/// The ids of an order's items, with repeats.
-fn item_ids_of(order: &Value) -> Result<Vec<String>, String> {
-    items(order)?
-        .iter()
-        .map(|item| str_field(item, "item_id").map(str::to_owned))
-        .collect()
-}
-
 fn items(order: &Value) -> Result<&Vec<Value>, String> {
     field(order, "items")?
         .as_array()
         .ok_or_else(|| "order items are not a list".to_owned())
-}
-
-/// The first requested item that the order holds fewer times than requested
-/// (the reference's `list.count` check).
-fn missing_item<'a>(requested: &'a [String], present: &[String]) -> Option<&'a str> {
-    requested
-        .iter()
-        .find(|id| {
-            requested.iter().filter(|other| other == id).count()
-                > present.iter().filter(|other| other == id).count()
-        })
-        .map(String::as_str)
-}
-
-/// A list of strings argument.
-fn string_list(kwargs: &Kwargs, name: &str) -> Result<Vec<String>, String> {
-    kwargs
-        .list(name)?
-        .iter()
-        .map(|value| {
-            value
-                .as_str()
-                .map(str::to_owned)
-                .ok_or_else(|| format!("argument '{name}' must hold strings"))
-        })
-        .collect()
 }
 
 /// The index of the order's first item with id `item_id`, or the reference's error.
@@ -312,8 +268,8 @@ fn cancel_pending_order(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, 
 
 fn exchange_delivered_order_items(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
     let order_id = kwargs.str("order_id")?;
-    let item_ids = string_list(kwargs, "item_ids")?;
-    let new_item_ids = string_list(kwargs, "new_item_ids")?;
+    let item_ids = kwargs.str_list("item_ids")?;
+    let new_item_ids = kwargs.str_list("new_item_ids")?;
     let payment_method_id = kwargs.str("payment_method_id")?;
     let mut order = order(data, order_id)?;
     if str_field(&order, "status")? != "delivered" {
@@ -358,46 +314,14 @@ fn sorted(mut ids: Vec<String>) -> Vec<String> {
     ids
 }
 
-/// The fields of a user that the lookups compare.
-#[derive(Deserialize)]
-struct UserKeys {
-    email: String,
-    name: Name,
-    address: Zip,
-}
-
-#[derive(Deserialize)]
-struct Name {
-    first_name: String,
-    last_name: String,
-}
-
-#[derive(Deserialize)]
-struct Zip {
-    zip: String,
-}
-
 fn find_user_id_by_name_zip(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
-    let first_name = kwargs.str("first_name")?.to_lowercase();
-    let last_name = kwargs.str("last_name")?.to_lowercase();
-    let zip = kwargs.str("zip")?;
-    data.scan::<UserKeys>("users")?
-        .into_iter()
-        .find(|(_, user)| {
-            user.name.first_name.to_lowercase() == first_name
-                && user.name.last_name.to_lowercase() == last_name
-                && user.address.zip == zip
-        })
-        .map(|(user_id, _)| user_id)
+    let (first_name, last_name) = (kwargs.str("first_name")?, kwargs.str("last_name")?);
+    retail::find_user_by_name_zip(data, first_name, last_name, kwargs.str("zip")?)?
         .ok_or_else(|| "User not found".to_owned())
 }
 
 fn find_user_id_by_email(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
-    let email = kwargs.str("email")?.to_lowercase();
-    data.scan::<UserKeys>("users")?
-        .into_iter()
-        .find(|(_, user)| user.email.to_lowercase() == email)
-        .map(|(user_id, _)| user_id)
+    retail::find_user_by_email(data, kwargs.str("email")?)?
         .ok_or_else(|| "User not found".to_owned())
 }
 
@@ -432,33 +356,8 @@ fn get_user_details(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, Stri
     Ok(dumps(&user(data, kwargs.str("user_id")?)?))
 }
 
-/// The fields of a product that the catalogue lists.
-#[derive(Deserialize)]
-struct ProductName {
-    name: String,
-    product_id: Value,
-}
-
 fn list_all_product_types(data: &mut Data<'_>, _: &Kwargs) -> Result<String, String> {
-    // A dict keyed by name: a later product with the same name replaces the id.
-    let mut by_name: Vec<(String, Value)> = Vec::new();
-    for (_, product) in data.scan::<ProductName>("products")? {
-        match by_name.iter_mut().find(|(known, _)| *known == product.name) {
-            Some(entry) => entry.1 = product.product_id,
-            None => by_name.push((product.name, product.product_id)),
-        }
-    }
-    by_name.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(dumps(&Value::Object(by_name.into_iter().collect())))
-}
-
-/// A `UserAddress` from the address arguments, in the model's field order.
-fn address(kwargs: &Kwargs) -> Result<Value, String> {
-    let mut map = Map::new();
-    for name in ADDRESS {
-        map.insert((*name).to_owned(), kwargs.get(name)?.clone());
-    }
-    Ok(Value::Object(map))
+    retail::product_types(data)
 }
 
 fn modify_pending_order_address(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
@@ -467,15 +366,15 @@ fn modify_pending_order_address(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<
     if !str_field(&order, "status")?.contains("pending") {
         return Err("Non-pending order cannot be modified".to_owned());
     }
-    set(&mut order, "address", address(kwargs)?);
+    set(&mut order, "address", address(kwargs, ADDRESS)?);
     data.put("orders", order_id, &order)?;
     Ok(dumps(&order))
 }
 
 fn modify_pending_order_items(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
     let order_id = kwargs.str("order_id")?;
-    let item_ids = string_list(kwargs, "item_ids")?;
-    let new_item_ids = string_list(kwargs, "new_item_ids")?;
+    let item_ids = kwargs.str_list("item_ids")?;
+    let new_item_ids = kwargs.str_list("new_item_ids")?;
     let payment_method_id = kwargs.str("payment_method_id")?;
     let mut order = order(data, order_id)?;
     if str_field(&order, "status")? != "pending" {
@@ -572,14 +471,14 @@ fn modify_pending_order_payment(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<
 fn modify_user_address(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
     let user_id = kwargs.str("user_id")?;
     let mut user = user(data, user_id)?;
-    set(&mut user, "address", address(kwargs)?);
+    set(&mut user, "address", address(kwargs, ADDRESS)?);
     data.put("users", user_id, &user)?;
     Ok(dumps(&user))
 }
 
 fn return_delivered_order_items(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
     let order_id = kwargs.str("order_id")?;
-    let item_ids = string_list(kwargs, "item_ids")?;
+    let item_ids = kwargs.str_list("item_ids")?;
     let payment_method_id = kwargs.str("payment_method_id")?;
     let mut order = order(data, order_id)?;
     if str_field(&order, "status")? != "delivered" {
