@@ -98,6 +98,11 @@ pub struct Task {
     /// Difficulty statistics (synthesized tasks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stats: Option<Value>,
+    /// Checks of the task's benchmark that Forge does not evaluate (τ²-bench's
+    /// natural-language assertions, which need an LLM judge): the reward is
+    /// decided without them, and reports list them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unevaluated: Vec<String>,
 }
 
 impl Task {

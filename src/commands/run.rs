@@ -178,9 +178,18 @@ fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, Episo
     } else {
         Vec::new()
     };
+    // Episodes whose task has checks Forge does not evaluate (NL assertions).
+    let unevaluated = records
+        .iter()
+        .filter(|(_, record)| {
+            env.task(&record.task_id)
+                .is_some_and(|task| !task.task.unevaluated.is_empty())
+        })
+        .count();
     if args.json {
         output::json_line(&json!({
             "summary": true,
+            "episodes_with_unevaluated_checks": unevaluated,
             "masked_share": masked_share,
             "unmasked_success_rate": unmasked_success_rate,
             "environment": env.name(),
@@ -232,6 +241,11 @@ fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, Episo
         label,
         args.seed
     );
+    if unevaluated > 0 {
+        println!(
+            "{unevaluated} of {episodes} episodes' tasks have checks Forge does not evaluate (NL assertions need a judge model): their reward covers the other checks"
+        );
+    }
     if !pass_hat_k.is_empty() {
         let values: Vec<String> = pass_hat_k
             .iter()

@@ -116,6 +116,7 @@ pub fn load(domain: &Domain, data: &Path) -> Result<Bundle> {
                 dag: None,
                 gold_final_state_sha256: None,
                 stats: None,
+                unevaluated: Vec::new(),
             }
         }));
     }

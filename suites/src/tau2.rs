@@ -13,7 +13,9 @@
 //! model's schema in `suites/tau2-<domain>/db.schema.json`). Each task becomes
 //! a Forge task named by its `id`, with the gold actions of its
 //! `evaluation_criteria` (the actions the reference replays to build the gold
-//! database) and its `communicate_info` as required outputs.
+//! database) and, when its `reward_basis` counts them, its `communicate_info`
+//! as required outputs; NL assertions, which need an LLM judge, are kept as
+//! the task's unevaluated checks.
 
 use crate::pydantic::Schema;
 use crate::read_json;
@@ -105,6 +107,11 @@ struct Criteria {
     actions: Option<Vec<Action>>,
     #[serde(default)]
     communicate_info: Option<Vec<String>>,
+    #[serde(default)]
+    nl_assertions: Option<Vec<String>>,
+    /// The checks whose product is the reward; `[DB, COMMUNICATE]` when absent.
+    #[serde(default)]
+    reward_basis: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -184,11 +191,42 @@ fn convert(task: Tau2Task, schema: &Schema, db: &Value) -> Result<Task> {
             })
         })
         .collect::<Result<_>>()?;
+    let basis = criteria
+        .reward_basis
+        .unwrap_or_else(|| vec!["DB".to_owned(), "COMMUNICATE".to_owned()]);
+    if let Some(other) = basis
+        .iter()
+        .find(|check| !["DB", "COMMUNICATE", "NL_ASSERTION"].contains(&check.as_str()))
+    {
+        bail!("evaluation_criteria.reward_basis: `{other}` checks are not supported yet");
+    }
+    if !basis.iter().any(|check| check == "DB") {
+        bail!(
+            "evaluation_criteria.reward_basis: a reward without the DB check is not supported yet"
+        );
+    }
+    // The reference counts what the agent said only when COMMUNICATE is in
+    // the basis, and judges NL assertions with an LLM, which Forge does not.
+    let required_outputs = if basis.iter().any(|check| check == "COMMUNICATE") {
+        criteria.communicate_info.unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let unevaluated = if basis.iter().any(|check| check == "NL_ASSERTION") {
+        criteria
+            .nl_assertions
+            .unwrap_or_default()
+            .into_iter()
+            .map(|assertion| format!("NL_ASSERTION: {assertion}"))
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok(Task {
         id: task.id,
         instruction: scenario_text(&task.user_scenario),
         gold_actions,
-        required_outputs: criteria.communicate_info.unwrap_or_default(),
+        required_outputs,
         initial_state: task
             .initial_state
             .map(|initial| initial_db(initial, schema, db))
@@ -198,6 +236,7 @@ fn convert(task: Tau2Task, schema: &Schema, db: &Value) -> Result<Task> {
         dag: None,
         gold_final_state_sha256: None,
         stats: None,
+        unevaluated,
     })
 }
 

@@ -208,3 +208,46 @@ fn suites_are_named_as_on_the_command_line() {
     let error = "tau-bench/bank".parse::<Suite>().unwrap_err().to_string();
     assert!(error.contains("tau-bench/retail"), "{error}");
 }
+
+/// τ²-bench's `reward_basis` decides which checks count: retail's tasks are
+/// judged on the database and NL assertions (left unevaluated, listed), so
+/// what the agent says is not required; airline's count `communicate_info`.
+#[test]
+fn tau2_reward_basis_decides_what_is_checked() {
+    let retail = Suite::Tau2Retail
+        .load(&data_dir())
+        .expect("the suite loads");
+    let with_nl = retail
+        .tasks
+        .iter()
+        .filter(|task| !task.unevaluated.is_empty())
+        .count();
+    // 112 tasks count NL assertions; 40 of them have any.
+    assert_eq!(with_nl, 40);
+    assert!(
+        retail
+            .tasks
+            .iter()
+            .all(|task| task.required_outputs.is_empty())
+    );
+    assert!(
+        retail
+            .tasks
+            .iter()
+            .flat_map(|task| &task.unevaluated)
+            .all(|check| check.starts_with("NL_ASSERTION: "))
+    );
+
+    let airline = Suite::Tau2Airline
+        .load(&data_dir())
+        .expect("the suite loads");
+    assert!(airline.tasks.iter().all(|task| task.unevaluated.is_empty()));
+    assert_eq!(
+        airline
+            .tasks
+            .iter()
+            .filter(|task| !task.required_outputs.is_empty())
+            .count(),
+        6
+    );
+}

@@ -809,6 +809,7 @@ impl<'a> TaskGenerator<'a> {
             dag: Some(dag),
             gold_final_state_sha256: Some(session.state.sha256()),
             stats: Some(stats),
+            unevaluated: Vec::new(),
         };
         GeneratedTask {
             task,
