@@ -6,6 +6,7 @@ use clap::{Args, Subcommand};
 use forge_model::fetch::{self, KNOWN};
 use forge_model::gguf::Gguf;
 use forge_model::tokenizer::ModelTokenizer;
+use forge_trainer::Stop;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -33,6 +34,10 @@ pub struct ChatArgs {
     /// Most tokens to generate.
     #[arg(long, default_value_t = 64)]
     max_tokens: usize,
+    /// Stop once the reply contains this text (repeatable); the reply is
+    /// printed up to it.
+    #[arg(long, value_name = "TEXT")]
+    stop: Vec<String>,
     prompt: String,
 }
 
@@ -90,8 +95,17 @@ fn chat(args: &ChatArgs) -> Result<()> {
     let end = forge_trainer::chat::stop_ids(&tokenizer);
     let model = forge_trainer::load_cpu(&path)?;
     let prompt = tokenizer.encode(&chat_prompt(&args.prompt))?;
-    let reply = model.generate_greedy(&prompt, args.max_tokens, &end);
-    let text = tokenizer.decode(&reply)?;
+    let stop = Stop::tokens(&end).strings(&args.stop, &tokenizer);
+    let reply = model.generate_greedy(&prompt, args.max_tokens, stop);
+    let mut text = tokenizer.decode(&reply)?;
+    if let Some(at) = args
+        .stop
+        .iter()
+        .filter_map(|stop| text.find(stop.as_str()))
+        .min()
+    {
+        text.truncate(at);
+    }
     println!("{}", text.trim_end_matches("<|im_end|>").trim());
     Ok(())
 }

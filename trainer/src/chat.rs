@@ -10,7 +10,7 @@
 //! which the host answers with a validation error the model can learn from),
 //! never a crash.
 
-use crate::sampling::Sampling;
+use crate::sampling::{Sampling, Stop};
 use crate::{Generation, Llama};
 use burn::tensor::backend::Backend;
 use forge_model::tokenizer::ModelTokenizer;
@@ -196,7 +196,9 @@ struct Direct<'a, B: Backend> {
 
 impl<B: Backend> Generator for Direct<'_, B> {
     fn generate(&mut self, prompt: &[u32], sampling: &Sampling) -> anyhow::Result<Generation> {
-        Ok(self.model.generate(prompt, sampling, &self.stop))
+        Ok(self
+            .model
+            .generate(prompt, sampling, Stop::tokens(&self.stop)))
     }
 }
 

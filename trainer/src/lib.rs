@@ -15,7 +15,7 @@ pub mod train;
 
 pub use config::LlamaConfig;
 pub use llama::{KvCache, Llama, LoadError, WeightSource, tensor_names};
-pub use sampling::{Generation, Sampling};
+pub use sampling::{Generation, Sampling, Stop};
 
 /// The CPU backend (tests, small models).
 pub type Cpu = burn::backend::NdArray<f32>;

@@ -2,7 +2,7 @@
 //! weights; the forward pass with a KV cache; sampling; log-probs for training.
 
 use crate::config::LlamaConfig;
-use crate::sampling::{Generation, Sampling};
+use crate::sampling::{Generation, Sampling, Stop};
 use burn::module::{Module, Param, ParamId};
 use burn::tensor::activation::{silu, softmax};
 use burn::tensor::backend::Backend;
@@ -368,8 +368,8 @@ impl<B: Backend> Llama<B> {
     }
 
     /// Greedy decoding: the ids after `prompt`, at most `max_tokens`, stopping
-    /// after any of `stop` (included).
-    pub fn generate_greedy(&self, prompt: &[u32], max_tokens: usize, stop: &[u32]) -> Vec<u32> {
+    /// as `stop` says (the stopping token included).
+    pub fn generate_greedy(&self, prompt: &[u32], max_tokens: usize, stop: Stop<'_>) -> Vec<u32> {
         self.generate(
             prompt,
             &Sampling {
@@ -381,11 +381,11 @@ impl<B: Backend> Llama<B> {
         .tokens
     }
 
-    /// Samples a continuation of `prompt` (see [`Sampling`]), stopping after
-    /// any of `stop` (included) or at `max_tokens`. Each token comes with its
+    /// Samples a continuation of `prompt` (see [`Sampling`]), stopping as
+    /// `stop` says (the stopping token included) or at `max_tokens`. Each token comes with its
     /// log-probability under the sampling distribution (temperature applied,
     /// before top-p truncation), which the trainer's ratios are taken against.
-    pub fn generate(&self, prompt: &[u32], sampling: &Sampling, stop: &[u32]) -> Generation {
+    pub fn generate(&self, prompt: &[u32], sampling: &Sampling, stop: Stop<'_>) -> Generation {
         self.generate_batch(&[prompt], std::slice::from_ref(sampling), stop)
             .pop()
             .expect("one row")
@@ -394,12 +394,12 @@ impl<B: Backend> Llama<B> {
     /// [`Self::generate`] for several prompts at once: left-padded into one
     /// batch with a shared KV cache, one forward pass per generated column.
     /// Row r samples with `samplings[r]` (its own seeded generator) and ends
-    /// at a stop token or its token limit; the batch ends when every row has.
+    /// where `stop` says or at its token limit; the batch ends when every row has.
     pub fn generate_batch(
         &self,
         prompts: &[&[u32]],
         samplings: &[Sampling],
-        stop: &[u32],
+        stop: Stop<'_>,
     ) -> Vec<Generation> {
         assert_eq!(prompts.len(), samplings.len(), "a sampling per prompt");
         let rows = prompts.len();
@@ -448,7 +448,7 @@ impl<B: Backend> Llama<B> {
                 generation.tokens.push(token);
                 generation.logprobs.push(logprob);
                 next[row] = i64::from(token);
-                if stop.contains(&token) {
+                if stop.is_done(&generation.tokens) {
                     generation.stopped = true;
                 }
                 done[row] =

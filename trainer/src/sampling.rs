@@ -1,6 +1,7 @@
 //! Choosing the next token: greedy, or temperature with nucleus (top-p)
 //! truncation, seeded.
 
+use forge_model::tokenizer::ModelTokenizer;
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 
@@ -136,5 +137,59 @@ mod tests {
             draws(5).iter().any(|token| *token != draws(5)[0]),
             "uniform logits vary"
         );
+    }
+}
+
+/// When a generated row is complete: at one of `tokens`, or once its text
+/// contains one of `strings` — the token that completes it included either
+/// way, so that what is trained is exactly what was sampled.
+#[derive(Clone, Copy)]
+pub struct Stop<'a> {
+    tokens: &'a [u32],
+    strings: &'a [String],
+    tokenizer: Option<&'a ModelTokenizer>,
+}
+
+impl<'a> Stop<'a> {
+    /// Stop at any of `tokens`.
+    pub fn tokens(tokens: &'a [u32]) -> Self {
+        Self {
+            tokens,
+            strings: &[],
+            tokenizer: None,
+        }
+    }
+
+    /// Also stop once the generated text, decoded with `tokenizer`, contains
+    /// any of `strings`.
+    pub fn strings(self, strings: &'a [String], tokenizer: &'a ModelTokenizer) -> Self {
+        Self {
+            strings,
+            tokenizer: Some(tokenizer),
+            ..self
+        }
+    }
+
+    /// Whether a row that has generated `generated` is complete. Only the
+    /// tail that could hold a new match is decoded: a match ending earlier
+    /// would have stopped the row then, and every token is at least a byte.
+    pub fn is_done(&self, generated: &[u32]) -> bool {
+        let Some(&last) = generated.last() else {
+            return false;
+        };
+        if self.tokens.contains(&last) {
+            return true;
+        }
+        let Some(tokenizer) = self.tokenizer else {
+            return false;
+        };
+        let longest = self.strings.iter().map(String::len).max().unwrap_or(0);
+        if longest == 0 {
+            return false;
+        }
+        let tail = &generated[generated.len().saturating_sub(longest)..];
+        tokenizer
+            .decode(tail)
+            .is_ok_and(|text| self.strings.iter().any(|stop| text.contains(stop.as_str())))
     }
 }

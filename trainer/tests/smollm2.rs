@@ -79,7 +79,7 @@ fn logits_match_the_reference_and_greedy_decoding_says_paris() {
 
     let end = tokenizer.token_id("<|im_end|>").unwrap();
     let answer = tokenizer
-        .decode(&model.generate_greedy(&prompt, 12, &[end]))
+        .decode(&model.generate_greedy(&prompt, 12, forge_trainer::Stop::tokens(&[end])))
         .unwrap();
     assert!(answer.contains("Paris"), "the model answers: {answer:?}");
 }

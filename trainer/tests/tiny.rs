@@ -4,7 +4,7 @@
 
 use burn::tensor::Tensor;
 use forge_model::gguf::{GgufWriter, Value};
-use forge_trainer::{Cpu, Llama};
+use forge_trainer::{Cpu, Llama, Stop};
 
 const VOCAB: usize = 40;
 const HIDDEN: usize = 16;
@@ -265,7 +265,7 @@ fn forward_matches_a_direct_implementation_and_the_cache_is_consistent() {
     }
     assert_eq!(cache.len(), tokens.len());
     // Greedy decoding follows the argmax.
-    let next = model.generate_greedy(&tokens, 3, &[]);
+    let next = model.generate_greedy(&tokens, 3, Stop::tokens(&[]));
     let argmax = expected[5]
         .iter()
         .enumerate()

@@ -4,7 +4,7 @@
 //! whether the masking judge flags the user.
 
 use crate::chat::{Generator, ModelPolicy, PromptStyle, stop_ids};
-use crate::sampling::Sampling;
+use crate::sampling::{Sampling, Stop};
 use crate::train::objective::Turn;
 use crate::{Generation, Llama};
 use anyhow::{Context, Result};
@@ -157,7 +157,9 @@ impl<B: Backend> Play<'_, B> {
                     .iter()
                     .map(|(_, _, sampling, _)| sampling.clone())
                     .collect();
-                let generations = self.model.generate_batch(&prompts, &samplings, &stop);
+                let generations =
+                    self.model
+                        .generate_batch(&prompts, &samplings, Stop::tokens(&stop));
                 for ((.., reply), generation) in pending.into_iter().zip(generations) {
                     // A thread that has gone away no longer needs its turn.
                     let _ = reply.send(generation);
