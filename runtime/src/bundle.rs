@@ -44,6 +44,20 @@ pub struct Manifest {
     /// reading; not part of the content hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hashes: Option<FileHashes>,
+    /// Whether the host checks each call's tool name and arguments against the
+    /// tools' schemas before the call (the default). Benchmark suites that must
+    /// answer malformed calls exactly as their reference implementation does
+    /// turn it off: their tools then see every call and check it themselves.
+    #[serde(default = "checked", skip_serializing_if = "is_checked")]
+    pub check_arguments: bool,
+}
+
+fn checked() -> bool {
+    true
+}
+
+fn is_checked(check: &bool) -> bool {
+    *check
 }
 
 /// sha256 (hex) of each file of a bundle directory.

@@ -69,7 +69,8 @@ impl Environment {
         let name = bundle.manifest.name.clone();
         let component = sandbox
             .load(&bundle.wasm)
-            .with_context(|| format!("loading the component of environment `{name}`"))?;
+            .with_context(|| format!("loading the component of environment `{name}`"))?
+            .with_argument_checks(bundle.manifest.check_arguments);
         let default_state = State::from_json(&bundle.initial_state)
             .with_context(|| format!("the initial state of environment `{name}` is malformed"))?;
         let mut seen = std::collections::BTreeSet::new();
@@ -135,23 +136,26 @@ impl Environment {
     }
 }
 
-/// Validates `call` against its tool's schema, then runs it.
+/// Validates `call` against its tool's schema (unless the component's
+/// environment checks its own calls), then runs it.
 pub fn execute(instance: &mut ToolInstance, state: &State, call: &ToolCall) -> Executed {
     let unchanged = |observation| Executed {
         observation,
         state: state.clone(),
         fuel: 0,
     };
-    let Some(tool) = instance.component().tool(&call.name) else {
-        return unchanged(Observation::ToolError(format!(
-            "unknown tool `{}`",
-            call.name
-        )));
-    };
-    if let Err(message) = tool.validate(&call.arguments) {
-        return unchanged(Observation::ToolError(format!(
-            "invalid arguments: {message}"
-        )));
+    if instance.component().checks_arguments() {
+        let Some(tool) = instance.component().tool(&call.name) else {
+            return unchanged(Observation::ToolError(format!(
+                "unknown tool `{}`",
+                call.name
+            )));
+        };
+        if let Err(message) = tool.validate(&call.arguments) {
+            return unchanged(Observation::ToolError(format!(
+                "invalid arguments: {message}"
+            )));
+        }
     }
     let outcome = instance.call(state, &call.name, &call.arguments.to_string());
     let observation = match outcome.result {

@@ -251,3 +251,72 @@ fn tau2_reward_basis_decides_what_is_checked() {
         6
     );
 }
+
+/// Malformed calls reach the suites' tools (the host does not check them
+/// against the schemas), which answer as the reference does: the texts below
+/// are what the Python implementations print.
+#[test]
+fn malformed_calls_get_the_references_answers() {
+    let sandbox = Sandbox::with_defaults().expect("a sandbox");
+    let envs: Vec<(Suite, Environment)> = [Suite::TauRetail, Suite::Tau2Retail]
+        .into_iter()
+        .map(|suite| {
+            let bundle = suite.load(&data_dir()).expect("the suite loads");
+            (
+                suite,
+                Environment::load(&sandbox, bundle).expect("the gold actions run"),
+            )
+        })
+        .collect();
+    let answer = |suite: Suite, name: &str, arguments: Value| {
+        let env = &envs
+            .iter()
+            .find(|(loaded, _)| *loaded == suite)
+            .expect("loaded")
+            .1;
+        let mut instance = env.component().instance();
+        let call = forge_runtime::ToolCall {
+            name: name.to_owned(),
+            arguments,
+        };
+        forge_runtime::environment::execute(&mut instance, &env.tasks()[0].initial, &call)
+            .observation
+            .content()
+    };
+    let cases = [
+        (
+            Suite::TauRetail,
+            "refund_everything",
+            json!({}),
+            "Unknown action refund_everything",
+        ),
+        (
+            Suite::TauRetail,
+            "get_order_details",
+            json!({}),
+            "Error: GetOrderDetails.invoke() missing 1 required positional argument: 'order_id'",
+        ),
+        (
+            Suite::TauRetail,
+            "get_user_details",
+            json!({"user_id": "x", "foo": 1}),
+            "Error: GetUserDetails.invoke() got an unexpected keyword argument 'foo'",
+        ),
+        // The schema's enum would refuse the reason; the reference looks the order up first.
+        (
+            Suite::TauRetail,
+            "cancel_pending_order",
+            json!({"order_id": "#W0000000", "reason": "because"}),
+            "Error: order not found",
+        ),
+        (
+            Suite::Tau2Retail,
+            "refund_everything",
+            json!({}),
+            "Error: Tool 'refund_everything' not found.",
+        ),
+    ];
+    for (suite, name, arguments, expected) in cases {
+        assert_eq!(answer(suite, name, arguments), expected, "{suite} {name}");
+    }
+}

@@ -343,6 +343,7 @@ fn synthesize_domain(
             "doc_sha256": forge_runtime::canonical::sha256_hex(&serde_json::to_value(doc)?),
         })),
         hashes: None,
+        check_arguments: true,
     };
     let tasks: Vec<Task> = kept.into_iter().map(|generated| generated.task).collect();
     let bundle = Bundle {

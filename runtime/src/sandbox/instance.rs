@@ -66,6 +66,9 @@ impl CallOutcome {
 #[derive(Clone)]
 pub struct ToolComponent {
     inner: Arc<ComponentInner>,
+    /// Whether calls are checked against the tool schemas before they enter
+    /// the sandbox (see `Manifest::check_arguments`).
+    checks_arguments: bool,
 }
 
 struct ComponentInner {
@@ -94,6 +97,7 @@ impl ToolComponent {
                 tools: Vec::new(),
                 wasm_sha256,
             }),
+            checks_arguments: true,
         };
         let tools = component.describe()?;
         Arc::get_mut(&mut component.inner)
@@ -114,6 +118,20 @@ impl ToolComponent {
     /// Hex sha256 of the component's bytes.
     pub fn wasm_sha256(&self) -> &str {
         &self.inner.wasm_sha256
+    }
+
+    /// The same component with the host's checks of tool names and
+    /// arguments on or off (see `Manifest::check_arguments`).
+    pub fn with_argument_checks(self, checks_arguments: bool) -> Self {
+        Self {
+            checks_arguments,
+            ..self
+        }
+    }
+
+    /// Whether the host checks calls against the tool schemas.
+    pub fn checks_arguments(&self) -> bool {
+        self.checks_arguments
     }
 
     /// A new instance for an episode.
