@@ -14,12 +14,7 @@ fn main() {
     let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let root = dir.parent().expect("the suites live inside the workspace");
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("set by cargo"));
-    // OUT_DIR is <target>/<profile>/build/<crate>/out; guests build beside the profiles.
-    let target_dir = out_dir
-        .ancestors()
-        .nth(4)
-        .expect("OUT_DIR is inside the target directory")
-        .join("guests");
+    let target_dir = forge_guest_builder::guests_dir_for_build_script(&out_dir);
     for path in [
         "wit",
         "env-templates/guest",

@@ -3,7 +3,7 @@
 
 This script contains no benchmark code: it imports the reference package from the
 checkout given with --reference and drives it with the data under --data
-(/work/shared/benchmarks layout). For every task it replays the gold actions and
+(laid out like ../shared/benchmarks). For every task it replays the gold actions and
 prints one JSON line with every tool output and hashes of the final database(s),
 so that Forge's Rust re-implementation can be checked against the original.
 
@@ -333,7 +333,7 @@ def _run_tau2(args, domain, src):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--reference", required=True, help="reference checkout (tau-bench or tau2-bench)")
-    p.add_argument("--data", required=True, help="benchmark data root (e.g. /work/shared/benchmarks)")
+    p.add_argument("--data", required=True, help="benchmark data root (e.g. ../shared/benchmarks)")
     p.add_argument("--split", help="task split (tau-bench: test/train/dev; tau2: split_tasks.json name)")
     p.add_argument("--timings", action="store_true", help="print timings to stderr")
     p.add_argument(

@@ -49,6 +49,18 @@ impl std::fmt::Display for BuildError {
 
 impl std::error::Error for BuildError {}
 
+/// Where a build script builds guests: `guests/` beside the profiles of the
+/// target directory that holds its `OUT_DIR`
+/// (`<target>/<profile>/build/<crate>/out`), shared by every build script of
+/// the workspace so that each guest compiles once.
+pub fn guests_dir_for_build_script(out_dir: &Path) -> PathBuf {
+    out_dir
+        .ancestors()
+        .nth(4)
+        .expect("OUT_DIR is inside the target directory")
+        .join("guests")
+}
+
 /// Builds `package` from the workspace at `manifest` (a `Cargo.toml`) in release
 /// mode into `target_dir`, and returns the path of the component.
 pub fn build_component(

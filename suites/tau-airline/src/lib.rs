@@ -12,7 +12,7 @@
 use forge_tau_guest::airline::{AIRPORTS, NOW};
 use forge_tau_guest::{
     Data, Kwargs, Num, Tool, calculate, dumps, field, field_mut, list_mut, next_day, num,
-    num_field, set, str_field, think, transfer_to_human_agents,
+    num_field, set, str_field, think, transfer_to_human_agents, type_name,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -129,18 +129,6 @@ fn len(value: &Value) -> Result<i64, String> {
         .as_array()
         .map(|items| items.len() as i64)
         .ok_or_else(|| format!("object of type {} has no len()", type_name(value)))
-}
-
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "NoneType",
-        Value::Bool(_) => "bool",
-        Value::Number(number) if number.is_f64() => "float",
-        Value::Number(_) => "int",
-        Value::String(_) => "str",
-        Value::Array(_) => "list",
-        Value::Object(_) => "dict",
-    }
 }
 
 /// Looks up flight `flight` (`{flight_number, date}`) for `passengers`

@@ -263,6 +263,19 @@ pub fn set(dict: &mut Value, key: &str, value: Value) {
     }
 }
 
+/// The Python type name of a JSON value.
+pub fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "NoneType",
+        Value::Bool(_) => "bool",
+        Value::Number(number) if number.is_f64() => "float",
+        Value::Number(_) => "int",
+        Value::String(_) => "str",
+        Value::Array(_) => "list",
+        Value::Object(_) => "dict",
+    }
+}
+
 /// `str(KeyError(key))`: the key's `repr`.
 pub fn key_error(key: &str) -> String {
     repr(key)

@@ -4,7 +4,7 @@
 //! pydantic's lax mode does, and pydantic's `ValidationError` text when a
 //! field is missing or does not convert.
 
-use crate::repr;
+use crate::{repr, type_name};
 use serde_json::{Map, Value};
 
 /// The pydantic release whose error texts (and documentation links) these are.
@@ -164,19 +164,6 @@ fn py_repr(value: &Value) -> String {
                 .collect();
             format!("{{{}}}", items.join(", "))
         }
-    }
-}
-
-/// The Python type name of a JSON value.
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "NoneType",
-        Value::Bool(_) => "bool",
-        Value::Number(number) if number.is_f64() => "float",
-        Value::Number(_) => "int",
-        Value::String(_) => "str",
-        Value::Array(_) => "list",
-        Value::Object(_) => "dict",
     }
 }
 

@@ -29,6 +29,12 @@ pub fn missing_item<'a>(requested: &'a [String], present: &[String]) -> Option<&
         .map(String::as_str)
 }
 
+/// Item ids in Python's `sorted` order, as the order records them.
+pub fn sorted(mut ids: Vec<String>) -> Vec<String> {
+    ids.sort();
+    ids
+}
+
 /// Whether a payment method is a gift card (the only kind with a balance).
 pub fn is_gift_card(method: &Value) -> Result<bool, String> {
     Ok(str_field(method, "source")? == "gift_card")

@@ -9,7 +9,7 @@
 //! (`tools.json`, from τ-bench, MIT licence, © 2024 Sierra).
 
 use forge_tau_guest::retail::{
-    self, address, adjust_balance, is_gift_card, item_ids_of, missing_item,
+    self, address, adjust_balance, is_gift_card, item_ids_of, missing_item, sorted,
 };
 use forge_tau_guest::{
     Data, Kwargs, Num, Tool, calculate, dumps, field, list_mut, num_field, set, str_field, think,
@@ -242,37 +242,70 @@ fn cancel_pending_order(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, 
     Ok(dumps(&order))
 }
 
-fn exchange_delivered_order_items(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
+/// A request to swap some of an order's items for other variants of their
+/// products (an exchange or a modification): the arguments, and the order,
+/// checked to be in `status` and to hold every item to swap, with one new
+/// item for each.
+struct ItemSwap<'k> {
+    order_id: &'k str,
+    order: Value,
+    item_ids: Vec<String>,
+    new_item_ids: Vec<String>,
+    payment_method_id: &'k str,
+}
+
+fn item_swap<'k>(
+    data: &Data<'_>,
+    kwargs: &'k Kwargs,
+    status: &str,
+    refusal: &str,
+) -> Result<ItemSwap<'k>, String> {
     let order_id = kwargs.str("order_id")?;
     let item_ids = kwargs.str_list("item_ids")?;
     let new_item_ids = kwargs.str_list("new_item_ids")?;
     let payment_method_id = kwargs.str("payment_method_id")?;
-    let mut order = order_with_status(
-        data,
-        order_id,
-        "delivered",
-        "non-delivered order cannot be exchanged",
-    )?;
+    let order = order_with_status(data, order_id, status, refusal)?;
     if let Some(missing) = missing_item(&item_ids, &item_ids_of(&order)?) {
         return Err(format!("{missing} not found"));
     }
     if item_ids.len() != new_item_ids.len() {
         return Err("the number of items to be exchanged should match".to_owned());
     }
+    Ok(ItemSwap {
+        order_id,
+        order,
+        item_ids,
+        new_item_ids,
+        payment_method_id,
+    })
+}
+
+fn exchange_delivered_order_items(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
+    let ItemSwap {
+        order_id,
+        mut order,
+        item_ids,
+        new_item_ids,
+        payment_method_id,
+    } = item_swap(
+        data,
+        kwargs,
+        "delivered",
+        "non-delivered order cannot be exchanged",
+    )?;
     let difference = price_difference(data, &order, &item_ids, &new_item_ids)?.round(2);
     let (_, user) = payment_method(data, &order, payment_method_id)?;
     let method = &user["payment_methods"][payment_method_id];
     if is_gift_card(method)? && num_field(method, "balance")? < difference {
         return Err("insufficient gift card balance to pay for the price difference".to_owned());
     }
-    let sorted = |ids: &[String]| {
-        let mut ids = ids.to_vec();
-        ids.sort();
-        json!(ids)
-    };
     set(&mut order, "status", json!("exchange requested"));
-    set(&mut order, "exchange_items", sorted(&item_ids));
-    set(&mut order, "exchange_new_items", sorted(&new_item_ids));
+    set(&mut order, "exchange_items", json!(sorted(item_ids)));
+    set(
+        &mut order,
+        "exchange_new_items",
+        json!(sorted(new_item_ids)),
+    );
     set(
         &mut order,
         "exchange_payment_method_id",
@@ -337,22 +370,18 @@ fn modify_pending_order_address(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<
 }
 
 fn modify_pending_order_items(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
-    let order_id = kwargs.str("order_id")?;
-    let item_ids = kwargs.str_list("item_ids")?;
-    let new_item_ids = kwargs.str_list("new_item_ids")?;
-    let payment_method_id = kwargs.str("payment_method_id")?;
-    let mut order = order_with_status(
-        data,
+    let ItemSwap {
         order_id,
+        mut order,
+        item_ids,
+        new_item_ids,
+        payment_method_id,
+    } = item_swap(
+        data,
+        kwargs,
         "pending",
         "non-pending order cannot be modified",
     )?;
-    if let Some(missing) = missing_item(&item_ids, &item_ids_of(&order)?) {
-        return Err(format!("{missing} not found"));
-    }
-    if item_ids.len() != new_item_ids.len() {
-        return Err("the number of items to be exchanged should match".to_owned());
-    }
     let difference = price_difference(data, &order, &item_ids, &new_item_ids)?;
     let (user_id, mut user) = payment_method(data, &order, payment_method_id)?;
     let gift_card = is_gift_card(&user["payment_methods"][payment_method_id])?;
@@ -463,10 +492,8 @@ fn return_delivered_order_items(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<
     if missing_item(&item_ids, &item_ids_of(&order)?).is_some() {
         return Err("some item not found".to_owned());
     }
-    let mut sorted = item_ids;
-    sorted.sort();
     set(&mut order, "status", json!("return requested"));
-    set(&mut order, "return_items", json!(sorted));
+    set(&mut order, "return_items", json!(sorted(item_ids)));
     set(
         &mut order,
         "return_payment_method_id",

@@ -13,7 +13,7 @@
 //! © 2025 Sierra).
 
 use forge_tau_guest::retail::{
-    self, address, adjust_balance, is_gift_card, item_ids_of, missing_item,
+    self, address, adjust_balance, is_gift_card, item_ids_of, missing_item, sorted,
 };
 use forge_tau_guest::{
     Data, Kwargs, Num, Tool, calculate_tau2, dumps, field, list_mut, num, num_field, set,
@@ -307,11 +307,6 @@ fn exchange_delivered_order_items(data: &mut Data<'_>, kwargs: &Kwargs) -> Resul
     );
     data.put("orders", order_id, &order)?;
     Ok(dumps(&order))
-}
-
-fn sorted(mut ids: Vec<String>) -> Vec<String> {
-    ids.sort();
-    ids
 }
 
 fn find_user_id_by_name_zip(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, String> {
