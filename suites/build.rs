@@ -8,6 +8,8 @@ const COMPONENTS: &[(&str, &str)] = &[
     ("forge-suite-tau-airline", "tau-airline.wasm"),
     ("forge-suite-tau2-airline", "tau2-airline.wasm"),
     ("forge-suite-tau2-retail", "tau2-retail.wasm"),
+    ("forge-suite-tau2-mock", "tau2-mock.wasm"),
+    ("forge-suite-tau2-telecom", "tau2-telecom.wasm"),
 ];
 
 fn main() {
@@ -24,6 +26,8 @@ fn main() {
         "suites/tau-airline",
         "suites/tau2-airline",
         "suites/tau2-retail",
+        "suites/tau2-mock",
+        "suites/tau2-telecom",
     ] {
         println!("cargo::rerun-if-changed={}", root.join(path).display());
     }

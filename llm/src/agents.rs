@@ -64,7 +64,7 @@ impl Policy for RemotePolicy<'_> {
             let arguments =
                 serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()));
             self.pending
-                .push_back(Action::Call(ToolCall { name, arguments }));
+                .push_back(Action::Call(ToolCall::new(name, arguments)));
         }
         if let Some(action) = self.pending.pop_front() {
             return Ok(action);

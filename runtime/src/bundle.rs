@@ -50,6 +50,11 @@ pub struct Manifest {
     /// turn it off: their tools then see every call and check it themselves.
     #[serde(default = "checked", skip_serializing_if = "is_checked")]
     pub check_arguments: bool,
+    /// Whether the host calls the component's `sync` after every successful
+    /// call of an episode or of a task's set-up (environments whose agent and
+    /// user sides hold views of the same facts, such as τ²-bench's telecom).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sync: bool,
 }
 
 fn checked() -> bool {
@@ -69,6 +74,29 @@ pub struct FileHashes {
     pub tasks: String,
 }
 
+/// Whose tool a call is: the agent's, or those of a simulated user that has
+/// tools of its own (the WIT `actor`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Actor {
+    #[default]
+    Agent,
+    User,
+}
+
+impl Actor {
+    pub fn is_agent(&self) -> bool {
+        *self == Self::Agent
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Agent => "agent",
+            Self::User => "user",
+        }
+    }
+}
+
 /// A tool call with its arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -76,6 +104,57 @@ pub struct ToolCall {
     pub name: String,
     #[serde(default = "empty_object")]
     pub arguments: Value,
+    /// Whose tool it is; the agent's unless said otherwise.
+    #[serde(default, skip_serializing_if = "Actor::is_agent")]
+    pub actor: Actor,
+}
+
+impl ToolCall {
+    /// A call of one of the agent's tools.
+    pub fn new(name: impl Into<String>, arguments: Value) -> Self {
+        Self {
+            name: name.into(),
+            arguments,
+            actor: Actor::Agent,
+        }
+    }
+}
+
+/// A host-only function of the environment (the WIT `invoke`): a step of a
+/// task's set-up, or an assertion on its final state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FunctionCall {
+    /// The side whose function it is.
+    #[serde(default, skip_serializing_if = "Actor::is_agent")]
+    pub actor: Actor,
+    pub function: String,
+    #[serde(default = "empty_object")]
+    pub arguments: Value,
+}
+
+/// An assertion on a task's final state: the function's answer must equal
+/// `expected`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Assertion {
+    #[serde(flatten)]
+    pub call: FunctionCall,
+    pub expected: Value,
+}
+
+/// A call the agent (or user) must have made during the episode: one with the
+/// same tool name whose arguments equal these, compared on the arguments
+/// `compare` names, or on all the arguments the call passed when it is
+/// absent (τ²-bench's action check).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequiredCall {
+    pub name: String,
+    #[serde(default = "empty_object")]
+    pub arguments: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compare: Option<Vec<String>>,
 }
 
 fn empty_object() -> Value {
@@ -117,6 +196,22 @@ pub struct Task {
     /// decided without them, and reports list them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unevaluated: Vec<String>,
+    /// Run in order on the initial state before the episode, each followed
+    /// by the environment's sync (τ²-bench's initialization actions); the
+    /// gold actions start from the same state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub setup: Vec<FunctionCall>,
+    /// Whether the reward requires the final state to equal the gold final
+    /// state. On by default; off for benchmark tasks judged by their
+    /// assertions alone.
+    #[serde(default = "checked", skip_serializing_if = "is_checked")]
+    pub state_check: bool,
+    /// Assertions on the final state that the reward requires.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub assertions: Vec<Assertion>,
+    /// Calls the reward requires the episode to contain.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_calls: Vec<RequiredCall>,
 }
 
 impl Task {

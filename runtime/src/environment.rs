@@ -2,7 +2,7 @@
 //! whose tasks are validated against the tools, and whose gold final states are
 //! computed by executing each task's gold actions in the sandbox.
 
-use crate::bundle::{Bundle, Task, ToolCall};
+use crate::bundle::{Bundle, FunctionCall, Task, ToolCall};
 use crate::sandbox::{Sandbox, ToolComponent, ToolInstance};
 use crate::state::State;
 use anyhow::{Context, Result, anyhow, bail};
@@ -84,6 +84,8 @@ impl Environment {
                     .with_context(|| format!("task `{}`: initial_state", task.id))?,
                 None => default_state.clone(),
             };
+            let initial = set_up(&component, bundle.manifest.sync, &task.setup, initial)
+                .with_context(|| format!("environment `{name}`, task `{}`", task.id))?;
             let gold = execute_gold(&component, task, &initial)
                 .with_context(|| format!("environment `{name}`, task `{}`", task.id))?;
             if let Some(expected) = &task.gold_final_state_sha256
@@ -145,7 +147,7 @@ pub fn execute(instance: &mut ToolInstance, state: &State, call: &ToolCall) -> E
         fuel: 0,
     };
     if instance.component().checks_arguments() {
-        let Some(tool) = instance.component().tool(&call.name) else {
+        let Some(tool) = instance.component().tool(call.actor, &call.name) else {
             return unchanged(Observation::ToolError(format!(
                 "unknown tool `{}`",
                 call.name
@@ -157,22 +159,108 @@ pub fn execute(instance: &mut ToolInstance, state: &State, call: &ToolCall) -> E
             )));
         }
     }
-    let outcome = instance.call(state, &call.name, &call.arguments.to_string());
-    let observation = match outcome.result {
-        Ok(Ok(text)) => Observation::Ok(text),
-        Ok(Err(message)) => Observation::ToolError(message),
-        Err(error) => Observation::SandboxError(error.to_string()),
-    };
+    let outcome = instance.call(state, call.actor, &call.name, &call.arguments.to_string());
     Executed {
-        observation,
+        observation: observe(outcome.result),
         state: outcome.state,
         fuel: outcome.fuel,
     }
 }
 
-/// Executes a task's gold actions in order. A tool refusing is allowed (some
-/// reference suites include failing calls); the sandbox stopping a gold call or
-/// an unknown tool is a broken task.
+/// [`execute`], then — when the environment syncs and the call succeeded —
+/// the component's `sync`, as every call of an episode runs. A failing sync
+/// becomes the call's answer; the call's own writes stay (the reference
+/// suites behave so), the sync's are dropped.
+pub fn execute_synced(
+    instance: &mut ToolInstance,
+    state: &State,
+    call: &ToolCall,
+    sync: bool,
+) -> Executed {
+    let executed = execute(instance, state, call);
+    if !sync || !matches!(executed.observation, Observation::Ok(_)) {
+        return executed;
+    }
+    let synced = instance.sync(&executed.state);
+    let fuel = executed.fuel + synced.fuel;
+    match synced.result {
+        Ok(Ok(_)) => Executed {
+            state: synced.state,
+            fuel,
+            ..executed
+        },
+        failed => Executed {
+            observation: observe(failed),
+            fuel,
+            ..executed
+        },
+    }
+}
+
+fn observe(result: Result<Result<String, String>, crate::SandboxError>) -> Observation {
+    match result {
+        Ok(Ok(text)) => Observation::Ok(text),
+        Ok(Err(message)) => Observation::ToolError(message),
+        Err(error) => Observation::SandboxError(error.to_string()),
+    }
+}
+
+/// Runs a task's set-up steps on its initial state, each followed by the
+/// environment's sync, and a last sync (so the episode starts from agreeing
+/// sides even without set-up steps). A failing step is a broken task.
+fn set_up(
+    component: &ToolComponent,
+    sync: bool,
+    steps: &[FunctionCall],
+    mut state: State,
+) -> Result<State> {
+    if steps.is_empty() && !sync {
+        return Ok(state);
+    }
+    let mut instance = component.instance();
+    for (index, step) in steps.iter().enumerate() {
+        let outcome = instance.invoke(
+            &state,
+            step.actor,
+            &step.function,
+            &step.arguments.to_string(),
+        );
+        state = match outcome.result {
+            Ok(Ok(_)) => outcome.state,
+            Ok(Err(message)) => bail!(
+                "set-up step {index} (`{}` of the {}) failed: {message}",
+                step.function,
+                step.actor.name()
+            ),
+            Err(error) => bail!(
+                "set-up step {index} (`{}` of the {}): the sandbox stopped it: {error}",
+                step.function,
+                step.actor.name()
+            ),
+        };
+        if sync {
+            state = synced(&mut instance, state)?;
+        }
+    }
+    if sync && steps.is_empty() {
+        state = synced(&mut instance, state)?;
+    }
+    Ok(state)
+}
+
+fn synced(instance: &mut ToolInstance, state: State) -> Result<State> {
+    let outcome = instance.sync(&state);
+    match outcome.result {
+        Ok(Ok(_)) => Ok(outcome.state),
+        Ok(Err(message)) => bail!("the environment's sync failed: {message}"),
+        Err(error) => bail!("the environment's sync: the sandbox stopped it: {error}"),
+    }
+}
+
+/// Executes a task's gold actions in order, without syncs between them (the
+/// reference suites build their gold states so). A tool refusing is allowed
+/// (some reference suites include failing calls); the sandbox stopping a gold
+/// call or an unknown tool is a broken task.
 fn execute_gold(component: &ToolComponent, task: &Task, initial: &State) -> Result<State> {
     let mut instance = component.instance();
     let mut state = initial.clone();

@@ -2,13 +2,15 @@
 //! in the sandbox against the episode's state.
 
 use crate::bundle::ToolCall;
-use crate::environment::{Environment, PreparedTask, execute};
+use crate::environment::{Environment, PreparedTask, execute_synced};
+use crate::sandbox::ToolInstance;
 use crate::schema::ToolSpec;
+use crate::state::State;
 use crate::trajectory::{
     ChatFunction, ChatMessage, ChatToolCall, EnvironmentRef, EpisodeRecord, FORMAT, Role, Step,
     Termination,
 };
-use crate::verify::verify;
+use crate::verify::{Check, call_matches, python_eq, verify};
 use anyhow::Result;
 
 /// What the agent does next.
@@ -79,6 +81,7 @@ pub fn run_episode(
 ) -> Result<EpisodeRecord> {
     let tools = env.component().tools();
     let mut instance = env.component().instance();
+    let sync = env.bundle().manifest.sync;
     let mut state = task.initial.clone();
     let mut messages = vec![ChatMessage::user(user.open()?)];
     let mut steps = Vec::new();
@@ -95,7 +98,7 @@ pub fn run_episode(
                         arguments: call.arguments.to_string(),
                     },
                 }));
-                let executed = execute(&mut instance, &state, &call);
+                let executed = execute_synced(&mut instance, &state, &call, sync);
                 state = executed.state;
                 let result = executed.observation.content();
                 messages.push(ChatMessage::tool(&call_id, &result));
@@ -103,6 +106,7 @@ pub fn run_episode(
                     turn,
                     call_id,
                     tool: call.name,
+                    actor: call.actor,
                     arguments: call.arguments,
                     status: executed.observation.status().into(),
                     result,
@@ -134,6 +138,20 @@ pub fn run_episode(
         &state,
         &task.task.required_outputs,
         &agent_said,
+    )
+    .with_checks(
+        task.task.state_check,
+        assertions(&mut instance, task, &state),
+        task.task
+            .required_calls
+            .iter()
+            .map(|required| Check {
+                name: required.name.clone(),
+                met: steps
+                    .iter()
+                    .any(|step| call_matches(required, &step.tool, &step.arguments)),
+            })
+            .collect(),
     );
     Ok(EpisodeRecord {
         format: FORMAT.into(),
@@ -152,4 +170,30 @@ pub fn run_episode(
         verdict,
         policy_trace: policy.trace(),
     })
+}
+
+/// The task's assertions, each answered by the component's function on the
+/// final state; an assertion whose function fails is not met.
+fn assertions(instance: &mut ToolInstance, task: &PreparedTask, state: &State) -> Vec<Check> {
+    task.task
+        .assertions
+        .iter()
+        .map(|assertion| {
+            let call = &assertion.call;
+            let outcome = instance.invoke(
+                state,
+                call.actor,
+                &call.function,
+                &call.arguments.to_string(),
+            );
+            let answer = match outcome.result {
+                Ok(Ok(text)) => serde_json::from_str(&text).ok(),
+                _ => None,
+            };
+            Check {
+                name: call.function.clone(),
+                met: answer.is_some_and(|answer| python_eq(&answer, &assertion.expected)),
+            }
+        })
+        .collect()
 }

@@ -19,7 +19,7 @@ pub mod state;
 pub mod trajectory;
 pub mod verify;
 
-pub use bundle::{Bundle, Manifest, Task, ToolCall};
+pub use bundle::{Actor, Bundle, Manifest, Task, ToolCall};
 pub use environment::{Environment, Observation, PreparedTask};
 pub use episode::{Action, EpisodeSettings, Policy, User, UserTurn, run_episode};
 pub use sandbox::{Limits, Sandbox, SandboxError};

@@ -9,6 +9,7 @@
 //! synced before the next starts, a reader skips (and reports) a torn last line,
 //! and a writer reopening such a file first cuts the torn tail off.
 
+use crate::bundle::Actor;
 use crate::verify::Verdict;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
@@ -102,6 +103,9 @@ pub struct Step {
     pub turn: usize,
     pub call_id: String,
     pub tool: String,
+    /// Whose tool it was (the agent's unless said otherwise).
+    #[serde(default, skip_serializing_if = "Actor::is_agent")]
+    pub actor: Actor,
     pub arguments: Value,
     /// `ok`, `tool_error` or `sandbox_error`.
     pub status: String,

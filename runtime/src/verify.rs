@@ -78,17 +78,120 @@ pub struct OutputCheck {
     pub found: bool,
 }
 
+/// One of a task's assertions or required calls, and whether it was met.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Check {
+    /// The assertion's function or the required call's tool.
+    pub name: String,
+    pub met: bool,
+}
+
 /// The verdict on an episode.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
-    /// 1.0 when the state matches and every required output was said, else 0.0.
+    /// 1.0 when every check the task counts is met (the state matches, every
+    /// required output was said, every assertion holds, every required call
+    /// was made), else 0.0.
     pub reward: f64,
     pub state_match: bool,
     pub outputs: Vec<OutputCheck>,
+    /// The task's assertions on the final state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub assertions: Vec<Check>,
+    /// The task's required calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<Check>,
     /// Checks met / checks: one check per record that the gold actions or the
-    /// agent changed (met when it equals its gold version) and one per
-    /// required output. 1.0 when there is nothing to check.
+    /// agent changed (met when it equals its gold version), one per required
+    /// output, assertion and required call. 1.0 when there is nothing to check.
     pub partial_credit: f64,
+}
+
+impl Verdict {
+    /// The verdict with a task's assertions and required calls counted, and
+    /// the state match counted only when `state_counts` (tasks judged by their
+    /// assertions alone leave it out of the reward, but it is still reported).
+    pub fn with_checks(
+        self,
+        state_counts: bool,
+        assertions: Vec<Check>,
+        calls: Vec<Check>,
+    ) -> Self {
+        let extra = assertions.len() + calls.len();
+        if state_counts && extra == 0 {
+            return self;
+        }
+        let met = assertions
+            .iter()
+            .chain(&calls)
+            .filter(|check| check.met)
+            .count();
+        let outputs_met = self.outputs.iter().all(|check| check.found);
+        let success = (self.state_match || !state_counts) && outputs_met && met == extra;
+        // Partial credit: the state's share (when it counts) and the others.
+        let (state_met, state_checks) = if state_counts {
+            (self.partial_credit, 1.0)
+        } else {
+            (0.0, 0.0)
+        };
+        let outputs = self.outputs.len() as f64;
+        let outputs_found = self.outputs.iter().filter(|check| check.found).count() as f64;
+        let checks = state_checks + outputs + extra as f64;
+        let partial_credit = if checks == 0.0 {
+            1.0
+        } else {
+            (state_met + outputs_found + met as f64) / checks
+        };
+        Self {
+            reward: if success { 1.0 } else { 0.0 },
+            assertions,
+            calls,
+            partial_credit,
+            ..self
+        }
+    }
+}
+
+/// Whether `call` (name and arguments) satisfies `required`: the same tool,
+/// and equal values for the compared arguments, with Python's equality (an
+/// int equals the float of the same value).
+pub fn call_matches(required: &crate::bundle::RequiredCall, name: &str, arguments: &Value) -> bool {
+    if required.name != name {
+        return false;
+    }
+    let empty = serde_json::Map::new();
+    let called = arguments.as_object().unwrap_or(&empty);
+    let wanted = required.arguments.as_object().unwrap_or(&empty);
+    let compared: Vec<&String> = match &required.compare {
+        Some(names) => names.iter().collect(),
+        None => called.keys().collect(),
+    };
+    compared
+        .into_iter()
+        .all(|key| match (called.get(key), wanted.get(key)) {
+            (Some(a), Some(b)) => python_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        })
+}
+
+/// `==` on JSON values as Python compares the values they decode to.
+pub fn python_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(x), Some(y)) => x == y,
+            _ => x.as_f64() == y.as_f64(),
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| python_eq(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(key, value)| y.get(key).is_some_and(|other| python_eq(value, other)))
+        }
+        _ => a == b,
+    }
 }
 
 /// Judges a final state and the agent's messages against the gold.
@@ -166,6 +269,8 @@ pub fn verify(
         reward: if success { 1.0 } else { 0.0 },
         state_match,
         outputs,
+        assertions: Vec::new(),
+        calls: Vec::new(),
         partial_credit,
     }
 }
@@ -317,5 +422,75 @@ mod tests {
         let reached = state(json!({"orders": {"o1": {"items": ["b", "a"], "note": "y"}}}));
         assert!(verify(&rules, &gold, &gold, &reached, &[], &[]).state_match);
         assert!(!verify(&VerifyRules::default(), &gold, &gold, &reached, &[], &[]).state_match);
+    }
+
+    #[test]
+    fn assertions_and_required_calls_count_and_the_state_may_not() {
+        let initial = state(json!({"orders": {"o1": {"status": "pending"}}}));
+        let changed = state(json!({"orders": {"o1": {"status": "cancelled"}}}));
+        let base = verify(
+            &VerifyRules::default(),
+            &initial,
+            &initial,
+            &changed,
+            &[],
+            &[],
+        );
+        assert!(!base.state_match);
+        let met = |name: &str, met: bool| Check {
+            name: name.into(),
+            met,
+        };
+        // Judged by its assertions alone, the state mismatch does not count.
+        let verdict = base
+            .clone()
+            .with_checks(false, vec![met("assert_on", true)], Vec::new());
+        assert_eq!((verdict.reward, verdict.partial_credit), (1.0, 1.0));
+        // Counted, it does; and every assertion and call must hold.
+        let verdict = base.clone().with_checks(
+            true,
+            vec![met("assert_on", true)],
+            vec![met("refund", false)],
+        );
+        assert_eq!(verdict.reward, 0.0);
+        assert_eq!(verdict.calls, vec![met("refund", false)]);
+        let verdict = base.with_checks(false, vec![met("assert_on", false)], Vec::new());
+        assert_eq!((verdict.reward, verdict.partial_credit), (0.0, 0.0));
+    }
+
+    #[test]
+    fn required_calls_compare_the_named_or_the_called_arguments() {
+        let required = |arguments: Value, compare: Option<Vec<&str>>| crate::bundle::RequiredCall {
+            name: "refuel".into(),
+            arguments,
+            compare: compare.map(|names| names.into_iter().map(String::from).collect()),
+        };
+        let gold = required(json!({"line": "L1", "gb": 2, "note": "x"}), None);
+        // All the call's own arguments are compared, as numbers by value.
+        assert!(call_matches(
+            &gold,
+            "refuel",
+            &json!({"line": "L1", "gb": 2.0})
+        ));
+        assert!(!call_matches(
+            &gold,
+            "refuel",
+            &json!({"line": "L2", "gb": 2})
+        ));
+        assert!(!call_matches(
+            &gold,
+            "refuel",
+            &json!({"line": "L1", "extra": 1})
+        ));
+        assert!(!call_matches(&gold, "other", &json!({"line": "L1"})));
+        // Only the named ones; none for a name-only check.
+        let named = required(json!({"line": "L1", "gb": 2}), Some(vec!["line"]));
+        assert!(call_matches(
+            &named,
+            "refuel",
+            &json!({"line": "L1", "gb": 5})
+        ));
+        let name_only = required(json!({"line": "L1"}), Some(vec![]));
+        assert!(call_matches(&name_only, "refuel", &json!({})));
     }
 }

@@ -11,6 +11,7 @@ Usage:
   tau_reference.py --reference /tmp/ref/tau-bench  --data DATA tau-bench/retail [--split test|train|dev] [--timings]
   tau_reference.py --reference /tmp/ref/tau-bench  --data DATA tau-bench/airline
   tau_reference.py --reference /tmp/ref/tau2-bench --data DATA tau2-bench/{mock,airline,retail,telecom} [--split NAME]
+  tau_reference.py --reference /tmp/ref/tau2-bench --data DATA --gold-rewards tau2-bench/<domain> [--split NAME]
 
 tau-bench line:
   {"task_id": "<split>/<index>", "actions": [{"name", "output"}...],
@@ -35,11 +36,33 @@ tau2-bench line:
   json.dumps(model_dump(), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
   default=str) (default=str as in the reference hash, for date/datetime fields).
 
+tau2-bench with --gold-rewards (tau_reference.py ... --gold-rewards tau2-bench/<domain>):
+  {"task_id": <task id>, "reward": <float>, "reward_breakdown": {"DB": 1.0, ...}}
+  The reward the reference's evaluator gives a gold run. For each task the trajectory a
+  gold run produces is built as the orchestrator builds it: a fresh environment from the
+  registry's constructor for the domain, set_state(initialization_data,
+  initialization_actions, message_history) and sync_tools(); the trajectory starts with
+  the task's message_history (or, without one, the orchestrator's
+  DEFAULT_FIRST_AGENT_MESSAGE); then every evaluation_criteria action as a tool-call
+  message (requestor assistant: AssistantMessage, user: UserMessage, one ToolCall each)
+  followed by the ToolMessage that Environment.get_response gives on that live
+  environment (which syncs after each call); then a final assistant text message, the
+  closing Forge's gold policy says: "All done." or, when COMMUNICATE is in the task's
+  reward_basis and it has communicate_info, "All done. Here is what you asked for:
+  {'; '.join(communicate_info)}.". The run ends with AGENT_STOP and is scored by
+  tau2.evaluator.evaluator.evaluate_simulation with EvaluationType.ALL (half duplex, not
+  solo) on a copy of the task whose reward_basis lacks NL_ASSERTION: that check needs an
+  LLM judge, so it is left out of the product and reported as "NL_ASSERTION":
+  "not_evaluated" in reward_breakdown. A task whose evaluation raises gets "reward": null
+  and "error": the exception's text.
+
 Only the Python standard library is needed for tau-bench apart from pydantic (used by
 tau_bench.types); tau2-bench needs its runtime deps (pydantic, loguru, addict, deepdiff,
-python-dotenv, toml, PyYAML, docstring-parser). Heavy/LLM imports are never exercised:
-a stub `litellm` module is installed when litellm is not importable, and the tau2 package
-__init__ (which imports the runner/agents/litellm) is bypassed.
+python-dotenv, toml, PyYAML, docstring-parser), and --gold-rewards also pandas, numpy and
+httpx (the evaluator module imports the reference's registry, which imports its agents and
+user simulators). Heavy/LLM imports are never exercised: a stub `litellm` module (with the
+submodules tau2 imports names from) is installed when litellm is not importable, and the
+tau2 package __init__ (which imports the runner/agents/litellm) is bypassed.
 """
 
 import argparse
@@ -109,7 +132,26 @@ def install_litellm_stub():
 
     stub.completion = _no_llm
     stub.completion_cost = _no_llm
+    stub.cost_per_token = _no_llm
+    # Called when tau2.utils.llm_utils is imported (LLM cache off/on).
+    stub.disable_cache = lambda *args, **kwargs: None
+    stub.enable_cache = lambda *args, **kwargs: None
     sys.modules["litellm"] = stub
+    # tau2.utils.llm_utils (imported by the registry's agents, for --gold-rewards)
+    # imports names from these submodules; none of them is used.
+    names = {
+        "litellm.caching": [],
+        "litellm.caching.caching": ["Cache"],
+        "litellm.main": ["ModelResponse", "Usage"],
+    }
+    for name, classes in names.items():
+        module = types.ModuleType(name)
+        module.__path__ = []
+        for cls in classes:
+            setattr(module, cls, type(cls, (), {}))
+        sys.modules[name] = module
+        parent, _, child = name.rpartition(".")
+        setattr(sys.modules[parent], child, module)
 
 
 # --------------------------------------------------------------------------- tau-bench
@@ -261,6 +303,9 @@ def _run_tau2(args, domain, src):
     # The registry maps "telecom" to get_environment_manual_policy (= the default).
     make_env = env_mod.get_environment
     tasks = env_mod.get_tasks(args.split) if args.split else env_mod.get_tasks(None)
+    if args.gold_rewards:
+        run_tau2_gold_rewards(args, domain, tasks)
+        return
 
     t_start = time.perf_counter()
     n_calls = 0
@@ -330,6 +375,106 @@ def _run_tau2(args, domain, src):
         )
 
 
+def run_tau2_gold_rewards(args, domain, tasks):
+    """The reference evaluator's reward for each task's gold run (see the module doc)."""
+    from copy import deepcopy
+
+    from tau2.data_model.message import (
+        AssistantMessage,
+        ToolCall,
+        UserMessage,
+    )
+    from tau2.data_model.simulation import SimulationRun, TerminationReason
+    from tau2.data_model.tasks import RewardType
+    from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
+    from tau2.orchestrator.orchestrator import DEFAULT_FIRST_AGENT_MESSAGE
+    from tau2.registry import registry
+
+    make_env = registry.get_env_constructor(domain)
+    t_start = time.perf_counter()
+    for task in tasks:
+        criteria = task.evaluation_criteria
+        initial = task.initial_state
+        history = []
+        if initial is not None and initial.message_history is not None:
+            history = deepcopy(initial.message_history)
+        env = make_env()
+        env.set_state(
+            initialization_data=initial.initialization_data if initial else None,
+            initialization_actions=initial.initialization_actions if initial else None,
+            message_history=history,
+        )
+        env.sync_tools()
+        trajectory = list(history) if history else [deepcopy(DEFAULT_FIRST_AGENT_MESSAGE)]
+        gold = criteria.actions if criteria is not None and criteria.actions else []
+        for index, action in enumerate(gold):
+            call = ToolCall(
+                id=f"gold_{index}",
+                name=action.name,
+                arguments=deepcopy(action.arguments),
+                requestor=action.requestor,
+            )
+            if action.requestor == "user":
+                trajectory.append(UserMessage(role="user", tool_calls=[call]))
+            else:
+                trajectory.append(AssistantMessage(role="assistant", tool_calls=[call]))
+            trajectory.append(env.get_response(call))
+            env.sync_tools()  # as the orchestrator does after every step
+        basis = list(criteria.reward_basis) if criteria is not None else []
+        closing = "All done."
+        if RewardType.COMMUNICATE in basis and criteria.communicate_info:
+            closing = (
+                "All done. Here is what you asked for: "
+                + "; ".join(criteria.communicate_info)
+                + "."
+            )
+        trajectory.append(AssistantMessage(role="assistant", content=closing))
+        scored = task
+        if RewardType.NL_ASSERTION in basis:
+            scored = task.model_copy(deep=True)
+            scored.evaluation_criteria.reward_basis = [
+                b for b in basis if b != RewardType.NL_ASSERTION
+            ]
+        simulation = SimulationRun(
+            id=f"gold-{task.id}",
+            task_id=task.id,
+            start_time="",
+            end_time="",
+            duration=0.0,
+            termination_reason=TerminationReason.AGENT_STOP,
+            messages=trajectory,
+        )
+        line = {"task_id": task.id}
+        try:
+            info = evaluate_simulation(
+                simulation=simulation,
+                task=scored,
+                evaluation_type=EvaluationType.ALL,
+                solo_mode=False,
+                domain=domain,
+            )
+        except Exception as e:  # reported, not fatal: the other tasks still count
+            line.update({"reward": None, "error": f"{type(e).__name__}: {e}"})
+        else:
+            breakdown = {
+                getattr(k, "value", k): v for k, v in (info.reward_breakdown or {}).items()
+            }
+            line.update({"reward": info.reward, "reward_breakdown": breakdown})
+        if RewardType.NL_ASSERTION in basis:
+            line.setdefault("reward_breakdown", {})[RewardType.NL_ASSERTION.value] = (
+                "not_evaluated"
+            )
+        sys.stdout.write(json.dumps(line, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+    if args.timings:
+        dt = time.perf_counter() - t_start
+        print(
+            f"TIMINGS tau2-bench/{domain} --gold-rewards: tasks={len(tasks)} "
+            f"total={dt:.2f} s ({dt / max(len(tasks), 1) * 1e3:.2f} ms/task)",
+            file=sys.stderr,
+        )
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--reference", required=True, help="reference checkout (tau-bench or tau2-bench)")
@@ -341,11 +486,18 @@ def main():
         action="store_true",
         help="print each task as {task_id, names, outputs_sha256, final hashes} (Forge's test fixtures)",
     )
+    p.add_argument(
+        "--gold-rewards",
+        action="store_true",
+        help="tau2-bench: print each task's reward from the reference evaluator for a gold run",
+    )
     p.add_argument("suite", help="tau-bench/{retail,airline} or tau2-bench/{mock,airline,retail,telecom}")
     args = p.parse_args()
     global DIGEST
     DIGEST = args.digest
     bench, _, domain = args.suite.partition("/")
+    if args.gold_rewards and bench != "tau2-bench":
+        sys.exit("--gold-rewards is for tau2-bench suites")
     if bench == "tau-bench" and domain in TAU_SPLITS:
         run_tau(args, domain)
     elif bench == "tau2-bench" and domain in TAU2_DOMAINS:

@@ -8,6 +8,7 @@
 //! runs it, and [`replay`] re-executes each task's gold actions to compare
 //! them with the reference implementation.
 
+mod layout;
 mod pydantic;
 mod replay;
 mod tau;
@@ -26,16 +27,20 @@ use std::str::FromStr;
 pub enum Suite {
     TauRetail,
     TauAirline,
+    Tau2Mock,
     Tau2Airline,
     Tau2Retail,
+    Tau2Telecom,
 }
 
 impl Suite {
     pub const ALL: &[Suite] = &[
         Suite::TauRetail,
         Suite::TauAirline,
+        Suite::Tau2Mock,
         Suite::Tau2Airline,
         Suite::Tau2Retail,
+        Suite::Tau2Telecom,
     ];
 
     /// The suite's name on the command line: `tau-bench/retail`.
@@ -43,8 +48,10 @@ impl Suite {
         match self {
             Self::TauRetail => "tau-bench/retail",
             Self::TauAirline => "tau-bench/airline",
+            Self::Tau2Mock => "tau2-bench/mock",
             Self::Tau2Airline => "tau2-bench/airline",
             Self::Tau2Retail => "tau2-bench/retail",
+            Self::Tau2Telecom => "tau2-bench/telecom",
         }
     }
 
@@ -56,8 +63,10 @@ impl Suite {
         match self {
             Self::TauRetail => tau::load(&tau::RETAIL, data),
             Self::TauAirline => tau::load(&tau::AIRLINE, data),
+            Self::Tau2Mock => tau2::load(&tau2::MOCK, data),
             Self::Tau2Airline => tau2::load(&tau2::AIRLINE, data),
             Self::Tau2Retail => tau2::load(&tau2::RETAIL, data),
+            Self::Tau2Telecom => tau2::load(&tau2::TELECOM, data),
         }
     }
 }

@@ -15,7 +15,8 @@
 //! `$ref` into `$defs`, `anyOf` (unions and `Optional`), `type` (`object`
 //! with `properties` = a model, with `additionalProperties` = a dict; `array`
 //! with `items`; `string`, `integer`, `number`, `boolean`, `null`), `const`,
-//! `enum`, `default`, `required`, `propertyNames`.
+//! `enum`, `default`, `required`, `propertyNames`, and `format: date-time`
+//! (dumped as `str(datetime)` writes it).
 
 use anyhow::{Context, Result};
 use serde_json::{Map, Number, Value};
@@ -92,6 +93,27 @@ impl Schema {
             .map_err(|invalid| invalid.to_string())
     }
 
+    /// The model's top-level fields that are tables (`dict[key, record]`).
+    pub fn table_fields(&self) -> Vec<String> {
+        let Some(properties) = self.root.get("properties").and_then(Value::as_object) else {
+            return Vec::new();
+        };
+        properties
+            .iter()
+            .filter(|(_, field)| {
+                let field = match field.get("$ref").and_then(Value::as_str) {
+                    Some(reference) => self.resolve(reference).ok(),
+                    None => Some(*field),
+                };
+                field.is_some_and(|field| {
+                    field.get("type").and_then(Value::as_str) == Some("object")
+                        && field.get("properties").is_none()
+                })
+            })
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
     /// The schema a `$ref` points at (`#/$defs/Name`).
     fn resolve<'s>(&'s self, reference: &str) -> Result<&'s Value, Invalid> {
         reference
@@ -123,7 +145,10 @@ impl Schema {
             Some("array") => self.list(schema, value, mode),
             Some("integer") => integer(value, mode),
             Some("number") => float(value),
-            Some("string") if value.is_string() => Ok(value.clone()),
+            Some("string") if value.is_string() => Ok(match schema.get("format") {
+                Some(format) if format == "date-time" => datetime_str(value),
+                _ => value.clone(),
+            }),
             Some("boolean") if value.is_boolean() => Ok(value.clone()),
             Some("null") if value.is_null() => Ok(Value::Null),
             Some(kind) => Err(format!("expected {kind}, got {value}").into()),
@@ -166,6 +191,12 @@ impl Schema {
         {
             return Err(Invalid::from("extra fields are not permitted").under(extra));
         }
+        let required = |name: &str| {
+            schema
+                .get("required")
+                .and_then(Value::as_array)
+                .is_some_and(|required| required.iter().any(|field| field == name))
+        };
         let mut dumped = Map::with_capacity(properties.len());
         for (name, field) in properties {
             let value = match (input.get(name), field.get("default")) {
@@ -173,11 +204,28 @@ impl Schema {
                     .validate(field, value, mode)
                     .map_err(|error| error.under(name))?,
                 (None, Some(default)) => default.clone(),
+                (None, None) if !required(name) => self
+                    .factory_default(field)
+                    .map_err(|error| error.under(name))?,
                 (None, None) => return Err(Invalid::from("field required").under(name)),
             };
             dumped.insert(name.clone(), value);
         }
         Ok(Value::Object(dumped))
+    }
+
+    /// The value of an optional field without a `default` in the schema: one
+    /// with a `default_factory`, which builds an empty list, an empty dict,
+    /// or a model from its own defaults.
+    fn factory_default(&self, schema: &Value) -> Result<Value, Invalid> {
+        let schema = match schema.get("$ref").and_then(Value::as_str) {
+            Some(reference) => self.resolve(reference)?,
+            None => schema,
+        };
+        match schema.get("type").and_then(Value::as_str) {
+            Some("array") => Ok(Value::Array(Vec::new())),
+            _ => self.validate(schema, &Value::Object(Map::new()), Mode::Lax),
+        }
     }
 
     /// A dict: every value validated, keys (checked against `propertyNames`)
@@ -221,6 +269,18 @@ impl Schema {
             })
             .collect::<Result<_, _>>()
             .map(Value::Array)
+    }
+}
+
+/// A `datetime` field as the reference's dumps write it (`str(datetime)`,
+/// through `json.dumps(default=str)`): ISO 8601 with a space between the date
+/// and the time.
+fn datetime_str(value: &Value) -> Value {
+    match value.as_str() {
+        Some(text) if text.get(10..11) == Some("T") => {
+            Value::String(format!("{} {}", &text[..10], &text[11..]))
+        }
+        _ => value.clone(),
     }
 }
 

@@ -1,6 +1,8 @@
 //! Replaying a task's gold actions as the reference does: on a fresh copy of
 //! the initial state, every action in order, failing calls included.
 
+use crate::layout;
+use forge_runtime::canonical;
 use forge_runtime::environment::{Observation, execute};
 use forge_runtime::{Environment, PreparedTask, State};
 use serde::Serialize;
@@ -23,6 +25,9 @@ pub struct TaskReplay {
     /// sha256 of the final database as the suites hash it (Python's
     /// `json.dumps(db, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`).
     pub final_db_sha256: String,
+    /// The same of the user's database, in domains whose user has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub final_user_db_sha256: Option<String>,
 }
 
 impl TaskReplay {
@@ -34,7 +39,9 @@ impl TaskReplay {
     }
 }
 
-/// Replays `task`'s gold actions on `env`; returns the report and the final state.
+/// Replays `task`'s gold actions on `env` (without syncs between them, as the
+/// reference builds its gold databases); returns the report and the final
+/// state.
 pub fn replay(env: &Environment, task: &PreparedTask) -> (TaskReplay, State) {
     let mut instance = env.component().instance();
     let mut state = task.initial.clone();
@@ -52,10 +59,12 @@ pub fn replay(env: &Environment, task: &PreparedTask) -> (TaskReplay, State) {
         });
         state = executed.state;
     }
+    let (db, user_db) = layout::databases(&state);
     let report = TaskReplay {
         task_id: task.task.id.clone(),
         actions,
-        final_db_sha256: state.sha256(),
+        final_db_sha256: canonical::sha256_hex(&db),
+        final_user_db_sha256: user_db.as_ref().map(canonical::sha256_hex),
     };
     (report, state)
 }

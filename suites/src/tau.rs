@@ -105,10 +105,7 @@ pub fn load(domain: &Domain, data: &Path) -> Result<Bundle> {
                 gold_actions: task
                     .actions
                     .into_iter()
-                    .map(|action| ToolCall {
-                        name: action.name,
-                        arguments: Value::Object(action.kwargs),
-                    })
+                    .map(|action| ToolCall::new(action.name, Value::Object(action.kwargs)))
                     .collect(),
                 required_outputs: task.outputs,
                 initial_state: None,
@@ -117,6 +114,10 @@ pub fn load(domain: &Domain, data: &Path) -> Result<Bundle> {
                 gold_final_state_sha256: None,
                 stats: None,
                 unevaluated: Vec::new(),
+                setup: Vec::new(),
+                state_check: true,
+                assertions: Vec::new(),
+                required_calls: Vec::new(),
             }
         }));
     }
@@ -132,6 +133,7 @@ pub fn load(domain: &Domain, data: &Path) -> Result<Bundle> {
             hashes: None,
             // Malformed calls get the reference's own answers.
             check_arguments: false,
+            sync: false,
         },
         wasm: Arc::from(domain.component),
         initial_state: Value::Object(state),

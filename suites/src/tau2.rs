@@ -1,27 +1,37 @@
-//! τ²-bench (`sierra-research/tau2-bench`): `airline` and `retail`.
+//! τ²-bench (`sierra-research/tau2-bench`): `mock`, `airline`, `retail` and
+//! `telecom`.
 //!
 //! Layout read from the data directory:
 //!
 //! ```text
-//! tau2-bench/<domain>/db.json     the database: {table: {id: record}}
-//! tau2-bench/<domain>/tasks.json  [{id, user_scenario, initial_state, evaluation_criteria, …}]
-//! tau2-bench/<domain>/policy.md   the agent policy
+//! tau2-bench/<domain>/db.json|db.toml            the agent's database
+//! tau2-bench/<domain>/user_db.json|user_db.toml  the user's (mock, telecom)
+//! tau2-bench/<domain>/tasks.json                 [{id, user_scenario, initial_state, evaluation_criteria, …}]
+//! tau2-bench/<domain>/policy.md                  the agent policy (telecom: main_policy.md + tech_support_manual.md)
 //! ```
 //!
-//! The reference holds its database as a pydantic model, so the database is
-//! loaded the way the model dumps it ([`crate::pydantic`], driven by the
-//! model's schema in `suites/tau2-<domain>/db.schema.json`). Each task becomes
-//! a Forge task named by its `id`, with the gold actions of its
-//! `evaluation_criteria` (the actions the reference replays to build the gold
-//! database) and, when its `reward_basis` counts them, its `communicate_info`
-//! as required outputs; NL assertions, which need an LLM judge, are kept as
-//! the task's unevaluated checks.
+//! The reference holds its databases as pydantic models, so they are loaded
+//! the way the models dump them ([`crate::pydantic`], driven by the models'
+//! schemas in `suites/tau2-<domain>/`), and laid out in the state as
+//! [`crate::layout`] describes. Each task becomes a Forge task named by its
+//! `id`:
+//! - its `initialization_data` merged into the databases, and its
+//!   `initialization_actions` (and the tool calls of its `message_history`)
+//!   as set-up steps;
+//! - the gold actions of its `evaluation_criteria` (the actions the reference
+//!   replays to build the gold database), the user's included;
+//! - the checks its `reward_basis` counts: DB (the state check),
+//!   COMMUNICATE (`communicate_info` as required outputs), ENV_ASSERTION (its
+//!   `env_assertions`), ACTION (its gold actions as required calls); NL
+//!   assertions, which need an LLM judge, are kept as the task's unevaluated
+//!   checks.
 
+use crate::layout::{self, Side};
 use crate::pydantic::Schema;
 use crate::read_json;
 use anyhow::{Context, Result, bail};
-use forge_runtime::Bundle;
-use forge_runtime::bundle::{Manifest, Task, ToolCall};
+use forge_runtime::bundle::{Assertion, FunctionCall, Manifest, RequiredCall, Task, ToolCall};
+use forge_runtime::{Actor, Bundle};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::path::Path;
@@ -30,22 +40,175 @@ use std::sync::Arc;
 /// One τ²-bench domain.
 pub struct Domain {
     pub name: &'static str,
-    /// `DB.model_json_schema()` of the domain's database model.
-    pub schema: &'static str,
+    /// The agent's database: its file and `DB.model_json_schema()`.
+    pub db: Database,
+    /// The user's database, in domains whose user has tools.
+    pub user_db: Option<Database>,
+    /// Reads the agent policy from the domain's directory.
+    pub policy: fn(&Path) -> Result<String>,
     pub component: &'static [u8],
+    /// Whether the environment syncs its two sides after every call.
+    pub sync: bool,
 }
+
+/// A database file of a domain and its model's schema.
+pub struct Database {
+    pub file: &'static str,
+    pub schema: &'static str,
+}
+
+pub const MOCK: Domain = Domain {
+    name: "mock",
+    db: Database {
+        file: "db.json",
+        schema: include_str!("../tau2-mock/db.schema.json"),
+    },
+    user_db: Some(Database {
+        file: "user_db.json",
+        schema: include_str!("../tau2-mock/user_db.schema.json"),
+    }),
+    policy: policy_md,
+    component: include_bytes!(concat!(env!("OUT_DIR"), "/tau2-mock.wasm")),
+    sync: false,
+};
 
 pub const AIRLINE: Domain = Domain {
     name: "airline",
-    schema: include_str!("../tau2-airline/db.schema.json"),
+    db: Database {
+        file: "db.json",
+        schema: include_str!("../tau2-airline/db.schema.json"),
+    },
+    user_db: None,
+    policy: policy_md,
     component: include_bytes!(concat!(env!("OUT_DIR"), "/tau2-airline.wasm")),
+    sync: false,
 };
 
 pub const RETAIL: Domain = Domain {
     name: "retail",
-    schema: include_str!("../tau2-retail/db.schema.json"),
+    db: Database {
+        file: "db.json",
+        schema: include_str!("../tau2-retail/db.schema.json"),
+    },
+    user_db: None,
+    policy: policy_md,
     component: include_bytes!(concat!(env!("OUT_DIR"), "/tau2-retail.wasm")),
+    sync: false,
 };
+
+pub const TELECOM: Domain = Domain {
+    name: "telecom",
+    db: Database {
+        file: "db.toml",
+        schema: include_str!("../tau2-telecom/db.schema.json"),
+    },
+    user_db: Some(Database {
+        file: "user_db.toml",
+        schema: include_str!("../tau2-telecom/user_db.schema.json"),
+    }),
+    policy: telecom_policy,
+    component: include_bytes!(concat!(env!("OUT_DIR"), "/tau2-telecom.wasm")),
+    sync: true,
+};
+
+/// `policy.md`.
+fn policy_md(dir: &Path) -> Result<String> {
+    read_text(&dir.join("policy.md"))
+}
+
+/// The telecom policy as the reference's default ("manual") environment
+/// assembles it.
+fn telecom_policy(dir: &Path) -> Result<String> {
+    let main = read_text(&dir.join("main_policy.md"))?;
+    let manual = read_text(&dir.join("tech_support_manual.md"))?;
+    Ok(format!(
+        "<main_policy>\n{main}\n</main_policy>\n<tech_support_policy>\n{manual}\n</tech_support_policy>"
+    ))
+}
+
+fn read_text(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// A TOML file as JSON; errors name the file.
+fn read_toml(path: &Path) -> Result<Value> {
+    let text = read_text(path)?;
+    let value: toml::Value =
+        toml::from_str(&text).with_context(|| format!("{} is not valid TOML", path.display()))?;
+    serde_json::to_value(value)
+        .with_context(|| format!("{}: not representable as JSON", path.display()))
+}
+
+/// A loaded database: the dump of its model, which of its fields are
+/// tables, and the model to validate task data against.
+struct Loaded {
+    schema: Schema,
+    tables: Vec<String>,
+    db: Map<String, Value>,
+}
+
+impl Loaded {
+    fn read(dir: &Path, database: &Database) -> Result<Self> {
+        let schema = Schema::parse(database.schema)?;
+        let path = dir.join(database.file);
+        let raw = if database.file.ends_with(".toml") {
+            read_toml(&path)?
+        } else {
+            read_json(&path)?
+        };
+        let Value::Object(db) = schema
+            .dump(&raw)
+            .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?
+        else {
+            bail!("{}: the database is not an object", path.display());
+        };
+        let tables = schema.table_fields();
+        Ok(Self { schema, tables, db })
+    }
+
+    /// The database with `update` merged in as the reference's `update_db`
+    /// does (a recursive dict update, then the model validated again).
+    fn merged(&self, update: &Map<String, Value>) -> Result<Map<String, Value>, String> {
+        let mut merged = Value::Object(self.db.clone());
+        merge(&mut merged, update);
+        match self.schema.dump(&merged)? {
+            Value::Object(db) => Ok(db),
+            _ => Err("the database is not an object".into()),
+        }
+    }
+}
+
+/// A domain's databases as loaded.
+struct Databases {
+    agent: Loaded,
+    user: Option<Loaded>,
+}
+
+impl Databases {
+    /// The state holding both databases, either replaced when given.
+    fn state(
+        &self,
+        agent: Option<&Map<String, Value>>,
+        user: Option<&Map<String, Value>>,
+    ) -> Value {
+        let mut state = Map::new();
+        layout::store(
+            &mut state,
+            Side::Agent,
+            agent.unwrap_or(&self.agent.db),
+            &self.agent.tables,
+        );
+        if let Some(loaded) = &self.user {
+            layout::store(
+                &mut state,
+                Side::User,
+                user.unwrap_or(&loaded.db),
+                &loaded.tables,
+            );
+        }
+        Value::Object(state)
+    }
+}
 
 /// The parts of a reference task that Forge uses; the rest (description,
 /// annotations, natural-language assertions, …) is for human readers and the
@@ -106,6 +269,8 @@ struct Criteria {
     #[serde(default)]
     actions: Option<Vec<Action>>,
     #[serde(default)]
+    env_assertions: Option<Vec<EnvAssertion>>,
+    #[serde(default)]
     communicate_info: Option<Vec<String>>,
     #[serde(default)]
     nl_assertions: Option<Vec<String>>,
@@ -120,10 +285,53 @@ struct Action {
     arguments: Map<String, Value>,
     #[serde(default = "assistant")]
     requestor: String,
+    /// The arguments the ACTION check compares; all of the call's when absent.
+    #[serde(default)]
+    compare_args: Option<Vec<String>>,
+}
+
+/// A function of one side's toolkit (`EnvFunctionCall`).
+#[derive(Deserialize)]
+struct EnvFunctionCall {
+    env_type: String,
+    func_name: String,
+    #[serde(default)]
+    arguments: Map<String, Value>,
+}
+
+#[derive(Deserialize)]
+struct EnvAssertion {
+    #[serde(flatten)]
+    call: EnvFunctionCall,
+    #[serde(default = "yes")]
+    assert_value: bool,
 }
 
 fn assistant() -> String {
     "assistant".to_owned()
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A `requestor` or `env_type` as the side whose tools or functions run.
+fn actor(side: &str) -> Result<Actor> {
+    match side {
+        "assistant" => Ok(Actor::Agent),
+        "user" => Ok(Actor::User),
+        other => bail!("`{other}` is neither `assistant` nor `user`"),
+    }
+}
+
+impl EnvFunctionCall {
+    fn into_call(self) -> Result<FunctionCall> {
+        Ok(FunctionCall {
+            actor: actor(&self.env_type).context("env_type")?,
+            function: self.func_name,
+            arguments: Value::Object(self.arguments),
+        })
+    }
 }
 
 /// Reads `domain` from `data` as a bundle.
@@ -137,11 +345,14 @@ pub fn load(domain: &Domain, data: &Path) -> Result<Bundle> {
             domain.name
         );
     }
-    let schema = Schema::parse(domain.schema)?;
-    let db_path = dir.join("db.json");
-    let state = schema
-        .dump(&read_json(&db_path)?)
-        .map_err(|error| anyhow::anyhow!("{}: {error}", db_path.display()))?;
+    let databases = Databases {
+        agent: Loaded::read(&dir, &domain.db)?,
+        user: domain
+            .user_db
+            .as_ref()
+            .map(|database| Loaded::read(&dir, database))
+            .transpose()?,
+    };
     let tasks_path = dir.join("tasks.json");
     let list: Vec<Tau2Task> = serde_json::from_value(read_json(&tasks_path)?)
         .with_context(|| format!("{}: malformed task list", tasks_path.display()))?;
@@ -149,132 +360,202 @@ pub fn load(domain: &Domain, data: &Path) -> Result<Bundle> {
         .into_iter()
         .map(|task| {
             let id = task.id.clone();
-            convert(task, &schema, &state)
+            convert(task, &databases)
                 .with_context(|| format!("{}: task `{id}`", tasks_path.display()))
         })
         .collect::<Result<Vec<_>>>()?;
-    let policy_path = dir.join("policy.md");
-    let policy = std::fs::read_to_string(&policy_path)
-        .with_context(|| format!("reading {}", policy_path.display()))?;
     Ok(Bundle {
         manifest: Manifest {
             name: format!("tau2-bench-{}", domain.name),
-            description: policy,
+            description: (domain.policy)(&dir)?,
             verify: Default::default(),
             provenance: Some(json!({"suite": format!("tau2-bench/{}", domain.name)})),
             hashes: None,
             // Malformed calls get the reference's own answers.
             check_arguments: false,
+            sync: domain.sync,
         },
         wasm: Arc::from(domain.component),
-        initial_state: state,
+        initial_state: databases.state(None, None),
         tasks,
     })
 }
 
 /// A reference task as a Forge task.
-fn convert(task: Tau2Task, schema: &Schema, db: &Value) -> Result<Task> {
+fn convert(task: Tau2Task, databases: &Databases) -> Result<Task> {
     let criteria = task.evaluation_criteria.unwrap_or_default();
-    let gold_actions = criteria
-        .actions
-        .unwrap_or_default()
-        .into_iter()
-        .map(|action| {
-            if action.requestor != "assistant" {
-                bail!(
-                    "evaluation_criteria.actions: `{}` is requested by `{}`; only assistant actions are supported",
-                    action.name,
-                    action.requestor
-                );
-            }
-            Ok(ToolCall {
-                name: action.name,
-                arguments: Value::Object(action.arguments),
-            })
-        })
-        .collect::<Result<_>>()?;
     let basis = criteria
         .reward_basis
         .unwrap_or_else(|| vec!["DB".to_owned(), "COMMUNICATE".to_owned()]);
-    if let Some(other) = basis
+    if let Some(other) = basis.iter().find(|check| {
+        ![
+            "DB",
+            "COMMUNICATE",
+            "NL_ASSERTION",
+            "ENV_ASSERTION",
+            "ACTION",
+        ]
+        .contains(&check.as_str())
+    }) {
+        bail!("evaluation_criteria.reward_basis: unknown check `{other}`");
+    }
+    let counts = |check: &str| basis.iter().any(|counted| counted == check);
+    // The reference skips its state check (scoring it 1) when a task has
+    // neither gold actions nor assertions.
+    let state_check =
+        counts("DB") && (criteria.actions.is_some() || criteria.env_assertions.is_some());
+    let actions = criteria.actions.unwrap_or_default();
+    let gold_actions = actions
         .iter()
-        .find(|check| !["DB", "COMMUNICATE", "NL_ASSERTION"].contains(&check.as_str()))
-    {
-        bail!("evaluation_criteria.reward_basis: `{other}` checks are not supported yet");
-    }
-    if !basis.iter().any(|check| check == "DB") {
-        bail!(
-            "evaluation_criteria.reward_basis: a reward without the DB check is not supported yet"
-        );
-    }
+        .map(|action| {
+            Ok(ToolCall {
+                name: action.name.clone(),
+                arguments: Value::Object(action.arguments.clone()),
+                actor: actor(&action.requestor).with_context(|| {
+                    format!("evaluation_criteria.actions: `{}`: requestor", action.name)
+                })?,
+            })
+        })
+        .collect::<Result<_>>()?;
+    let required_calls = match counts("ACTION") {
+        true => actions
+            .into_iter()
+            .map(|action| RequiredCall {
+                name: action.name,
+                arguments: Value::Object(action.arguments),
+                compare: action.compare_args,
+            })
+            .collect(),
+        false => Vec::new(),
+    };
+    let assertions = match counts("ENV_ASSERTION") {
+        true => criteria
+            .env_assertions
+            .unwrap_or_default()
+            .into_iter()
+            .map(|assertion| {
+                Ok(Assertion {
+                    call: assertion
+                        .call
+                        .into_call()
+                        .context("evaluation_criteria.env_assertions")?,
+                    expected: Value::Bool(assertion.assert_value),
+                })
+            })
+            .collect::<Result<_>>()?,
+        false => Vec::new(),
+    };
     // The reference counts what the agent said only when COMMUNICATE is in
     // the basis, and judges NL assertions with an LLM, which Forge does not.
-    let required_outputs = if basis.iter().any(|check| check == "COMMUNICATE") {
-        criteria.communicate_info.unwrap_or_default()
-    } else {
-        Vec::new()
+    let required_outputs = match counts("COMMUNICATE") {
+        true => criteria.communicate_info.unwrap_or_default(),
+        false => Vec::new(),
     };
-    let unevaluated = if basis.iter().any(|check| check == "NL_ASSERTION") {
-        criteria
+    let unevaluated = match counts("NL_ASSERTION") {
+        true => criteria
             .nl_assertions
             .unwrap_or_default()
             .into_iter()
             .map(|assertion| format!("NL_ASSERTION: {assertion}"))
-            .collect()
-    } else {
-        Vec::new()
+            .collect(),
+        false => Vec::new(),
+    };
+    let (initial_state, setup) = match task.initial_state {
+        Some(initial) => initial_state(initial, databases)?,
+        None => (None, Vec::new()),
     };
     Ok(Task {
         id: task.id,
         instruction: scenario_text(&task.user_scenario),
         gold_actions,
         required_outputs,
-        initial_state: task
-            .initial_state
-            .map(|initial| initial_db(initial, schema, db))
-            .transpose()?
-            .flatten(),
+        initial_state,
         user_facts: None,
         dag: None,
         gold_final_state_sha256: None,
         stats: None,
         unevaluated,
+        setup,
+        state_check,
+        assertions,
+        required_calls,
     })
 }
 
-/// The task's own initial database, when its `initial_state` changes the
-/// domain's: `initialization_data.agent_data` merged into the database as
-/// the reference's `update_db` does (a recursive dict update, then the model
-/// validated again). Initialization actions, message histories and user data
-/// belong to domains with user tools and are refused.
-fn initial_db(initial: InitialState, schema: &Schema, db: &Value) -> Result<Option<Value>> {
-    if initial
+/// The task's own initial state, when its `initialization_data` changes the
+/// databases (merged in as the reference's `update_db` does), and its set-up
+/// steps: the `initialization_actions`, then the tool calls of its
+/// `message_history`, which the reference re-executes.
+fn initial_state(
+    initial: InitialState,
+    databases: &Databases,
+) -> Result<(Option<Value>, Vec<FunctionCall>)> {
+    let mut setup = initial
         .initialization_actions
-        .is_some_and(|actions| !actions.is_empty())
-    {
-        bail!("initial_state.initialization_actions are not supported");
-    }
-    if initial
-        .message_history
-        .is_some_and(|history| !history.is_empty())
-    {
-        bail!("initial_state.message_history is not supported");
+        .unwrap_or_default()
+        .into_iter()
+        .map(|action| {
+            serde_json::from_value::<EnvFunctionCall>(action)
+                .context("malformed")
+                .and_then(EnvFunctionCall::into_call)
+                .context("initial_state.initialization_actions")
+        })
+        .collect::<Result<Vec<_>>>()?;
+    for message in initial.message_history.unwrap_or_default() {
+        setup.extend(history_calls(&message).context("initial_state.message_history")?);
     }
     let Some(data) = initial.initialization_data else {
-        return Ok(None);
+        return Ok((None, setup));
     };
-    if data.user_data.is_some() {
-        bail!("initial_state.initialization_data.user_data: the domain has no user database");
+    let agent = data
+        .agent_data
+        .map(|update| databases.agent.merged(&update))
+        .transpose()
+        .map_err(|error| {
+            anyhow::anyhow!("initial_state.initialization_data.agent_data: {error}")
+        })?;
+    let user = match (data.user_data, &databases.user) {
+        (None, _) => None,
+        (Some(_), None) => {
+            bail!("initial_state.initialization_data.user_data: the domain has no user database")
+        }
+        (Some(Value::Object(update)), Some(loaded)) => {
+            Some(loaded.merged(&update).map_err(|error| {
+                anyhow::anyhow!("initial_state.initialization_data.user_data: {error}")
+            })?)
+        }
+        (Some(_), Some(_)) => bail!("initial_state.initialization_data.user_data: not an object"),
+    };
+    if agent.is_none() && user.is_none() {
+        return Ok((None, setup));
     }
-    let Some(agent_data) = data.agent_data else {
-        return Ok(None);
+    Ok((Some(databases.state(agent.as_ref(), user.as_ref())), setup))
+}
+
+/// The tool calls of one message of a task's history, as set-up steps.
+fn history_calls(message: &Value) -> Result<Vec<FunctionCall>> {
+    let side = match message.get("role").and_then(Value::as_str) {
+        Some("assistant") => Actor::Agent,
+        Some("user") => Actor::User,
+        _ => return Ok(Vec::new()),
     };
-    let mut merged = db.clone();
-    merge(&mut merged, &agent_data);
-    schema
-        .dump(&merged)
-        .map(Some)
-        .map_err(|error| anyhow::anyhow!("initial_state.initialization_data.agent_data: {error}"))
+    let Some(calls) = message.get("tool_calls").and_then(Value::as_array) else {
+        return Ok(Vec::new());
+    };
+    calls
+        .iter()
+        .map(|call| {
+            let name = call
+                .get("name")
+                .and_then(Value::as_str)
+                .context("a tool call without a `name`")?;
+            Ok(FunctionCall {
+                actor: side,
+                function: name.to_owned(),
+                arguments: call.get("arguments").cloned().unwrap_or_else(|| json!({})),
+            })
+        })
+        .collect()
 }
 
 /// `addict.Dict.update`: a dict merged into a dict recursively, anything

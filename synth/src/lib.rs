@@ -344,6 +344,7 @@ fn synthesize_domain(
         })),
         hashes: None,
         check_arguments: true,
+        sync: false,
     };
     let tasks: Vec<Task> = kept.into_iter().map(|generated| generated.task).collect();
     let bundle = Bundle {

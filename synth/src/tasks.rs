@@ -73,10 +73,7 @@ impl<'a> Session<'a> {
 
     /// Runs a call; `None` when it fails (the state is then unchanged).
     fn call(&mut self, tool: &ToolDoc, arguments: Map<String, Value>) -> Option<usize> {
-        let call = ToolCall {
-            name: tool.name.clone(),
-            arguments: Value::Object(arguments),
-        };
+        let call = ToolCall::new(tool.name.clone(), Value::Object(arguments));
         // A read already made, with nothing written since, is not repeated.
         if !tool.kind.writes()
             && let Some(index) = self.steps.iter().rposition(|step| step.call == call)
@@ -810,6 +807,10 @@ impl<'a> TaskGenerator<'a> {
             gold_final_state_sha256: Some(session.state.sha256()),
             stats: Some(stats),
             unevaluated: Vec::new(),
+            setup: Vec::new(),
+            state_check: true,
+            assertions: Vec::new(),
+            required_calls: Vec::new(),
         };
         GeneratedTask {
             task,

@@ -71,10 +71,7 @@ fn check_tool(
             break;
         };
         check.valid_calls += 1;
-        let call = ToolCall {
-            name: tool.name.clone(),
-            arguments: Value::Object(arguments.clone()),
-        };
+        let call = ToolCall::new(tool.name.clone(), Value::Object(arguments.clone()));
         let executed = execute(&mut instance, state, &call);
         match &executed.observation {
             Observation::Ok(text) => {
@@ -117,13 +114,13 @@ fn check_tool(
         tool.kind,
         ToolKind::Get | ToolKind::Update | ToolKind::Delete
     ) {
-        let missing = ToolCall {
-            name: tool.name.clone(),
-            arguments: Value::Object(Map::from_iter([(
+        let missing = ToolCall::new(
+            tool.name.clone(),
+            Value::Object(Map::from_iter([(
                 collection.key_field.clone(),
                 Value::String(format!("{}0", collection.key_prefix)),
             )])),
-        };
+        );
         let mut arguments = missing.arguments.as_object().cloned().unwrap_or_default();
         for param in &tool.params {
             if let Some(field) = doc.field(&tool.collection, param) {

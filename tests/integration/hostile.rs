@@ -3,7 +3,7 @@
 
 use crate::common::{guest_component, sandbox, test_limits};
 use forge_runtime::sandbox::{SandboxError, ToolComponent};
-use forge_runtime::{Sandbox, State};
+use forge_runtime::{Actor, Sandbox, State};
 use serde_json::json;
 
 fn hostile() -> (Sandbox, ToolComponent, tempfile::TempDir) {
@@ -24,7 +24,7 @@ fn assert_contained(tool: &str, check: impl Fn(&SandboxError) -> bool) -> Sandbo
     let (_sandbox, component, _cache) = hostile();
     let mut instance = component.instance();
     let state = initial();
-    let outcome = instance.call(&state, tool, "{}");
+    let outcome = instance.call(&state, Actor::Agent, tool, "{}");
     let error = match outcome.result {
         Err(error) => error,
         other => panic!("`{tool}` should be stopped by the sandbox, got {other:?}"),
@@ -37,7 +37,7 @@ fn assert_contained(tool: &str, check: impl Fn(&SandboxError) -> bool) -> Sandbo
     );
     assert_eq!(outcome.state.sha256(), state.sha256());
 
-    let next = instance.call(&outcome.state, "write_note", "{}");
+    let next = instance.call(&outcome.state, Actor::Agent, "write_note", "{}");
     assert_eq!(
         next.result,
         Ok(Ok(r#"{"key":"n2"}"#.to_owned())),
@@ -106,7 +106,7 @@ fn write_then_error_leaves_no_write() {
     let (_sandbox, component, _cache) = hostile();
     let mut instance = component.instance();
     let state = initial();
-    let outcome = instance.call(&state, "write_then_fail", "{}");
+    let outcome = instance.call(&state, Actor::Agent, "write_then_fail", "{}");
     assert_eq!(outcome.result, Ok(Err("failed after writing".to_owned())));
     assert_eq!(outcome.state.digest(), state.digest());
     assert_eq!(
@@ -128,9 +128,13 @@ fn wall_clock_backstop_stops_a_call_fuel_cannot() {
         .unwrap();
     let mut instance = component.instance();
     let state = initial();
-    let outcome = instance.call(&state, "spin", "{}");
+    let outcome = instance.call(&state, Actor::Agent, "spin", "{}");
     assert_eq!(outcome.result, Err(SandboxError::Timeout { millis: 200 }));
-    assert!(instance.call(&state, "write_note", "{}").is_success());
+    assert!(
+        instance
+            .call(&state, Actor::Agent, "write_note", "{}")
+            .is_success()
+    );
 }
 
 #[test]
@@ -157,7 +161,7 @@ fn forbidden_imports_are_refused_at_load_by_name() {
     assert!(
         component
             .instance()
-            .call(&initial(), "write_note", "{}")
+            .call(&initial(), Actor::Agent, "write_note", "{}")
             .is_success()
     );
 }
@@ -180,16 +184,16 @@ fn hostile_calls_do_not_disturb_other_episodes() {
     let (_sandbox, component, _cache) = hostile();
     let state = initial();
     let mut victim = component.instance();
-    let before = victim.call(&state, "write_note", "{}");
+    let before = victim.call(&state, Actor::Agent, "write_note", "{}");
     std::thread::scope(|scope| {
         scope.spawn(|| {
             let mut attacker = component.instance();
             for tool in ["spin", "memory_bomb", "panic", "write_then_trap"] {
-                assert!(!attacker.call(&state, tool, "{}").is_success());
+                assert!(!attacker.call(&state, Actor::Agent, tool, "{}").is_success());
             }
         });
         for _ in 0..50 {
-            let again = victim.call(&state, "write_note", "{}");
+            let again = victim.call(&state, Actor::Agent, "write_note", "{}");
             assert_eq!(again.result, before.result);
             assert_eq!(again.state.digest(), before.state.digest());
         }

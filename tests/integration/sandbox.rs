@@ -4,7 +4,7 @@
 use crate::common::{guest_component, sandbox, test_limits};
 use forge_runtime::bundle::{Bundle, ToolCall};
 use forge_runtime::environment::execute;
-use forge_runtime::{Environment, Observation, Sandbox, State};
+use forge_runtime::{Actor, Environment, Observation, Sandbox, State};
 use serde_json::json;
 
 fn example_bundle() -> Bundle {
@@ -29,11 +29,33 @@ fn compiled_components_are_cached_and_a_corrupt_cache_entry_is_recompiled() {
     let component = second
         .load(&wasm)
         .expect("a corrupt cache entry is recompiled");
-    assert!(component.tool("write_note").is_some());
+    assert!(component.tool(Actor::Agent, "write_note").is_some());
     assert!(
         std::fs::metadata(&entries[0]).unwrap().len() > 1000,
         "the entry was rewritten"
     );
+}
+
+#[test]
+fn a_component_with_agent_tools_alone_has_no_user_side() {
+    let (sandbox, _cache) = sandbox(test_limits());
+    let component = sandbox
+        .load(&guest_component("forge-test-hostile"))
+        .unwrap();
+    assert!(!component.tools().is_empty());
+    assert!(component.tools_of(Actor::User).is_empty());
+    let mut instance = component.instance();
+    let state = State::default();
+    let answer = |outcome: forge_runtime::sandbox::CallOutcome| outcome.result.unwrap();
+    assert_eq!(
+        answer(instance.call(&state, Actor::User, "write_note", "{}")),
+        Err("the user has no tool `write_note`".to_owned())
+    );
+    assert_eq!(
+        answer(instance.invoke(&state, Actor::Agent, "write_note", "{}")),
+        Err("unknown function `write_note`".to_owned())
+    );
+    assert_eq!(answer(instance.sync(&state)), Ok(String::new()));
 }
 
 #[test]
@@ -65,24 +87,15 @@ fn arguments_are_validated_before_the_sandbox() {
     let state = env.tasks()[0].initial.clone();
     let cases = [
         (
-            ToolCall {
-                name: "get_user".into(),
-                arguments: json!({}),
-            },
+            ToolCall::new("get_user", json!({})),
             "invalid arguments: missing required argument `user_id`",
         ),
         (
-            ToolCall {
-                name: "get_user".into(),
-                arguments: json!({"user_id": 1}),
-            },
+            ToolCall::new("get_user", json!({"user_id": 1})),
             "invalid arguments: `user_id` must be string, got integer",
         ),
         (
-            ToolCall {
-                name: "no_such_tool".into(),
-                arguments: json!({}),
-            },
+            ToolCall::new("no_such_tool", json!({})),
             "unknown tool `no_such_tool`",
         ),
     ];
@@ -99,10 +112,9 @@ fn arguments_are_validated_before_the_sandbox() {
 #[test]
 fn a_task_whose_gold_actions_break_is_refused_with_its_name() {
     let mut bundle = example_bundle();
-    bundle.tasks[2].gold_actions.push(ToolCall {
-        name: "teleport".into(),
-        arguments: json!({}),
-    });
+    bundle.tasks[2]
+        .gold_actions
+        .push(ToolCall::new("teleport", json!({})));
     let (sandbox, _cache) = sandbox(forge_runtime::Limits::default());
     let error = Environment::load(&sandbox, bundle)
         .err()

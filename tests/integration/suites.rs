@@ -57,6 +57,57 @@ fn gold_runs_solve_suite_tasks_and_report_pass_k() {
 }
 
 #[test]
+fn gold_runs_on_a_suite_with_user_tools_are_judged_by_the_tasks_basis() {
+    let output = forge(&[
+        "run",
+        "--suite",
+        "tau2-bench/mock",
+        "--data",
+        DATA,
+        "--policy",
+        "gold",
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let lines = json_lines(&output);
+    let episode = |id: &str| {
+        lines
+            .iter()
+            .find(|line| line["task_id"] == id)
+            .unwrap_or_else(|| panic!("no episode of `{id}`"))
+    };
+    // An ACTION check with `compare_args: []`: the name alone must match.
+    let transfer = episode("impossible_task_1");
+    assert_eq!(
+        (transfer["reward"].as_f64(), transfer["calls_made"].as_u64()),
+        (Some(1.0), Some(1))
+    );
+    // Set up by an initialization action; its assertion holds after the gold call.
+    let asserted = episode("create_task_1_with_env_assertions");
+    assert_eq!(asserted["reward"], 1.0);
+    assert_eq!(
+        (
+            asserted["assertions_met"].as_u64(),
+            asserted["assertions"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    // The two tasks whose assertions the gold actions alone do not satisfy
+    // (the reference's gold runs score them 0 too): the user never read the
+    // notification; the task's status was never completed.
+    for id in [
+        "update_task_with_user_tools",
+        "update_task_with_history_and_env_assertions",
+    ] {
+        let failed = episode(id);
+        assert_eq!(failed["reward"], 0.0, "{id}");
+        assert_eq!(failed["assertions_met"], 0, "{id}");
+    }
+    let summary = lines.last().unwrap();
+    assert_eq!(summary["successes"], 8);
+}
+
+#[test]
 fn bad_suite_arguments_are_named() {
     let output = forge(&["bench", "replay", "tau-bench/banking", "--data", DATA]);
     assert!(!output.status.success());

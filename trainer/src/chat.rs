@@ -166,12 +166,12 @@ pub fn parse_reply(reply: &str) -> Action {
                 Value::String(text) => serde_json::from_str(&text).unwrap_or(Value::String(text)),
                 other => other,
             };
-            Action::Call(ToolCall { name, arguments })
+            Action::Call(ToolCall::new(name, arguments))
         }
-        _ => Action::Call(ToolCall {
-            name: quoted_after(body, "\"name\"").unwrap_or_default(),
-            arguments: Value::String(body.to_owned()),
-        }),
+        _ => Action::Call(ToolCall::new(
+            quoted_after(body, "\"name\"").unwrap_or_default(),
+            Value::String(body.to_owned()),
+        )),
     }
 }
 
@@ -291,10 +291,7 @@ mod tests {
         );
         assert_eq!(
             call,
-            Action::Call(ToolCall {
-                name: "get_user".into(),
-                arguments: json!({"user_id": "u1"})
-            })
+            Action::Call(ToolCall::new("get_user", json!({"user_id": "u1"})))
         );
         let stringly = parse_reply(
             "<tool_call>{\"name\": \"get_user\", \"arguments\": \"{\\\"user_id\\\": \\\"u1\\\"}\"}",
@@ -309,6 +306,7 @@ mod tests {
             Action::Call(ToolCall {
                 name,
                 arguments: Value::String(raw),
+                ..
             }) => {
                 assert_eq!(name, "get_user");
                 assert!(raw.contains("user_id"));

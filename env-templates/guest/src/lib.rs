@@ -107,33 +107,106 @@ macro_rules! export_environment {
     };
 }
 
-/// Exports two functions as the component's `forge:env/tools` interface, for
+/// Who acts in a call (the WIT `actor`): the agent, or a simulated user
+/// that has tools of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Actor {
+    Agent,
+    User,
+}
+
+/// Exports functions as the component's `forge:env/tools` interface, for
 /// environments whose tools answer with text of their own making rather than
 /// through [`Tool`] (for example suites that must reproduce another
-/// implementation's output strings exactly):
+/// implementation's output strings exactly).
+///
+/// With two functions the component has agent tools only:
 ///
 /// ```ignore
 /// fn describe() -> String { /* the OpenAI tool schemas */ }
 /// fn call(store: &mut dyn forge_guest::Store, name: &str, args: &str) -> Result<String, String> { /* … */ }
 /// forge_guest::export_component!(describe, call);
 /// ```
+///
+/// With four it also has user tools, host-only functions (task set-up and
+/// assertions) and a state sync:
+///
+/// ```ignore
+/// use forge_guest::{Actor, Store};
+/// fn describe(actor: Actor) -> String { /* … */ }
+/// fn call(store: &mut dyn Store, actor: Actor, name: &str, args: &str) -> Result<String, String> { /* … */ }
+/// fn invoke(store: &mut dyn Store, actor: Actor, name: &str, args: &str) -> Result<String, String> { /* … */ }
+/// fn sync(store: &mut dyn Store) -> Result<(), String> { /* … */ }
+/// forge_guest::export_component!(describe, call, invoke, sync);
+/// ```
 #[macro_export]
 macro_rules! export_component {
     ($describe:path, $call:path) => {
         #[cfg(target_arch = "wasm32")]
+        fn __forge_describe_agent(actor: $crate::Actor) -> ::std::string::String {
+            match actor {
+                $crate::Actor::Agent => $describe(),
+                $crate::Actor::User => "[]".into(),
+            }
+        }
+
+        #[cfg(target_arch = "wasm32")]
+        fn __forge_call_agent(
+            store: &mut dyn $crate::Store,
+            actor: $crate::Actor,
+            name: &str,
+            args: &str,
+        ) -> ::std::result::Result<::std::string::String, ::std::string::String> {
+            match actor {
+                $crate::Actor::Agent => $call(store, name, args),
+                $crate::Actor::User => Err(::std::format!("the user has no tool `{name}`")),
+            }
+        }
+
+        $crate::export_component!(
+            __forge_describe_agent,
+            __forge_call_agent,
+            $crate::no_function,
+            $crate::no_sync
+        );
+    };
+    ($describe:path, $call:path, $invoke:path, $sync:path) => {
+        #[cfg(target_arch = "wasm32")]
         mod __forge_export {
+            use $crate::bindings::exports::forge::env::tools::{Actor, Guest};
+
             struct Component;
 
-            impl $crate::bindings::exports::forge::env::tools::Guest for Component {
-                fn describe() -> ::std::string::String {
-                    super::__forge_describe_fn()
+            fn actor(actor: Actor) -> $crate::Actor {
+                match actor {
+                    Actor::Agent => $crate::Actor::Agent,
+                    Actor::User => $crate::Actor::User,
+                }
+            }
+
+            impl Guest for Component {
+                fn describe(who: Actor) -> ::std::string::String {
+                    super::__forge_describe_fn(actor(who))
                 }
 
                 fn call(
+                    who: Actor,
                     name: ::std::string::String,
                     args: ::std::string::String,
                 ) -> ::std::result::Result<::std::string::String, ::std::string::String> {
-                    super::__forge_call_fn(&mut $crate::HostStore, &name, &args)
+                    super::__forge_call_fn(&mut $crate::HostStore, actor(who), &name, &args)
+                }
+
+                fn invoke(
+                    who: Actor,
+                    name: ::std::string::String,
+                    args: ::std::string::String,
+                ) -> ::std::result::Result<::std::string::String, ::std::string::String> {
+                    super::__forge_invoke_fn(&mut $crate::HostStore, actor(who), &name, &args)
+                }
+
+                fn sync() -> ::std::result::Result<(), ::std::string::String> {
+                    super::__forge_sync_fn(&mut $crate::HostStore)
                 }
             }
 
@@ -141,17 +214,45 @@ macro_rules! export_component {
         }
 
         #[cfg(target_arch = "wasm32")]
-        fn __forge_describe_fn() -> ::std::string::String {
-            $describe()
+        fn __forge_describe_fn(actor: $crate::Actor) -> ::std::string::String {
+            $describe(actor)
         }
 
         #[cfg(target_arch = "wasm32")]
         fn __forge_call_fn(
             store: &mut dyn $crate::Store,
+            actor: $crate::Actor,
             name: &str,
             args: &str,
         ) -> ::std::result::Result<::std::string::String, ::std::string::String> {
-            $call(store, name, args)
+            $call(store, actor, name, args)
+        }
+
+        #[cfg(target_arch = "wasm32")]
+        fn __forge_invoke_fn(
+            store: &mut dyn $crate::Store,
+            actor: $crate::Actor,
+            name: &str,
+            args: &str,
+        ) -> ::std::result::Result<::std::string::String, ::std::string::String> {
+            $invoke(store, actor, name, args)
+        }
+
+        #[cfg(target_arch = "wasm32")]
+        fn __forge_sync_fn(
+            store: &mut dyn $crate::Store,
+        ) -> ::std::result::Result<(), ::std::string::String> {
+            $sync(store)
         }
     };
+}
+
+/// The `invoke` of a component without host-only functions.
+pub fn no_function(_: &mut dyn Store, _: Actor, name: &str, _: &str) -> Result<String, String> {
+    Err(format!("unknown function `{name}`"))
+}
+
+/// The `sync` of a component whose state has no mirrored parts.
+pub fn no_sync(_: &mut dyn Store) -> Result<(), String> {
+    Ok(())
 }

@@ -110,10 +110,7 @@ impl Policy for RandomPolicy {
             self.calls_left -= 1;
             let tool = &tools[self.rng.random_range(0..tools.len())];
             let arguments = self.object(&tool.parameters, &pool);
-            return Ok(Action::Call(ToolCall {
-                name: tool.name.clone(),
-                arguments,
-            }));
+            return Ok(Action::Call(ToolCall::new(tool.name.clone(), arguments)));
         }
         let words: Vec<String> = (0..3)
             .filter_map(|_| self.pick(&pool.strings).cloned())

@@ -1,4 +1,4 @@
-use crate::bundle::ToolCall;
+use crate::bundle::{Actor, ToolCall};
 use crate::episode::{Action, Policy, User, UserTurn};
 use crate::schema::ToolSpec;
 use crate::trajectory::{ChatMessage, EpisodeRecord, Role};
@@ -12,6 +12,13 @@ pub struct ReplayPolicy {
 
 impl ReplayPolicy {
     pub fn new(record: &EpisodeRecord) -> Result<Self> {
+        // Calls of the user's tools (made by policies that act for both
+        // sides) are told apart by their steps.
+        let actors: std::collections::HashMap<&str, Actor> = record
+            .steps
+            .iter()
+            .map(|step| (step.call_id.as_str(), step.actor))
+            .collect();
         let mut actions = VecDeque::new();
         for (index, message) in record.messages.iter().enumerate() {
             if message.role != Role::Assistant {
@@ -27,6 +34,7 @@ impl ReplayPolicy {
                         actions.push_back(Action::Call(ToolCall {
                             name: call.function.name.clone(),
                             arguments,
+                            actor: actors.get(call.id.as_str()).copied().unwrap_or_default(),
                         }));
                     }
                 }

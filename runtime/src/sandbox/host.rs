@@ -16,6 +16,7 @@ wasmtime::component::bindgen!({
 
 pub(super) use Environment as Bindings;
 pub(super) use EnvironmentPre as BindingsPre;
+pub(super) use exports::forge::env::tools::Actor as WitActor;
 
 /// The per-instance data of a wasmtime `Store`.
 pub(super) struct CallData {

@@ -1,7 +1,8 @@
 //! Loaded components and the instances that run their calls.
 
-use super::host::{Bindings, BindingsPre, CallData, Transaction};
+use super::host::{Bindings, BindingsPre, CallData, Transaction, WitActor};
 use super::{Sandbox, epoch_ticks};
+use crate::bundle::Actor;
 use crate::schema::ToolSpec;
 use crate::state::State;
 use anyhow::{Context, Result, anyhow};
@@ -74,7 +75,10 @@ pub struct ToolComponent {
 struct ComponentInner {
     sandbox: Sandbox,
     pre: BindingsPre<CallData>,
+    /// The agent's tools.
     tools: Vec<ToolSpec>,
+    /// The simulated user's own tools (most components have none).
+    user_tools: Vec<ToolSpec>,
     wasm_sha256: String,
 }
 
@@ -95,24 +99,35 @@ impl ToolComponent {
                 sandbox,
                 pre,
                 tools: Vec::new(),
+                user_tools: Vec::new(),
                 wasm_sha256,
             }),
             checks_arguments: true,
         };
-        let tools = component.describe()?;
-        Arc::get_mut(&mut component.inner)
-            .expect("not shared yet")
-            .tools = tools;
+        let tools = component.describe(Actor::Agent)?;
+        let user_tools = component.describe(Actor::User)?;
+        let inner = Arc::get_mut(&mut component.inner).expect("not shared yet");
+        inner.tools = tools;
+        inner.user_tools = user_tools;
         Ok(component)
     }
 
-    /// The tools' schemas, as the component describes them.
+    /// The agent's tools' schemas, as the component describes them.
     pub fn tools(&self) -> &[ToolSpec] {
         &self.inner.tools
     }
 
-    pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
-        self.inner.tools.iter().find(|tool| tool.name == name)
+    /// The schemas of `actor`'s tools.
+    pub fn tools_of(&self, actor: Actor) -> &[ToolSpec] {
+        match actor {
+            Actor::Agent => &self.inner.tools,
+            Actor::User => &self.inner.user_tools,
+        }
+    }
+
+    /// `actor`'s tool `name`.
+    pub fn tool(&self, actor: Actor, name: &str) -> Option<&ToolSpec> {
+        self.tools_of(actor).iter().find(|tool| tool.name == name)
     }
 
     /// Hex sha256 of the component's bytes.
@@ -142,7 +157,7 @@ impl ToolComponent {
         }
     }
 
-    fn describe(&self) -> Result<Vec<ToolSpec>> {
+    fn describe(&self, actor: Actor) -> Result<Vec<ToolSpec>> {
         let mut instance = self.instance();
         let (store, bindings) = instance
             .live()
@@ -152,11 +167,20 @@ impl ToolComponent {
             .map_err(anyhow::Error::from)?;
         let text = bindings
             .forge_env_tools()
-            .call_describe(store)
+            .call_describe(store, actor.into())
             .map_err(anyhow::Error::from)
-            .context("calling the component's `describe`")?;
-        crate::schema::parse_tool_specs(&text)
-            .context("the component's `describe` returned malformed tool schemas")
+            .with_context(|| {
+                format!(
+                    "calling the component's `describe` for the {}",
+                    actor.name()
+                )
+            })?;
+        crate::schema::parse_tool_specs(&text).with_context(|| {
+            format!(
+                "the component's `describe` returned malformed tool schemas for the {}",
+                actor.name()
+            )
+        })
     }
 }
 
@@ -196,8 +220,41 @@ impl ToolInstance {
         Ok(self.live.as_mut().expect("just set"))
     }
 
-    /// Calls tool `name` with `args` (JSON text) against `state`.
-    pub fn call(&mut self, state: &State, name: &str, args: &str) -> CallOutcome {
+    /// Calls `actor`'s tool `name` with `args` (JSON text) against `state`.
+    pub fn call(&mut self, state: &State, actor: Actor, name: &str, args: &str) -> CallOutcome {
+        self.run(state, |store, bindings| {
+            bindings
+                .forge_env_tools()
+                .call_call(store, actor.into(), name, args)
+        })
+    }
+
+    /// Calls `actor`'s host-only function `name` (a task's set-up step or an
+    /// assertion) with `args` (JSON text) against `state`.
+    pub fn invoke(&mut self, state: &State, actor: Actor, name: &str, args: &str) -> CallOutcome {
+        self.run(state, |store, bindings| {
+            bindings
+                .forge_env_tools()
+                .call_invoke(store, actor.into(), name, args)
+        })
+    }
+
+    /// Runs the component's `sync` on `state`; a successful sync answers `""`.
+    pub fn sync(&mut self, state: &State) -> CallOutcome {
+        self.run(state, |store, bindings| {
+            bindings
+                .forge_env_tools()
+                .call_sync(store)
+                .map(|synced| synced.map(|()| String::new()))
+        })
+    }
+
+    /// Runs one export against `state` in a transaction, under the limits.
+    fn run(
+        &mut self,
+        state: &State,
+        export: impl FnOnce(&mut Store<CallData>, &Bindings) -> wasmtime::Result<Result<String, String>>,
+    ) -> CallOutcome {
         let limits = self.component.inner.sandbox.limits().clone();
         let (store, bindings) = match self.live() {
             Ok(live) => live,
@@ -212,9 +269,7 @@ impl ToolInstance {
         store.data_mut().txn = Transaction::new(state.clone(), &limits);
         store.set_fuel(limits.fuel).expect("fuel is enabled");
         store.set_epoch_deadline(epoch_ticks(limits.wall_time));
-        let returned = bindings
-            .forge_env_tools()
-            .call_call(&mut *store, name, args);
+        let returned = export(store, bindings);
         let fuel = limits.fuel - store.get_fuel().expect("fuel is enabled");
         let txn = std::mem::replace(
             &mut store.data_mut().txn,
@@ -249,6 +304,15 @@ impl ToolInstance {
             result,
             state,
             fuel,
+        }
+    }
+}
+
+impl From<Actor> for WitActor {
+    fn from(actor: Actor) -> Self {
+        match actor {
+            Actor::Agent => Self::Agent,
+            Actor::User => Self::User,
         }
     }
 }

@@ -29,17 +29,14 @@ pub struct PerfArgs {
 
 /// A tool call to measure: a read and a write of the example environment.
 fn read_call() -> ToolCall {
-    ToolCall {
-        name: "get_user".into(),
-        arguments: json!({"user_id": "u3"}),
-    }
+    ToolCall::new("get_user", json!({"user_id": "u3"}))
 }
 
 fn write_call() -> ToolCall {
-    ToolCall {
-        name: "update_user_address".into(),
-        arguments: json!({"user_id": "u3", "street": "1 Test Way", "city": "Springfield", "zip": "12345"}),
-    }
+    ToolCall::new(
+        "update_user_address",
+        json!({"user_id": "u3", "street": "1 Test Way", "city": "Springfield", "zip": "12345"}),
+    )
 }
 
 struct Row {

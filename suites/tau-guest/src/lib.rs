@@ -102,6 +102,44 @@ impl Kwargs {
         }
     }
 
+    /// The keyword arguments `text` of a call to the Python function
+    /// `callee`, bound to its `parameters` (each with whether it is
+    /// required) as Python binds them: an unexpected keyword is refused
+    /// first, then every missing required parameter at once, with the
+    /// `TypeError` texts.
+    pub fn bind(text: &str, callee: String, parameters: &[(&str, bool)]) -> Result<Self, String> {
+        let kwargs = Self::parse(text, callee)?;
+        let names: Vec<&str> = parameters.iter().map(|(name, _)| *name).collect();
+        if let Some(unexpected) = kwargs.unexpected(&names) {
+            return Err(format!(
+                "{}() got an unexpected keyword argument '{unexpected}'",
+                kwargs.callee
+            ));
+        }
+        let missing: Vec<String> = parameters
+            .iter()
+            .filter(|(name, required)| *required && !kwargs.map.contains_key(*name))
+            .map(|(name, _)| repr(name))
+            .collect();
+        let listed = match missing.as_slice() {
+            [] => return Ok(kwargs),
+            [one] => one.clone(),
+            [first, second] => format!("{first} and {second}"),
+            [rest @ .., last] => format!("{}, and {last}", rest.join(", ")),
+        };
+        let plural = if missing.len() == 1 { "" } else { "s" };
+        Err(format!(
+            "{}() missing {} required positional argument{plural}: {listed}",
+            kwargs.callee,
+            missing.len()
+        ))
+    }
+
+    /// Argument `name` of a parameter with a default, if given.
+    pub fn optional(&self, name: &str) -> Option<&Value> {
+        self.map.get(name)
+    }
+
     /// Argument `name`, or the `TypeError` Python raises when it is missing.
     pub fn get(&self, name: &str) -> Result<&Value, String> {
         self.map.get(name).ok_or_else(|| {
@@ -276,6 +314,15 @@ pub fn type_name(value: &Value) -> &'static str {
     }
 }
 
+/// Python's `str()` of a JSON value, as an f-string shows it: a string as
+/// it is, anything else as its `repr`.
+pub fn py_str(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => model::py_repr(other),
+    }
+}
+
 /// `str(KeyError(key))`: the key's `repr`.
 pub fn key_error(key: &str) -> String {
     repr(key)
@@ -374,6 +421,30 @@ mod tests {
         assert_eq!(class_name("get_user_details"), "GetUserDetails");
         assert_eq!(class_name("search_onestop_flight"), "SearchOnestopFlight");
         assert_eq!(class_name("think"), "Think");
+    }
+
+    /// `class K: def m(self, a, b, c, d=1): ...` called as `K().m(**kwargs)`.
+    #[test]
+    fn binding_reports_what_python_reports() {
+        let parameters = [("a", true), ("b", true), ("c", true), ("d", false)];
+        let bind = |text: &str| Kwargs::bind(text, "K.m".to_owned(), &parameters).err();
+        assert_eq!(
+            bind("{}").unwrap(),
+            "K.m() missing 3 required positional arguments: 'a', 'b', and 'c'"
+        );
+        assert_eq!(
+            bind(r#"{"a": 1}"#).unwrap(),
+            "K.m() missing 2 required positional arguments: 'b' and 'c'"
+        );
+        assert_eq!(
+            bind(r#"{"a": 1, "b": 2}"#).unwrap(),
+            "K.m() missing 1 required positional argument: 'c'"
+        );
+        assert_eq!(
+            bind(r#"{"z": 1}"#).unwrap(),
+            "K.m() got an unexpected keyword argument 'z'"
+        );
+        assert_eq!(bind(r#"{"a": 1, "b": 2, "c": 3}"#), None);
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! The pydantic models τ²-bench's tools build from the agent's dicts
 //! (`FlightInfo(**flight)`, `Passenger(**passenger)`, `Payment(**payment)`):
-//! fields in the model's order, unknown keys dropped, values converted as
-//! pydantic's lax mode does, and pydantic's `ValidationError` text when a
-//! field is missing or does not convert.
+//! fields in the model's order, unknown keys dropped (or refused, for a
+//! model with `extra="forbid"`), values converted as pydantic's lax mode
+//! does, and pydantic's `ValidationError` text when a field is missing or
+//! does not convert.
 
 use crate::{repr, type_name};
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 /// The pydantic release whose error texts (and documentation links) these are.
 const PYDANTIC_DOCS: &str = "https://errors.pydantic.dev/2.12/v";
@@ -15,18 +17,42 @@ const PYDANTIC_DOCS: &str = "https://errors.pydantic.dev/2.12/v";
 pub enum Kind {
     Str,
     Int,
+    Bool,
+    /// A string `Enum`: one of these values.
+    Enum(&'static [&'static str]),
+    /// `Optional[kind]`: `None` or a `kind`.
+    Optional(&'static Kind),
 }
 
 /// One field error: pydantic's message and error type.
-struct FieldError {
-    field: &'static str,
-    message: &'static str,
+struct FieldError<'f> {
+    field: &'f str,
+    message: Cow<'static, str>,
     kind: &'static str,
     input: Value,
 }
 
 /// `Model(**input)` for the model `name` with `fields`, dumped.
 pub fn build(name: &str, fields: &[(&'static str, Kind)], input: &Value) -> Result<Value, String> {
+    validate(name, fields, input, false)
+}
+
+/// `Model(**input)` for a model with `extra="forbid"`: keys that are not
+/// fields are errors too, reported after the fields' own.
+pub fn build_forbidding_extra(
+    name: &str,
+    fields: &[(&'static str, Kind)],
+    input: &Value,
+) -> Result<Value, String> {
+    validate(name, fields, input, true)
+}
+
+fn validate(
+    name: &str,
+    fields: &[(&'static str, Kind)],
+    input: &Value,
+    forbid_extra: bool,
+) -> Result<Value, String> {
     let Value::Object(map) = input else {
         return Err(format!(
             "'{}' object has no attribute '{}'",
@@ -40,7 +66,7 @@ pub fn build(name: &str, fields: &[(&'static str, Kind)], input: &Value) -> Resu
         let Some(value) = map.get(*field) else {
             errors.push(FieldError {
                 field,
-                message: "Field required",
+                message: Cow::Borrowed("Field required"),
                 kind: "missing",
                 input: input.clone(),
             });
@@ -56,6 +82,18 @@ pub fn build(name: &str, fields: &[(&'static str, Kind)], input: &Value) -> Resu
                 kind,
                 input: value.clone(),
             }),
+        }
+    }
+    if forbid_extra {
+        for (key, value) in map {
+            if !fields.iter().any(|(field, _)| field == key) {
+                errors.push(FieldError {
+                    field: key,
+                    message: Cow::Borrowed("Extra inputs are not permitted"),
+                    kind: "extra_forbidden",
+                    input: value.clone(),
+                });
+            }
         }
     }
     if errors.is_empty() {
@@ -86,11 +124,15 @@ pub fn build_all(
     items.iter().map(|item| build(name, fields, item)).collect()
 }
 
-/// A value converted to `kind` in lax mode, or pydantic's message and type.
-fn convert(kind: Kind, value: &Value) -> Result<Value, (&'static str, &'static str)> {
+/// Why a value does not convert: pydantic's message and error type.
+type Refusal = (Cow<'static, str>, &'static str);
+
+/// A value converted to `kind` in lax mode, or pydantic's refusal.
+fn convert(kind: Kind, value: &Value) -> Result<Value, Refusal> {
+    let refuse = |message: &'static str, kind: &'static str| Err((Cow::Borrowed(message), kind));
     match (kind, value) {
         (Kind::Str, Value::String(_)) => Ok(value.clone()),
-        (Kind::Str, _) => Err(("Input should be a valid string", "string_type")),
+        (Kind::Str, _) => refuse("Input should be a valid string", "string_type"),
         (Kind::Int, Value::Bool(flag)) => Ok(Value::from(i64::from(*flag))),
         (Kind::Int, Value::Number(number)) => match number.as_i64() {
             Some(int) => Ok(Value::from(int)),
@@ -98,22 +140,54 @@ fn convert(kind: Kind, value: &Value) -> Result<Value, (&'static str, &'static s
                 Some(float) if float.fract() == 0.0 && float.abs() < 9.2e18 => {
                     Ok(Value::from(float as i64))
                 }
-                _ => Err((
+                _ => refuse(
                     "Input should be a valid integer, got a number with a fractional part",
                     "int_from_float",
-                )),
+                ),
             },
         },
-        (Kind::Int, Value::String(text)) => {
-            text.trim().parse::<i64>().map(Value::from).map_err(|_| {
-                (
-                    "Input should be a valid integer, unable to parse string as an integer",
-                    "int_parsing",
-                )
-            })
+        (Kind::Int, Value::String(text)) => match text.trim().parse::<i64>() {
+            Ok(int) => Ok(Value::from(int)),
+            Err(_) => refuse(
+                "Input should be a valid integer, unable to parse string as an integer",
+                "int_parsing",
+            ),
+        },
+        (Kind::Int, _) => refuse("Input should be a valid integer", "int_type"),
+        (Kind::Bool, Value::Bool(_)) => Ok(value.clone()),
+        // 0 and 1 (int or float) are booleans; other ints "cannot be
+        // interpreted", other floats are not booleans at all.
+        (Kind::Bool, Value::Number(number)) => match number.as_f64() {
+            Some(float) if float == 0.0 || float == 1.0 => Ok(Value::Bool(float == 1.0)),
+            _ if number.is_f64() => refuse("Input should be a valid boolean", "bool_type"),
+            _ => refuse(BOOL_PARSING, "bool_parsing"),
+        },
+        (Kind::Bool, Value::String(text)) => match text.to_ascii_lowercase().as_str() {
+            "0" | "off" | "f" | "false" | "n" | "no" => Ok(Value::Bool(false)),
+            "1" | "on" | "t" | "true" | "y" | "yes" => Ok(Value::Bool(true)),
+            _ => refuse(BOOL_PARSING, "bool_parsing"),
+        },
+        (Kind::Bool, _) => refuse("Input should be a valid boolean", "bool_type"),
+        (Kind::Enum(values), Value::String(text)) if values.contains(&text.as_str()) => {
+            Ok(value.clone())
         }
-        (Kind::Int, _) => Err(("Input should be a valid integer", "int_type")),
+        (Kind::Enum(values), _) => Err((Cow::Owned(enum_message(values)), "enum")),
+        (Kind::Optional(_), Value::Null) => Ok(Value::Null),
+        (Kind::Optional(kind), _) => convert(*kind, value),
     }
+}
+
+const BOOL_PARSING: &str = "Input should be a valid boolean, unable to interpret input";
+
+/// "Input should be 'a', 'b' or 'c'".
+fn enum_message(values: &[&str]) -> String {
+    let quoted: Vec<String> = values.iter().map(|value| repr(value)).collect();
+    let listed = match quoted.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    };
+    format!("Input should be {listed}")
 }
 
 /// `str(ValidationError)`.
@@ -146,7 +220,7 @@ fn truncate(text: &str) -> String {
 }
 
 /// Python's `repr` of a JSON value.
-fn py_repr(value: &Value) -> String {
+pub(crate) fn py_repr(value: &Value) -> String {
     match value {
         Value::Null => "None".to_owned(),
         Value::Bool(true) => "True".to_owned(),
@@ -201,5 +275,33 @@ mod tests {
             truncate(&py_repr(&long)),
             "{'first_name': 'aaaaaaaaa...bbbbbbbbbbbbbbbbbbbbbb'}"
         );
+    }
+
+    /// τ²-bench telecom's `APNSettings` (`extra="forbid"`, every field defaulted).
+    const APN: &[(&str, Kind)] = &[
+        ("apn_name", Kind::Enum(&["internet", "broken"])),
+        ("reset_at_reboot", Kind::Bool),
+        ("mms_port", Kind::Optional(&Kind::Int)),
+    ];
+
+    #[test]
+    fn strict_models_refuse_extra_keys_after_their_fields() {
+        // python -c 'from tau2.domains.telecom.user_data_model import APNSettings
+        // APNSettings(**{"zzz": 1, "apn_name": 1})'
+        let input = json!({"zzz": 1, "apn_name": 1, "reset_at_reboot": "on", "mms_port": null});
+        assert_eq!(
+            build_forbidding_extra("APNSettings", APN, &input).unwrap_err(),
+            "2 validation errors for APNSettings\napn_name\n  Input should be 'internet' or 'broken' [type=enum, input_value=1, input_type=int]\n    For further information visit https://errors.pydantic.dev/2.12/v/enum\nzzz\n  Extra inputs are not permitted [type=extra_forbidden, input_value=1, input_type=int]\n    For further information visit https://errors.pydantic.dev/2.12/v/extra_forbidden"
+        );
+        let input = json!({"apn_name": "broken", "reset_at_reboot": "YES", "mms_port": 80.0});
+        assert_eq!(
+            build_forbidding_extra("APNSettings", APN, &input).unwrap(),
+            json!({"apn_name": "broken", "reset_at_reboot": true, "mms_port": 80})
+        );
+        for (flag, kind) in [(json!(2), "bool_parsing"), (json!(0.5), "bool_type")] {
+            let input = json!({"apn_name": "internet", "reset_at_reboot": flag, "mms_port": null});
+            let error = build_forbidding_extra("APNSettings", APN, &input).unwrap_err();
+            assert!(error.contains(&format!("[type={kind},")), "{error}");
+        }
     }
 }

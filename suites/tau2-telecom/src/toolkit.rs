@@ -1,0 +1,156 @@
+//! The reference's toolkit classes (`TelecomTools`, `TelecomUserTools`) as
+//! the component's functions reach them.
+//!
+//! `call` runs a tool the way `Environment.get_response` does: only methods
+//! the reference marks `@is_tool`, an unknown name refused with
+//! `ToolKitBase.use_tool`'s error, and the result shown as
+//! `Environment.to_json_str` renders it. `invoke` runs any method the way
+//! `Environment.run_env_function_call` reaches it through `getattr` (tools
+//! included) and answers the return value as JSON. Both bind the keyword
+//! arguments as Python binds them to the bound method, with its `TypeError`s.
+
+use forge_guest::Store;
+use forge_tau_guest::{Data, Kwargs, dumps};
+use serde_json::Value;
+
+/// What a method returns, as Python holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// A `str`.
+    Text(String),
+    /// A `bool`.
+    Bool(bool),
+    /// `None`.
+    Nothing,
+    /// A model, a list of models, or a dict holding a model, as
+    /// `model_dump()` gives the models.
+    Model(Value),
+    /// A dict or tuple of plain values, no model in it.
+    Plain(Value),
+}
+
+impl Answer {
+    /// `Environment.to_json_str(answer)`: a string as it is; anything else
+    /// through `json.dumps`, after `_process` has turned every number and
+    /// `bool` outside a model into its `str()`.
+    pub fn to_json_str(&self) -> String {
+        match self {
+            Self::Text(text) => text.clone(),
+            Self::Bool(flag) => dumps(&shown(&Value::Bool(*flag))),
+            Self::Nothing => "null".to_owned(),
+            Self::Model(value) => dumps(value),
+            Self::Plain(value) => dumps(&shown(value)),
+        }
+    }
+
+    /// `json.dumps(answer)`: what `invoke` answers. (A dict holding a model
+    /// is answered as `to_json_str` shows it: Python's `json.dumps` would
+    /// refuse the model, and no task invokes such a method.)
+    pub fn to_json(&self) -> String {
+        match self {
+            Self::Text(text) => dumps(&Value::String(text.clone())),
+            Self::Bool(flag) => dumps(&Value::Bool(*flag)),
+            Self::Nothing => "null".to_owned(),
+            Self::Model(value) | Self::Plain(value) => dumps(value),
+        }
+    }
+}
+
+impl From<String> for Answer {
+    fn from(text: String) -> Self {
+        Self::Text(text)
+    }
+}
+
+/// `to_json_str`'s `_process` of plain data.
+fn shown(value: &Value) -> Value {
+    match value {
+        Value::Bool(true) => Value::String("True".to_owned()),
+        Value::Bool(false) => Value::String("False".to_owned()),
+        Value::Number(_) => Value::String(
+            forge_tau_guest::num(value).map_or_else(|err| err, |num| num.to_python_string()),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(shown).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, item)| (key.clone(), shown(item)))
+                .collect(),
+        ),
+        Value::Null | Value::String(_) => value.clone(),
+    }
+}
+
+/// The body of a method.
+pub type Run = fn(&mut Data<'_>, &Kwargs) -> Result<Answer, String>;
+
+/// A method of a toolkit class.
+pub struct Method {
+    pub name: &'static str,
+    /// The keyword parameters in signature order, each with whether it is required.
+    pub parameters: &'static [(&'static str, bool)],
+    /// Whether the reference marks it `@is_tool`.
+    pub tool: bool,
+    pub run: Run,
+}
+
+/// A toolkit class.
+pub struct Toolkit {
+    /// The class name, as Python's errors name it.
+    pub class: &'static str,
+    /// The tools' schemas as the reference gives them to the LLM.
+    pub schemas: &'static str,
+    /// The tools in the reference's order, then the other methods.
+    pub methods: &'static [Method],
+}
+
+impl Toolkit {
+    /// Runs tool `name` (the component's `call`).
+    pub fn call(&self, store: &mut dyn Store, name: &str, args: &str) -> Result<String, String> {
+        let method = self
+            .methods
+            .iter()
+            .find(|method| method.tool && method.name == name)
+            .ok_or_else(|| format!("Tool '{name}' not found."))?;
+        self.run(method, store, args)
+            .map(|answer| answer.to_json_str())
+    }
+
+    /// Runs method `name` (the component's `invoke`).
+    pub fn invoke(&self, store: &mut dyn Store, name: &str, args: &str) -> Result<String, String> {
+        let method = self
+            .methods
+            .iter()
+            .find(|method| method.name == name)
+            .ok_or_else(|| format!("'{}' object has no attribute '{name}'", self.class))?;
+        self.run(method, store, args).map(|answer| answer.to_json())
+    }
+
+    fn run(&self, method: &Method, store: &mut dyn Store, args: &str) -> Result<Answer, String> {
+        let callee = format!("{}.{}", self.class, method.name);
+        let kwargs = Kwargs::bind(args, callee, method.parameters)?;
+        (method.run)(&mut Data::new(store), &kwargs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// `Environment.to_json_str` of `True`, `None`, `(True, "x")` and a dict
+    /// of numbers.
+    #[test]
+    fn answers_show_as_to_json_str_renders_them() {
+        assert_eq!(Answer::Bool(true).to_json_str(), "\"True\"");
+        assert_eq!(Answer::Nothing.to_json_str(), "null");
+        assert_eq!(
+            Answer::Plain(json!([true, "x"])).to_json_str(),
+            "[\"True\", \"x\"]"
+        );
+        assert_eq!(
+            Answer::Plain(json!({"gb": 2.0, "n": 3, "none": null})).to_json_str(),
+            "{\"gb\": \"2.0\", \"n\": \"3\", \"none\": null}"
+        );
+        assert_eq!(Answer::Plain(json!([true, "x"])).to_json(), "[true, \"x\"]");
+    }
+}
