@@ -4,11 +4,12 @@
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use forge_llm::agents::{RemotePolicy, RemoteUser};
+use forge_llm::judge::ModelJudge;
 use forge_llm::{ChatClient, ChatConfig};
 use forge_model::tokenizer::ModelTokenizer;
-use forge_runtime::episode::{Policy, User};
+use forge_runtime::episode::{Judge, Policy, User};
 use forge_runtime::policy::{
-    GoldPolicy, RandomPolicy, ReplayPolicy, ReplayUser, ScriptedUser, UnstableUser,
+    GoldPolicy, RandomPolicy, RecordedJudge, ReplayPolicy, ReplayUser, ScriptedUser, UnstableUser,
 };
 use forge_runtime::trajectory::{self, EpisodeRecord};
 use forge_runtime::{Environment, PreparedTask};
@@ -56,6 +57,13 @@ pub struct AgentArgs {
     /// The environment variable holding the endpoint's API key (if it needs one).
     #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY")]
     pub api_key_env: String,
+    /// A model at an OpenAI-compatible endpoint that judges the tasks' NL
+    /// assertions (τ²-bench); without one they are reported as not evaluated.
+    #[arg(long, value_name = "MODEL")]
+    pub judge_model: Option<String>,
+    /// The judge's endpoint; `--base-url` when not given.
+    #[arg(long, value_name = "URL", requires = "judge_model")]
+    pub judge_base_url: Option<String>,
 }
 
 fn probability(text: &str) -> Result<f64, String> {
@@ -85,6 +93,7 @@ pub struct Agents {
     policy: PolicyKind,
     user: UserKind,
     client: Option<ChatClient>,
+    judge: Option<ChatClient>,
     recorded: BTreeMap<String, EpisodeRecord>,
     style: PromptStyle,
     instability: f64,
@@ -140,6 +149,18 @@ impl Agents {
                 bail!("`--policy openai` and `--user openai` need --base-url and --model")
             }
         };
+        let judge = match (
+            &args.judge_model,
+            args.judge_base_url.as_ref().or(args.base_url.as_ref()),
+        ) {
+            (None, _) => None,
+            (Some(model), Some(url)) => {
+                let mut config = ChatConfig::new(url, model);
+                config.api_key = std::env::var(&args.api_key_env).ok();
+                Some(ChatClient::new(config))
+            }
+            (Some(_), None) => bail!("`--judge-model` needs --judge-base-url or --base-url"),
+        };
         let recorded = match &args.from {
             Some(path) => recorded_by_task(path)?,
             None => BTreeMap::new(),
@@ -154,6 +175,7 @@ impl Agents {
             policy: args.policy,
             user: args.user,
             client,
+            judge,
             recorded,
             style,
             instability: args.user_instability,
@@ -230,6 +252,20 @@ impl Agents {
             )),
         };
         Ok((policy, user))
+    }
+}
+
+impl Agents {
+    /// The judge of one episode's NL assertions of `task`: the judge model,
+    /// or a replayed episode's recorded verdicts; none when neither is there.
+    pub fn judge(&self, task: &PreparedTask) -> Option<Box<dyn Judge + '_>> {
+        if self.policy == PolicyKind::Replay {
+            let recorded = self.recorded.get(&task.task.id)?;
+            return RecordedJudge::new(recorded).map(|judge| Box::new(judge) as Box<dyn Judge>);
+        }
+        self.judge
+            .as_ref()
+            .map(|client| Box::new(ModelJudge::new(client)) as Box<dyn Judge + '_>)
     }
 }
 

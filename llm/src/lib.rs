@@ -1,13 +1,14 @@
 //! A client for OpenAI-compatible chat-completion endpoints (OpenAI, vLLM,
 //! llama.cpp's server, SGLang, …), used wherever Forge asks a language model
-//! for something: synthesis stages, and remote models as the policy or the
-//! simulated user ([`agents`]).
+//! for something: synthesis stages, remote models as the policy or the
+//! simulated user ([`agents`]), and a judge of NL assertions ([`judge`]).
 //!
 //! Blocking, with a timeout per request and bounded retries with exponential
 //! backoff on what retrying can fix (connection errors, timeouts, 429 and 5xx
 //! answers). Token usage is summed for the caller to report.
 
 pub mod agents;
+pub mod judge;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

@@ -133,6 +133,19 @@ pub struct FunctionCall {
     pub arguments: Value,
 }
 
+/// A step of a task's set-up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SetupStep {
+    /// A host-only function (the WIT `invoke`); if it fails, the task is
+    /// broken.
+    Function(FunctionCall),
+    /// A tool call of a recorded dialogue the task starts from, replayed as
+    /// the episode would have made it (a tool's refusal is part of that
+    /// dialogue).
+    Call(ToolCall),
+}
+
 /// An assertion on a task's final state: the function's answer must equal
 /// `expected`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -169,7 +182,8 @@ pub struct Task {
     pub id: String,
     /// What the simulated user knows and wants.
     pub instruction: String,
-    /// Executed in order on the initial state, these give the gold final state.
+    /// Executed in order on the initial state (after the set-up), these give
+    /// the gold final state.
     #[serde(default)]
     pub gold_actions: Vec<ToolCall>,
     /// Strings the agent must say to the user (answers to read-only requests).
@@ -191,16 +205,18 @@ pub struct Task {
     /// Difficulty statistics (synthesized tasks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stats: Option<Value>,
-    /// Checks of the task's benchmark that Forge does not evaluate (τ²-bench's
-    /// natural-language assertions, which need an LLM judge): the reward is
-    /// decided without them, and reports list them.
+    /// Statements about the dialogue that a judge model checks on the
+    /// transcript (τ²-bench's NL assertions: "the agent confirmed the
+    /// refund"). Counted in the reward when an episode runs with a judge;
+    /// without one they are reported as not evaluated and left out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub unevaluated: Vec<String>,
+    pub nl_assertions: Vec<String>,
     /// Run in order on the initial state before the episode, each followed
-    /// by the environment's sync (τ²-bench's initialization actions); the
-    /// gold actions start from the same state.
+    /// by the environment's sync (τ²-bench's initialization actions and the
+    /// tool calls of a task's message history); the gold actions start from
+    /// the same state.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub setup: Vec<FunctionCall>,
+    pub setup: Vec<SetupStep>,
     /// Whether the reward requires the final state to equal the gold final
     /// state. On by default; off for benchmark tasks judged by their
     /// assertions alone.
@@ -360,4 +376,63 @@ fn pretty<T: Serialize>(value: &T) -> Result<Vec<u8>> {
     let mut bytes = serde_json::to_vec_pretty(value)?;
     bytes.push(b'\n');
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn task_checks_and_set_up_read_and_write_as_documented() {
+        let line = json!({
+            "id": "t1",
+            "instruction": "i",
+            "gold_actions": [{"name": "toggle_data", "arguments": {}, "actor": "user"}],
+            "setup": [
+                {"function": "set_user_info", "arguments": {"name": "J"}, "actor": "user"},
+                {"name": "create_task", "arguments": {"title": "x"}}
+            ],
+            "state_check": false,
+            "assertions": [{"function": "assert_data", "arguments": {}, "actor": "user", "expected": true}],
+            "required_calls": [{"name": "refuel", "arguments": {"gb": 2}, "compare": []}],
+            "nl_assertions": ["the agent apologised"]
+        });
+        let task: Task = serde_json::from_value(line.clone()).unwrap();
+        assert_eq!(task.gold_actions[0].actor, Actor::User);
+        assert!(matches!(&task.setup[0], SetupStep::Function(call) if call.actor == Actor::User));
+        assert!(matches!(&task.setup[1], SetupStep::Call(call) if call.actor == Actor::Agent));
+        assert_eq!(task.assertions[0].call.function, "assert_data");
+        assert_eq!(task.required_calls[0].compare, Some(Vec::new()));
+        assert_eq!(serde_json::to_value(&task).unwrap(), {
+            let mut expected = line;
+            expected["required_outputs"] = json!([]);
+            expected
+        });
+        // A misspelt field is refused, inside a flattened assertion too.
+        let mut misspelt = serde_json::to_value(&task).unwrap();
+        misspelt["assertions"][0]["expect"] = json!(true);
+        assert!(serde_json::from_value::<Task>(misspelt).is_err());
+    }
+
+    #[test]
+    fn tasks_without_the_new_fields_write_as_before() {
+        let task: Task = serde_json::from_value(json!({
+            "id": "t1",
+            "instruction": "i",
+            "gold_actions": [{"name": "get_user", "arguments": {"user_id": "u1"}}]
+        }))
+        .unwrap();
+        assert!(task.state_check);
+        // Nothing new is written, so existing bundles keep their content hash.
+        assert_eq!(
+            serde_json::to_value(&task).unwrap(),
+            json!({
+                "id": "t1",
+                "instruction": "i",
+                "gold_actions": [{"name": "get_user", "arguments": {"user_id": "u1"}}],
+                "required_outputs": []
+            })
+        );
+    }
 }

@@ -2,7 +2,7 @@
 //! whose tasks are validated against the tools, and whose gold final states are
 //! computed by executing each task's gold actions in the sandbox.
 
-use crate::bundle::{Bundle, FunctionCall, Task, ToolCall};
+use crate::bundle::{Actor, Bundle, SetupStep, Task, ToolCall};
 use crate::sandbox::{Sandbox, ToolComponent, ToolInstance};
 use crate::state::State;
 use anyhow::{Context, Result, anyhow, bail};
@@ -88,6 +88,8 @@ impl Environment {
                 .with_context(|| format!("environment `{name}`, task `{}`", task.id))?;
             let gold = execute_gold(&component, task, &initial)
                 .with_context(|| format!("environment `{name}`, task `{}`", task.id))?;
+            check_checks(&component, task, &gold)
+                .with_context(|| format!("environment `{name}`, task `{}`", task.id))?;
             if let Some(expected) = &task.gold_final_state_sha256
                 && expected != &gold.sha256()
             {
@@ -148,10 +150,10 @@ pub fn execute(instance: &mut ToolInstance, state: &State, call: &ToolCall) -> E
     };
     if instance.component().checks_arguments() {
         let Some(tool) = instance.component().tool(call.actor, &call.name) else {
-            return unchanged(Observation::ToolError(format!(
-                "unknown tool `{}`",
-                call.name
-            )));
+            return unchanged(Observation::ToolError(match call.actor {
+                Actor::Agent => format!("unknown tool `{}`", call.name),
+                Actor::User => format!("the user has no tool `{}`", call.name),
+            }));
         };
         if let Err(message) = tool.validate(&call.arguments) {
             return unchanged(Observation::ToolError(format!(
@@ -168,9 +170,10 @@ pub fn execute(instance: &mut ToolInstance, state: &State, call: &ToolCall) -> E
 }
 
 /// [`execute`], then — when the environment syncs and the call succeeded —
-/// the component's `sync`, as every call of an episode runs. A failing sync
-/// becomes the call's answer; the call's own writes stay (the reference
-/// suites behave so), the sync's are dropped.
+/// the component's `sync`, as every call of an episode runs. A sync that
+/// fails becomes the call's answer and keeps the call's writes (the
+/// reference suites behave so), without its own; a sync the sandbox stops is
+/// a host-side fault, and the call is undone with it.
 pub fn execute_synced(
     instance: &mut ToolInstance,
     state: &State,
@@ -189,10 +192,17 @@ pub fn execute_synced(
             fuel,
             ..executed
         },
-        failed => Executed {
-            observation: observe(failed),
+        Ok(Err(message)) => Executed {
+            observation: Observation::ToolError(message),
             fuel,
             ..executed
+        },
+        Err(error) => Executed {
+            observation: Observation::SandboxError(format!(
+                "{error} (in the environment's sync after the call)"
+            )),
+            state: state.clone(),
+            fuel,
         },
     }
 }
@@ -206,12 +216,13 @@ fn observe(result: Result<Result<String, String>, crate::SandboxError>) -> Obser
 }
 
 /// Runs a task's set-up steps on its initial state, each followed by the
-/// environment's sync, and a last sync (so the episode starts from agreeing
-/// sides even without set-up steps). A failing step is a broken task.
+/// environment's sync; without set-up steps, one sync (so that an episode
+/// always starts from agreeing sides). A failing function, or a sandbox
+/// error, is a broken task.
 fn set_up(
     component: &ToolComponent,
     sync: bool,
-    steps: &[FunctionCall],
+    steps: &[SetupStep],
     mut state: State,
 ) -> Result<State> {
     if steps.is_empty() && !sync {
@@ -219,27 +230,44 @@ fn set_up(
     }
     let mut instance = component.instance();
     for (index, step) in steps.iter().enumerate() {
-        let outcome = instance.invoke(
-            &state,
-            step.actor,
-            &step.function,
-            &step.arguments.to_string(),
-        );
-        state = match outcome.result {
-            Ok(Ok(_)) => outcome.state,
-            Ok(Err(message)) => bail!(
-                "set-up step {index} (`{}` of the {}) failed: {message}",
-                step.function,
-                step.actor.name()
-            ),
-            Err(error) => bail!(
-                "set-up step {index} (`{}` of the {}): the sandbox stopped it: {error}",
-                step.function,
-                step.actor.name()
-            ),
+        state = match step {
+            SetupStep::Function(function) => {
+                let outcome = instance.invoke(
+                    &state,
+                    function.actor,
+                    &function.function,
+                    &function.arguments.to_string(),
+                );
+                match outcome.result {
+                    Ok(Ok(_)) => outcome.state,
+                    Ok(Err(message)) => bail!(
+                        "set-up step {index} (`{}` of the {}) failed: {message}",
+                        function.function,
+                        function.actor.name()
+                    ),
+                    Err(error) => bail!(
+                        "set-up step {index} (`{}` of the {}): the sandbox stopped it: {error}",
+                        function.function,
+                        function.actor.name()
+                    ),
+                }
+            }
+            SetupStep::Call(call) => {
+                let executed = execute_synced(&mut instance, &state, call, sync);
+                if let Observation::SandboxError(message) = &executed.observation {
+                    bail!(
+                        "set-up step {index} (tool `{}` of the {}): {message}",
+                        call.name,
+                        call.actor.name()
+                    );
+                }
+                // A replayed call has been synced already.
+                executed.state
+            }
         };
-        if sync {
-            state = synced(&mut instance, state)?;
+        if sync && matches!(step, SetupStep::Function(_)) {
+            state = synced(&mut instance, state)
+                .with_context(|| format!("after set-up step {index}"))?;
         }
     }
     if sync && steps.is_empty() {
@@ -255,6 +283,44 @@ fn synced(instance: &mut ToolInstance, state: State) -> Result<State> {
         Ok(Err(message)) => bail!("the environment's sync failed: {message}"),
         Err(error) => bail!("the environment's sync: the sandbox stopped it: {error}"),
     }
+}
+
+/// Checks that a task's assertions answer (on its gold final state) and that
+/// its required calls name tools: a misspelt function or tool would
+/// otherwise fail every episode without a word.
+fn check_checks(component: &ToolComponent, task: &Task, gold: &State) -> Result<()> {
+    let mut instance = component.instance();
+    for (index, assertion) in task.assertions.iter().enumerate() {
+        let call = &assertion.call;
+        let outcome = instance.invoke(
+            gold,
+            call.actor,
+            &call.function,
+            &call.arguments.to_string(),
+        );
+        let problem = match outcome.result {
+            Ok(Ok(text)) if serde_json::from_str::<serde_json::Value>(&text).is_ok() => continue,
+            Ok(Ok(text)) => format!("answered {text:?}, which is not JSON"),
+            Ok(Err(message)) => format!("failed: {message}"),
+            Err(error) => format!("was stopped by the sandbox: {error}"),
+        };
+        bail!(
+            "assertion {index} (`{}` of the {}) on the gold final state {problem}",
+            call.function,
+            call.actor.name()
+        );
+    }
+    for required in &task.required_calls {
+        if component.tool(Actor::Agent, &required.name).is_none()
+            && component.tool(Actor::User, &required.name).is_none()
+        {
+            bail!(
+                "required call `{}` is not a tool of the agent or the user",
+                required.name
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Executes a task's gold actions in order, without syncs between them (the

@@ -10,7 +10,7 @@ use crate::trajectory::{
     ChatFunction, ChatMessage, ChatToolCall, EnvironmentRef, EpisodeRecord, FORMAT, Role, Step,
     Termination,
 };
-use crate::verify::{Check, call_matches, python_eq, verify};
+use crate::verify::{Check, Checks, call_matches, verify};
 use anyhow::Result;
 
 /// What the agent does next.
@@ -52,6 +52,14 @@ pub trait User {
     fn respond(&mut self, transcript: &[ChatMessage]) -> Result<UserTurn>;
 }
 
+/// Checks a task's natural-language assertions against an episode's
+/// transcript (a judge model); made per episode.
+pub trait Judge {
+    /// Whether each of `assertions` holds of the dialogue `transcript`, in
+    /// their order.
+    fn judge(&mut self, assertions: &[String], transcript: &[ChatMessage]) -> Result<Vec<bool>>;
+}
+
 /// Episode settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EpisodeSettings {
@@ -70,13 +78,15 @@ impl Default for EpisodeSettings {
     }
 }
 
-/// Runs one episode of `task` and judges it.
+/// Runs one episode of `task` and judges it; the task's NL assertions are
+/// checked when a `judge` is given, and left unevaluated otherwise.
 pub fn run_episode(
     env: &Environment,
     task: &PreparedTask,
     policy_name: &str,
     policy: &mut dyn Policy,
     user: &mut dyn User,
+    judge: Option<&mut dyn Judge>,
     settings: EpisodeSettings,
 ) -> Result<EpisodeRecord> {
     let tools = env.component().tools();
@@ -131,18 +141,11 @@ pub fn run_episode(
         .filter(|message| message.role == Role::Assistant)
         .filter_map(|message| message.content.as_deref())
         .collect();
-    let verdict = verify(
-        &env.bundle().manifest.verify,
-        &task.initial,
-        &task.gold,
-        &state,
-        &task.task.required_outputs,
-        &agent_said,
-    )
-    .with_checks(
-        task.task.state_check,
-        assertions(&mut instance, task, &state),
-        task.task
+    let checks = Checks {
+        state_counts: task.task.state_check,
+        assertions: assertions(&mut instance, task, &state),
+        calls: task
+            .task
             .required_calls
             .iter()
             .map(|required| Check {
@@ -152,6 +155,21 @@ pub fn run_episode(
                     .any(|step| call_matches(required, &step.tool, &step.arguments)),
             })
             .collect(),
+        nl_assertions: match judge {
+            Some(judge) if !task.task.nl_assertions.is_empty() => {
+                judged(judge, &task.task.nl_assertions, &messages)?
+            }
+            _ => Vec::new(),
+        },
+    };
+    let verdict = verify(
+        &env.bundle().manifest.verify,
+        &task.initial,
+        &task.gold,
+        &state,
+        &task.task.required_outputs,
+        &agent_said,
+        checks,
     );
     Ok(EpisodeRecord {
         format: FORMAT.into(),
@@ -192,8 +210,33 @@ fn assertions(instance: &mut ToolInstance, task: &PreparedTask, state: &State) -
             };
             Check {
                 name: call.function.clone(),
-                met: answer.is_some_and(|answer| python_eq(&answer, &assertion.expected)),
+                met: answer
+                    .is_some_and(|answer| forge_pycompat::py_eq(&answer, &assertion.expected)),
             }
         })
         .collect()
+}
+
+/// The judge's verdict on each NL assertion.
+fn judged(
+    judge: &mut dyn Judge,
+    assertions: &[String],
+    transcript: &[ChatMessage],
+) -> Result<Vec<Check>> {
+    let verdicts = judge.judge(assertions, transcript)?;
+    if verdicts.len() != assertions.len() {
+        anyhow::bail!(
+            "the judge answered {} verdicts for {} NL assertions",
+            verdicts.len(),
+            assertions.len()
+        );
+    }
+    Ok(assertions
+        .iter()
+        .zip(verdicts)
+        .map(|(assertion, met)| Check {
+            name: assertion.clone(),
+            met,
+        })
+        .collect())
 }

@@ -2,8 +2,9 @@
 //! the first place it diverges.
 
 use crate::environment::Environment;
+use crate::episode::Judge;
 use crate::episode::{EpisodeSettings, run_episode};
-use crate::policy::{ReplayPolicy, ReplayUser};
+use crate::policy::{RecordedJudge, ReplayPolicy, ReplayUser};
 use crate::trajectory::EpisodeRecord;
 use anyhow::{Result, bail};
 use serde::Serialize;
@@ -47,11 +48,20 @@ pub fn replay_episode(env: &Environment, record: &EpisodeRecord) -> Result<Optio
     };
     let mut policy = ReplayPolicy::new(record)?;
     let mut user = ReplayUser::new(record);
+    let mut judge = RecordedJudge::new(record);
     let settings = EpisodeSettings {
         max_turns: record.max_turns,
         seed: record.seed,
     };
-    let replayed = match run_episode(env, task, &record.policy, &mut policy, &mut user, settings) {
+    let replayed = match run_episode(
+        env,
+        task,
+        &record.policy,
+        &mut policy,
+        &mut user,
+        judge.as_mut().map(|judge| judge as &mut dyn Judge),
+        settings,
+    ) {
         Ok(replayed) => replayed,
         Err(err) => {
             return Ok(Some(Divergence {
@@ -76,6 +86,8 @@ fn first_difference(recorded: &EpisodeRecord, replayed: &EpisodeRecord) -> Optio
         };
         let difference = if old.tool != new.tool {
             field("tool", &old.tool, &new.tool)
+        } else if old.actor != new.actor {
+            field("actor", &old.actor, &new.actor)
         } else if old.arguments != new.arguments {
             field("arguments", &old.arguments, &new.arguments)
         } else if old.status != new.status {

@@ -10,8 +10,10 @@
 //! - `unordered_lists`: `"collection.field"` — the list is sorted (by canonical
 //!   JSON) in every record of the collection.
 //!
-//! The reward is binary (state match and every required output said), as in
-//! the method; partial credit — the share of checks met — is reported beside it.
+//! The reward is binary, as in the method: the state matches (unless the
+//! task leaves the state out), every required output was said, and every
+//! assertion, required call and judged NL assertion of the task holds;
+//! partial credit — the share of checks met — is reported beside it.
 
 use crate::canonical;
 use crate::state::State;
@@ -101,53 +103,36 @@ pub struct Verdict {
     /// The task's required calls.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub calls: Vec<Check>,
+    /// The task's NL assertions as a judge model found them (empty when the
+    /// episode ran without a judge).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nl_assertions: Vec<Check>,
     /// Checks met / checks: one check per record that the gold actions or the
     /// agent changed (met when it equals its gold version), one per required
-    /// output, assertion and required call. 1.0 when there is nothing to check.
+    /// output, assertion, required call and judged NL assertion. 1.0 when
+    /// there is nothing to check.
     pub partial_credit: f64,
 }
 
-impl Verdict {
-    /// The verdict with a task's assertions and required calls counted, and
-    /// the state match counted only when `state_counts` (tasks judged by their
-    /// assertions alone leave it out of the reward, but it is still reported).
-    pub fn with_checks(
-        self,
-        state_counts: bool,
-        assertions: Vec<Check>,
-        calls: Vec<Check>,
-    ) -> Self {
-        let extra = assertions.len() + calls.len();
-        if state_counts && extra == 0 {
-            return self;
-        }
-        let met = assertions
-            .iter()
-            .chain(&calls)
-            .filter(|check| check.met)
-            .count();
-        let outputs_met = self.outputs.iter().all(|check| check.found);
-        let success = (self.state_match || !state_counts) && outputs_met && met == extra;
-        // Partial credit: the state's share (when it counts) and the others.
-        let (state_met, state_checks) = if state_counts {
-            (self.partial_credit, 1.0)
-        } else {
-            (0.0, 0.0)
-        };
-        let outputs = self.outputs.len() as f64;
-        let outputs_found = self.outputs.iter().filter(|check| check.found).count() as f64;
-        let checks = state_checks + outputs + extra as f64;
-        let partial_credit = if checks == 0.0 {
-            1.0
-        } else {
-            (state_met + outputs_found + met as f64) / checks
-        };
+/// A task's checks beyond the state and the required outputs, as an episode
+/// met them. By default there are none and the state counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checks {
+    /// Whether the state match counts (tasks judged by their assertions
+    /// alone leave it out of the reward; it is still reported).
+    pub state_counts: bool,
+    pub assertions: Vec<Check>,
+    pub calls: Vec<Check>,
+    pub nl_assertions: Vec<Check>,
+}
+
+impl Default for Checks {
+    fn default() -> Self {
         Self {
-            reward: if success { 1.0 } else { 0.0 },
-            assertions,
-            calls,
-            partial_credit,
-            ..self
+            state_counts: true,
+            assertions: Vec::new(),
+            calls: Vec::new(),
+            nl_assertions: Vec::new(),
         }
     }
 }
@@ -159,8 +144,12 @@ pub fn call_matches(required: &crate::bundle::RequiredCall, name: &str, argument
     if required.name != name {
         return false;
     }
+    // Arguments that are not an object (a call the policy's output did not
+    // parse into one) match nothing.
+    let Some(called) = arguments.as_object() else {
+        return false;
+    };
     let empty = serde_json::Map::new();
-    let called = arguments.as_object().unwrap_or(&empty);
     let wanted = required.arguments.as_object().unwrap_or(&empty);
     let compared: Vec<&String> = match &required.compare {
         Some(names) => names.iter().collect(),
@@ -169,32 +158,14 @@ pub fn call_matches(required: &crate::bundle::RequiredCall, name: &str, argument
     compared
         .into_iter()
         .all(|key| match (called.get(key), wanted.get(key)) {
-            (Some(a), Some(b)) => python_eq(a, b),
+            (Some(a), Some(b)) => forge_pycompat::py_eq(a, b),
             (None, None) => true,
             _ => false,
         })
 }
 
-/// `==` on JSON values as Python compares the values they decode to.
-pub fn python_eq(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
-            (Some(x), Some(y)) => x == y,
-            _ => x.as_f64() == y.as_f64(),
-        },
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| python_eq(x, y))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(key, value)| y.get(key).is_some_and(|other| python_eq(value, other)))
-        }
-        _ => a == b,
-    }
-}
-
-/// Judges a final state and the agent's messages against the gold.
+/// Judges a final state and the agent's messages against the gold, with the
+/// task's other `checks` as the episode met them.
 pub fn verify(
     rules: &VerifyRules,
     initial: &State,
@@ -202,6 +173,7 @@ pub fn verify(
     final_state: &State,
     required_outputs: &[String],
     agent_messages: &[&str],
+    checks: Checks,
 ) -> Verdict {
     let (state_match, changed, records_met) = if rules.is_empty() {
         let changed: BTreeSet<(String, String)> = initial
@@ -258,19 +230,39 @@ pub fn verify(
         .collect();
 
     let outputs_met = outputs.iter().filter(|check| check.found).count();
-    let checks = changed.len() + outputs.len();
-    let partial_credit = if checks == 0 {
-        f64::from(u8::from(state_match))
-    } else {
-        (records_met + outputs_met) as f64 / checks as f64
+    let Checks {
+        state_counts,
+        assertions,
+        calls,
+        nl_assertions,
+    } = checks;
+    let others = [&assertions, &calls, &nl_assertions];
+    let others_total: usize = others.iter().map(|checks| checks.len()).sum();
+    let others_met = others
+        .into_iter()
+        .flatten()
+        .filter(|check| check.met)
+        .count();
+    let (records_total, records_met) = match state_counts {
+        true => (changed.len(), records_met),
+        false => (0, 0),
     };
-    let success = state_match && outputs_met == outputs.len();
+    let total = records_total + outputs.len() + others_total;
+    let partial_credit = if total == 0 {
+        f64::from(u8::from(state_match || !state_counts))
+    } else {
+        (records_met + outputs_met + others_met) as f64 / total as f64
+    };
+    let success = (state_match || !state_counts)
+        && outputs_met == outputs.len()
+        && others_met == others_total;
     Verdict {
         reward: if success { 1.0 } else { 0.0 },
         state_match,
         outputs,
-        assertions: Vec::new(),
-        calls: Vec::new(),
+        assertions,
+        calls,
+        nl_assertions,
         partial_credit,
     }
 }
@@ -346,6 +338,7 @@ mod tests {
             &gold,
             &["1,024.50".into()],
             &["Refunded $1024.50."],
+            Checks::default(),
         );
         assert_eq!(verdict.reward, 1.0);
         assert!(verdict.outputs[0].found);
@@ -365,6 +358,7 @@ mod tests {
             &initial,
             &["42".into()],
             &["done"],
+            Checks::default(),
         );
         assert_eq!(verdict.reward, 0.0);
         assert!(!verdict.state_match);
@@ -372,7 +366,15 @@ mod tests {
         let half = state(
             json!({"orders": {"o1": {"status": "cancelled"}, "o2": {"status": "cancelled"}}}),
         );
-        let verdict = verify(&VerifyRules::default(), &initial, &gold, &half, &[], &[]);
+        let verdict = verify(
+            &VerifyRules::default(),
+            &initial,
+            &gold,
+            &half,
+            &[],
+            &[],
+            Checks::default(),
+        );
         assert_eq!(verdict.partial_credit, 0.5);
     }
 
@@ -384,7 +386,17 @@ mod tests {
             ..VerifyRules::default()
         };
         let found = |said: &str, output: &str| {
-            verify(&rules, &state, &state, &state, &[output.into()], &[said]).outputs[0].found
+            verify(
+                &rules,
+                &state,
+                &state,
+                &state,
+                &[output.into()],
+                &[said],
+                Checks::default(),
+            )
+            .outputs[0]
+                .found
         };
         assert!(found("You have 2 loans.", "2"));
         assert!(found("It costs $1,024.50.", "1024.5"));
@@ -401,6 +413,7 @@ mod tests {
                 &state,
                 &[output.into()],
                 &[said],
+                Checks::default(),
             )
             .outputs[0]
                 .found
@@ -420,42 +433,71 @@ mod tests {
         };
         let gold = state(json!({"orders": {"o1": {"items": ["a", "b"], "note": "x"}}}));
         let reached = state(json!({"orders": {"o1": {"items": ["b", "a"], "note": "y"}}}));
-        assert!(verify(&rules, &gold, &gold, &reached, &[], &[]).state_match);
-        assert!(!verify(&VerifyRules::default(), &gold, &gold, &reached, &[], &[]).state_match);
+        assert!(verify(&rules, &gold, &gold, &reached, &[], &[], Checks::default()).state_match);
+        assert!(
+            !verify(
+                &VerifyRules::default(),
+                &gold,
+                &gold,
+                &reached,
+                &[],
+                &[],
+                Checks::default()
+            )
+            .state_match
+        );
     }
 
     #[test]
     fn assertions_and_required_calls_count_and_the_state_may_not() {
-        let initial = state(json!({"orders": {"o1": {"status": "pending"}}}));
-        let changed = state(json!({"orders": {"o1": {"status": "cancelled"}}}));
-        let base = verify(
-            &VerifyRules::default(),
-            &initial,
-            &initial,
-            &changed,
-            &[],
-            &[],
-        );
-        assert!(!base.state_match);
+        let initial =
+            state(json!({"orders": {"o1": {"status": "pending"}, "o2": {"status": "pending"}}}));
+        let gold =
+            state(json!({"orders": {"o1": {"status": "cancelled"}, "o2": {"status": "pending"}}}));
+        // o1 as the gold has it, o2 changed where the gold did not.
+        let reached =
+            state(json!({"orders": {"o1": {"status": "cancelled"}, "o2": {"status": "lost"}}}));
         let met = |name: &str, met: bool| Check {
             name: name.into(),
             met,
         };
-        // Judged by its assertions alone, the state mismatch does not count.
-        let verdict = base
-            .clone()
-            .with_checks(false, vec![met("assert_on", true)], Vec::new());
+        let judge = |checks: Checks| {
+            verify(
+                &VerifyRules::default(),
+                &initial,
+                &gold,
+                &reached,
+                &["42".into()],
+                &["it is 42"],
+                checks,
+            )
+        };
+        // Judged by its assertions alone, the state mismatch does not count,
+        // nor do its records in the partial credit.
+        let verdict = judge(Checks {
+            state_counts: false,
+            assertions: vec![met("assert_on", true)],
+            ..Checks::default()
+        });
+        assert!(!verdict.state_match);
         assert_eq!((verdict.reward, verdict.partial_credit), (1.0, 1.0));
-        // Counted, it does; and every assertion and call must hold.
-        let verdict = base.clone().with_checks(
-            true,
-            vec![met("assert_on", true)],
-            vec![met("refund", false)],
-        );
+        // Counted, it does: one check per changed record (1 of 2 met), per
+        // output (met), per assertion (met) and per call (not made).
+        let verdict = judge(Checks {
+            assertions: vec![met("assert_on", true)],
+            calls: vec![met("refund", false)],
+            ..Checks::default()
+        });
         assert_eq!(verdict.reward, 0.0);
         assert_eq!(verdict.calls, vec![met("refund", false)]);
-        let verdict = base.with_checks(false, vec![met("assert_on", false)], Vec::new());
-        assert_eq!((verdict.reward, verdict.partial_credit), (0.0, 0.0));
+        assert_eq!(verdict.partial_credit, 3.0 / 5.0);
+        // A judged statement that does not hold fails the episode.
+        let verdict = judge(Checks {
+            state_counts: false,
+            nl_assertions: vec![met("the agent apologised", false)],
+            ..Checks::default()
+        });
+        assert_eq!((verdict.reward, verdict.partial_credit), (0.0, 0.5));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use crate::metrics;
 use crate::output;
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use forge_runtime::episode::{EpisodeSettings, run_episode};
+use forge_runtime::episode::{EpisodeSettings, Judge, run_episode};
 use forge_runtime::trajectory::{EpisodeRecord, Termination};
 use forge_runtime::{Environment, PreparedTask, Sandbox, TrajectoryWriter, episode_seed};
 use serde_json::json;
@@ -65,8 +65,17 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
                 seed,
             };
             let (mut policy, mut user) = agents.make(task, seed)?;
-            let record = run_episode(&env, task, &label, policy.as_mut(), user.as_mut(), settings)
-                .with_context(|| format!("task `{}`", task.task.id))?;
+            let mut judge = agents.judge(task);
+            let record = run_episode(
+                &env,
+                task,
+                &label,
+                policy.as_mut(),
+                user.as_mut(),
+                judge.as_mut().map(|judge| judge.as_mut() as &mut dyn Judge),
+                settings,
+            )
+            .with_context(|| format!("task `{}`", task.task.id))?;
             if let Some(writer) = &mut writer {
                 writer.write(&record)?;
             }
@@ -126,6 +135,8 @@ fn episode_json(record: &EpisodeRecord, trial: u64) -> serde_json::Value {
         "assertions": record.verdict.assertions.len(),
         "calls_made": record.verdict.calls.iter().filter(|check| check.met).count(),
         "calls_required": record.verdict.calls.len(),
+        "nl_assertions_met": record.verdict.nl_assertions.iter().filter(|check| check.met).count(),
+        "nl_assertions_judged": record.verdict.nl_assertions.len(),
         "steps": record.steps.len(),
         "fuel": record.steps.iter().map(|step| step.fuel).sum::<u64>(),
         "termination": record.termination,
@@ -182,12 +193,14 @@ fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, Episo
     } else {
         Vec::new()
     };
-    // Episodes whose task has checks Forge does not evaluate (NL assertions).
+    // Episodes whose task has NL assertions that no judge evaluated.
     let unevaluated = records
         .iter()
         .filter(|(_, record)| {
-            env.task(&record.task_id)
-                .is_some_and(|task| !task.task.unevaluated.is_empty())
+            record.verdict.nl_assertions.is_empty()
+                && env
+                    .task(&record.task_id)
+                    .is_some_and(|task| !task.task.nl_assertions.is_empty())
         })
         .count();
     if args.json {
@@ -247,7 +260,7 @@ fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, Episo
     );
     if unevaluated > 0 {
         println!(
-            "{unevaluated} of {episodes} episodes' tasks have checks Forge does not evaluate (NL assertions need a judge model): their reward covers the other checks"
+            "{unevaluated} of {episodes} episodes' tasks have NL assertions that no judge evaluated (see --judge-model): their reward covers the other checks"
         );
     }
     if !pass_hat_k.is_empty() {

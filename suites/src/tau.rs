@@ -113,7 +113,7 @@ pub fn load(domain: &Domain, data: &Path) -> Result<Bundle> {
                 dag: None,
                 gold_final_state_sha256: None,
                 stats: None,
-                unevaluated: Vec::new(),
+                nl_assertions: Vec::new(),
                 setup: Vec::new(),
                 state_check: true,
                 assertions: Vec::new(),

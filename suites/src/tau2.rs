@@ -22,15 +22,16 @@
 //!   replays to build the gold database), the user's included;
 //! - the checks its `reward_basis` counts: DB (the state check),
 //!   COMMUNICATE (`communicate_info` as required outputs), ENV_ASSERTION (its
-//!   `env_assertions`), ACTION (its gold actions as required calls); NL
-//!   assertions, which need an LLM judge, are kept as the task's unevaluated
-//!   checks.
+//!   `env_assertions`), ACTION (its gold actions as required calls) and
+//!   NL_ASSERTION (its `nl_assertions`, for a judge model).
 
 use crate::layout::{self, Side};
 use crate::pydantic::Schema;
 use crate::read_json;
 use anyhow::{Context, Result, bail};
-use forge_runtime::bundle::{Assertion, FunctionCall, Manifest, RequiredCall, Task, ToolCall};
+use forge_runtime::bundle::{
+    Assertion, FunctionCall, Manifest, RequiredCall, SetupStep, Task, ToolCall,
+};
 use forge_runtime::{Actor, Bundle};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -446,18 +447,14 @@ fn convert(task: Tau2Task, databases: &Databases) -> Result<Task> {
         false => Vec::new(),
     };
     // The reference counts what the agent said only when COMMUNICATE is in
-    // the basis, and judges NL assertions with an LLM, which Forge does not.
+    // the basis, and NL assertions (judged by a model) only when
+    // NL_ASSERTION is.
     let required_outputs = match counts("COMMUNICATE") {
         true => criteria.communicate_info.unwrap_or_default(),
         false => Vec::new(),
     };
-    let unevaluated = match counts("NL_ASSERTION") {
-        true => criteria
-            .nl_assertions
-            .unwrap_or_default()
-            .into_iter()
-            .map(|assertion| format!("NL_ASSERTION: {assertion}"))
-            .collect(),
+    let nl_assertions = match counts("NL_ASSERTION") {
+        true => criteria.nl_assertions.unwrap_or_default(),
         false => Vec::new(),
     };
     let (initial_state, setup) = match task.initial_state {
@@ -474,7 +471,7 @@ fn convert(task: Tau2Task, databases: &Databases) -> Result<Task> {
         dag: None,
         gold_final_state_sha256: None,
         stats: None,
-        unevaluated,
+        nl_assertions,
         setup,
         state_check,
         assertions,
@@ -485,24 +482,35 @@ fn convert(task: Tau2Task, databases: &Databases) -> Result<Task> {
 /// The task's own initial state, when its `initialization_data` changes the
 /// databases (merged in as the reference's `update_db` does), and its set-up
 /// steps: the `initialization_actions`, then the tool calls of its
-/// `message_history`, which the reference re-executes.
+/// `message_history`, which the reference re-executes. (The history's text
+/// messages are not shown to the agent.)
 fn initial_state(
     initial: InitialState,
     databases: &Databases,
-) -> Result<(Option<Value>, Vec<FunctionCall>)> {
+) -> Result<(Option<Value>, Vec<SetupStep>)> {
     let mut setup = initial
         .initialization_actions
         .unwrap_or_default()
         .into_iter()
-        .map(|action| {
+        .enumerate()
+        .map(|(index, action)| {
             serde_json::from_value::<EnvFunctionCall>(action)
                 .context("malformed")
                 .and_then(EnvFunctionCall::into_call)
-                .context("initial_state.initialization_actions")
+                .map(SetupStep::Function)
+                .with_context(|| format!("initial_state.initialization_actions[{index}]"))
         })
         .collect::<Result<Vec<_>>>()?;
-    for message in initial.message_history.unwrap_or_default() {
-        setup.extend(history_calls(&message).context("initial_state.message_history")?);
+    for (index, message) in initial
+        .message_history
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        setup.extend(
+            history_calls(message)
+                .with_context(|| format!("initial_state.message_history[{index}]"))?,
+        );
     }
     let Some(data) = initial.initialization_data else {
         return Ok((None, setup));
@@ -532,28 +540,30 @@ fn initial_state(
     Ok((Some(databases.state(agent.as_ref(), user.as_ref())), setup))
 }
 
-/// The tool calls of one message of a task's history, as set-up steps.
-fn history_calls(message: &Value) -> Result<Vec<FunctionCall>> {
-    let side = match message.get("role").and_then(Value::as_str) {
-        Some("assistant") => Actor::Agent,
-        Some("user") => Actor::User,
-        _ => return Ok(Vec::new()),
-    };
+/// The tool calls of one message of a task's history, as set-up steps: each
+/// made by its `requestor` (the assistant unless it says otherwise).
+fn history_calls(message: &Value) -> Result<Vec<SetupStep>> {
     let Some(calls) = message.get("tool_calls").and_then(Value::as_array) else {
         return Ok(Vec::new());
     };
     calls
         .iter()
-        .map(|call| {
+        .enumerate()
+        .map(|(index, call)| {
             let name = call
                 .get("name")
                 .and_then(Value::as_str)
-                .context("a tool call without a `name`")?;
-            Ok(FunctionCall {
-                actor: side,
-                function: name.to_owned(),
+                .with_context(|| format!("tool_calls[{index}] has no `name`"))?;
+            let requestor = call
+                .get("requestor")
+                .and_then(Value::as_str)
+                .unwrap_or("assistant");
+            Ok(SetupStep::Call(ToolCall {
+                name: name.to_owned(),
                 arguments: call.get("arguments").cloned().unwrap_or_else(|| json!({})),
-            })
+                actor: actor(requestor)
+                    .with_context(|| format!("tool_calls[{index}].requestor"))?,
+            }))
         })
         .collect()
 }

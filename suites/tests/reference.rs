@@ -163,9 +163,16 @@ fn gold_runs_score_as_the_references_gold_runs() {
                 max_turns: 200,
                 seed: 0,
             };
-            let record =
-                forge_runtime::run_episode(&env, task, "gold", &mut policy, &mut user, settings)
-                    .expect("the episode runs");
+            let record = forge_runtime::run_episode(
+                &env,
+                task,
+                "gold",
+                &mut policy,
+                &mut user,
+                None,
+                settings,
+            )
+            .expect("the episode runs");
             let expected = if GOLD_RUN_FAILURES.contains(&task.task.id.as_str()) {
                 0.0
             } else {
@@ -305,8 +312,20 @@ fn suites_are_named_as_on_the_command_line() {
     assert!(error.contains("tau-bench/retail"), "{error}");
 }
 
+/// The first NL assertion of a τ²-bench task, read from the task file.
+fn first_nl_assertion(domain: &str, index: usize) -> Option<String> {
+    let path = data_dir()
+        .join("tau2-bench")
+        .join(domain)
+        .join("tasks.json");
+    let tasks: Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    tasks[index]["evaluation_criteria"]["nl_assertions"][0]
+        .as_str()
+        .map(str::to_owned)
+}
+
 /// τ²-bench's `reward_basis` decides which checks count: retail's tasks are
-/// judged on the database and NL assertions (left unevaluated, listed), so
+/// judged on the database and NL assertions (for a judge model), so
 /// what the agent says is not required; airline's count `communicate_info`.
 #[test]
 fn tau2_reward_basis_decides_what_is_checked() {
@@ -316,7 +335,7 @@ fn tau2_reward_basis_decides_what_is_checked() {
     let with_nl = retail
         .tasks
         .iter()
-        .filter(|task| !task.unevaluated.is_empty())
+        .filter(|task| !task.nl_assertions.is_empty())
         .count();
     // 112 tasks count NL assertions; 40 of them have any.
     assert_eq!(with_nl, 40);
@@ -326,18 +345,21 @@ fn tau2_reward_basis_decides_what_is_checked() {
             .iter()
             .all(|task| task.required_outputs.is_empty())
     );
-    assert!(
-        retail
-            .tasks
-            .iter()
-            .flat_map(|task| &task.unevaluated)
-            .all(|check| check.starts_with("NL_ASSERTION: "))
+    // Their text, as the task file has it (retail task 2 has some).
+    assert_eq!(
+        retail.tasks[2].nl_assertions.first().map(String::as_str),
+        first_nl_assertion("retail", 2).as_deref()
     );
 
     let airline = Suite::Tau2Airline
         .load(&data_dir())
         .expect("the suite loads");
-    assert!(airline.tasks.iter().all(|task| task.unevaluated.is_empty()));
+    assert!(
+        airline
+            .tasks
+            .iter()
+            .all(|task| task.nl_assertions.is_empty())
+    );
     assert_eq!(
         airline
             .tasks

@@ -436,6 +436,7 @@ fn verify_tasks(
             "gold",
             &mut gold,
             &mut ScriptedUser::new(&task.task.instruction),
+            None,
             settings,
         )?;
         gold_successes += usize::from(record.verdict.reward >= 1.0);
@@ -446,6 +447,7 @@ fn verify_tasks(
             &task.initial,
             &task.task.required_outputs,
             &[],
+            forge_runtime::verify::Checks::default(),
         );
         if noop.reward > 0.0 {
             bail!("task `{}`: doing nothing already succeeds", task.task.id);
@@ -460,6 +462,7 @@ fn verify_tasks(
                 "random",
                 &mut policy,
                 &mut ScriptedUser::new(&task.task.instruction),
+                None,
                 EpisodeSettings { seed, ..settings },
             )?;
             solved += u64::from(record.verdict.reward >= 1.0);

@@ -806,7 +806,7 @@ impl<'a> TaskGenerator<'a> {
             dag: Some(dag),
             gold_final_state_sha256: Some(session.state.sha256()),
             stats: Some(stats),
-            unevaluated: Vec::new(),
+            nl_assertions: Vec::new(),
             setup: Vec::new(),
             state_check: true,
             assertions: Vec::new(),

@@ -189,3 +189,65 @@ fn a_remote_policy_without_an_endpoint_is_a_clear_error() {
         stderr(&output)
     );
 }
+
+#[test]
+fn a_judge_model_decides_nl_assertions_and_replays_take_its_verdicts() {
+    // τ²-bench retail task 2 counts the database and one NL assertion. The
+    // stub judge meets it in the first episode and not in the second.
+    let server = StubServer::start(10, |request, index| {
+        let prompt = request["messages"][1]["content"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(prompt.contains("Expected outcomes:\n1. "), "{prompt}");
+        let met = index == 0;
+        completion(&format!(
+            "{{\"results\": [{{\"expectedOutcome\": \"x\", \"reasoning\": \"r\", \"metExpectation\": {met}}}]}}"
+        ))
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str| {
+        let trajectory = dir.path().join(name);
+        let output = forge(&[
+            "run",
+            "--suite",
+            "tau2-bench/retail",
+            "--data",
+            "../shared/benchmarks",
+            "--policy",
+            "gold",
+            "--tasks",
+            "2",
+            "--judge-model",
+            "judge",
+            "--judge-base-url",
+            &server.url,
+            "--json",
+            "--out",
+            trajectory.to_str().unwrap(),
+        ]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        (json_lines(&output), trajectory)
+    };
+    let (met, met_trajectory) = run("met.jsonl");
+    assert_eq!(met[0]["reward"], 1.0);
+    assert_eq!(met[0]["nl_assertions_judged"], 1);
+    assert_eq!(met.last().unwrap()["episodes_with_unevaluated_checks"], 0);
+    let (unmet, unmet_trajectory) = run("unmet.jsonl");
+    assert_eq!(unmet[0]["reward"], 0.0);
+    assert_eq!(unmet[0]["state_match"], true);
+    assert_eq!(unmet[0]["nl_assertions_met"], 0);
+    assert_eq!(server.requests.lock().unwrap().len(), 2);
+    // Replays reproduce both verdicts without asking the judge again.
+    for trajectory in [met_trajectory, unmet_trajectory] {
+        let output = forge(&[
+            "replay",
+            trajectory.to_str().unwrap(),
+            "--suite",
+            "tau2-bench/retail",
+            "--data",
+            "../shared/benchmarks",
+        ]);
+        assert!(output.status.success(), "{}", stderr(&output));
+    }
+    assert_eq!(server.requests.lock().unwrap().len(), 2);
+}

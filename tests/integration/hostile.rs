@@ -199,3 +199,41 @@ fn hostile_calls_do_not_disturb_other_episodes() {
         }
     });
 }
+
+#[test]
+fn a_failing_sync_answers_the_call_and_a_trapping_one_undoes_it() {
+    use forge_runtime::ToolCall;
+    use forge_runtime::environment::{Observation, execute_synced};
+    let (sandbox, _cache) = sandbox(test_limits());
+    let component = sandbox
+        .load(&guest_component("forge-test-hostile"))
+        .unwrap();
+    let mut instance = component.instance();
+    let state = initial();
+    let arm = |tool: &str| ToolCall::new(tool, json!({}));
+
+    // Without syncing, the call is just a call.
+    let plain = execute_synced(&mut instance, &state, &arm("arm_sync_failure"), false);
+    assert_eq!(plain.observation, Observation::Ok("\"armed\"".into()));
+
+    // A refusing sync becomes the call's answer; the call's write stays.
+    let refused = execute_synced(&mut instance, &state, &arm("arm_sync_failure"), true);
+    assert_eq!(
+        refused.observation,
+        Observation::ToolError("sync refused".into())
+    );
+    assert!(refused.state.collection("sync").is_some());
+
+    // A trapping sync is the sandbox's to report, and undoes the call.
+    let trapped = execute_synced(&mut instance, &state, &arm("arm_sync_trap"), true);
+    match &trapped.observation {
+        Observation::SandboxError(message) => {
+            assert!(message.contains("in the environment's sync"), "{message}")
+        }
+        other => panic!("expected a sandbox error, got {other:?}"),
+    }
+    assert_eq!(trapped.state.digest(), state.digest());
+    // The host carries on.
+    let next = execute_synced(&mut instance, &state, &arm("write_note"), true);
+    assert!(matches!(next.observation, Observation::Ok(_)));
+}

@@ -82,7 +82,7 @@ fn gold_runs_on_a_suite_with_user_tools_are_judged_by_the_tasks_basis() {
         (transfer["reward"].as_f64(), transfer["calls_made"].as_u64()),
         (Some(1.0), Some(1))
     );
-    // Set up by an initialization action; its assertion holds after the gold call.
+    // Its assertion (on the task the gold call creates) holds.
     let asserted = episode("create_task_1_with_env_assertions");
     assert_eq!(asserted["reward"], 1.0);
     assert_eq!(
@@ -105,6 +105,43 @@ fn gold_runs_on_a_suite_with_user_tools_are_judged_by_the_tasks_basis() {
     }
     let summary = lines.last().unwrap();
     assert_eq!(summary["successes"], 8);
+}
+
+#[test]
+fn episodes_with_the_users_own_calls_replay_byte_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    let trajectory = dir.path().join("telecom.jsonl");
+    let tasks = "[mobile_data_issue]user_abroad_roaming_enabled_off[PERSONA:None],[mobile_data_issue]data_mode_off[PERSONA:None]";
+    let output = forge(&[
+        "run",
+        "--suite",
+        "tau2-bench/telecom",
+        "--data",
+        DATA,
+        "--policy",
+        "gold",
+        "--tasks",
+        tasks,
+        "--out",
+        trajectory.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(json_lines(&output).last().unwrap()["successes"], 2);
+    let text = std::fs::read_to_string(&trajectory).unwrap();
+    assert!(
+        text.contains("\"actor\":\"user\""),
+        "the user's calls are marked"
+    );
+    let output = forge(&[
+        "replay",
+        trajectory.to_str().unwrap(),
+        "--suite",
+        "tau2-bench/telecom",
+        "--data",
+        DATA,
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
 }
 
 #[test]

@@ -5,9 +5,12 @@ use crate::trajectory::ChatMessage;
 use anyhow::Result;
 use std::collections::VecDeque;
 
-/// Executes the task's gold actions, then tells the user the required outputs.
-/// It scores 1.0 on every sound task, which makes it the check that a task is
-/// solvable and that the verifier agrees with the task's author.
+/// Executes the task's gold actions (the user's own among them, when the
+/// task has some), then tells the user the required outputs. It scores 1.0
+/// on every sound task, which makes it the check that a task is solvable and
+/// that the verifier agrees with the task's author. (Benchmark tasks whose
+/// checks need more than the gold actions score less, in their reference
+/// too.)
 pub struct GoldPolicy {
     actions: VecDeque<Action>,
 }

@@ -8,6 +8,6 @@ mod unstable_user;
 
 pub use gold::GoldPolicy;
 pub use random::RandomPolicy;
-pub use replay::{ReplayPolicy, ReplayUser};
+pub use replay::{RecordedJudge, ReplayPolicy, ReplayUser};
 pub use scripted_user::ScriptedUser;
 pub use unstable_user::UnstableUser;

@@ -1,5 +1,5 @@
 use crate::bundle::{Actor, ToolCall};
-use crate::episode::{Action, Policy, User, UserTurn};
+use crate::episode::{Action, Judge, Policy, User, UserTurn};
 use crate::schema::ToolSpec;
 use crate::trajectory::{ChatMessage, EpisodeRecord, Role};
 use anyhow::{Context, Result, bail};
@@ -86,5 +86,35 @@ impl User for ReplayUser {
             .messages
             .pop_front()
             .map_or(UserTurn::Stop, UserTurn::Say))
+    }
+}
+
+/// Repeats the judge's verdicts of a recorded episode: a replay reproduces
+/// the environment's side and takes the judge model's answers, like the
+/// user's, as recorded.
+pub struct RecordedJudge {
+    verdicts: Vec<bool>,
+}
+
+impl RecordedJudge {
+    /// The recorded episode's judge, when it ran with one.
+    pub fn new(record: &EpisodeRecord) -> Option<Self> {
+        let checks = &record.verdict.nl_assertions;
+        (!checks.is_empty()).then(|| Self {
+            verdicts: checks.iter().map(|check| check.met).collect(),
+        })
+    }
+}
+
+impl Judge for RecordedJudge {
+    fn judge(&mut self, assertions: &[String], _: &[ChatMessage]) -> Result<Vec<bool>> {
+        if assertions.len() != self.verdicts.len() {
+            bail!(
+                "the recorded episode judged {} NL assertions, the task has {}",
+                self.verdicts.len(),
+                assertions.len()
+            );
+        }
+        Ok(self.verdicts.clone())
     }
 }

@@ -5,7 +5,7 @@ use super::{Sandbox, epoch_ticks};
 use crate::bundle::Actor;
 use crate::schema::ToolSpec;
 use crate::state::State;
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use wasmtime::component::Component;
@@ -63,6 +63,24 @@ impl CallOutcome {
     }
 }
 
+/// The version of the `forge:env` contract this host speaks (`wit/`).
+const CONTRACT: &str = "forge:env@0.2.0";
+
+/// The `forge:env` version a component speaks, when it is not this host's
+/// (a component built before the contract changed).
+fn other_contract(component: &Component, engine: &wasmtime::Engine) -> Option<String> {
+    let ty = component.component_type();
+    let names = ty
+        .imports(engine)
+        .map(|(name, _)| name)
+        .chain(ty.exports(engine).map(|(name, _)| name));
+    names
+        .filter_map(|name| name.strip_prefix("forge:env/"))
+        .filter_map(|rest| rest.split_once('@'))
+        .map(|(_, version)| format!("forge:env@{version}"))
+        .find(|version| version != CONTRACT)
+}
+
 /// A compiled, checked component and its tool schemas. Cheap to clone.
 #[derive(Clone)]
 pub struct ToolComponent {
@@ -84,6 +102,11 @@ struct ComponentInner {
 
 impl ToolComponent {
     pub(super) fn new(sandbox: Sandbox, component: Component, wasm: &[u8]) -> Result<Self> {
+        if let Some(other) = other_contract(&component, sandbox.engine()) {
+            bail!(
+                "the component was built for the {other} contract; this host speaks {CONTRACT}: rebuild it (`forge synth` again for a synthesized environment)"
+            );
+        }
         let pre = sandbox
             .inner
             .linker

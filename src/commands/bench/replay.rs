@@ -154,6 +154,7 @@ fn costs(env: &Environment, finals: &[State]) -> comfy_table::Table {
             reached,
             &task.task.required_outputs,
             &[],
+            verify::Checks::default(),
         ));
     }
     row(

@@ -182,8 +182,16 @@ pub fn sft_sequences(
             let mut policy = GoldPolicy::new(&task.task);
             let mut user = ScriptedUser::new(&task.task.instruction);
             let settings = EpisodeSettings { max_turns, seed: 0 };
-            let record = run_episode(workload.env, task, "gold", &mut policy, &mut user, settings)
-                .with_context(|| format!("gold episode of task `{}`", task.task.id))?;
+            let record = run_episode(
+                workload.env,
+                task,
+                "gold",
+                &mut policy,
+                &mut user,
+                None,
+                settings,
+            )
+            .with_context(|| format!("gold episode of task `{}`", task.task.id))?;
             let mut turns = Vec::new();
             for (at, message) in record.messages.iter().enumerate() {
                 if message.role != Role::Assistant {

@@ -275,6 +275,23 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             tokenizer.token_id(crate::chat::IM_END).is_some(),
             "the model's tokenizer has no `<|im_end|>`: only ChatML models can be trained"
         );
+        // The agent learns from gold dialogues in which it makes every call;
+        // tasks whose user makes tool calls of its own need a simulated user
+        // that does, which training does not have.
+        for env in envs {
+            if let Some(task) = env.tasks().iter().find(|task| {
+                task.task
+                    .gold_actions
+                    .iter()
+                    .any(|call| call.actor == forge_runtime::Actor::User)
+            }) {
+                bail!(
+                    "environment `{}`, task `{}`: its gold actions include the user's own tool calls, and training has no simulated user that makes them",
+                    env.name(),
+                    task.task.id
+                );
+            }
+        }
         let workloads: Vec<Workload<'a>> = envs
             .iter()
             .map(|env| {

@@ -202,8 +202,16 @@ impl Script<'_> {
             max_turns: self.max_turns,
             seed: job.seed,
         };
-        let record = run_episode(job.env, task, "model", &mut policy, user.as_mut(), settings)
-            .with_context(|| format!("episode of task `{}`", task.task.id))?;
+        let record = run_episode(
+            job.env,
+            task,
+            "model",
+            &mut policy,
+            user.as_mut(),
+            None,
+            settings,
+        )
+        .with_context(|| format!("episode of task `{}`", task.task.id))?;
         let turns = turns(&record)?;
         let masked =
             self.judge && forge_rl::judge::misinformation(&task.task, &record.messages).is_some();

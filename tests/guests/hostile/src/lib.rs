@@ -1,7 +1,7 @@
 //! A component whose tools misbehave in every way the sandbox must contain.
 //! Built by the integration tests; never shipped.
 
-use forge_guest::{Args, Db, Tool, ToolResult, json};
+use forge_guest::{Actor, Args, Db, Store, Tool, ToolResult, json};
 
 fn no_params() -> forge_guest::Value {
     json!({"type": "object", "properties": {}, "additionalProperties": false})
@@ -54,6 +54,18 @@ fn write_then_trap(db: &mut Db<'_>, _: &Args) -> ToolResult {
 fn write_then_fail(db: &mut Db<'_>, _: &Args) -> ToolResult {
     db.put("notes", "n1", &json!({"text": "should vanish"}))?;
     Err("failed after writing".to_owned())
+}
+
+/// Makes the next sync refuse (its answer becomes the call's).
+fn arm_sync_failure(db: &mut Db<'_>, _: &Args) -> ToolResult {
+    db.put("sync", "mode", &json!("fail"))?;
+    Ok(json!("armed"))
+}
+
+/// Makes the next sync trap (the host must undo the call with it).
+fn arm_sync_trap(db: &mut Db<'_>, _: &Args) -> ToolResult {
+    db.put("sync", "mode", &json!("trap"))?;
+    Ok(json!("armed"))
 }
 
 /// A well-behaved tool, to show the host still works after the others.
@@ -112,6 +124,41 @@ pub static TOOLS: &[Tool] = &[
         parameters: no_params,
         run: write_note,
     },
+    Tool {
+        name: "arm_sync_failure",
+        description: "hostile sync",
+        parameters: no_params,
+        run: arm_sync_failure,
+    },
+    Tool {
+        name: "arm_sync_trap",
+        description: "hostile sync",
+        parameters: no_params,
+        run: arm_sync_trap,
+    },
 ];
 
-forge_guest::export_environment!(TOOLS);
+pub fn describe(actor: Actor) -> String {
+    match actor {
+        Actor::Agent => forge_guest::describe(TOOLS),
+        Actor::User => "[]".to_owned(),
+    }
+}
+
+pub fn call(store: &mut dyn Store, actor: Actor, name: &str, args: &str) -> Result<String, String> {
+    match actor {
+        Actor::Agent => forge_guest::call(TOOLS, store, name, args),
+        Actor::User => Err(format!("the user has no tool `{name}`")),
+    }
+}
+
+/// Does what the last `arm_sync_*` tool asked for.
+pub fn sync(store: &mut dyn Store) -> Result<(), String> {
+    match store.get("sync", "mode").as_deref() {
+        Some("\"fail\"") => Err("sync refused".to_owned()),
+        Some("\"trap\"") => std::process::abort(),
+        _ => Ok(()),
+    }
+}
+
+forge_guest::export_component!(describe, call, forge_guest::no_function, sync);
