@@ -11,8 +11,9 @@ use forge_runtime::episode::{Judge, Policy, User};
 use forge_runtime::policy::{
     GoldPolicy, RandomPolicy, RecordedJudge, ReplayPolicy, ReplayUser, ScriptedUser, UnstableUser,
 };
+use forge_runtime::schema::ToolSpec;
 use forge_runtime::trajectory::{self, EpisodeRecord};
-use forge_runtime::{Environment, PreparedTask};
+use forge_runtime::{Actor, Environment, PreparedTask};
 use forge_trainer::Sampling;
 use forge_trainer::chat::{ModelPolicy, PromptSettings, PromptStyle};
 use std::collections::BTreeMap;
@@ -30,7 +31,8 @@ pub struct AgentArgs {
     #[arg(long, value_name = "FILE", required_if_eq("policy", "replay"))]
     pub from: Option<PathBuf>,
     /// The simulated user: states the instruction and ends at the agent's
-    /// first message (`scripted`), or a model playing the user (`openai`).
+    /// first message (`scripted`), or a model playing the user (`openai`),
+    /// which may call the user's own tools where the environment has some.
     #[arg(long, value_enum, default_value_t = UserKind::Scripted)]
     pub user: UserKind,
     /// With the scripted user: the probability that it states one of its facts
@@ -94,6 +96,8 @@ pub struct Agents {
     user: UserKind,
     client: Option<ChatClient>,
     judge: Option<ChatClient>,
+    /// The simulated user's own tools (a model playing the user may call them).
+    user_tools: Vec<ToolSpec>,
     recorded: BTreeMap<String, EpisodeRecord>,
     style: PromptStyle,
     instability: f64,
@@ -176,6 +180,7 @@ impl Agents {
             user: args.user,
             client,
             judge,
+            user_tools: env.component().tools_of(Actor::User).to_vec(),
             recorded,
             style,
             instability: args.user_instability,
@@ -246,10 +251,10 @@ impl Agents {
                 seed,
             )),
             (_, UserKind::Scripted) => Box::new(ScriptedUser::new(instruction)),
-            (_, UserKind::Openai) => Box::new(RemoteUser::new(
-                self.client.as_ref().expect("checked in new"),
-                instruction,
-            )),
+            (_, UserKind::Openai) => Box::new(
+                RemoteUser::new(self.client.as_ref().expect("checked in new"), instruction)
+                    .with_tools(&self.user_tools),
+            ),
         };
         Ok((policy, user))
     }

@@ -81,10 +81,13 @@ impl Policy for RemotePolicy<'_> {
 pub const STOP: &str = "###STOP###";
 
 /// The simulated user is a model given the task instruction; it ends the
-/// dialogue by saying [`STOP`].
+/// dialogue by saying [`STOP`]. Given tools of its own ([`RemoteUser::with_tools`]),
+/// it may call them before it answers.
 pub struct RemoteUser<'a> {
     client: &'a ChatClient,
     instruction: String,
+    /// The user's own tools in function-calling form (empty: none).
+    tools: Value,
 }
 
 impl<'a> RemoteUser<'a> {
@@ -92,59 +95,116 @@ impl<'a> RemoteUser<'a> {
         Self {
             client,
             instruction: instruction.into(),
+            tools: Value::Array(Vec::new()),
+        }
+    }
+
+    /// The same user with tools of its own to call.
+    pub fn with_tools(self, tools: &[ToolSpec]) -> Self {
+        Self {
+            tools: Value::Array(tools.iter().map(ToolSpec::to_openai).collect()),
+            ..self
         }
     }
 
     fn system(&self) -> String {
+        let tools = match self.tools.as_array().is_some_and(|tools| !tools.is_empty()) {
+            true => {
+                " You have tools of your own (your phone, your inbox): use them when the agent asks you to check or change something on your side, one call at a time, and tell the agent what you found."
+            }
+            false => "",
+        };
         format!(
             "You are a customer talking to a customer-service agent. Your situation and goal:\n{}\n\n\
              Say one message at a time, as the customer. Give only the information the agent asks \
-             for and that your situation contains; never invent facts. When your goal is met, or \
+             for and that your situation contains; never invent facts.{tools} When your goal is met, or \
              cannot be met, reply with exactly {STOP}.",
             self.instruction
         )
     }
 
-    /// The dialogue from the user's side: the agent's messages are `user`
-    /// turns, the user's own are `assistant` turns; tool traffic is hidden.
-    fn say(&self, transcript: &[ChatMessage]) -> anyhow::Result<String> {
+    /// The model's next message as the user. It sees the dialogue from the
+    /// user's side: the agent's messages are `user` turns, the user's own
+    /// are `assistant` turns (its tool calls and their results included);
+    /// the agent's tool traffic is hidden.
+    fn reply(&self, transcript: &[ChatMessage]) -> anyhow::Result<Value> {
         let mut messages = vec![json!({"role": "system", "content": self.system()})];
+        let mut own_calls = std::collections::BTreeSet::new();
         for message in transcript {
-            let (role, Some(content)) = (message.role, &message.content) else {
-                continue;
-            };
-            match role {
-                Role::User => messages.push(json!({"role": "assistant", "content": content})),
-                Role::Assistant => messages.push(json!({"role": "user", "content": content})),
-                Role::System | Role::Tool => {}
+            match (message.role, &message.content, &message.tool_calls) {
+                (Role::User, _, Some(calls)) => {
+                    own_calls.extend(calls.iter().map(|call| call.id.clone()));
+                    messages.push(json!({"role": "assistant", "tool_calls": calls}));
+                }
+                (Role::User, Some(content), None) => {
+                    messages.push(json!({"role": "assistant", "content": content}))
+                }
+                (Role::Assistant, Some(content), _) => {
+                    messages.push(json!({"role": "user", "content": content}))
+                }
+                (Role::Tool, Some(content), _)
+                    if message
+                        .tool_call_id
+                        .as_ref()
+                        .is_some_and(|id| own_calls.contains(id)) =>
+                {
+                    messages.push(json!({
+                        "role": "tool",
+                        "tool_call_id": message.tool_call_id,
+                        "content": content,
+                    }))
+                }
+                _ => {}
             }
         }
         if transcript.is_empty() {
             messages.push(json!({"role": "user", "content": "Hello, how can I help you today?"}));
         }
-        let reply = self
+        Ok(self
             .client
-            .complete_message(&Value::Array(messages), None)?;
-        Ok(reply
-            .get("content")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .trim()
-            .to_owned())
+            .complete_message(&Value::Array(messages), Some(&self.tools))?)
     }
+}
+
+fn text_of(reply: &Value) -> String {
+    reply
+        .get("content")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
 }
 
 impl User for RemoteUser<'_> {
     fn open(&mut self) -> anyhow::Result<String> {
-        self.say(&[])
+        Ok(text_of(&self.reply(&[])?))
     }
 
     fn respond(&mut self, transcript: &[ChatMessage]) -> anyhow::Result<UserTurn> {
-        let reply = self.say(transcript)?;
-        Ok(if reply.contains(STOP) {
+        let reply = self.reply(transcript)?;
+        // One call at a time: the user sees each result before the next.
+        if let Some(call) = reply
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .and_then(|calls| calls.first())
+        {
+            let name = call
+                .pointer("/function/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let raw = call
+                .pointer("/function/arguments")
+                .and_then(Value::as_str)
+                .unwrap_or("{}");
+            let arguments =
+                serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()));
+            return Ok(UserTurn::Call(ToolCall::new(name, arguments)));
+        }
+        let text = text_of(&reply);
+        Ok(if text.contains(STOP) {
             UserTurn::Stop
         } else {
-            UserTurn::Say(reply)
+            UserTurn::Say(text)
         })
     }
 }

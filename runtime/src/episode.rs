@@ -1,14 +1,14 @@
 //! Episodes: a policy and a simulated user talk; the policy's tool calls run
 //! in the sandbox against the episode's state.
 
-use crate::bundle::ToolCall;
+use crate::bundle::{Actor, ToolCall};
 use crate::environment::{Environment, PreparedTask, execute_synced};
 use crate::sandbox::ToolInstance;
 use crate::schema::ToolSpec;
 use crate::state::State;
 use crate::trajectory::{
     ChatFunction, ChatMessage, ChatToolCall, EnvironmentRef, EpisodeRecord, FORMAT, Role, Step,
-    Termination,
+    Termination, agent_view,
 };
 use crate::verify::{Check, Checks, call_matches, verify};
 use anyhow::Result;
@@ -37,9 +37,14 @@ pub trait Policy {
 }
 
 /// What the simulated user does after the agent speaks.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum UserTurn {
     Say(String),
+    /// The user calls one of its own tools (τ²-bench's telecom user toggles
+    /// airplane mode); the episode runs it, adds the call and its result to
+    /// the transcript (where the agent does not see them) and asks the user
+    /// again.
+    Call(ToolCall),
     /// The user is done; the episode ends.
     Stop,
 }
@@ -48,7 +53,8 @@ pub enum UserTurn {
 pub trait User {
     /// The user's opening message.
     fn open(&mut self) -> Result<String>;
-    /// The user's answer to the agent's last message (the transcript's last).
+    /// The user's answer to the agent's last message, or — after a call of
+    /// its own tools — to that call's result (the transcript's last).
     fn respond(&mut self, transcript: &[ChatMessage]) -> Result<UserTurn>;
 }
 
@@ -94,10 +100,15 @@ pub fn run_episode(
     let sync = env.bundle().manifest.sync;
     let mut state = task.initial.clone();
     let mut messages = vec![ChatMessage::user(user.open()?)];
-    let mut steps = Vec::new();
+    let mut steps: Vec<Step> = Vec::new();
     let mut termination = Termination::MaxTurns;
-    for turn in 0..settings.max_turns {
-        match policy.act(&messages, tools)? {
+    'turns: for turn in 0..settings.max_turns {
+        let users_calls = steps.iter().any(|step| step.actor == Actor::User);
+        let action = match users_calls {
+            true => policy.act(&agent_view(&messages), tools)?,
+            false => policy.act(&messages, tools)?,
+        };
+        match action {
             Action::Call(call) => {
                 let call_id = format!("call_{}", steps.len());
                 messages.push(ChatMessage::assistant_call(ChatToolCall {
@@ -126,13 +137,51 @@ pub fn run_episode(
             }
             Action::Say(text) => {
                 messages.push(ChatMessage::assistant(text));
-                match user.respond(&messages)? {
-                    UserTurn::Say(reply) => messages.push(ChatMessage::user(reply)),
-                    UserTurn::Stop => {
-                        termination = Termination::UserStop;
-                        break;
+                // The user may use its own tools before it answers, as many
+                // times in a row as the agent has turns.
+                for _ in 0..settings.max_turns {
+                    match user.respond(&messages)? {
+                        UserTurn::Say(reply) => {
+                            messages.push(ChatMessage::user(reply));
+                            continue 'turns;
+                        }
+                        UserTurn::Stop => {
+                            termination = Termination::UserStop;
+                            break 'turns;
+                        }
+                        UserTurn::Call(call) => {
+                            let call_id = format!("call_{}", steps.len());
+                            messages.push(ChatMessage::user_call(ChatToolCall {
+                                id: call_id.clone(),
+                                kind: "function".into(),
+                                function: ChatFunction {
+                                    name: call.name.clone(),
+                                    arguments: call.arguments.to_string(),
+                                },
+                            }));
+                            let call = ToolCall {
+                                actor: Actor::User,
+                                ..call
+                            };
+                            let executed = execute_synced(&mut instance, &state, &call, sync);
+                            state = executed.state;
+                            let result = executed.observation.content();
+                            messages.push(ChatMessage::tool(&call_id, &result));
+                            steps.push(Step {
+                                turn,
+                                call_id,
+                                tool: call.name,
+                                actor: Actor::User,
+                                arguments: call.arguments,
+                                status: executed.observation.status().into(),
+                                result,
+                                fuel: executed.fuel,
+                                state_hash: state.digest(),
+                            });
+                        }
                     }
                 }
+                break 'turns;
             }
         }
     }

@@ -70,6 +70,16 @@ impl ChatMessage {
         }
     }
 
+    /// The simulated user calling one of its own tools (hidden from the agent).
+    pub fn user_call(call: ChatToolCall) -> Self {
+        Self {
+            role: Role::User,
+            content: None,
+            tool_calls: Some(vec![call]),
+            tool_call_id: None,
+        }
+    }
+
     pub fn tool(call_id: impl Into<String>, content: impl Into<String>) -> Self {
         Self {
             role: Role::Tool,
@@ -80,7 +90,30 @@ impl ChatMessage {
     }
 }
 
-/// A tool call inside an assistant message.
+/// The dialogue as the agent sees it: without the simulated user's calls of
+/// its own tools and their results.
+pub fn agent_view(messages: &[ChatMessage]) -> Vec<ChatMessage> {
+    let users_calls: std::collections::BTreeSet<&str> = messages
+        .iter()
+        .filter(|message| message.role == Role::User)
+        .flat_map(|message| message.tool_calls.iter().flatten())
+        .map(|call| call.id.as_str())
+        .collect();
+    messages
+        .iter()
+        .filter(|message| match message.role {
+            Role::User => message.tool_calls.is_none(),
+            Role::Tool => !message
+                .tool_call_id
+                .as_deref()
+                .is_some_and(|id| users_calls.contains(id)),
+            _ => true,
+        })
+        .cloned()
+        .collect()
+}
+
+/// A tool call inside an assistant (or user) message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatToolCall {
     pub id: String,
@@ -282,5 +315,37 @@ pub fn read(path: &Path) -> Result<TrajectoryFile> {
             );
         }
         episodes.push(record);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_agent_does_not_see_the_users_own_calls() {
+        let call = |id: &str| ChatToolCall {
+            id: id.into(),
+            kind: "function".into(),
+            function: ChatFunction {
+                name: "toggle_data".into(),
+                arguments: "{}".into(),
+            },
+        };
+        let messages = vec![
+            ChatMessage::user("my data is off"),
+            ChatMessage::assistant_call(call("call_0")),
+            ChatMessage::tool("call_0", "line L1"),
+            ChatMessage::assistant("please toggle your data"),
+            ChatMessage::user_call(call("call_1")),
+            ChatMessage::tool("call_1", "Mobile Data is now ON."),
+            ChatMessage::user("done"),
+        ];
+        let seen = agent_view(&messages);
+        let expected: Vec<ChatMessage> = [0, 1, 2, 3, 6]
+            .into_iter()
+            .map(|index| messages[index].clone())
+            .collect();
+        assert_eq!(seen, expected);
     }
 }

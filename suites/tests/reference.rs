@@ -312,6 +312,56 @@ fn suites_are_named_as_on_the_command_line() {
     assert!(error.contains("tau-bench/retail"), "{error}");
 }
 
+#[test]
+fn telecom_files_and_set_up_errors_are_named() {
+    let copy = tempfile::tempdir().expect("a temporary directory");
+    let dir = copy.path().join("tau2-bench/telecom");
+    std::fs::create_dir_all(&dir).expect("creating the copy");
+    for entry in std::fs::read_dir(data_dir().join("tau2-bench/telecom")).expect("the data") {
+        let path = entry.expect("an entry").path();
+        std::fs::copy(&path, dir.join(path.file_name().expect("a name"))).expect("copying");
+    }
+    let load = || format!("{:#}", Suite::Tau2Telecom.load(copy.path()).unwrap_err());
+
+    let db = std::fs::read_to_string(dir.join("db.toml")).expect("reading");
+    std::fs::write(dir.join("db.toml"), db.replacen("[[lines]]", "[[lines]", 1)).expect("writing");
+    let error = load();
+    assert!(
+        error.contains("db.toml") && error.contains("TOML"),
+        "{error}"
+    );
+    std::fs::write(
+        dir.join("db.toml"),
+        db.replacen("phone_number = \"555-123-2001\"\n", "", 1),
+    )
+    .expect("writing");
+    let error = load();
+    assert!(
+        error.contains("db.toml") && error.contains("lines.0.phone_number: field required"),
+        "{error}"
+    );
+    std::fs::write(dir.join("db.toml"), &db).expect("restoring");
+
+    // A set-up step the component has no function for breaks its task, named.
+    let tasks_text = std::fs::read_to_string(dir.join("tasks.json")).expect("reading");
+    let mut tasks: Value = serde_json::from_str(&tasks_text).expect("the tasks are JSON");
+    tasks[0]["initial_state"]["initialization_actions"][0]["func_name"] = json!("set_user_infos");
+    let id = tasks[0]["id"].as_str().expect("an id").to_owned();
+    std::fs::write(dir.join("tasks.json"), tasks.to_string()).expect("writing");
+    let bundle = Suite::Tau2Telecom
+        .load(copy.path())
+        .expect("the data itself reads");
+    let sandbox = Sandbox::with_defaults().expect("a sandbox");
+    let error = match Environment::load(&sandbox, bundle) {
+        Ok(_) => panic!("a task whose set-up fails loads"),
+        Err(error) => format!("{error:#}"),
+    };
+    assert!(
+        error.contains(&id) && error.contains("set-up step 0") && error.contains("set_user_infos"),
+        "{error}"
+    );
+}
+
 /// The first NL assertion of a τ²-bench task, read from the task file.
 fn first_nl_assertion(domain: &str, index: usize) -> Option<String> {
     let path = data_dir()

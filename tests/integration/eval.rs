@@ -251,3 +251,73 @@ fn a_judge_model_decides_nl_assertions_and_replays_take_its_verdicts() {
     }
     assert_eq!(server.requests.lock().unwrap().len(), 2);
 }
+
+#[test]
+fn a_remote_user_calls_its_own_tools_out_of_the_agents_sight() {
+    // τ²-bench mock task `update_task_with_user_tools` asserts that the user
+    // read its notification, which only the user's own tool can do. The stub
+    // user opens, answers the agent by dismissing the notification, then stops.
+    let server = StubServer::start(10, |request, index| match index {
+        0 => completion("Please mark task_1 as completed."),
+        1 => {
+            assert!(
+                request["tools"]
+                    .to_string()
+                    .contains("dismiss_notification")
+            );
+            let body = json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                "role": "assistant", "content": null,
+                "tool_calls": [{"id": "u1", "type": "function", "function": {
+                    "name": "dismiss_notification",
+                    "arguments": "{\"notification_id\": \"notif_1\"}"}}]}}]});
+            (200, body.to_string())
+        }
+        _ => {
+            // The user sees its call's result.
+            let last = request["messages"]
+                .as_array()
+                .unwrap()
+                .last()
+                .unwrap()
+                .clone();
+            assert_eq!(last["role"], "tool", "{last}");
+            assert_eq!(last["content"], "Notification notif_1 dismissed");
+            completion("Thanks! ###STOP###")
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let trajectory = dir.path().join("t.jsonl");
+    let data = [
+        "--suite",
+        "tau2-bench/mock",
+        "--data",
+        "../shared/benchmarks",
+    ];
+    let mut args = vec!["run", "--json", "--policy", "gold", "--user", "openai"];
+    args.extend(data);
+    args.extend([
+        "--base-url",
+        &server.url,
+        "--model",
+        "stub",
+        "--tasks",
+        "update_task_with_user_tools",
+        "--out",
+        trajectory.to_str().unwrap(),
+    ]);
+    let output = forge(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let episode = &json_lines(&output)[0];
+    assert_eq!(episode["assertions_met"], 1, "{episode}");
+    assert_eq!(episode["steps"], 2);
+    let record: Value =
+        serde_json::from_str(std::fs::read_to_string(&trajectory).unwrap().trim()).unwrap();
+    assert_eq!(record["steps"][1]["actor"], "user");
+    assert_eq!(record["steps"][1]["tool"], "dismiss_notification");
+    assert_eq!(server.requests.lock().unwrap().len(), 3);
+    // The recorded dialogue, the user's calls included, replays without the model.
+    let mut replay = vec!["replay", trajectory.to_str().unwrap()];
+    replay.extend(data);
+    let output = forge(&replay);
+    assert!(output.status.success(), "{}", stderr(&output));
+}

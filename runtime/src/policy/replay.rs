@@ -57,35 +57,51 @@ impl Policy for ReplayPolicy {
     }
 }
 
-/// Repeats the user messages of a recorded episode, then stops.
+/// Repeats the user's turns of a recorded episode — its messages and calls
+/// of its own tools — then stops.
 pub struct ReplayUser {
-    messages: VecDeque<String>,
+    turns: VecDeque<UserTurn>,
 }
 
 impl ReplayUser {
     pub fn new(record: &EpisodeRecord) -> Self {
-        let messages = record
+        let turns = record
             .messages
             .iter()
             .filter(|message| message.role == Role::User)
-            .filter_map(|message| message.content.clone())
+            .flat_map(|message| match (&message.content, &message.tool_calls) {
+                (Some(text), _) => vec![UserTurn::Say(text.clone())],
+                (None, Some(calls)) => calls
+                    .iter()
+                    .map(|call| {
+                        let arguments = serde_json::from_str(&call.function.arguments)
+                            .unwrap_or_else(|_| {
+                                serde_json::Value::String(call.function.arguments.clone())
+                            });
+                        UserTurn::Call(ToolCall {
+                            name: call.function.name.clone(),
+                            arguments,
+                            actor: Actor::User,
+                        })
+                    })
+                    .collect(),
+                (None, None) => Vec::new(),
+            })
             .collect();
-        Self { messages }
+        Self { turns }
     }
 }
 
 impl User for ReplayUser {
     fn open(&mut self) -> Result<String> {
-        self.messages
-            .pop_front()
-            .context("the recorded episode has no user message")
+        match self.turns.pop_front() {
+            Some(UserTurn::Say(text)) => Ok(text),
+            _ => bail!("the recorded episode does not open with a user message"),
+        }
     }
 
     fn respond(&mut self, _: &[ChatMessage]) -> Result<UserTurn> {
-        Ok(self
-            .messages
-            .pop_front()
-            .map_or(UserTurn::Stop, UserTurn::Say))
+        Ok(self.turns.pop_front().unwrap_or(UserTurn::Stop))
     }
 }
 
