@@ -98,6 +98,8 @@ pub struct Agents {
     judge: Option<ChatClient>,
     /// The simulated user's own tools (a model playing the user may call them).
     user_tools: Vec<ToolSpec>,
+    /// The environment's brief for a model playing the user.
+    user_guidelines: Option<String>,
     recorded: BTreeMap<String, EpisodeRecord>,
     style: PromptStyle,
     instability: f64,
@@ -181,6 +183,7 @@ impl Agents {
             client,
             judge,
             user_tools: env.component().tools_of(Actor::User).to_vec(),
+            user_guidelines: env.bundle().manifest.user_guidelines.clone(),
             recorded,
             style,
             instability: args.user_instability,
@@ -253,7 +256,8 @@ impl Agents {
             (_, UserKind::Scripted) => Box::new(ScriptedUser::new(instruction)),
             (_, UserKind::Openai) => Box::new(
                 RemoteUser::new(self.client.as_ref().expect("checked in new"), instruction)
-                    .with_tools(&self.user_tools),
+                    .with_tools(&self.user_tools)
+                    .with_guidelines(self.user_guidelines.as_deref()),
             ),
         };
         Ok((policy, user))

@@ -80,6 +80,10 @@ impl Policy for RemotePolicy<'_> {
 /// What a model playing the user says to end the dialogue.
 pub const STOP: &str = "###STOP###";
 
+/// Further endings τ²-bench's user guidelines allow: asking for a human
+/// agent, and a request outside the scenario.
+const OTHER_ENDINGS: [&str; 2] = ["###TRANSFER###", "###OUT-OF-SCOPE###"];
+
 /// The simulated user is a model given the task instruction; it ends the
 /// dialogue by saying [`STOP`]. Given tools of its own ([`RemoteUser::with_tools`]),
 /// it may call them before it answers.
@@ -88,6 +92,8 @@ pub struct RemoteUser<'a> {
     instruction: String,
     /// The user's own tools in function-calling form (empty: none).
     tools: Value,
+    /// The environment's brief for a model playing its users.
+    guidelines: Option<String>,
 }
 
 impl<'a> RemoteUser<'a> {
@@ -96,6 +102,17 @@ impl<'a> RemoteUser<'a> {
             client,
             instruction: instruction.into(),
             tools: Value::Array(Vec::new()),
+            guidelines: None,
+        }
+    }
+
+    /// The same user briefed by `guidelines` (the environment's own, such as
+    /// τ²-bench's user-simulator guidelines) instead of Forge's generic brief;
+    /// the task's instruction follows them as the `<scenario>`.
+    pub fn with_guidelines(self, guidelines: Option<&str>) -> Self {
+        Self {
+            guidelines: guidelines.map(str::to_owned),
+            ..self
         }
     }
 
@@ -108,6 +125,13 @@ impl<'a> RemoteUser<'a> {
     }
 
     fn system(&self) -> String {
+        if let Some(guidelines) = &self.guidelines {
+            return format!(
+                "{}\n\n<scenario>\n{}\n</scenario>",
+                guidelines.trim(),
+                self.instruction
+            );
+        }
         let tools = match self.tools.as_array().is_some_and(|tools| !tools.is_empty()) {
             true => {
                 " You have tools of your own (your phone, your inbox): use them when the agent asks you to check or change something on your side, one call at a time, and tell the agent what you found."
@@ -201,10 +225,12 @@ impl User for RemoteUser<'_> {
             return Ok(UserTurn::Call(ToolCall::new(name, arguments)));
         }
         let text = text_of(&reply);
-        Ok(if text.contains(STOP) {
-            UserTurn::Stop
-        } else {
-            UserTurn::Say(text)
-        })
+        Ok(
+            if text.contains(STOP) || OTHER_ENDINGS.iter().any(|end| text.contains(end)) {
+                UserTurn::Stop
+            } else {
+                UserTurn::Say(text)
+            },
+        )
     }
 }

@@ -55,6 +55,11 @@ pub struct Manifest {
     /// user sides hold views of the same facts, such as τ²-bench's telecom).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sync: bool,
+    /// How a model playing the user is told to behave, before the task's
+    /// instruction (τ²-bench's user-simulator guidelines); a generic brief
+    /// when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_guidelines: Option<String>,
 }
 
 fn checked() -> bool {

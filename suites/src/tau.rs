@@ -134,6 +134,7 @@ pub fn load(domain: &Domain, data: &Path) -> Result<Bundle> {
             // Malformed calls get the reference's own answers.
             check_arguments: false,
             sync: false,
+            user_guidelines: None,
         },
         wasm: Arc::from(domain.component),
         initial_state: Value::Object(state),

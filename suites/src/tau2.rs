@@ -8,6 +8,7 @@
 //! tau2-bench/<domain>/user_db.json|user_db.toml  the user's (mock, telecom)
 //! tau2-bench/<domain>/tasks.json                 [{id, user_scenario, initial_state, evaluation_criteria, …}]
 //! tau2-bench/<domain>/policy.md                  the agent policy (telecom: main_policy.md + tech_support_manual.md)
+//! tau2-bench/user_simulator/simulation_guidelines[_tools].md  how a model plays the user (optional)
 //! ```
 //!
 //! The reference holds its databases as pydantic models, so they are loaded
@@ -129,6 +130,22 @@ fn telecom_policy(dir: &Path) -> Result<String> {
 
 fn read_text(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// The reference user simulator's guidelines
+/// (`tau2-bench/user_simulator/simulation_guidelines.md`, or `…_tools.md`
+/// for users with tools), without persona guidelines; none when the data
+/// directory does not have them.
+fn user_guidelines(data: &Path, user_has_tools: bool) -> Result<Option<String>> {
+    let name = match user_has_tools {
+        true => "simulation_guidelines_tools.md",
+        false => "simulation_guidelines.md",
+    };
+    let path = data.join("tau2-bench/user_simulator").join(name);
+    if !path.exists() {
+        return Ok(None);
+    }
+    Ok(Some(read_text(&path)?.replace("<PERSONA_GUIDELINES>", "")))
 }
 
 /// A TOML file as JSON; errors name the file.
@@ -375,6 +392,7 @@ pub fn load(domain: &Domain, data: &Path) -> Result<Bundle> {
             // Malformed calls get the reference's own answers.
             check_arguments: false,
             sync: domain.sync,
+            user_guidelines: user_guidelines(data, domain.user_db.is_some())?,
         },
         wasm: Arc::from(domain.component),
         initial_state: databases.state(None, None),

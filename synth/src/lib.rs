@@ -345,6 +345,7 @@ fn synthesize_domain(
         hashes: None,
         check_arguments: true,
         sync: false,
+        user_guidelines: None,
     };
     let tasks: Vec<Task> = kept.into_iter().map(|generated| generated.task).collect();
     let bundle = Bundle {

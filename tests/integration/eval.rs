@@ -258,7 +258,12 @@ fn a_remote_user_calls_its_own_tools_out_of_the_agents_sight() {
     // read its notification, which only the user's own tool can do. The stub
     // user opens, answers the agent by dismissing the notification, then stops.
     let server = StubServer::start(10, |request, index| match index {
-        0 => completion("Please mark task_1 as completed."),
+        0 => {
+            // Briefed by τ²-bench's own guidelines for users with tools.
+            let system = request["messages"][0]["content"].as_str().unwrap();
+            assert!(system.contains("<scenario>") && system.contains("tool"), "{system}");
+            completion("Please mark task_1 as completed.")
+        }
         1 => {
             assert!(
                 request["tools"]
