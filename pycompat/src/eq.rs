@@ -63,6 +63,9 @@ mod tests {
         assert!(py_eq(&json!(true), &json!(1)));
         assert!(py_eq(&json!(false), &json!(0.0)));
         assert!(!py_eq(&json!(true), &json!(2)));
+        assert!(!py_eq(&json!(true), &json!("True")));
+        assert!(!py_eq(&json!(false), &json!(null)));
+        assert!(py_eq(&json!(null), &json!(null)));
         assert!(!py_eq(&json!(u64::MAX), &json!(u64::MAX - 1)));
         assert!(py_eq(
             &json!({"a": [1, "x"], "b": null}),

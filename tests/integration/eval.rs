@@ -261,7 +261,10 @@ fn a_remote_user_calls_its_own_tools_out_of_the_agents_sight() {
         0 => {
             // Briefed by τ²-bench's own guidelines for users with tools.
             let system = request["messages"][0]["content"].as_str().unwrap();
-            assert!(system.contains("<scenario>") && system.contains("tool"), "{system}");
+            assert!(
+                system.contains("<scenario>") && system.contains("tool"),
+                "{system}"
+            );
             completion("Please mark task_1 as completed.")
         }
         1 => {

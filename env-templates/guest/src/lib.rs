@@ -6,8 +6,8 @@
 //! component that implements the `forge:env/environment` world.
 //!
 //! Tools reach the state only through the [`Store`] trait, so the same tool code
-//! also runs natively against any in-memory store (the host's benchmarks compare
-//! the sandboxed and the native call this way).
+//! also runs natively against any in-memory store, such as [`MemoryStore`] (the
+//! host's benchmarks compare the sandboxed and the native call this way).
 //!
 //! Guest code must stay deterministic: no clocks, no randomness, no I/O — the
 //! host refuses components that import them. (`HashMap` is fine: the host
@@ -16,11 +16,13 @@
 mod args;
 mod db;
 mod host;
+mod memory;
 pub mod ops;
 
 pub use args::Args;
 pub use db::{Db, Store};
 pub use host::HostStore;
+pub use memory::MemoryStore;
 pub use serde_json::{Value, json};
 
 #[doc(hidden)]

@@ -21,9 +21,10 @@
 pub mod airline;
 pub mod model;
 pub mod retail;
+pub mod toolkit;
 
 use forge_guest::Store;
-pub use forge_pycompat::{Num, dumps};
+pub use forge_pycompat::{Num, dumps, py_eq};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
@@ -319,7 +320,56 @@ pub fn type_name(value: &Value) -> &'static str {
 pub fn py_str(value: &Value) -> String {
     match value {
         Value::String(text) => text.clone(),
-        other => model::py_repr(other),
+        other => py_repr(other),
+    }
+}
+
+/// Python's `repr` of a JSON value.
+pub fn py_repr(value: &Value) -> String {
+    match value {
+        Value::Null => "None".to_owned(),
+        Value::Bool(true) => "True".to_owned(),
+        Value::Bool(false) => "False".to_owned(),
+        // Integers past `i64` stay exact, as Python's do.
+        Value::Number(number) if number.is_u64() => number.to_string(),
+        Value::Number(_) => num(value).map_or_else(|err| err, |num| num.to_python_string()),
+        Value::String(text) => repr(text),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(py_repr).collect();
+            format!("[{}]", items.join(", "))
+        }
+        Value::Object(map) => {
+            let items: Vec<String> = map
+                .iter()
+                .map(|(key, value)| format!("{}: {}", repr(key), py_repr(value)))
+                .collect();
+            format!("{{{}}}", items.join(", "))
+        }
+    }
+}
+
+/// `bool(value)`: Python's truthiness.
+pub fn truthy(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(flag) => *flag,
+        Value::Number(number) => number.as_f64().is_some_and(|float| float != 0.0),
+        Value::String(text) => !text.is_empty(),
+        Value::Array(items) => !items.is_empty(),
+        Value::Object(map) => !map.is_empty(),
+    }
+}
+
+/// `value` as a key of a dict with string keys (`key in d`, `d.get(key)`):
+/// the key if it could be one, `None` for a hashable value that is no
+/// string (never found), Python's `TypeError` for an unhashable one.
+pub fn dict_key(value: &Value) -> Result<Option<&str>, String> {
+    match value {
+        Value::String(text) => Ok(Some(text)),
+        Value::Array(_) | Value::Object(_) => {
+            Err(format!("unhashable type: '{}'", type_name(value)))
+        }
+        _ => Ok(None),
     }
 }
 
@@ -445,6 +495,29 @@ mod tests {
             "K.m() got an unexpected keyword argument 'z'"
         );
         assert_eq!(bind(r#"{"a": 1, "b": 2, "c": 3}"#), None);
+    }
+
+    #[test]
+    fn python_text_truth_and_keys() {
+        use serde_json::json;
+        assert_eq!(py_str(&json!(2)), "2");
+        assert_eq!(py_str(&json!(u64::MAX)), "18446744073709551615");
+        assert_eq!(py_str(&json!(-3)), "-3");
+        assert_eq!(py_str(&json!(1e16)), "1e+16");
+        assert_eq!(py_str(&json!("it's")), "it's");
+        assert_eq!(
+            py_repr(&json!({"a": [null, false, 1.5, "it's"]})),
+            "{'a': [None, False, 1.5, \"it's\"]}"
+        );
+        assert!(!truthy(&json!(0.0)) && !truthy(&json!("")) && !truthy(&json!({})));
+        assert!(!truthy(&json!(null)) && !truthy(&json!(0)) && !truthy(&json!([])));
+        assert!(truthy(&json!([0])) && truthy(&json!("False")) && truthy(&json!(-1)));
+        assert_eq!(dict_key(&json!("k")), Ok(Some("k")));
+        assert_eq!(dict_key(&json!(1.0)), Ok(None));
+        assert_eq!(
+            dict_key(&json!([1])),
+            Err("unhashable type: 'list'".to_owned())
+        );
     }
 
     #[test]

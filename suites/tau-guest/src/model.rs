@@ -5,7 +5,7 @@
 //! does, and pydantic's `ValidationError` text when a field is missing or
 //! does not convert.
 
-use crate::{repr, type_name};
+use crate::{py_repr, repr, type_name};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 
@@ -217,28 +217,6 @@ fn truncate(text: &str) -> String {
     let head: String = chars[..25].iter().collect();
     let tail: String = chars[chars.len() - 24..].iter().collect();
     format!("{head}...{tail}")
-}
-
-/// Python's `repr` of a JSON value.
-pub(crate) fn py_repr(value: &Value) -> String {
-    match value {
-        Value::Null => "None".to_owned(),
-        Value::Bool(true) => "True".to_owned(),
-        Value::Bool(false) => "False".to_owned(),
-        Value::Number(_) => crate::num(value).map_or_else(|err| err, |num| num.to_python_string()),
-        Value::String(text) => repr(text),
-        Value::Array(items) => {
-            let items: Vec<String> = items.iter().map(py_repr).collect();
-            format!("[{}]", items.join(", "))
-        }
-        Value::Object(map) => {
-            let items: Vec<String> = map
-                .iter()
-                .map(|(key, value)| format!("{}: {}", repr(key), py_repr(value)))
-                .collect();
-            format!("{{{}}}", items.join(", "))
-        }
-    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use forge_tau_guest::retail::{
 };
 use forge_tau_guest::{
     Data, Kwargs, Num, Tool, calculate, dumps, field, list_mut, num_field, set, str_field, think,
-    transfer_to_human_agents,
+    transfer_to_human_agents, truthy,
 };
 use serde_json::{Value, json};
 
@@ -170,18 +170,6 @@ fn price_difference(
         difference = difference + (num_field(variant, "price")? - num_field(item, "price")?);
     }
     Ok(difference)
-}
-
-/// Python truthiness of a JSON value.
-fn truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(flag) => *flag,
-        Value::Number(number) => number.as_f64() != Some(0.0),
-        Value::String(text) => !text.is_empty(),
-        Value::Array(items) => !items.is_empty(),
-        Value::Object(map) => !map.is_empty(),
-    }
 }
 
 /// The user who placed `order`, and their payment method `payment_method_id`

@@ -5,51 +5,20 @@
 //! on τ²-bench's `mock` environment, pydantic 2.12).
 
 use super::*;
-use forge_tau_guest::Num;
-use std::collections::BTreeMap;
+use forge_guest::MemoryStore;
+use serde_json::Map;
 
-/// A store in memory, keys in byte order as the host keeps them.
-#[derive(Default, Clone)]
-struct MemStore {
-    collections: BTreeMap<String, BTreeMap<String, String>>,
+/// What the tests do with a store.
+trait Fixture {
+    fn initial() -> Self;
+    fn load(&mut self, prefix: &str, db: &Value);
+    fn dump(&self, prefix: &str, tables: &[&str]) -> Value;
+    fn hashes(&self) -> (String, String);
+    fn call(&mut self, actor: Actor, name: &str, args: Value) -> Result<String, String>;
+    fn invoke(&mut self, actor: Actor, name: &str, args: Value) -> Result<String, String>;
 }
 
-impl Store for MemStore {
-    fn get(&self, collection: &str, key: &str) -> Option<String> {
-        self.collections.get(collection)?.get(key).cloned()
-    }
-
-    fn put(&mut self, collection: &str, key: &str, record: &str) -> Result<(), String> {
-        self.collections
-            .entry(collection.to_owned())
-            .or_default()
-            .insert(key.to_owned(), record.to_owned());
-        Ok(())
-    }
-
-    fn remove(&mut self, collection: &str, key: &str) -> bool {
-        self.collections
-            .get_mut(collection)
-            .is_some_and(|records| records.remove(key).is_some())
-    }
-
-    fn keys(&self, collection: &str) -> Vec<String> {
-        self.collections
-            .get(collection)
-            .map(|records| records.keys().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    fn fresh_key(&self, collection: &str, prefix: &str) -> String {
-        let taken = self.keys(collection);
-        (1..)
-            .map(|n| format!("{prefix}{n}"))
-            .find(|key| !taken.contains(key))
-            .unwrap_or_default()
-    }
-}
-
-impl MemStore {
+impl Fixture for MemoryStore {
     /// `data/tau2/domains/mock/db.json` and `user_db.json`, as the host loads them.
     fn initial() -> Self {
         let mut store = Self::default();
@@ -382,7 +351,7 @@ const GOLD: &[Gold] = &[
 
 const PROJECT_REVIEW: &str = r#"{"user_id": "user_1", "title": "Project Review", "description": "Review Q4 project status"}"#;
 
-fn set_up(store: &mut MemStore, setup: &Setup) {
+fn set_up(store: &mut MemoryStore, setup: &Setup) {
     match setup {
         Setup::None => {}
         Setup::History => {
@@ -444,7 +413,7 @@ fn set_up(store: &mut MemStore, setup: &Setup) {
 #[test]
 fn gold_replays_match_the_reference() {
     for gold in GOLD {
-        let mut store = MemStore::initial();
+        let mut store = MemoryStore::initial();
         set_up(&mut store, &gold.setup);
         for (name, args, expected) in gold.actions {
             let output = store
@@ -463,7 +432,7 @@ fn gold_replays_match_the_reference() {
 #[test]
 fn env_assertions_answer_as_the_reference() {
     // create_task_1_with_env_assertions: task_2 exists and is pending.
-    let mut store = MemStore::initial();
+    let mut store = MemoryStore::initial();
     store
         .call(
             Actor::Agent,
@@ -477,7 +446,7 @@ fn env_assertions_answer_as_the_reference() {
         Ok("true".to_owned())
     );
     // update_task_with_user_tools: the gold actions alone leave notif_1 unread.
-    let mut store = MemStore::initial();
+    let mut store = MemoryStore::initial();
     set_up(&mut store, &Setup::NotificationAction);
     let args = json!({"notification_id": "notif_1", "expected_status": "read"});
     assert_eq!(
@@ -497,7 +466,7 @@ fn env_assertions_answer_as_the_reference() {
         Ok("true".to_owned())
     );
     // update_task_with_history_and_env_assertions: task_2 is still pending.
-    let mut store = MemStore::initial();
+    let mut store = MemoryStore::initial();
     set_up(&mut store, &Setup::History);
     let args = json!({"task_id": "task_2", "expected_status": "completed"});
     assert_eq!(
@@ -532,7 +501,7 @@ fn env_assertions_answer_as_the_reference() {
 /// environment (`Environment.get_response`, the text after `"Error: "`).
 #[test]
 fn errors_read_as_the_reference_writes_them() {
-    let mut store = MemStore::initial();
+    let mut store = MemoryStore::initial();
     let cases: &[(Actor, &str, Value, Result<&str, &str>)] = &[
         (
             Actor::Agent,
@@ -744,7 +713,7 @@ fn errors_read_as_the_reference_writes_them() {
 /// `Environment.run_env_function_call` on a fresh environment, in order.
 #[test]
 fn invoked_functions_answer_as_the_reference() {
-    let mut store = MemStore::initial();
+    let mut store = MemoryStore::initial();
     let cases: &[(Actor, &str, Value, Result<&str, &str>)] = &[
         (
             Actor::Agent,
@@ -757,6 +726,13 @@ fn invoked_functions_answer_as_the_reference() {
             "create_task",
             json!({}),
             Err("'MockUserTools' object has no attribute 'create_task'"),
+        ),
+        // `ToolKitBase`'s methods: `getattr` finds them, the component does not run them.
+        (
+            Actor::Agent,
+            "update_db",
+            json!({}),
+            Err("MockTools.update_db is not a function this component runs"),
         ),
         (
             Actor::Agent,
@@ -894,23 +870,4 @@ fn schemas_list_the_tools_in_the_reference_order() {
             assert_eq!(properties, parameters, "{}", method.name);
         }
     }
-}
-
-#[test]
-fn python_text_helpers() {
-    let names = ["'a'".to_owned(), "'b'".to_owned(), "'c'".to_owned()];
-    assert_eq!(python_list(&names[..1]), "'a'");
-    assert_eq!(python_list(&names[..2]), "'a' and 'b'");
-    assert_eq!(python_list(&names), "'a', 'b', and 'c'");
-    assert_eq!(py_str(&json!(2)), "2");
-    assert_eq!(py_str(&json!(u64::MAX)), "18446744073709551615");
-    assert_eq!(py_str(&json!(-3)), "-3");
-    assert_eq!(py_str(&json!("it's")), "it's");
-    assert_eq!(
-        py_repr(&json!({"a": [null, false, 1.5]})),
-        "{'a': [None, False, 1.5]}"
-    );
-    assert!(py_eq(&json!([1, {"k": true}]), &json!([1.0, {"k": 1}])));
-    assert!(!py_eq(&json!("1"), &json!(1)));
-    assert_eq!(Num::Float(1e16).to_python_string(), "1e+16");
 }

@@ -53,7 +53,6 @@
 mod agent;
 mod python;
 mod sync;
-mod toolkit;
 mod user;
 
 #[cfg(test)]
@@ -62,7 +61,7 @@ mod tests;
 use agent::AGENT;
 use forge_guest::{Actor, Store};
 use forge_tau_guest::Data;
-use toolkit::Toolkit;
+use forge_tau_guest::toolkit::Toolkit;
 use user::USER;
 
 fn toolkit(actor: Actor) -> &'static Toolkit {

@@ -4,9 +4,8 @@
 //! passes on the next bill awaiting payment as a payment request.
 
 use crate::agent::{ACTIVE, PAID, TelecomDb};
-use crate::python::truthy;
 use crate::user::{PaymentRequest, Phone};
-use forge_tau_guest::{Data, field, num_field, set, str_field};
+use forge_tau_guest::{Data, field, num_field, set, str_field, truthy};
 use serde_json::{Value, json};
 
 /// Does nothing until the user has a phone number (`set_user_info`). An

@@ -6,52 +6,20 @@
 //! outputs are those `scripts/bench/tau_reference.py` records for the tasks.
 
 use super::*;
+use forge_guest::MemoryStore;
 use forge_tau_guest::dumps;
 use serde_json::Value;
-use std::collections::BTreeMap;
 
-/// A store in memory, keys in byte order as the host keeps them.
-#[derive(Default, Clone)]
-struct MemStore {
-    collections: BTreeMap<String, BTreeMap<String, String>>,
+/// What the tests do with a store.
+trait Fixture {
+    fn initial() -> Self;
+    fn with_user() -> Self;
+    fn invoke(&mut self, actor: Actor, name: &str, args: &str) -> String;
+    fn call(&mut self, actor: Actor, name: &str, args: &str) -> String;
+    fn record(&self, collection: &str, key: &str) -> Value;
 }
 
-impl Store for MemStore {
-    fn get(&self, collection: &str, key: &str) -> Option<String> {
-        self.collections.get(collection)?.get(key).cloned()
-    }
-
-    fn put(&mut self, collection: &str, key: &str, record: &str) -> Result<(), String> {
-        self.collections
-            .entry(collection.to_owned())
-            .or_default()
-            .insert(key.to_owned(), record.to_owned());
-        Ok(())
-    }
-
-    fn remove(&mut self, collection: &str, key: &str) -> bool {
-        self.collections
-            .get_mut(collection)
-            .is_some_and(|records| records.remove(key).is_some())
-    }
-
-    fn keys(&self, collection: &str) -> Vec<String> {
-        self.collections
-            .get(collection)
-            .map(|records| records.keys().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    fn fresh_key(&self, collection: &str, prefix: &str) -> String {
-        let taken = self.keys(collection);
-        (1..)
-            .map(|n| format!("{prefix}{n}"))
-            .find(|key| !taken.contains(key))
-            .unwrap_or_default()
-    }
-}
-
-impl MemStore {
+impl Fixture for MemoryStore {
     /// The databases as the host loads them: one record per top-level field.
     fn initial() -> Self {
         let mut store = Self::default();
@@ -102,7 +70,7 @@ impl MemStore {
 /// data; the agent refuels 2 GB onto the draft bill, the data works again.
 #[test]
 fn refuelling_data_charges_the_draft_bill_and_lifts_the_limit() {
-    let mut store = MemStore::with_user();
+    let mut store = MemoryStore::with_user();
     store.invoke(
         Actor::Agent,
         "set_data_usage",
@@ -152,7 +120,7 @@ fn refuelling_data_charges_the_draft_bill_and_lifts_the_limit() {
 /// status bar.
 #[test]
 fn user_tools_show_the_status_bar() {
-    let mut store = MemStore::with_user();
+    let mut store = MemoryStore::with_user();
     assert_eq!(
         store.call(Actor::User, "check_status_bar", "{}"),
         "Status Bar: \u{1f4f6}\u{b3} Good | 5G | \u{1f4f1} Data Enabled | \u{1f50b} 80%"
@@ -174,7 +142,7 @@ fn user_tools_show_the_status_bar() {
 /// user, the user pays, `sync` settles the bill, the agent resumes the line.
 #[test]
 fn sync_carries_payment_requests_and_payments_between_the_databases() {
-    let mut store = MemStore::with_user();
+    let mut store = MemoryStore::with_user();
     assert_eq!(
         store.invoke(
             Actor::Agent,
@@ -238,15 +206,15 @@ fn sync_carries_payment_requests_and_payments_between_the_databases() {
 /// Before `set_user_info` the user has no number, and `sync` does nothing.
 #[test]
 fn sync_waits_for_the_users_number() {
-    let mut store = MemStore::initial();
-    let before = store.collections.clone();
+    let mut store = MemoryStore::initial();
+    let before = store.clone();
     sync(&mut store).unwrap();
-    assert_eq!(store.collections, before);
+    assert_eq!(store, before);
 }
 
 #[test]
 fn agent_tools_answer_as_to_json_str_renders() {
-    let mut store = MemStore::with_user();
+    let mut store = MemoryStore::with_user();
     assert_eq!(
         store.call(
             Actor::Agent,
@@ -268,7 +236,7 @@ fn agent_tools_answer_as_to_json_str_renders() {
 /// What `Environment.get_response` makes of malformed calls.
 #[test]
 fn malformed_calls_get_pythons_errors() {
-    let mut store = MemStore::with_user();
+    let mut store = MemoryStore::with_user();
     let cases = [
         (
             Actor::Agent,
@@ -308,4 +276,15 @@ fn malformed_calls_get_pythons_errors() {
         invoke(&mut store, Actor::User, "fix_everything", "{}").unwrap_err(),
         "'TelecomUserTools' object has no attribute 'fix_everything'"
     );
+    // Attributes `getattr` finds, from `ToolKitBase` or the class itself.
+    for (actor, name, class) in [
+        (Actor::Agent, "update_db", "TelecomTools"),
+        (Actor::Agent, "_get_line_by_id", "TelecomTools"),
+        (Actor::User, "device", "TelecomUserTools"),
+    ] {
+        assert_eq!(
+            invoke(&mut store, actor, name, "{}").unwrap_err(),
+            format!("{class}.{name} is not a function this component runs")
+        );
+    }
 }

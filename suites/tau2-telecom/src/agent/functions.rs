@@ -3,24 +3,13 @@
 //! `env_assertions` that check it was mended.
 
 use super::db::{ACTIVE, OVERDUE, PAID, SUSPENDED, TODAY, TelecomDb, has_status, ids};
-use crate::python::{operand, truthy};
-use crate::toolkit::{Answer, Method};
+use crate::python::operand;
 use forge_tau_guest::model::{Kind, build};
-use forge_tau_guest::{Data, Kwargs, Num, field, list_mut, num_field, py_str, set, type_name};
+use forge_tau_guest::toolkit::{Answer, Method, function};
+use forge_tau_guest::{
+    Data, Kwargs, Num, field, list_mut, num_field, py_str, set, truthy, type_name,
+};
 use serde_json::{Value, json};
-
-const fn function(
-    name: &'static str,
-    parameters: &'static [(&'static str, bool)],
-    run: crate::toolkit::Run,
-) -> Method {
-    Method {
-        name,
-        parameters,
-        tool: false,
-        run,
-    }
-}
 
 pub const GET_AVAILABLE_PLAN_IDS: Method =
     function("get_available_plan_ids", &[], get_available_plan_ids);

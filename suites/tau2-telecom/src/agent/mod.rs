@@ -3,11 +3,13 @@
 mod db;
 mod functions;
 
-use crate::python::{no_attribute, not_comparable, operand, truthy};
-use crate::toolkit::{Answer, Method, Toolkit};
+use crate::python::{no_attribute, not_comparable, operand};
 pub use db::{ACTIVE, PAID, TelecomDb};
 use db::{DRAFT, PENDING_ACTIVATION, SUSPENDED, TODAY, has_status, ids};
-use forge_tau_guest::{Data, Kwargs, Num, field, list_mut, num_field, py_str, set, str_field};
+use forge_tau_guest::toolkit::{Answer, Toolkit, tool};
+use forge_tau_guest::{
+    Data, Kwargs, Num, field, list_mut, num_field, py_str, set, str_field, truthy,
+};
 use serde_json::{Value, json};
 
 /// The agent's tools in the reference's order, then its other methods.
@@ -72,22 +74,21 @@ pub static AGENT: Toolkit = Toolkit {
         functions::ASSERT_OVERDUE_BILL_EXISTS,
         functions::ASSERT_NO_OVERDUE_BILL,
     ],
+    attributes: &[
+        "id_generator",
+        "_apply_one_time_charge",
+        "_get_bill_by_id",
+        "_get_bills_awaiting_payment",
+        "_get_device_by_id",
+        "_get_line_by_id",
+        "_get_line_by_phone",
+        "_get_plan_by_id",
+        "_get_target_line",
+        "_set_bill_to_paid",
+    ],
 };
 
 const CUSTOMER_LINE: &[(&str, bool)] = &[("customer_id", true), ("line_id", true)];
-
-const fn tool(
-    name: &'static str,
-    parameters: &'static [(&'static str, bool)],
-    run: crate::toolkit::Run,
-) -> Method {
-    Method {
-        name,
-        parameters,
-        tool: true,
-        run,
-    }
-}
 
 fn get_customer_by_phone(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<Answer, String> {
     let db = TelecomDb::load(data)?;

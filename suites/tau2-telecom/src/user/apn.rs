@@ -4,8 +4,8 @@
 use super::model::ApnSettings;
 use super::{inspect, update};
 use crate::python::no_attribute;
-use crate::toolkit::Answer;
 use forge_tau_guest::model::{Kind, build_forbidding_extra};
+use forge_tau_guest::toolkit::Answer;
 use forge_tau_guest::{Data, Kwargs};
 use serde_json::{Map, Value};
 

@@ -4,9 +4,9 @@
 
 use super::model::{AppPermissions, AppStatus, Phone};
 use super::{inspect, update};
-use crate::python::{dict_key, no_attribute};
-use crate::toolkit::Answer;
-use forge_tau_guest::{Data, Kwargs, py_str, repr};
+use crate::python::no_attribute;
+use forge_tau_guest::toolkit::Answer;
+use forge_tau_guest::{Data, Kwargs, dict_key, py_str, repr};
 use serde_json::Value;
 
 /// `app_statuses.get(app_name)`.

@@ -5,23 +5,10 @@
 use super::apps::{Permission, set_permission};
 use super::model::{ApnName, NetworkStatus, PerformanceLevel, Phone, SimStatus, parse_enum};
 use super::update;
-use crate::python::{equals_bool, no_attribute, not_a_member, not_comparable, operand, truthy};
-use crate::toolkit::{Answer, Method, Run};
-use forge_tau_guest::{Data, Kwargs, Num, py_str, type_name};
+use crate::python::{no_attribute, not_a_member, not_comparable, operand};
+use forge_tau_guest::toolkit::{Answer, Method, function};
+use forge_tau_guest::{Data, Kwargs, Num, py_eq, py_str, truthy, type_name};
 use serde_json::{Value, json};
-
-const fn function(
-    name: &'static str,
-    parameters: &'static [(&'static str, bool)],
-    run: Run,
-) -> Method {
-    Method {
-        name,
-        parameters,
-        tool: false,
-        run,
-    }
-}
 
 const EXPECTED_STATUS: &[(&str, bool)] = &[("expected_status", true)];
 const APP_PERMISSION: &[(&str, bool)] = &[("app_name", true), ("permission", true)];
@@ -285,7 +272,7 @@ fn set_wifi_calling(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<Answer, Stri
         Some(_) => Some(flag(kwargs, "mms_over_wifi")?),
     };
     update(data, |phone| {
-        if !equals_bool(phone.device.wifi_calling_enabled, enabled) {
+        if !py_eq(&Value::Bool(phone.device.wifi_calling_enabled), enabled) {
             phone.toggle_wifi_calling();
         }
         let on_off = |on: bool| if on { "ON" } else { "OFF" };
@@ -347,8 +334,8 @@ fn simulate_network_search(data: &mut Data<'_>, _: &Kwargs) -> Result<Answer, St
 
 /// An assertion that `actual == expected_status`.
 fn assert_flag(kwargs: &Kwargs, actual: bool) -> Result<Answer, String> {
-    Ok(Answer::Bool(equals_bool(
-        actual,
+    Ok(Answer::Bool(py_eq(
+        &Value::Bool(actual),
         kwargs.get("expected_status")?,
     )))
 }

@@ -7,9 +7,9 @@ mod model;
 mod phone;
 
 use crate::python::no_attribute;
-use crate::toolkit::{Answer, Method, Run, Toolkit};
 use apn::{check_apn_settings, reset_apn_settings, set_apn_settings};
 use apps::{check_app_permissions, check_app_status, check_installed_apps, grant_app_permission};
+use forge_tau_guest::toolkit::{Answer, Toolkit, tool};
 use forge_tau_guest::{Data, Kwargs, Num};
 use model::{NetworkModePreference, parse_enum};
 pub use model::{PaymentRequest, Phone};
@@ -102,16 +102,44 @@ pub static USER: Toolkit = Toolkit {
         functions::ASSERT_CAN_SEND_MMS,
         functions::ASSERT_MOBILE_DATA_USAGE_EXCEEDED,
     ],
+    attributes: &[
+        "default_vpn_details",
+        "device",
+        "network_mode_preference",
+        "surroundings",
+        "_can_send_mms",
+        "_check_apn_settings",
+        "_check_app_permissions",
+        "_check_app_status",
+        "_check_data_restriction_status",
+        "_check_installed_apps",
+        "_check_network_mode_preference",
+        "_check_network_status",
+        "_check_payment_request",
+        "_check_sim_status",
+        "_check_status_bar",
+        "_check_vpn_status",
+        "_check_wifi_calling_status",
+        "_check_wifi_status",
+        "_connect_vpn",
+        "_disconnect_vpn",
+        "_get_mobile_data_working",
+        "_grant_app_permission",
+        "_make_payment",
+        "_reboot_device",
+        "_reseat_sim_card",
+        "_reset_apn_settings",
+        "_run_speed_test",
+        "_set_apn_settings",
+        "_set_network_mode_preference",
+        "_toggle_airplane_mode",
+        "_toggle_data",
+        "_toggle_data_saver_mode",
+        "_toggle_roaming",
+        "_toggle_wifi",
+        "_toggle_wifi_calling",
+    ],
 };
-
-const fn tool(name: &'static str, parameters: &'static [(&'static str, bool)], run: Run) -> Method {
-    Method {
-        name,
-        parameters,
-        tool: true,
-        run,
-    }
-}
 
 /// Runs `change` on the phone and writes back what it changed, unless it fails.
 fn update<A: Into<Answer>>(

@@ -1,16 +1,19 @@
-//! The reference's toolkit classes (`TelecomTools`, `TelecomUserTools`) as
-//! the component's functions reach them.
+//! τ²-bench's toolkit classes (`ToolKitBase` subclasses: `MockTools`,
+//! `TelecomUserTools`, …) as a component's functions reach them.
 //!
-//! `call` runs a tool the way `Environment.get_response` does: only methods
-//! the reference marks `@is_tool`, an unknown name refused with
+//! [`Toolkit::call`] runs a tool the way `Environment.get_response` does:
+//! only methods the reference marks `@is_tool`, an unknown name refused with
 //! `ToolKitBase.use_tool`'s error, and the result shown as
-//! `Environment.to_json_str` renders it. `invoke` runs any method the way
-//! `Environment.run_env_function_call` reaches it through `getattr` (tools
-//! included) and answers the return value as JSON. Both bind the keyword
-//! arguments as Python binds them to the bound method, with its `TypeError`s.
+//! `Environment.to_json_str` renders it. [`Toolkit::invoke`] runs any method
+//! the way `Environment.run_env_function_call` reaches it through `getattr`
+//! (tools included) and answers the return value as JSON; a name `getattr`
+//! finds that is no method here (what `ToolKitBase` defines, a class's
+//! helpers and properties) is refused as such, any other name with Python's
+//! `AttributeError`. Both bind the keyword arguments as Python binds them to
+//! the bound method, with its `TypeError`s.
 
+use crate::{Data, Kwargs, dumps, num};
 use forge_guest::Store;
-use forge_tau_guest::{Data, Kwargs, dumps};
 use serde_json::Value;
 
 /// What a method returns, as Python holds it.
@@ -67,9 +70,9 @@ fn shown(value: &Value) -> Value {
     match value {
         Value::Bool(true) => Value::String("True".to_owned()),
         Value::Bool(false) => Value::String("False".to_owned()),
-        Value::Number(_) => Value::String(
-            forge_tau_guest::num(value).map_or_else(|err| err, |num| num.to_python_string()),
-        ),
+        Value::Number(_) => {
+            Value::String(num(value).map_or_else(|err| err, |num| num.to_python_string()))
+        }
         Value::Array(items) => Value::Array(items.iter().map(shown).collect()),
         Value::Object(map) => Value::Object(
             map.iter()
@@ -93,6 +96,34 @@ pub struct Method {
     pub run: Run,
 }
 
+/// A method the reference marks `@is_tool`.
+pub const fn tool(
+    name: &'static str,
+    parameters: &'static [(&'static str, bool)],
+    run: Run,
+) -> Method {
+    Method {
+        name,
+        parameters,
+        tool: true,
+        run,
+    }
+}
+
+/// A method that is no tool: a task's set-up step or assertion.
+pub const fn function(
+    name: &'static str,
+    parameters: &'static [(&'static str, bool)],
+    run: Run,
+) -> Method {
+    Method {
+        name,
+        parameters,
+        tool: false,
+        run,
+    }
+}
+
 /// A toolkit class.
 pub struct Toolkit {
     /// The class name, as Python's errors name it.
@@ -101,7 +132,29 @@ pub struct Toolkit {
     pub schemas: &'static str,
     /// The tools in the reference's order, then the other methods.
     pub methods: &'static [Method],
+    /// The class's other attributes, beyond [`INHERITED`]: names `getattr`
+    /// finds that are no method here (private helpers, properties).
+    pub attributes: &'static [&'static str],
 }
+
+/// What every toolkit has from `ToolKitBase` (its `db` included): names
+/// `getattr` finds that are no function a task could sensibly invoke.
+pub const INHERITED: &[&str] = &[
+    "_func_tools",
+    "db",
+    "tools",
+    "use_tool",
+    "get_tools",
+    "has_tool",
+    "is_discoverable",
+    "get_discoverable_tools",
+    "has_discoverable_tool",
+    "tool_type",
+    "tool_mutates_state",
+    "get_statistics",
+    "update_db",
+    "get_db_hash",
+];
 
 impl Toolkit {
     /// Runs tool `name` (the component's `call`).
@@ -117,11 +170,15 @@ impl Toolkit {
 
     /// Runs method `name` (the component's `invoke`).
     pub fn invoke(&self, store: &mut dyn Store, name: &str, args: &str) -> Result<String, String> {
-        let method = self
-            .methods
-            .iter()
-            .find(|method| method.name == name)
-            .ok_or_else(|| format!("'{}' object has no attribute '{name}'", self.class))?;
+        let Some(method) = self.methods.iter().find(|method| method.name == name) else {
+            if INHERITED.contains(&name) || self.attributes.contains(&name) {
+                return Err(format!(
+                    "{}.{name} is not a function this component runs",
+                    self.class
+                ));
+            }
+            return Err(format!("'{}' object has no attribute '{name}'", self.class));
+        };
         self.run(method, store, args).map(|answer| answer.to_json())
     }
 
@@ -135,6 +192,7 @@ impl Toolkit {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use forge_guest::MemoryStore;
     use serde_json::json;
 
     /// `Environment.to_json_str` of `True`, `None`, `(True, "x")` and a dict
@@ -152,5 +210,56 @@ mod tests {
             "{\"gb\": \"2.0\", \"n\": \"3\", \"none\": null}"
         );
         assert_eq!(Answer::Plain(json!([true, "x"])).to_json(), "[true, \"x\"]");
+        assert_eq!(Answer::Bool(false).to_json(), "false");
+        assert_eq!(Answer::Text("a\"b".to_owned()).to_json(), "\"a\\\"b\"");
+    }
+
+    fn echo(_: &mut Data<'_>, kwargs: &Kwargs) -> Result<Answer, String> {
+        Ok(Answer::Plain(kwargs.get("a")?.clone()))
+    }
+
+    static K: Toolkit = Toolkit {
+        class: "K",
+        schemas: "[]",
+        methods: &[
+            tool("echo", &[("a", true), ("b", false)], echo),
+            function("check", &[("a", true)], echo),
+        ],
+        attributes: &["_helper"],
+    };
+
+    /// `class K(ToolKitBase)` with tool `echo(a, b=None)`, function
+    /// `check(a)` and a helper `_helper`.
+    #[test]
+    fn calls_and_invocations_reach_methods_as_the_reference_does() {
+        let store = &mut MemoryStore::default();
+        assert_eq!(K.call(store, "echo", r#"{"a": 1}"#), Ok("\"1\"".to_owned()));
+        assert_eq!(K.invoke(store, "echo", r#"{"a": 1}"#), Ok("1".to_owned()));
+        assert_eq!(
+            K.call(store, "check", r#"{"a": 1}"#),
+            Err("Tool 'check' not found.".to_owned())
+        );
+        assert_eq!(
+            K.invoke(store, "check", r#"{"a": true}"#),
+            Ok("true".to_owned())
+        );
+        assert_eq!(
+            K.call(store, "echo", r#"{"b": 1}"#),
+            Err("K.echo() missing 1 required positional argument: 'a'".to_owned())
+        );
+        assert_eq!(
+            K.invoke(store, "check", r#"{"a": 1, "c": 2}"#),
+            Err("K.check() got an unexpected keyword argument 'c'".to_owned())
+        );
+        for name in ["update_db", "_helper"] {
+            assert_eq!(
+                K.invoke(store, name, "{}"),
+                Err(format!("K.{name} is not a function this component runs"))
+            );
+        }
+        assert_eq!(
+            K.invoke(store, "nope", "{}"),
+            Err("'K' object has no attribute 'nope'".to_owned())
+        );
     }
 }
