@@ -32,6 +32,10 @@ const TEMPLATE: &[(&str, &str)] = &[
         include_str!("../../env-templates/guest/src/host.rs"),
     ),
     (
+        "env-templates/guest/src/memory.rs",
+        include_str!("../../env-templates/guest/src/memory.rs"),
+    ),
+    (
         "env-templates/guest/src/ops.rs",
         include_str!("../../env-templates/guest/src/ops.rs"),
     ),
@@ -180,7 +184,24 @@ fn write(path: &Path, text: &str) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::GUEST_MANIFEST;
+    use super::{GUEST_MANIFEST, TEMPLATE};
+
+    /// Every source file of the guest template is compiled into the binary
+    /// (a module added to the template and not listed here breaks every
+    /// synthesized environment's build).
+    #[test]
+    fn the_embedded_template_has_every_guest_source_file() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../env-templates/guest/src");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            let path = format!("env-templates/guest/src/{name}");
+            assert!(
+                TEMPLATE.iter().any(|(embedded, _)| *embedded == path),
+                "{path} is not in compile.rs's TEMPLATE"
+            );
+        }
+    }
 
     /// The build workspace must compile the template with the same dependency
     /// requirements as the repository does.
