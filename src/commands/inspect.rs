@@ -4,7 +4,8 @@ use crate::envs::EnvArgs;
 use crate::output;
 use anyhow::Result;
 use clap::Args;
-use forge_runtime::Sandbox;
+use forge_runtime::schema::ToolSpec;
+use forge_runtime::{Actor, Sandbox};
 use forge_suites::Suite;
 use serde_json::json;
 use std::path::PathBuf;
@@ -35,6 +36,7 @@ pub fn run(args: InspectArgs) -> Result<ExitCode> {
     }
     .load(&sandbox)?;
     let tools = env.component().tools();
+    let user_tools = env.component().tools_of(Actor::User);
     if args.json {
         output::json_line(&json!({
             "name": env.name(),
@@ -42,6 +44,7 @@ pub fn run(args: InspectArgs) -> Result<ExitCode> {
             "content_hash": env.content_hash(),
             "component_sha256": env.component().wasm_sha256(),
             "tools": tools.iter().map(|tool| tool.to_openai()).collect::<Vec<_>>(),
+            "user_tools": user_tools.iter().map(|tool| tool.to_openai()).collect::<Vec<_>>(),
             "tasks": env.tasks().iter().map(|task| json!({
                 "id": task.task.id,
                 "instruction": task.task.instruction,
@@ -54,7 +57,26 @@ pub fn run(args: InspectArgs) -> Result<ExitCode> {
     }
     println!("{} — {}", env.name(), env.bundle().manifest.description);
     println!("content hash {}\n", env.content_hash());
-    let mut table = output::table(&["tool", "parameters", "description"]);
+    println!("{}\n", tool_table("tool", tools));
+    if !user_tools.is_empty() {
+        println!("{}\n", tool_table("user's tool", user_tools));
+    }
+    let mut table = output::table(&["task", "gold actions", "outputs", "instruction"]);
+    for task in env.tasks() {
+        table.add_row(vec![
+            task.task.id.clone(),
+            task.task.gold_actions.len().to_string(),
+            task.task.required_outputs.join("; "),
+            task.task.instruction.clone(),
+        ]);
+    }
+    println!("{table}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The tools' names, parameters and descriptions.
+fn tool_table(heading: &str, tools: &[ToolSpec]) -> comfy_table::Table {
+    let mut table = output::table(&[heading, "parameters", "description"]);
     for tool in tools {
         let parameters = tool
             .parameters
@@ -68,16 +90,5 @@ pub fn run(args: InspectArgs) -> Result<ExitCode> {
             tool.description.clone(),
         ]);
     }
-    println!("{table}\n");
-    let mut table = output::table(&["task", "gold actions", "outputs", "instruction"]);
-    for task in env.tasks() {
-        table.add_row(vec![
-            task.task.id.clone(),
-            task.task.gold_actions.len().to_string(),
-            task.task.required_outputs.join("; "),
-            task.task.instruction.clone(),
-        ]);
-    }
-    println!("{table}");
-    Ok(ExitCode::SUCCESS)
+    table
 }

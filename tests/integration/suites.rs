@@ -145,6 +145,34 @@ fn episodes_with_the_users_own_calls_replay_byte_identically() {
 }
 
 #[test]
+fn inspect_lists_the_users_own_tools() {
+    let output = forge(&[
+        "inspect",
+        "--suite",
+        "tau2-bench/mock",
+        "--data",
+        DATA,
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let inspected = &json_lines(&output)[0];
+    let names = |key: &str| -> Vec<String> {
+        inspected[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|tool| tool["function"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        names("user_tools"),
+        ["check_notifications", "dismiss_notification"]
+    );
+    assert!(names("tools").contains(&"create_task".to_owned()));
+    assert!(!names("tools").contains(&"check_notifications".to_owned()));
+}
+
+#[test]
 fn bad_suite_arguments_are_named() {
     let output = forge(&["bench", "replay", "tau-bench/banking", "--data", DATA]);
     assert!(!output.status.success());
