@@ -7,7 +7,7 @@ use forge_llm::agents::{RemotePolicy, RemoteUser};
 use forge_llm::judge::ModelJudge;
 use forge_llm::{ChatClient, ChatConfig};
 use forge_model::tokenizer::ModelTokenizer;
-use forge_runtime::episode::{Judge, Policy, User};
+use forge_runtime::episode::{EpisodeSettings, Judge, Policy, User};
 use forge_runtime::policy::{
     GoldPolicy, RandomPolicy, RecordedJudge, ReplayPolicy, ReplayUser, ScriptedUser, UnstableUser,
 };
@@ -210,8 +210,29 @@ impl Agents {
         self.client.as_ref()
     }
 
+    /// Runs one episode of `task` with a fresh policy, user and judge.
+    pub fn run_episode(
+        &self,
+        env: &Environment,
+        task: &PreparedTask,
+        settings: EpisodeSettings,
+    ) -> Result<EpisodeRecord> {
+        let (mut policy, mut user) = self.make(task, settings.seed)?;
+        let mut judge = self.judge(task);
+        forge_runtime::run_episode(
+            env,
+            task,
+            &self.label(),
+            policy.as_mut(),
+            user.as_mut(),
+            judge.as_mut().map(|judge| judge.as_mut() as &mut dyn Judge),
+            settings,
+        )
+        .with_context(|| format!("task `{}`", task.task.id))
+    }
+
     /// The policy and user of one episode of `task`.
-    pub fn make<'a>(
+    fn make<'a>(
         &'a self,
         task: &PreparedTask,
         seed: u64,
@@ -267,7 +288,7 @@ impl Agents {
 impl Agents {
     /// The judge of one episode's NL assertions of `task`: the judge model,
     /// or a replayed episode's recorded verdicts; none when neither is there.
-    pub fn judge(&self, task: &PreparedTask) -> Option<Box<dyn Judge + '_>> {
+    fn judge(&self, task: &PreparedTask) -> Option<Box<dyn Judge + '_>> {
         if self.policy == PolicyKind::Replay {
             let recorded = self.recorded.get(&task.task.id)?;
             return RecordedJudge::new(recorded).map(|judge| Box::new(judge) as Box<dyn Judge>);

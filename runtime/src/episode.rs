@@ -98,51 +98,30 @@ pub fn run_episode(
     let tools = env.component().tools();
     let mut instance = env.component().instance();
     let sync = env.bundle().manifest.sync;
-    let mut state = task.initial.clone();
-    let mut messages = vec![ChatMessage::user(user.open()?)];
-    let mut steps: Vec<Step> = Vec::new();
+    let mut run = Progress {
+        state: task.initial.clone(),
+        messages: vec![ChatMessage::user(user.open()?)],
+        steps: Vec::new(),
+    };
     let mut termination = Termination::MaxTurns;
     'turns: for turn in 0..settings.max_turns {
-        let users_calls = steps.iter().any(|step| step.actor == Actor::User);
+        let users_calls = run.steps.iter().any(|step| step.actor == Actor::User);
         let action = match users_calls {
-            true => policy.act(&agent_view(&messages), tools)?,
-            false => policy.act(&messages, tools)?,
+            true => policy.act(&agent_view(&run.messages), tools)?,
+            false => policy.act(&run.messages, tools)?,
         };
         match action {
             Action::Call(call) => {
-                let call_id = format!("call_{}", steps.len());
-                messages.push(ChatMessage::assistant_call(ChatToolCall {
-                    id: call_id.clone(),
-                    kind: "function".into(),
-                    function: ChatFunction {
-                        name: call.name.clone(),
-                        arguments: call.arguments.to_string(),
-                    },
-                }));
-                let executed = execute_synced(&mut instance, &state, &call, sync);
-                state = executed.state;
-                let result = executed.observation.content();
-                messages.push(ChatMessage::tool(&call_id, &result));
-                steps.push(Step {
-                    turn,
-                    call_id,
-                    tool: call.name,
-                    actor: call.actor,
-                    arguments: call.arguments,
-                    status: executed.observation.status().into(),
-                    result,
-                    fuel: executed.fuel,
-                    state_hash: state.digest(),
-                });
+                run.call(&mut instance, sync, turn, call, ChatMessage::assistant_call);
             }
             Action::Say(text) => {
-                messages.push(ChatMessage::assistant(text));
+                run.messages.push(ChatMessage::assistant(text));
                 // The user may use its own tools before it answers, as many
                 // times in a row as the agent has turns.
                 for _ in 0..settings.max_turns {
-                    match user.respond(&messages)? {
+                    match user.respond(&run.messages)? {
                         UserTurn::Say(reply) => {
-                            messages.push(ChatMessage::user(reply));
+                            run.messages.push(ChatMessage::user(reply));
                             continue 'turns;
                         }
                         UserTurn::Stop => {
@@ -150,34 +129,11 @@ pub fn run_episode(
                             break 'turns;
                         }
                         UserTurn::Call(call) => {
-                            let call_id = format!("call_{}", steps.len());
-                            messages.push(ChatMessage::user_call(ChatToolCall {
-                                id: call_id.clone(),
-                                kind: "function".into(),
-                                function: ChatFunction {
-                                    name: call.name.clone(),
-                                    arguments: call.arguments.to_string(),
-                                },
-                            }));
                             let call = ToolCall {
                                 actor: Actor::User,
                                 ..call
                             };
-                            let executed = execute_synced(&mut instance, &state, &call, sync);
-                            state = executed.state;
-                            let result = executed.observation.content();
-                            messages.push(ChatMessage::tool(&call_id, &result));
-                            steps.push(Step {
-                                turn,
-                                call_id,
-                                tool: call.name,
-                                actor: Actor::User,
-                                arguments: call.arguments,
-                                status: executed.observation.status().into(),
-                                result,
-                                fuel: executed.fuel,
-                                state_hash: state.digest(),
-                            });
+                            run.call(&mut instance, sync, turn, call, ChatMessage::user_call);
                         }
                     }
                 }
@@ -185,6 +141,11 @@ pub fn run_episode(
             }
         }
     }
+    let Progress {
+        state,
+        messages,
+        steps,
+    } = run;
     let agent_said: Vec<&str> = messages
         .iter()
         .filter(|message| message.role == Role::Assistant)
@@ -237,6 +198,52 @@ pub fn run_episode(
         verdict,
         policy_trace: policy.trace(),
     })
+}
+
+/// What an episode has come to so far.
+struct Progress {
+    state: State,
+    messages: Vec<ChatMessage>,
+    steps: Vec<Step>,
+}
+
+impl Progress {
+    /// Runs `call` (the last syncing when the environment does) and records
+    /// it: the message that makes it (the agent's or the user's, built by
+    /// `message`), its result, and the step.
+    fn call(
+        &mut self,
+        instance: &mut ToolInstance,
+        sync: bool,
+        turn: usize,
+        call: ToolCall,
+        message: fn(ChatToolCall) -> ChatMessage,
+    ) {
+        let call_id = format!("call_{}", self.steps.len());
+        self.messages.push(message(ChatToolCall {
+            id: call_id.clone(),
+            kind: "function".into(),
+            function: ChatFunction {
+                name: call.name.clone(),
+                arguments: call.arguments.to_string(),
+            },
+        }));
+        let executed = execute_synced(instance, &self.state, &call, sync);
+        self.state = executed.state;
+        let result = executed.observation.content();
+        self.messages.push(ChatMessage::tool(&call_id, &result));
+        self.steps.push(Step {
+            turn,
+            call_id,
+            tool: call.name,
+            actor: call.actor,
+            arguments: call.arguments,
+            status: executed.observation.status().into(),
+            result,
+            fuel: executed.fuel,
+            state_hash: self.state.digest(),
+        });
+    }
 }
 
 /// The task's assertions, each answered by the component's function on the

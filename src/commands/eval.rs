@@ -8,7 +8,7 @@ use crate::metrics::{self, flip_rate, pass_hat_k};
 use crate::output;
 use anyhow::{Context, Result};
 use clap::Args;
-use forge_runtime::episode::{EpisodeSettings, Judge, run_episode};
+use forge_runtime::episode::EpisodeSettings;
 use forge_runtime::trajectory::{self, EpisodeRecord};
 use forge_runtime::{Sandbox, TrajectoryWriter, episode_seed};
 use rand::{RngExt, SeedableRng};
@@ -88,22 +88,11 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
             let seed = episode_seed(args.seed, &task.task.id, trial);
             let key = (task.task.id.clone(), seed);
             if !done.contains_key(&key) {
-                let (mut policy, mut user) = agents.make(task, seed)?;
-                let mut judge = agents.judge(task);
                 let settings = EpisodeSettings {
                     max_turns: args.max_turns,
                     seed,
                 };
-                let record = run_episode(
-                    &env,
-                    task,
-                    &label,
-                    policy.as_mut(),
-                    user.as_mut(),
-                    judge.as_mut().map(|judge| judge.as_mut() as &mut dyn Judge),
-                    settings,
-                )
-                .with_context(|| format!("task `{}`", task.task.id))?;
+                let record = agents.run_episode(&env, task, settings)?;
                 writer.write(&record)?;
                 done.insert(key.clone(), record);
             }

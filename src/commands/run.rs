@@ -6,7 +6,7 @@ use crate::metrics;
 use crate::output;
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use forge_runtime::episode::{EpisodeSettings, Judge, run_episode};
+use forge_runtime::episode::EpisodeSettings;
 use forge_runtime::trajectory::{EpisodeRecord, Termination};
 use forge_runtime::{Environment, PreparedTask, Sandbox, TrajectoryWriter, episode_seed};
 use serde_json::json;
@@ -64,18 +64,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
                 max_turns: args.max_turns,
                 seed,
             };
-            let (mut policy, mut user) = agents.make(task, seed)?;
-            let mut judge = agents.judge(task);
-            let record = run_episode(
-                &env,
-                task,
-                &label,
-                policy.as_mut(),
-                user.as_mut(),
-                judge.as_mut().map(|judge| judge.as_mut() as &mut dyn Judge),
-                settings,
-            )
-            .with_context(|| format!("task `{}`", task.task.id))?;
+            let record = agents.run_episode(&env, task, settings)?;
             if let Some(writer) = &mut writer {
                 writer.write(&record)?;
             }
