@@ -25,6 +25,10 @@ pub mod toolkit;
 
 use forge_guest::Store;
 pub use forge_pycompat::{Num, dumps, py_eq};
+
+/// For [`export_toolkits!`]'s expansion in the suites' crates.
+#[doc(hidden)]
+pub use forge_guest as __forge_guest;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 

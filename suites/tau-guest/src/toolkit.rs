@@ -189,6 +189,56 @@ impl Toolkit {
     }
 }
 
+/// Makes a τ²-bench domain's agent and user toolkits and its `sync_tools`
+/// the component's `forge:env/tools`: defines the crate's `describe`, `call`
+/// and `invoke` (public, so native tests reach them too) and exports them.
+///
+/// ```ignore
+/// forge_tau_guest::export_toolkits!(AGENT, USER, sync);
+/// ```
+#[macro_export]
+macro_rules! export_toolkits {
+    ($agent:path, $user:path, $sync:path) => {
+        fn toolkit(actor: $crate::__forge_guest::Actor) -> &'static $crate::toolkit::Toolkit {
+            match actor {
+                $crate::__forge_guest::Actor::Agent => &$agent,
+                $crate::__forge_guest::Actor::User => &$user,
+            }
+        }
+
+        /// The tool schemas of `actor`, in the reference's order (the
+        /// component's `describe`).
+        pub fn describe(actor: $crate::__forge_guest::Actor) -> ::std::string::String {
+            toolkit(actor).schemas.to_owned()
+        }
+
+        /// Runs a tool of `actor` the way `Environment.get_response` does (the
+        /// component's `call`).
+        pub fn call(
+            store: &mut dyn $crate::__forge_guest::Store,
+            actor: $crate::__forge_guest::Actor,
+            name: &str,
+            args: &str,
+        ) -> ::std::result::Result<::std::string::String, ::std::string::String> {
+            toolkit(actor).call(store, name, args)
+        }
+
+        /// Runs any method of `actor`'s toolkit the way
+        /// `Environment.run_env_function_call` does (the component's
+        /// `invoke`), answering the return value as JSON text.
+        pub fn invoke(
+            store: &mut dyn $crate::__forge_guest::Store,
+            actor: $crate::__forge_guest::Actor,
+            name: &str,
+            args: &str,
+        ) -> ::std::result::Result<::std::string::String, ::std::string::String> {
+            toolkit(actor).invoke(store, name, args)
+        }
+
+        $crate::__forge_guest::export_component!(describe, call, invoke, $sync);
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

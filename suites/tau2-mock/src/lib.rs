@@ -21,8 +21,8 @@
 //! host-only functions (`invoke`, for tasks' `initialization_actions` and
 //! `env_assertions`) are every method of the toolkit class, tools included, as
 //! the reference's `getattr(toolkit, func_name)` finds them. The mock
-//! environment does not override `Environment.sync_tools`, so `sync` does
-//! nothing. The tool schemas are the reference's (`tools.json`,
+//! environment does not override `Environment.sync_tools`, so its `sync` is
+//! `forge_guest::no_sync`. The tool schemas are the reference's (`tools.json`,
 //! `user_tools.json`, from τ²-bench, MIT licence, © 2025 Sierra).
 //!
 //! Listings (`get_users`, `check_notifications`) come in the host's key order
@@ -30,7 +30,6 @@
 //! that gain keys out of byte order (`task_10` after `task_9`), which no task
 //! of the suite reaches.
 
-use forge_guest::{Actor, Store};
 use forge_tau_guest::model::{Kind, build};
 use forge_tau_guest::toolkit::{Answer, Toolkit, function, tool};
 use forge_tau_guest::{Data, Kwargs, dict_key, list_mut, py_eq, py_str, set, str_field};
@@ -122,44 +121,7 @@ static USER: Toolkit = Toolkit {
     attributes: &[],
 };
 
-fn toolkit(actor: Actor) -> &'static Toolkit {
-    match actor {
-        Actor::Agent => &AGENT,
-        Actor::User => &USER,
-    }
-}
-
-/// The tool schemas of `actor`, in the reference's order (the component's `describe`).
-pub fn describe(actor: Actor) -> String {
-    toolkit(actor).schemas.to_owned()
-}
-
-/// Runs a tool of `actor` the way `Environment.get_response` does (the
-/// component's `call`): the answer is `Environment.to_json_str` of the
-/// result, an error the exception's text.
-pub fn call(store: &mut dyn Store, actor: Actor, name: &str, args: &str) -> Result<String, String> {
-    toolkit(actor).call(store, name, args)
-}
-
-/// Runs any function of `actor`'s toolkit the way
-/// `Environment.run_env_function_call` does (the component's `invoke`),
-/// answering the return value as JSON text.
-pub fn invoke(
-    store: &mut dyn Store,
-    actor: Actor,
-    name: &str,
-    args: &str,
-) -> Result<String, String> {
-    toolkit(actor).invoke(store, name, args)
-}
-
-/// `MockEnvironment.sync_tools`: the mock domain keeps the base class's, which
-/// does nothing (the component's `sync`).
-pub fn sync(_: &mut dyn Store) -> Result<(), String> {
-    Ok(())
-}
-
-forge_guest::export_component!(describe, call, invoke, sync);
+forge_tau_guest::export_toolkits!(AGENT, USER, forge_guest::no_sync);
 
 /// The key of `value` in `table`, or the reference's `"{noun} {value} not found"`.
 fn find(data: &Data<'_>, table: &str, value: &Value, noun: &str) -> Result<String, String> {

@@ -5,7 +5,7 @@
 //! on τ²-bench's `mock` environment, pydantic 2.12).
 
 use super::*;
-use forge_guest::MemoryStore;
+use forge_guest::{Actor, MemoryStore, Store};
 use serde_json::Map;
 
 /// What the tests do with a store.
@@ -391,7 +391,7 @@ fn set_up(store: &mut MemoryStore, setup: &Setup) {
                 answer,
                 r#"{"task_id": "task_2", "title": "Project Review", "description": "Review Q4 project status", "status": "pending"}"#
             );
-            sync(store).unwrap();
+            forge_guest::no_sync(store).unwrap();
         }
         Setup::NotificationAction => {
             let answer = store
@@ -405,7 +405,7 @@ fn set_up(store: &mut MemoryStore, setup: &Setup) {
                 answer,
                 r#"{"notification_id": "notif_1", "message": "Task 'Test task' has been assigned to you.", "status": "unread", "task_id": "task_1"}"#
             );
-            sync(store).unwrap();
+            forge_guest::no_sync(store).unwrap();
         }
     }
 }

@@ -59,41 +59,13 @@ mod user;
 mod tests;
 
 use agent::AGENT;
-use forge_guest::{Actor, Store};
+use forge_guest::Store;
 use forge_tau_guest::Data;
-use forge_tau_guest::toolkit::Toolkit;
 use user::USER;
-
-fn toolkit(actor: Actor) -> &'static Toolkit {
-    match actor {
-        Actor::Agent => &AGENT,
-        Actor::User => &USER,
-    }
-}
-
-/// The tool schemas of `actor`, in the reference's order (the component's `describe`).
-pub fn describe(actor: Actor) -> String {
-    toolkit(actor).schemas.to_owned()
-}
-
-/// Runs a tool of `actor` (the component's `call`).
-pub fn call(store: &mut dyn Store, actor: Actor, name: &str, args: &str) -> Result<String, String> {
-    toolkit(actor).call(store, name, args)
-}
-
-/// Runs any method of `actor`'s toolkit (the component's `invoke`).
-pub fn invoke(
-    store: &mut dyn Store,
-    actor: Actor,
-    name: &str,
-    args: &str,
-) -> Result<String, String> {
-    toolkit(actor).invoke(store, name, args)
-}
 
 /// `TelecomEnvironment.sync_tools` (the component's `sync`).
 pub fn sync(store: &mut dyn Store) -> Result<(), String> {
     sync::sync_tools(&mut Data::new(store))
 }
 
-forge_guest::export_component!(describe, call, invoke, sync);
+forge_tau_guest::export_toolkits!(AGENT, USER, sync);

@@ -6,6 +6,7 @@
 //! outputs are those `scripts/bench/tau_reference.py` records for the tasks.
 
 use super::*;
+use forge_guest::Actor;
 use forge_guest::MemoryStore;
 use forge_tau_guest::dumps;
 use serde_json::Value;
