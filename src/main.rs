@@ -32,6 +32,8 @@ enum Command {
     Inspect(commands::inspect::InspectArgs),
     /// Write the built-in example environment as a bundle directory.
     Example(commands::example::ExampleArgs),
+    /// Serve environments over the OpenEnv HTTP/WebSocket API and MCP.
+    Serve(commands::serve::ServeArgs),
     /// Fine-tune the policy model: SFT on gold episodes, then ERPO.
     Train(commands::train::TrainArgs),
     /// Obtain and inspect the policy's model files.
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => commands::replay::run(args),
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Example(args) => commands::example::run(args),
+        Command::Serve(args) => commands::serve::run(args),
         Command::Train(args) => commands::train::run(args),
         Command::Model(command) => commands::model::run(command),
         Command::Bench(command) => commands::bench::run(command),

@@ -11,7 +11,8 @@ use crate::trajectory::{
     Termination, agent_view,
 };
 use crate::verify::{Check, Checks, call_matches, verify};
-use anyhow::Result;
+use anyhow::{Result, bail};
+use std::borrow::Cow;
 
 /// What the agent does next.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,108 +97,218 @@ pub fn run_episode(
     settings: EpisodeSettings,
 ) -> Result<EpisodeRecord> {
     let tools = env.component().tools();
-    let mut instance = env.component().instance();
-    let sync = env.bundle().manifest.sync;
-    let mut run = Progress {
-        state: task.initial.clone(),
-        messages: vec![ChatMessage::user(user.open()?)],
-        steps: Vec::new(),
-    };
-    let mut termination = Termination::MaxTurns;
-    'turns: for turn in 0..settings.max_turns {
-        let users_calls = run.steps.iter().any(|step| step.actor == Actor::User);
-        let action = match users_calls {
-            true => policy.act(&agent_view(&run.messages), tools)?,
-            false => policy.act(&run.messages, tools)?,
-        };
+    let mut episode = Episode::start(env, task, user, settings)?;
+    while !episode.is_over() {
+        let action = policy.act(&episode.transcript(), tools)?;
+        episode.act(action, user)?;
+    }
+    episode.finish(env, task, policy_name, policy.trace(), judge)
+}
+
+/// An episode in progress, advanced one agent action at a time — by
+/// [`run_episode`] with a [`Policy`], or by an agent elsewhere (`forge
+/// serve`). It holds its own sandbox instance and state, so episodes are
+/// independent of each other and of the order their actions arrive in.
+pub struct Episode {
+    instance: ToolInstance,
+    sync: bool,
+    settings: EpisodeSettings,
+    progress: Progress,
+    /// Agent actions taken so far.
+    turn: usize,
+    termination: Option<Termination>,
+}
+
+impl Episode {
+    /// Starts an episode of `task` (an environment's): the user opens.
+    pub fn start(
+        env: &Environment,
+        task: &PreparedTask,
+        user: &mut dyn User,
+        settings: EpisodeSettings,
+    ) -> Result<Self> {
+        let opening = user.open()?;
+        Ok(Self {
+            instance: env.component().instance(),
+            sync: env.bundle().manifest.sync,
+            settings,
+            progress: Progress {
+                state: task.initial.clone(),
+                messages: vec![ChatMessage::user(opening)],
+                steps: Vec::new(),
+            },
+            turn: 0,
+            termination: (settings.max_turns == 0).then_some(Termination::MaxTurns),
+        })
+    }
+
+    /// The dialogue as the agent sees it: without the user's calls of its
+    /// own tools (see [`agent_view`]).
+    pub fn transcript(&self) -> Cow<'_, [ChatMessage]> {
+        match self
+            .progress
+            .steps
+            .iter()
+            .any(|step| step.actor == Actor::User)
+        {
+            true => Cow::Owned(agent_view(&self.progress.messages)),
+            false => Cow::Borrowed(&self.progress.messages),
+        }
+    }
+
+    /// Every message so far, the user's own calls included.
+    pub fn messages(&self) -> &[ChatMessage] {
+        &self.progress.messages
+    }
+
+    /// The tool steps so far.
+    pub fn steps(&self) -> &[Step] {
+        &self.progress.steps
+    }
+
+    /// The environment's state now.
+    pub fn state(&self) -> &State {
+        &self.progress.state
+    }
+
+    /// Agent actions taken so far.
+    pub fn turns(&self) -> usize {
+        self.turn
+    }
+
+    pub fn settings(&self) -> EpisodeSettings {
+        self.settings
+    }
+
+    /// Why the episode ended, once it has.
+    pub fn termination(&self) -> Option<Termination> {
+        self.termination
+    }
+
+    pub fn is_over(&self) -> bool {
+        self.termination.is_some()
+    }
+
+    /// Takes the agent's next action: runs its tool call, or hands its message
+    /// to the user and takes the user's answer (running the user's own calls
+    /// first, as many in a row as the agent has turns). Returns why the
+    /// episode ended, if this action ended it.
+    pub fn act(&mut self, action: Action, user: &mut dyn User) -> Result<Option<Termination>> {
+        if let Some(termination) = self.termination {
+            bail!("the episode is over ({termination:?}); start a new one");
+        }
+        let turn = self.turn;
+        self.turn += 1;
         match action {
+            // A gold policy plays the user's own calls too, as its actor.
             Action::Call(call) => {
-                run.call(&mut instance, sync, turn, call, ChatMessage::assistant_call);
+                let (instance, sync) = (&mut self.instance, self.sync);
+                self.progress
+                    .call(instance, sync, turn, call, ChatMessage::assistant_call);
             }
             Action::Say(text) => {
-                run.messages.push(ChatMessage::assistant(text));
-                // The user may use its own tools before it answers, as many
-                // times in a row as the agent has turns.
-                for _ in 0..settings.max_turns {
-                    match user.respond(&run.messages)? {
+                self.progress.messages.push(ChatMessage::assistant(text));
+                self.termination = Some(Termination::MaxTurns);
+                for _ in 0..self.settings.max_turns {
+                    match user.respond(&self.progress.messages)? {
                         UserTurn::Say(reply) => {
-                            run.messages.push(ChatMessage::user(reply));
-                            continue 'turns;
+                            self.progress.messages.push(ChatMessage::user(reply));
+                            self.termination = None;
+                            break;
                         }
                         UserTurn::Stop => {
-                            termination = Termination::UserStop;
-                            break 'turns;
+                            self.termination = Some(Termination::UserStop);
+                            break;
                         }
                         UserTurn::Call(call) => {
                             let call = ToolCall {
                                 actor: Actor::User,
                                 ..call
                             };
-                            run.call(&mut instance, sync, turn, call, ChatMessage::user_call);
+                            let (instance, sync) = (&mut self.instance, self.sync);
+                            self.progress
+                                .call(instance, sync, turn, call, ChatMessage::user_call);
                         }
                     }
                 }
-                break 'turns;
             }
         }
+        if self.termination.is_none() && self.turn >= self.settings.max_turns {
+            self.termination = Some(Termination::MaxTurns);
+        }
+        Ok(self.termination)
     }
-    let Progress {
-        state,
-        messages,
-        steps,
-    } = run;
-    let agent_said: Vec<&str> = messages
-        .iter()
-        .filter(|message| message.role == Role::Assistant)
-        .filter_map(|message| message.content.as_deref())
-        .collect();
-    let checks = Checks {
-        state_counts: task.task.state_check,
-        assertions: assertions(&mut instance, task, &state),
-        calls: task
-            .task
-            .required_calls
+
+    /// Judges the episode (its NL assertions only when a `judge` is given)
+    /// and makes its record; `trace` is the policy's (see [`Policy::trace`]).
+    /// An episode finished before its end is judged as it stands and
+    /// recorded as [`Termination::Closed`].
+    pub fn finish(
+        mut self,
+        env: &Environment,
+        task: &PreparedTask,
+        policy_name: &str,
+        trace: Option<serde_json::Value>,
+        judge: Option<&mut dyn Judge>,
+    ) -> Result<EpisodeRecord> {
+        let Progress {
+            state,
+            messages,
+            steps,
+        } = self.progress;
+        let agent_said: Vec<&str> = messages
             .iter()
-            .map(|required| Check {
-                name: required.name.clone(),
-                met: steps
-                    .iter()
-                    .any(|step| call_matches(required, &step.tool, &step.arguments)),
-            })
-            .collect(),
-        nl_assertions: match judge {
-            Some(judge) if !task.task.nl_assertions.is_empty() => {
-                judged(judge, &task.task.nl_assertions, &messages)?
-            }
-            _ => Vec::new(),
-        },
-    };
-    let verdict = verify(
-        &env.bundle().manifest.verify,
-        &task.initial,
-        &task.gold,
-        &state,
-        &task.task.required_outputs,
-        &agent_said,
-        checks,
-    );
-    Ok(EpisodeRecord {
-        format: FORMAT.into(),
-        environment: EnvironmentRef {
-            name: env.name().into(),
-            content_hash: env.content_hash().into(),
-        },
-        task_id: task.task.id.clone(),
-        policy: policy_name.into(),
-        seed: settings.seed,
-        max_turns: settings.max_turns,
-        messages,
-        steps,
-        termination,
-        final_state_sha256: state.sha256(),
-        verdict,
-        policy_trace: policy.trace(),
-    })
+            .filter(|message| message.role == Role::Assistant)
+            .filter_map(|message| message.content.as_deref())
+            .collect();
+        let checks = Checks {
+            state_counts: task.task.state_check,
+            assertions: assertions(&mut self.instance, task, &state),
+            calls: task
+                .task
+                .required_calls
+                .iter()
+                .map(|required| Check {
+                    name: required.name.clone(),
+                    met: steps
+                        .iter()
+                        .any(|step| call_matches(required, &step.tool, &step.arguments)),
+                })
+                .collect(),
+            nl_assertions: match judge {
+                Some(judge) if !task.task.nl_assertions.is_empty() => {
+                    judged(judge, &task.task.nl_assertions, &messages)?
+                }
+                _ => Vec::new(),
+            },
+        };
+        let verdict = verify(
+            &env.bundle().manifest.verify,
+            &task.initial,
+            &task.gold,
+            &state,
+            &task.task.required_outputs,
+            &agent_said,
+            checks,
+        );
+        Ok(EpisodeRecord {
+            format: FORMAT.into(),
+            environment: EnvironmentRef {
+                name: env.name().into(),
+                content_hash: env.content_hash().into(),
+            },
+            task_id: task.task.id.clone(),
+            policy: policy_name.into(),
+            seed: self.settings.seed,
+            max_turns: self.settings.max_turns,
+            messages,
+            steps,
+            termination: self.termination.unwrap_or(Termination::Closed),
+            final_state_sha256: state.sha256(),
+            verdict,
+            policy_trace: trace,
+        })
+    }
 }
 
 /// What an episode has come to so far.

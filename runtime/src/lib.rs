@@ -21,7 +21,7 @@ pub mod verify;
 
 pub use bundle::{Actor, Bundle, Manifest, Task, ToolCall};
 pub use environment::{Environment, Observation, PreparedTask};
-pub use episode::{Action, EpisodeSettings, Judge, Policy, User, UserTurn, run_episode};
+pub use episode::{Action, Episode, EpisodeSettings, Judge, Policy, User, UserTurn, run_episode};
 pub use sandbox::{Limits, Sandbox, SandboxError};
 pub use state::State;
 pub use trajectory::{EpisodeRecord, TrajectoryWriter};

@@ -1,11 +1,10 @@
 //! Replay: re-execute a recorded episode and prove it byte-identical, or name
 //! the first place it diverges.
 
-use crate::environment::Environment;
-use crate::episode::Judge;
-use crate::episode::{EpisodeSettings, run_episode};
+use crate::environment::{Environment, PreparedTask};
+use crate::episode::{Episode, EpisodeSettings, Judge, Policy};
 use crate::policy::{RecordedJudge, ReplayPolicy, ReplayUser};
-use crate::trajectory::EpisodeRecord;
+use crate::trajectory::{EpisodeRecord, Termination};
 use anyhow::{Result, bail};
 use serde::Serialize;
 
@@ -53,15 +52,17 @@ pub fn replay_episode(env: &Environment, record: &EpisodeRecord) -> Result<Optio
         max_turns: record.max_turns,
         seed: record.seed,
     };
-    let replayed = match run_episode(
-        env,
-        task,
-        &record.policy,
-        &mut policy,
-        &mut user,
-        judge.as_mut().map(|judge| judge as &mut dyn Judge),
-        settings,
-    ) {
+    let replayed = match replay_actions(env, task, record, settings, &mut policy, &mut user) {
+        Ok(episode) => episode.finish(
+            env,
+            task,
+            &record.policy,
+            None,
+            judge.as_mut().map(|judge| judge as &mut dyn Judge),
+        ),
+        Err(err) => Err(err),
+    };
+    let replayed = match replayed {
         Ok(replayed) => replayed,
         Err(err) => {
             return Ok(Some(Divergence {
@@ -71,6 +72,28 @@ pub fn replay_episode(env: &Environment, record: &EpisodeRecord) -> Result<Optio
         }
     };
     Ok(first_difference(record, &replayed))
+}
+
+/// Runs the recorded agent actions: to the episode's end, or — for an
+/// episode that was closed before it ended — until they run out.
+fn replay_actions(
+    env: &Environment,
+    task: &PreparedTask,
+    record: &EpisodeRecord,
+    settings: EpisodeSettings,
+    policy: &mut ReplayPolicy,
+    user: &mut ReplayUser,
+) -> Result<Episode> {
+    let tools = env.component().tools();
+    let mut episode = Episode::start(env, task, user, settings)?;
+    while !episode.is_over() {
+        if policy.is_exhausted() && record.termination == Termination::Closed {
+            break;
+        }
+        let action = policy.act(&episode.transcript(), tools)?;
+        episode.act(action, user)?;
+    }
+    Ok(episode)
 }
 
 fn first_difference(recorded: &EpisodeRecord, replayed: &EpisodeRecord) -> Option<Divergence> {

@@ -166,6 +166,9 @@ pub enum Termination {
     UserStop,
     /// The agent used all its turns.
     MaxTurns,
+    /// The episode was cut before its end: its `forge serve` session was
+    /// closed by the client, expired, or the server shut down.
+    Closed,
 }
 
 /// One episode, one JSONL line.

@@ -7,5 +7,6 @@ pub mod inspect;
 pub mod model;
 pub mod replay;
 pub mod run;
+pub mod serve;
 pub mod synth;
 pub mod train;

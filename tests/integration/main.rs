@@ -7,6 +7,7 @@ mod eval;
 mod hostile;
 mod llm_stub;
 mod sandbox;
+mod serve;
 mod suites;
 mod synth;
 mod train;

@@ -46,6 +46,11 @@ impl ReplayPolicy {
         }
         Ok(Self { actions })
     }
+
+    /// Whether every recorded action has been taken.
+    pub fn is_exhausted(&self) -> bool {
+        self.actions.is_empty()
+    }
 }
 
 impl Policy for ReplayPolicy {

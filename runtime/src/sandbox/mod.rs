@@ -47,6 +47,9 @@ pub struct Limits {
     pub record_bytes: usize,
     /// Captured stdout/stderr per instance (quoted in trap messages).
     pub output_bytes: usize,
+    /// Most instances alive at once, one per live episode: the capacity of
+    /// the instance pool, whose address space is reserved up front.
+    pub instances: u32,
 }
 
 impl Default for Limits {
@@ -61,12 +64,11 @@ impl Default for Limits {
             write_bytes_per_call: 16 << 20,
             record_bytes: 1 << 20,
             output_bytes: 16 << 10,
+            instances: 1_000,
         }
     }
 }
 
-/// Most instances alive at once (one per running episode).
-const MAX_INSTANCES: u32 = 1_000;
 /// How often the epoch ticks for the wall-clock backstop.
 const EPOCH_TICK: Duration = Duration::from_millis(5);
 
@@ -142,10 +144,11 @@ fn engine_config(limits: &Limits) -> Config {
         .relaxed_simd_deterministic(true)
         .max_wasm_stack(1 << 20);
     let mut pool = PoolingAllocationConfig::default();
-    pool.total_component_instances(MAX_INSTANCES)
-        .total_core_instances(MAX_INSTANCES * 8)
-        .total_memories(MAX_INSTANCES * 2)
-        .total_tables(MAX_INSTANCES * 4)
+    let instances = limits.instances.max(1);
+    pool.total_component_instances(instances)
+        .total_core_instances(instances * 8)
+        .total_memories(instances * 2)
+        .total_tables(instances * 4)
         .max_memory_size(limits.memory_bytes)
         .table_elements(limits.table_elements);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));

@@ -1,8 +1,8 @@
 //! `forge bench perf`: what the sandbox costs, measured on the example
 //! environment, beside the same tool compiled natively.
 
+use super::{Row, micros, percentile};
 use crate::builtin;
-use crate::output;
 use anyhow::{Context, Result};
 use clap::Args;
 use forge_runtime::bundle::ToolCall;
@@ -10,7 +10,7 @@ use forge_runtime::environment::execute;
 use forge_runtime::sandbox::{Limits, ToolComponent};
 use forge_runtime::state::Record;
 use forge_runtime::{Sandbox, State};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -37,12 +37,6 @@ fn write_call() -> ToolCall {
         "update_user_address",
         json!({"user_id": "u3", "street": "1 Test Way", "city": "Springfield", "zip": "12345"}),
     )
-}
-
-struct Row {
-    metric: &'static str,
-    value: f64,
-    unit: &'static str,
 }
 
 pub fn run(args: PerfArgs) -> Result<ExitCode> {
@@ -158,29 +152,7 @@ pub fn run(args: PerfArgs) -> Result<ExitCode> {
         });
     }
 
-    if args.json {
-        let object: serde_json::Map<String, Value> = rows
-            .iter()
-            .map(|row| {
-                (
-                    row.metric.to_owned(),
-                    json!({"value": row.value, "unit": row.unit}),
-                )
-            })
-            .collect();
-        output::json_line(&Value::Object(object));
-    } else {
-        let mut table = output::table(&["metric", "value", "unit"]);
-        for row in &rows {
-            let value = if row.value >= 100.0 {
-                format!("{:.0}", row.value)
-            } else {
-                format!("{:.2}", row.value)
-            };
-            table.add_row(vec![row.metric.to_owned(), value, row.unit.to_owned()]);
-        }
-        println!("{table}");
-    }
+    super::report(&rows, args.json);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -204,14 +176,6 @@ fn sample(iterations: usize, mut run: impl FnMut()) -> Vec<Duration> {
         .collect();
     samples.sort_unstable();
     samples
-}
-
-fn percentile(sorted: &[Duration], quantile: f64) -> Duration {
-    sorted[((sorted.len() - 1) as f64 * quantile).round() as usize]
-}
-
-fn micros(duration: Duration) -> f64 {
-    duration.as_secs_f64() * 1e6
 }
 
 fn sandboxed_latency(

@@ -1,0 +1,53 @@
+//! What goes wrong with a request, and the HTTP status each answers with.
+
+use axum::http::StatusCode;
+
+/// A request the server refuses; every protocol reports it with its message.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("no session `{0}` (it was closed, it expired, or it never existed)")]
+    UnknownSession(String),
+    #[error(
+        "the server holds {0} sessions, the most it allows (`--max-sessions`); close one or retry later"
+    )]
+    Full(usize),
+    #[error("session `{id}` is over its rate of {rate} steps per second; slow down")]
+    RateLimited { id: String, rate: f64 },
+    #[error("the episode of session `{0}` is over; reset to start another")]
+    EpisodeOver(String),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    #[error("{0:#}")]
+    Internal(anyhow::Error),
+}
+
+impl ServeError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::UnknownSession(_) | Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::Full(_) | Self::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::EpisodeOver(_) => StatusCode::CONFLICT,
+            Self::BadRequest(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// A short machine-readable name of the error, for clients and metrics.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::UnknownSession(_) => "unknown_session",
+            Self::Full(_) => "too_many_sessions",
+            Self::RateLimited { .. } => "rate_limited",
+            Self::EpisodeOver(_) => "episode_over",
+            Self::BadRequest(_) => "bad_request",
+            Self::NotFound(_) => "not_found",
+            Self::ShuttingDown => "shutting_down",
+            Self::Internal(_) => "internal",
+        }
+    }
+}

@@ -1,0 +1,625 @@
+//! The HTTP server: OpenEnv's routes (`/reset`, `/step`, `/state`, `/ws`,
+//! `/health`, `/metadata`, `/schema`), MCP at `/mcp`, `/healthz` and
+//! `/metrics`. Handlers only move bytes: sessions live in the [`Hub`], and
+//! the sandbox work of each request runs on the blocking pool so that a slow
+//! tool never stalls the event loop.
+
+use crate::mcp::{self, Reply};
+use crate::openenv::{self, StepError};
+use crate::sessions::{Hub, OpenRequest};
+use crate::{ServeError, metrics::Metrics};
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
+use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::serve::ListenerExt;
+use axum::{Json, Router};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The header that carries an MCP session id.
+const MCP_SESSION: &str = "mcp-session-id";
+
+/// The read buffer of a WebSocket session.
+const WS_BUFFER_BYTES: usize = 8 << 10;
+
+/// How the HTTP server treats requests.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Largest request body or WebSocket message.
+    pub max_request_bytes: usize,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            max_request_bytes: 1 << 20,
+        }
+    }
+}
+
+#[derive(Clone)]
+struct App {
+    hub: Arc<Hub>,
+    options: HttpOptions,
+    /// Becomes true when the server begins to shut down: WebSocket sessions
+    /// end at their next message boundary.
+    stopping: watch::Receiver<bool>,
+}
+
+/// Serves `hub` on `listener` until `shutdown` resolves; then lets in-flight
+/// requests finish, ends every session (judging and recording its episode)
+/// and returns.
+pub async fn serve(
+    hub: Arc<Hub>,
+    listener: tokio::net::TcpListener,
+    options: HttpOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let (stop, stopping) = watch::channel(false);
+    let app = App {
+        hub: hub.clone(),
+        options: options.clone(),
+        stopping,
+    };
+    let reaper = tokio::spawn(expire_idle_sessions(hub.clone()));
+    // Agents wait on each answer: send it at once.
+    let listener = listener.tap_io(|stream| {
+        let _ = stream.set_nodelay(true);
+    });
+    axum::serve(listener, router(app))
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            tracing::info!("shutting down: finishing requests in flight");
+            let _ = stop.send(true);
+        })
+        .await?;
+    reaper.abort();
+    let ended = tokio::task::spawn_blocking(move || hub.shut_down()).await?;
+    tracing::info!(sessions = ended, "shut down; every episode recorded");
+    Ok(())
+}
+
+fn router(app: App) -> Router {
+    let limit = app.options.max_request_bytes;
+    Router::new()
+        .route("/health", get(health))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .route("/metadata", get(metadata))
+        .route("/schema", get(schema))
+        .route("/openapi.json", get(openapi))
+        .route("/reset", post(reset))
+        .route("/step", post(step))
+        .route("/state", get(state))
+        .route("/ws", get(websocket))
+        .route("/mcp", post(mcp_post).get(mcp_get).delete(mcp_delete))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(app)
+}
+
+/// Closes idle sessions every so often (a quarter of the idle timeout,
+/// between 1 and 30 seconds).
+async fn expire_idle_sessions(hub: Arc<Hub>) {
+    let period =
+        (hub.limits().idle_timeout / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
+    let mut ticks = tokio::time::interval(period);
+    loop {
+        ticks.tick().await;
+        let hub = hub.clone();
+        let _ = tokio::task::spawn_blocking(move || hub.expire_idle()).await;
+    }
+}
+
+/// Runs `work` on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    hub: &Arc<Hub>,
+    work: impl FnOnce(&Hub) -> T + Send + 'static,
+) -> T {
+    let hub = hub.clone();
+    tokio::task::spawn_blocking(move || work(&hub))
+        .await
+        .expect("a request handler panicked")
+}
+
+/// An error answer: `{"detail", "code"}`, as OpenEnv's server answers.
+fn failure(hub: &Hub, status: StatusCode, code: &str, detail: impl Into<Value>) -> Response {
+    hub.metrics()
+        .refused
+        .get_or_create(&Metrics::kind(code))
+        .inc();
+    (status, Json(json!({"detail": detail.into(), "code": code}))).into_response()
+}
+
+fn refused(hub: &Hub, err: &ServeError) -> Response {
+    failure(hub, err.status(), err.code(), err.to_string())
+}
+
+/// A request refused before it reaches a session.
+struct Refusal {
+    status: StatusCode,
+    code: &'static str,
+    detail: String,
+}
+
+impl Refusal {
+    fn answer(self, hub: &Hub) -> Response {
+        failure(hub, self.status, self.code, self.detail)
+    }
+}
+
+/// The JSON body of a request, or why it is not one.
+fn json_body(body: Result<Bytes, BytesRejection>) -> Result<Value, Refusal> {
+    let bytes = body.map_err(|rejection| Refusal {
+        status: rejection.status(),
+        code: match rejection.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => "request_too_large",
+            _ => "bad_request",
+        },
+        detail: rejection.body_text(),
+    })?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(&bytes).map_err(|err| Refusal {
+        status: StatusCode::BAD_REQUEST,
+        code: "bad_json",
+        detail: format!("the body is not JSON: {err}"),
+    })
+}
+
+async fn health() -> Json<Value> {
+    Json(json!({"status": "healthy"}))
+}
+
+async fn healthz(State(app): State<App>) -> Json<Value> {
+    Json(json!({"status": "healthy", "sessions": app.hub.len()}))
+}
+
+async fn metrics(State(app): State<App>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        app.hub.metrics().render(),
+    )
+}
+
+async fn metadata(State(app): State<App>) -> Json<Value> {
+    let envs: Vec<Value> = app
+        .hub
+        .catalog()
+        .envs()
+        .iter()
+        .map(|env| {
+            json!({
+                "name": env.name(),
+                "description": env.bundle().manifest.description,
+                "content_hash": env.content_hash(),
+                "tasks": env.tasks().len(),
+                "tools": env.component().tools().len(),
+            })
+        })
+        .collect();
+    Json(json!({
+        "name": "forge",
+        "description": format!(
+            "Forge tool environments in a deterministic WebAssembly sandbox: {}",
+            app.hub.catalog().env_names().join(", ")
+        ),
+        "readme_content": null,
+        "version": env!("CARGO_PKG_VERSION"),
+        "author": null,
+        "documentation_url": null,
+        "environments": envs,
+    }))
+}
+
+async fn schema() -> Json<Value> {
+    Json(json!({
+        "action": {
+            "type": "object",
+            "description": "An MCP action: list the tools, or call one (`send_message_to_user` talks to the user).",
+            "properties": {
+                "type": {"enum": ["list_tools", "call_tool"]},
+                "tool_name": {"type": "string"},
+                "arguments": {"type": "object"}
+            },
+            "required": ["type"]
+        },
+        "observation": {
+            "type": "object",
+            "properties": {
+                "tools": {"type": "array"},
+                "tool_name": {"type": "string"},
+                "result": {},
+                "error": {},
+                "metadata": {"type": "object", "description": "session_id, env, task_id, step_count, and the messages the agent has not seen yet"}
+            }
+        },
+        "state": {
+            "type": "object",
+            "properties": {
+                "episode_id": {"type": ["string", "null"]},
+                "step_count": {"type": "integer", "minimum": 0}
+            }
+        }
+    }))
+}
+
+async fn openapi() -> Json<Value> {
+    let paths: serde_json::Map<String, Value> = [
+        "/reset",
+        "/step",
+        "/state",
+        "/health",
+        "/healthz",
+        "/metrics",
+        "/metadata",
+        "/schema",
+        "/mcp",
+        "/ws",
+    ]
+    .into_iter()
+    .map(|path| (path.to_owned(), json!({})))
+    .collect();
+    Json(json!({
+        "openapi": "3.1.0",
+        "info": {"title": "Forge environment API (OpenEnv)", "version": "1.0.0"},
+        "paths": paths,
+    }))
+}
+
+async fn not_found() -> impl IntoResponse {
+    (StatusCode::NOT_FOUND, Json(json!({"detail": "Not Found"})))
+}
+
+/// `POST /reset`: starts an episode in a session — the one `episode_id`
+/// names (made so, or restarted), else a new one.
+async fn reset(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Response {
+    let data = match json_body(body) {
+        Ok(data) => data,
+        Err(refusal) => return refusal.answer(&app.hub),
+    };
+    let request = match openenv::open_request(&data) {
+        Ok(request) => request,
+        Err(err) => return step_error(&app.hub, err),
+    };
+    match blocking(&app.hub, move |hub| openenv::reset(hub, request)).await {
+        Ok(result) => Json(result).into_response(),
+        Err(err) => refused(&app.hub, &err),
+    }
+}
+
+/// `POST /step`: `{"action", "episode_id"}` — unlike OpenEnv's own
+/// stateless `/step`, Forge's episodes live in sessions, so a step names the
+/// session its reset made.
+async fn step(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Response {
+    let data = match json_body(body) {
+        Ok(data) => data,
+        Err(refusal) => return refusal.answer(&app.hub),
+    };
+    let Some(action) = data.get("action").cloned() else {
+        return step_error(
+            &app.hub,
+            StepError::Invalid(vec![json!({
+                "type": "missing", "loc": ["body", "action"], "msg": "Field required", "input": data
+            })]),
+        );
+    };
+    let Some(id) = session_named(&data) else {
+        return step_error(
+            &app.hub,
+            StepError::Invalid(vec![json!({
+                "type": "missing", "loc": ["body", "episode_id"],
+                "msg": "Field required: the session's id from POST /reset (or use the WebSocket at /ws)",
+                "input": data
+            })]),
+        );
+    };
+    match blocking(&app.hub, move |hub| openenv::step(hub, &id, &action)).await {
+        Ok(result) => Json(result).into_response(),
+        Err(err) => step_error(&app.hub, err),
+    }
+}
+
+fn session_named(data: &Value) -> Option<String> {
+    ["episode_id", "session_id"]
+        .into_iter()
+        .find_map(|key| data.get(key).and_then(Value::as_str))
+        .map(str::to_owned)
+}
+
+fn step_error(hub: &Hub, err: StepError) -> Response {
+    match err {
+        StepError::Invalid(errors) => failure(
+            hub,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_action",
+            errors,
+        ),
+        StepError::Refused(err) => refused(hub, &err),
+    }
+}
+
+/// `GET /state?episode_id=ID`: that session's state; without an id, the
+/// state of no episode (as OpenEnv answers).
+async fn state(State(app): State<App>, Query(query): Query<HashMap<String, String>>) -> Response {
+    let Some(id) = query
+        .get("episode_id")
+        .or_else(|| query.get("session_id"))
+        .cloned()
+    else {
+        return Json(json!({"episode_id": null, "step_count": 0})).into_response();
+    };
+    match blocking(&app.hub, move |hub| hub.state(&id)).await {
+        Ok(state) => Json(openenv::state(&state)).into_response(),
+        Err(err) => refused(&app.hub, &err),
+    }
+}
+
+/// `POST /mcp`: MCP's Streamable HTTP transport (sessions by the
+/// `Mcp-Session-Id` header; `initialize` takes `?env=&task_id=&seed=`), and
+/// the JSON-RPC dialect OpenEnv's `MCPToolClient` speaks (sessions by
+/// `params.session_id`). Answers are single JSON bodies.
+async fn mcp_post(
+    State(app): State<App>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let session = headers
+        .get(MCP_SESSION)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    let message = match body {
+        Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
+            Ok(message) => message,
+            Err(err) => return Json(mcp::parse_error(&err.to_string())).into_response(),
+        },
+        Err(rejection) => {
+            return failure(
+                &app.hub,
+                rejection.status(),
+                "request_too_large",
+                rejection.body_text(),
+            );
+        }
+    };
+    let open = OpenRequest {
+        env: query.get("env").cloned(),
+        task_id: query.get("task_id").cloned(),
+        seed: query.get("seed").and_then(|seed| seed.parse().ok()),
+        session_id: None,
+        policy: query.get("policy").cloned(),
+    };
+    if let Some(id) = &session
+        && !app.hub.contains(id)
+    {
+        // MCP clients take a 404 to mean the session is gone.
+        return failure(
+            &app.hub,
+            StatusCode::NOT_FOUND,
+            "unknown_session",
+            ServeError::UnknownSession(id.clone()).to_string(),
+        );
+    }
+    let reply = blocking(&app.hub, move |hub| {
+        mcp::handle(hub, session.as_deref(), &open, &message)
+    })
+    .await;
+    match reply {
+        Reply::Accepted => StatusCode::ACCEPTED.into_response(),
+        Reply::Response(response) => Json(response).into_response(),
+        Reply::Opened {
+            response,
+            session_id,
+        } => {
+            let mut answer = Json(response).into_response();
+            if let Ok(value) = HeaderValue::from_str(&session_id) {
+                answer.headers_mut().insert(MCP_SESSION, value);
+            }
+            answer
+        }
+    }
+}
+
+/// No server-initiated stream: MCP clients go on without one.
+async fn mcp_get() -> impl IntoResponse {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [(header::ALLOW, "POST, DELETE")],
+    )
+}
+
+/// Ends the MCP session the header names (its episode is judged and recorded).
+async fn mcp_delete(State(app): State<App>, headers: HeaderMap) -> Response {
+    let Some(id) = headers
+        .get(MCP_SESSION)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned)
+    else {
+        return failure(
+            &app.hub,
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "no Mcp-Session-Id header",
+        );
+    };
+    match blocking(&app.hub, move |hub| hub.close(&id)).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(err) => refused(&app.hub, &err),
+    }
+}
+
+/// `GET /ws`: OpenEnv's WebSocket. A connection is a session (or, with
+/// `?session_id=`, attaches to one made by `openenv/session/create`).
+async fn websocket(
+    State(app): State<App>,
+    Query(query): Query<HashMap<String, String>>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let limit = app.options.max_request_bytes;
+    // Small buffers: thousands of sessions mostly wait, and a message
+    // larger than the buffer still arrives whole.
+    upgrade
+        .read_buffer_size(WS_BUFFER_BYTES)
+        .write_buffer_size(0)
+        .max_message_size(limit)
+        .max_frame_size(limit)
+        .on_upgrade(move |socket| ws_session(app, socket, query.get("session_id").cloned()))
+}
+
+async fn ws_session(app: App, mut socket: WebSocket, attach: Option<String>) {
+    let hub = app.hub.clone();
+    let (id, owned) = match attach {
+        Some(id) if hub.contains(&id) => (id, false),
+        Some(id) => {
+            let error = ws_error("SESSION_ERROR", &format!("Unknown session_id: {id}"), None);
+            return end_ws(socket, Some(error)).await;
+        }
+        None => match blocking(&hub, |hub| hub.open(OpenRequest::default())).await {
+            Ok(opened) => (opened.session_id, true),
+            Err(err) => {
+                let code = match err {
+                    ServeError::Full(_) => "CAPACITY_REACHED",
+                    _ => "FACTORY_ERROR",
+                };
+                let extra = json!({"active_sessions": hub.len(), "max_sessions": hub.limits().max_sessions});
+                let error = ws_error(code, &err.to_string(), Some(extra));
+                return end_ws(socket, Some(error)).await;
+            }
+        },
+    };
+    let mut stopping = app.stopping.clone();
+    loop {
+        let message = tokio::select! {
+            message = socket.recv() => message,
+            _ = stopping.wait_for(|stop| *stop) => break,
+        };
+        let text = match message {
+            Some(Ok(Message::Text(text))) => text,
+            Some(Ok(Message::Binary(_))) => {
+                let error = ws_error("INVALID_JSON", "send JSON in text frames", None);
+                if socket.send(Message::Text(error.into())).await.is_err() {
+                    break;
+                }
+                continue;
+            }
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
+        };
+        let session = id.clone();
+        let reply = blocking(&hub, move |hub| ws_frame(hub, &session, text.as_str())).await;
+        let Some(reply) = reply else { break };
+        if socket.send(Message::Text(reply.into())).await.is_err() {
+            break;
+        }
+    }
+    if owned {
+        let _ = blocking(&hub, move |hub| hub.close(&id)).await;
+    }
+    end_ws(socket, None).await;
+}
+
+/// The answer to one WebSocket frame; `None` to a `close`.
+fn ws_frame(hub: &Hub, id: &str, text: &str) -> Option<String> {
+    let frame: Value = match serde_json::from_str(text) {
+        Ok(frame) => frame,
+        Err(err) => {
+            return Some(ws_error(
+                "INVALID_JSON",
+                &format!("Invalid JSON: {err}"),
+                None,
+            ));
+        }
+    };
+    let data = frame.get("data").cloned().unwrap_or_else(|| json!({}));
+    let answer = match frame.get("type").and_then(Value::as_str) {
+        Some("reset") => match openenv::open_request(&data) {
+            // The connection's session keeps its id across episodes.
+            Ok(request) => openenv::reset(
+                hub,
+                OpenRequest {
+                    session_id: Some(id.to_owned()),
+                    ..request
+                },
+            )
+            .map(|result| json!({"type": "observation", "data": result}))
+            .map_err(StepError::Refused),
+            Err(err) => Err(err),
+        },
+        Some("step") if frame.get("data").is_none() => Err(StepError::Invalid(vec![json!({
+            "type": "missing", "loc": ["data"], "msg": "Field required", "input": frame
+        })])),
+        Some("step") => openenv::step(hub, id, &data)
+            .map(|result| json!({"type": "observation", "data": result})),
+        Some("state") => hub
+            .state(id)
+            .map(|state| json!({"type": "state", "data": openenv::state(&state)}))
+            .map_err(StepError::Refused),
+        Some("mcp") => {
+            let reply = match mcp::handle(hub, Some(id), &OpenRequest::default(), &data) {
+                Reply::Response(response) | Reply::Opened { response, .. } => response,
+                Reply::Accepted => Value::Null,
+            };
+            Ok(json!({"type": "mcp", "data": reply}))
+        }
+        Some("close") => return None,
+        other => {
+            return Some(ws_error(
+                "UNKNOWN_TYPE",
+                &format!("Unknown message type: {}", other.unwrap_or("(none)")),
+                None,
+            ));
+        }
+    };
+    Some(match answer {
+        Ok(answer) => answer.to_string(),
+        Err(StepError::Invalid(errors)) => ws_error(
+            "VALIDATION_ERROR",
+            "Invalid message",
+            Some(json!({ "errors": errors })),
+        ),
+        Err(StepError::Refused(err)) => {
+            hub.metrics()
+                .refused
+                .get_or_create(&Metrics::kind(err.code()))
+                .inc();
+            let code = match err {
+                ServeError::UnknownSession(_) => "SESSION_ERROR",
+                _ => "EXECUTION_ERROR",
+            };
+            ws_error(code, &err.to_string(), Some(json!({"reason": err.code()})))
+        }
+    })
+}
+
+fn ws_error(code: &str, message: &str, extra: Option<Value>) -> String {
+    let mut data = json!({"message": message, "code": code});
+    if let Some(Value::Object(extra)) = extra {
+        data.as_object_mut().expect("an object").extend(extra);
+    }
+    json!({"type": "error", "data": data}).to_string()
+}
+
+/// Sends `last` (if any) and closes the connection normally.
+async fn end_ws(mut socket: WebSocket, last: Option<String>) {
+    if let Some(last) = last {
+        let _ = socket.send(Message::Text(last.into())).await;
+    }
+    let _ = socket
+        .send(Message::Close(Some(CloseFrame {
+            code: close_code::NORMAL,
+            reason: "".into(),
+        })))
+        .await;
+}

@@ -1,0 +1,284 @@
+//! The Model Context Protocol (JSON-RPC 2.0), transport-free: an MCP session
+//! is one episode. `initialize` opens it — the simulated user's opening
+//! message is the server's `instructions` — `tools/list` lists the agent's
+//! tools and [`MESSAGE_TOOL`], and `tools/call` takes an action. The HTTP
+//! transport (`/mcp`) and the stdio one (`forge serve --stdio`) only move
+//! these messages.
+
+use crate::openenv;
+use crate::sessions::{Hub, Observation, OpenRequest};
+use crate::{ServeError, catalog::Catalog};
+use serde_json::{Value, json};
+
+/// The tool that says something to the simulated user and returns its
+/// answer; the episode ends when the user stops.
+pub const MESSAGE_TOOL: &str = "send_message_to_user";
+
+/// Protocol versions spoken, newest first.
+const VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const METHOD_NOT_FOUND: i64 = -32601;
+const INVALID_PARAMS: i64 = -32602;
+/// Requests the server refuses (rate, capacity, an episode that is over).
+const SERVER_ERROR: i64 = -32000;
+
+/// What to send back for one incoming message.
+#[derive(Debug, PartialEq)]
+pub enum Reply {
+    /// The response to a request.
+    Response(Value),
+    /// The response to `initialize`, which opened session `session_id`.
+    Opened { response: Value, session_id: String },
+    /// A notification or a client's response: nothing to answer.
+    Accepted,
+}
+
+/// Refuses environments whose own tools would be shadowed by [`MESSAGE_TOOL`].
+pub fn check_catalog(catalog: &Catalog) -> anyhow::Result<()> {
+    for env in catalog.envs() {
+        if env
+            .component()
+            .tool(forge_runtime::Actor::Agent, MESSAGE_TOOL)
+            .is_some()
+        {
+            anyhow::bail!(
+                "environment `{}` has a tool named `{MESSAGE_TOOL}`, which MCP clients use to talk to the user",
+                env.name()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The JSON-RPC error response to an unparsable message.
+pub fn parse_error(detail: &str) -> Value {
+    error(&Value::Null, PARSE_ERROR, &format!("parse error: {detail}"))
+}
+
+/// Answers one message of `session` (none before `initialize`); `open`
+/// says which task `initialize` starts.
+pub fn handle(hub: &Hub, session: Option<&str>, open: &OpenRequest, message: &Value) -> Reply {
+    let Some(object) = message.as_object() else {
+        return Reply::Response(error(
+            &Value::Null,
+            INVALID_REQUEST,
+            "expected one JSON-RPC message object (batches are not supported)",
+        ));
+    };
+    let id = object.get("id").cloned();
+    let Some(method) = object.get("method").and_then(Value::as_str) else {
+        // A response to a request of ours (we send none) or garbage.
+        return match id {
+            Some(_) if object.contains_key("result") || object.contains_key("error") => {
+                Reply::Accepted
+            }
+            _ => Reply::Response(error(
+                &id.unwrap_or(Value::Null),
+                INVALID_REQUEST,
+                "a JSON-RPC request needs a `method`",
+            )),
+        };
+    };
+    let Some(id) = id else {
+        // Notifications (`notifications/initialized`, `…/cancelled`) need no answer.
+        return Reply::Accepted;
+    };
+    let params = object.get("params").cloned().unwrap_or_else(|| json!({}));
+    match method {
+        "initialize" => return initialize(hub, open, &id, &params),
+        // OpenEnv's `MCPToolClient` makes its session so.
+        "openenv/session/create" => {
+            let request = match openenv::open_request(&params) {
+                Ok(request) => OpenRequest {
+                    session_id: None,
+                    ..request
+                },
+                Err(_) => return Reply::Response(error(&id, INVALID_PARAMS, "malformed options")),
+            };
+            return Reply::Response(match hub.open(request) {
+                Ok(opened) => success(&id, json!({"session_id": opened.session_id})),
+                Err(err) => refused(&id, &err),
+            });
+        }
+        _ => {}
+    }
+    // OpenEnv's clients name the session in the parameters.
+    let session = session.or_else(|| params.get("session_id").and_then(Value::as_str));
+    let Some(session) = session else {
+        return Reply::Response(error(
+            &id,
+            INVALID_REQUEST,
+            "no session: send `initialize` first (or name a `session_id`)",
+        ));
+    };
+    Reply::Response(match method {
+        "ping" => success(&id, json!({})),
+        "tools/list" => match hub.tools(session) {
+            Ok(tools) => success(&id, json!({ "tools": tool_entries(&tools, "inputSchema") })),
+            Err(err) => refused(&id, &err),
+        },
+        "tools/call" => call(hub, session, &id, &params),
+        "openenv/session/close" => match hub.close(session) {
+            Ok(()) => success(&id, json!({"session_id": session, "closed": true})),
+            Err(err) => refused(&id, &err),
+        },
+        _ => error(
+            &id,
+            METHOD_NOT_FOUND,
+            &format!("method `{method}` not found"),
+        ),
+    })
+}
+
+fn initialize(hub: &Hub, open: &OpenRequest, id: &Value, params: &Value) -> Reply {
+    let asked = params.get("protocolVersion").and_then(Value::as_str);
+    let version = VERSIONS
+        .into_iter()
+        .find(|version| Some(*version) == asked)
+        .unwrap_or(VERSIONS[0]);
+    let opened = match hub.open(open.clone()) {
+        Ok(opened) => opened,
+        Err(err) => return Reply::Response(refused(id, &err)),
+    };
+    let opening: Vec<String> = opened
+        .messages
+        .iter()
+        .filter_map(|message| message.content.clone())
+        .collect();
+    let response = success(
+        id,
+        json!({
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": false}},
+            "serverInfo": {"name": "forge", "version": env!("CARGO_PKG_VERSION")},
+            "instructions": format!(
+                "You are the agent of an episode of task `{}` in environment `{}`. \
+                 Use the tools to serve the user; talk to the user with `{MESSAGE_TOOL}`. \
+                 The user says:\n\n{}",
+                opened.task_id,
+                opened.env,
+                opening.join("\n")
+            ),
+        }),
+    );
+    Reply::Opened {
+        response,
+        session_id: opened.session_id,
+    }
+}
+
+/// Tool entries for a listing: the agent's tools and [`MESSAGE_TOOL`], the
+/// schema under `schema_key` (MCP says `inputSchema`, OpenEnv's step
+/// observations `input_schema`); a schema always says `"type": "object"`.
+pub fn tool_entries(tools: &[forge_runtime::schema::ToolSpec], schema_key: &str) -> Vec<Value> {
+    let entry = |name: &str, description: &str, mut schema: Value| {
+        if let Some(object) = schema.as_object_mut() {
+            object.entry("type").or_insert_with(|| json!("object"));
+        }
+        let mut entry = json!({"name": name, "description": description});
+        entry[schema_key] = schema;
+        entry
+    };
+    let mut entries: Vec<Value> = tools
+        .iter()
+        .map(|tool| entry(&tool.name, &tool.description, tool.parameters.clone()))
+        .collect();
+    entries.push(entry(
+        MESSAGE_TOOL,
+        "Say something to the user and get the user's answer. When the user has nothing more to say, the episode ends and its reward is reported.",
+        json!({
+            "type": "object",
+            "properties": {"message": {"type": "string", "description": "What to tell the user"}},
+            "required": ["message"]
+        }),
+    ));
+    entries
+}
+
+fn call(hub: &Hub, session: &str, id: &Value, params: &Value) -> Value {
+    let Some(name) = params.get("name").and_then(Value::as_str) else {
+        return error(id, INVALID_PARAMS, "`tools/call` needs a tool `name`");
+    };
+    let arguments = params
+        .get("arguments")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let known = name == MESSAGE_TOOL
+        || match hub.has_tool(session, name) {
+            Ok(known) => known,
+            Err(err) => return refused(id, &err),
+        };
+    let action = match openenv::to_action(name, arguments) {
+        Ok(action) => action,
+        Err(_) => {
+            return error(
+                id,
+                INVALID_PARAMS,
+                &format!("`{MESSAGE_TOOL}` needs a string `message`"),
+            );
+        }
+    };
+    // An unknown tool is an error of the protocol, and a turn of the episode.
+    match hub.step(session, action) {
+        Ok(_) if !known => error(id, INVALID_PARAMS, &format!("unknown tool `{name}`")),
+        Ok(observation) => success(id, tool_result(&observation)),
+        Err(err @ ServeError::EpisodeOver(_)) => success(
+            id,
+            json!({"content": [{"type": "text", "text": err.to_string()}], "isError": true, "is_error": true}),
+        ),
+        Err(err) => refused(id, &err),
+    }
+}
+
+/// A step's observation as a `tools/call` result.
+fn tool_result(observation: &Observation) -> Value {
+    let mut text: Vec<String> = Vec::new();
+    let mut is_error = false;
+    match &observation.result {
+        Some(result) => {
+            text.push(result.content.clone());
+            is_error = result.status != "ok";
+        }
+        None => text.extend(
+            observation
+                .messages
+                .iter()
+                .filter_map(|message| message.content.clone()),
+        ),
+    }
+    if observation.done {
+        text.push(format!(
+            "The episode is over: reward {}.",
+            observation
+                .reward
+                .map_or("unknown".into(), |r| r.to_string())
+        ));
+    }
+    // `is_error` and `data` are what OpenEnv's `MCPToolClient` reads.
+    let data = match text.as_slice() {
+        [only] => serde_json::from_str(only).unwrap_or_else(|_| json!(only)),
+        _ => json!(text.join("\n")),
+    };
+    json!({
+        "content": text.iter().map(|text| json!({"type": "text", "text": text})).collect::<Vec<_>>(),
+        "isError": is_error,
+        "is_error": is_error,
+        "data": data,
+    })
+}
+
+fn success(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+fn error(id: &Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+fn refused(id: &Value, err: &ServeError) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {
+        "code": SERVER_ERROR, "message": err.to_string(), "data": {"code": err.code()}
+    }})
+}

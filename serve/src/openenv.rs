@@ -1,0 +1,191 @@
+//! The OpenEnv environment API, transport-free: actions in, `{observation,
+//! reward, done}` out, in the shapes OpenEnv's Python clients
+//! (`GenericEnvClient`, `MCPToolClient`) read.
+//!
+//! Actions are OpenEnv's MCP actions: `{"type": "list_tools"}` and
+//! `{"type": "call_tool", "tool_name", "arguments"}`; the agent talks to the
+//! simulated user by calling [`MESSAGE_TOOL`]. Forge's own fields — the
+//! session id, the task, the messages the agent has not seen yet (the user's
+//! opening message after a reset) — are in the observation's `metadata`,
+//! which both clients pass through.
+
+use crate::ServeError;
+use crate::mcp::{MESSAGE_TOOL, tool_entries};
+use crate::sessions::{Hub, Observation, OpenRequest, SessionState};
+use forge_runtime::{Action, ToolCall};
+use serde_json::{Value, json};
+
+/// Why a step could not be taken.
+#[derive(Debug)]
+pub enum StepError {
+    /// The action is malformed: pydantic-style errors, as OpenEnv reports them.
+    Invalid(Vec<Value>),
+    Refused(ServeError),
+}
+
+impl From<ServeError> for StepError {
+    fn from(err: ServeError) -> Self {
+        Self::Refused(err)
+    }
+}
+
+/// Reads a reset's options (`seed`, `episode_id`, and Forge's `env`,
+/// `task_id`, `policy`); unknown keys are ignored, as OpenEnv does.
+pub fn open_request(data: &Value) -> Result<OpenRequest, StepError> {
+    let text = |key: &str| -> Result<Option<String>, StepError> {
+        match data.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) => Ok(Some(text.clone())),
+            Some(other) => Err(StepError::Invalid(vec![invalid(
+                "string_type",
+                key,
+                "Input should be a valid string",
+                other,
+            )])),
+        }
+    };
+    let seed = match data.get("seed") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(value.as_u64().ok_or_else(|| {
+            StepError::Invalid(vec![invalid(
+                "int_type",
+                "seed",
+                "Input should be a non-negative integer",
+                value,
+            )])
+        })?),
+    };
+    Ok(OpenRequest {
+        env: text("env")?,
+        task_id: text("task_id")?,
+        seed,
+        session_id: text("episode_id")?,
+        policy: text("policy")?,
+    })
+}
+
+/// Starts an episode: the reset's `{observation, reward, done}`.
+pub fn reset(hub: &Hub, request: OpenRequest) -> Result<Value, ServeError> {
+    let observation = hub.open(request)?;
+    Ok(step_result(json!({}), &observation))
+}
+
+/// Takes one action in session `id`.
+pub fn step(hub: &Hub, id: &str, action: &Value) -> Result<Value, StepError> {
+    let kind = action.get("type").and_then(Value::as_str);
+    match kind {
+        Some("list_tools") => {
+            let tools = hub.tools(id)?;
+            let state = hub.state(id)?;
+            Ok(json!({
+                "observation": {"tools": tool_entries(&tools, "input_schema"), "metadata": {"session_id": id}},
+                "reward": state.reward,
+                "done": state.done,
+            }))
+        }
+        Some("call_tool") => {
+            let Some(tool) = action.get("tool_name").and_then(Value::as_str) else {
+                return Err(StepError::Invalid(vec![json!({
+                    "type": "missing", "loc": ["tool_name"], "msg": "Field required", "input": action
+                })]));
+            };
+            let arguments = match action.get("arguments") {
+                None | Some(Value::Null) => json!({}),
+                Some(arguments @ Value::Object(_)) => arguments.clone(),
+                Some(other) => {
+                    return Err(StepError::Invalid(vec![invalid(
+                        "dict_type",
+                        "arguments",
+                        "Input should be a valid dictionary",
+                        other,
+                    )]));
+                }
+            };
+            let known = tool == MESSAGE_TOOL || hub.has_tool(id, tool)?;
+            let observation = hub.step(id, to_action(tool, arguments)?)?;
+            Ok(step_result(
+                call_observation(tool, known, &observation),
+                &observation,
+            ))
+        }
+        _ => Err(StepError::Invalid(vec![invalid(
+            "literal_error",
+            "type",
+            "Input should be 'list_tools' or 'call_tool'",
+            action.get("type").unwrap_or(&Value::Null),
+        )])),
+    }
+}
+
+/// A session's state (`episode_id`, `step_count`, and Forge's fields).
+pub fn state(state: &SessionState) -> Value {
+    serde_json::to_value(state).expect("a state serialises")
+}
+
+/// The action a tool call stands for.
+pub fn to_action(tool: &str, arguments: Value) -> Result<Action, StepError> {
+    if tool != MESSAGE_TOOL {
+        return Ok(Action::Call(ToolCall::new(tool, arguments)));
+    }
+    match arguments.get("message").and_then(Value::as_str) {
+        Some(text) => Ok(Action::Say(text.to_owned())),
+        None => Err(StepError::Invalid(vec![json!({
+            "type": "missing", "loc": ["arguments", "message"],
+            "msg": format!("`{MESSAGE_TOOL}` needs a string `message`"), "input": arguments
+        })])),
+    }
+}
+
+/// `{tool_name, result, error}` of a call: the result as an MCP tool result
+/// (its `data` the JSON the tool answered, where it answered JSON); the
+/// tool's own refusals are results with `is_error`; an unknown tool and a
+/// call the sandbox stopped are errors.
+fn call_observation(tool: &str, known: bool, observation: &Observation) -> Value {
+    let (text, status) = match &observation.result {
+        Some(result) => (result.content.clone(), result.status.as_str()),
+        None => (
+            observation
+                .messages
+                .iter()
+                .filter_map(|message| message.content.clone())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            "ok",
+        ),
+    };
+    let error = |error_type: &str| json!({"tool_name": tool, "result": null, "error": {"error_type": error_type, "message": text}});
+    if !known {
+        return error("tool_not_found");
+    }
+    if status == "sandbox_error" {
+        return error("execution_error");
+    }
+    let data = serde_json::from_str::<Value>(&text).unwrap_or_else(|_| Value::String(text.clone()));
+    json!({
+        "tool_name": tool,
+        "result": {
+            "content": [{"type": "text", "text": text}],
+            "structured_content": null,
+            "data": data,
+            "is_error": status != "ok",
+        },
+        "error": null,
+    })
+}
+
+/// `{observation, reward, done}`, with Forge's fields in the observation's
+/// `metadata`.
+fn step_result(mut fields: Value, observation: &Observation) -> Value {
+    fields["metadata"] = json!({
+        "session_id": observation.session_id,
+        "env": observation.env,
+        "task_id": observation.task_id,
+        "step_count": observation.step_count,
+        "messages": observation.messages,
+    });
+    json!({"observation": fields, "reward": observation.reward, "done": observation.done})
+}
+
+fn invalid(kind: &str, field: &str, message: &str, input: &Value) -> Value {
+    json!({"type": kind, "loc": [field], "msg": message, "input": input})
+}

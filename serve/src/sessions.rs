@@ -1,0 +1,552 @@
+//! Sessions: one episode each, driven by a remote agent one action at a time.
+//!
+//! The table of sessions is shared by every protocol (OpenEnv over HTTP and
+//! WebSocket, MCP). Each session owns its episode — its own sandbox instance
+//! and state — so sessions never see each other, and a tool that traps or
+//! runs out of fuel in one ends only that call. Every episode that ends (the
+//! user stops, the turns run out, the client closes the session, it expires,
+//! the server shuts down) is judged and written to the trajectory file —
+//! unless the agent never acted in it.
+
+use crate::ServeError;
+use crate::catalog::{Catalog, TaskRef};
+use crate::metrics::Metrics;
+use forge_runtime::trajectory::{ChatMessage, EpisodeRecord, Role, Termination};
+use forge_runtime::{Action, Episode, EpisodeSettings, PreparedTask, TrajectoryWriter, User};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Makes the simulated user of an episode of a task, from the episode's seed.
+pub type UserFactory = Arc<dyn Fn(&PreparedTask, u64) -> Box<dyn User + Send> + Send + Sync>;
+
+/// How sessions are held.
+#[derive(Debug, Clone)]
+pub struct SessionLimits {
+    /// Most sessions open at once; a reset beyond it is refused.
+    pub max_sessions: usize,
+    /// A session with no request for this long is closed.
+    pub idle_timeout: Duration,
+    /// Most agent actions per second per session (a burst of as many is allowed).
+    pub steps_per_second: f64,
+    /// Most agent actions per episode.
+    pub max_turns: usize,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        Self {
+            max_sessions: 4096,
+            idle_timeout: Duration::from_secs(600),
+            steps_per_second: 1000.0,
+            max_turns: 30,
+        }
+    }
+}
+
+/// What a reset asks for; every field is optional.
+#[derive(Debug, Clone, Default)]
+pub struct OpenRequest {
+    /// The environment (by name).
+    pub env: Option<String>,
+    /// The task (`env/task`, or the bare id when unambiguous); without it,
+    /// the `seed`-th task, or the next one in turn.
+    pub task_id: Option<String>,
+    /// The episode's seed (the simulated user's randomness).
+    pub seed: Option<u64>,
+    /// The session id to use (OpenEnv's `episode_id`); a fresh one otherwise.
+    pub session_id: Option<String>,
+    /// Recorded as the episode's policy; `remote` otherwise.
+    pub policy: Option<String>,
+}
+
+/// The result of a tool call, as the agent sees it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallResult {
+    pub tool: String,
+    /// `ok`, `tool_error` or `sandbox_error`.
+    pub status: String,
+    pub content: String,
+}
+
+/// What the agent learns from a reset or an action.
+#[derive(Debug, Clone, Serialize)]
+pub struct Observation {
+    pub session_id: String,
+    pub env: String,
+    pub task_id: String,
+    /// Messages the agent has not seen yet: the user's, and tool results
+    /// (OpenAI chat format).
+    pub messages: Vec<ChatMessage>,
+    /// The result of the action, when it was a tool call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<CallResult>,
+    pub done: bool,
+    /// The episode's reward, once it is over.
+    pub reward: Option<f64>,
+    /// Agent actions taken so far.
+    pub step_count: usize,
+}
+
+/// A session's state (OpenEnv's `/state`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionState {
+    pub episode_id: String,
+    pub step_count: usize,
+    pub env: String,
+    pub task_id: String,
+    pub content_hash: String,
+    pub done: bool,
+    pub reward: Option<f64>,
+    pub termination: Option<Termination>,
+    pub partial_credit: Option<f64>,
+    /// sha256 of the environment's state (Python-compatible; the final
+    /// state's, once the episode is over).
+    pub state_sha256: String,
+}
+
+enum Phase {
+    Running(Box<Episode>),
+    Over(Box<EpisodeRecord>),
+    /// Judging the episode failed (a judge model that could not be reached).
+    Failed(String),
+}
+
+struct Session {
+    task: TaskRef,
+    phase: Phase,
+    user: Box<dyn User + Send>,
+    policy: String,
+    /// Messages of the agent's view already delivered.
+    seen: usize,
+    /// Agent actions taken.
+    turns: usize,
+    last_active: Instant,
+    bucket: TokenBucket,
+}
+
+/// The sessions of one server.
+pub struct Hub {
+    catalog: Catalog,
+    limits: SessionLimits,
+    users: UserFactory,
+    recorder: Option<Mutex<TrajectoryWriter>>,
+    metrics: Metrics,
+    sessions: Mutex<HashMap<String, Arc<Mutex<Session>>>>,
+    /// Resets so far: picks the next task in turn, and salts session ids.
+    resets: AtomicU64,
+    id_salt: u64,
+    closing: AtomicBool,
+}
+
+impl Hub {
+    /// `recorder` receives every ended episode.
+    pub fn new(
+        catalog: Catalog,
+        limits: SessionLimits,
+        users: UserFactory,
+        recorder: Option<TrajectoryWriter>,
+    ) -> Self {
+        Self {
+            catalog,
+            limits,
+            users,
+            recorder: recorder.map(Mutex::new),
+            metrics: Metrics::default(),
+            sessions: Mutex::new(HashMap::new()),
+            resets: AtomicU64::new(0),
+            id_salt: rand::random(),
+            closing: AtomicBool::new(false),
+        }
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    pub fn limits(&self) -> &SessionLimits {
+        &self.limits
+    }
+
+    /// Sessions open now.
+    pub fn len(&self) -> usize {
+        self.table().len()
+    }
+
+    /// Whether session `id` is open.
+    pub fn contains(&self, id: &str) -> bool {
+        self.table().contains_key(id)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Starts an episode in a new session (or, when the request names an
+    /// open session, in that one, ending its episode first).
+    pub fn open(&self, request: OpenRequest) -> Result<Observation, ServeError> {
+        if self.closing.load(Ordering::Relaxed) {
+            return Err(ServeError::ShuttingDown);
+        }
+        let ordinal = self.resets.fetch_add(1, Ordering::Relaxed);
+        let task = self
+            .catalog
+            .find(
+                request.env.as_deref(),
+                request.task_id.as_deref(),
+                request.seed.unwrap_or(ordinal),
+            )
+            .map_err(ServeError::NotFound)?;
+        let prepared = task.task();
+        let seed = request.seed.unwrap_or_else(|| {
+            forge_runtime::episode_seed(self.id_salt, &task.qualified_id(), ordinal)
+        });
+        let settings = EpisodeSettings {
+            max_turns: self.limits.max_turns,
+            seed,
+        };
+        let mut user = (self.users)(prepared, seed);
+        let episode = Episode::start(&task.env, prepared, user.as_mut(), settings)
+            .map_err(ServeError::Internal)?;
+        let id = request.session_id.unwrap_or_else(|| self.fresh_id(ordinal));
+        if id.is_empty() || id.len() > 128 {
+            return Err(ServeError::BadRequest(
+                "a session id has 1 to 128 characters".into(),
+            ));
+        }
+        let mut session = Session {
+            task,
+            phase: Phase::Running(Box::new(episode)),
+            user,
+            policy: request.policy.unwrap_or_else(|| "remote".into()),
+            seen: 0,
+            turns: 0,
+            last_active: Instant::now(),
+            bucket: TokenBucket::new(self.limits.steps_per_second),
+        };
+        let observation = self.observe(&id, &mut session, None);
+        let replaced = {
+            let mut table = self.table();
+            if !table.contains_key(&id) && table.len() >= self.limits.max_sessions {
+                return Err(ServeError::Full(table.len()));
+            }
+            table.insert(id.clone(), Arc::new(Mutex::new(session)))
+        };
+        match replaced {
+            Some(old) => self.end(&old, "closed"),
+            None => {
+                self.metrics.sessions.inc();
+            }
+        }
+        self.metrics.sessions_opened.inc();
+        Ok(observation)
+    }
+
+    /// Takes the agent's next action in session `id`.
+    pub fn step(&self, id: &str, action: Action) -> Result<Observation, ServeError> {
+        let started = Instant::now();
+        let session = self.session(id)?;
+        let mut session = lock(&session);
+        session.last_active = Instant::now();
+        if !session.bucket.take() {
+            return Err(ServeError::RateLimited {
+                id: id.into(),
+                rate: self.limits.steps_per_second,
+            });
+        }
+        let Phase::Running(episode) = &mut session.phase else {
+            return Err(ServeError::EpisodeOver(id.into()));
+        };
+        let kind = match &action {
+            Action::Call(_) => "tool_call",
+            Action::Say(_) => "message",
+        };
+        let steps_before = episode.steps().len();
+        let acted = {
+            let Session { phase, user, .. } = &mut *session;
+            let Phase::Running(episode) = phase else {
+                unreachable!("checked above")
+            };
+            episode.act(action, user.as_mut())
+        };
+        acted.map_err(ServeError::Internal)?;
+        let result = match &session.phase {
+            Phase::Running(episode) if kind == "tool_call" => {
+                episode.steps().get(steps_before).map(|step| CallResult {
+                    tool: step.tool.clone(),
+                    status: step.status.clone(),
+                    content: step.result.clone(),
+                })
+            }
+            _ => None,
+        };
+        if result
+            .as_ref()
+            .is_some_and(|result| result.status == "sandbox_error")
+        {
+            self.metrics.sandbox_errors.inc();
+        }
+        let observation = self.observe(id, &mut session, result);
+        self.metrics.steps.get_or_create(&Metrics::kind(kind)).inc();
+        self.metrics
+            .step_seconds
+            .observe(started.elapsed().as_secs_f64());
+        Ok(observation)
+    }
+
+    /// Session `id`'s state.
+    pub fn state(&self, id: &str) -> Result<SessionState, ServeError> {
+        let session = self.session(id)?;
+        let mut session = lock(&session);
+        session.last_active = Instant::now();
+        let (env, task) = (&session.task.env, session.task.task());
+        let common = |step_count, done, state_sha256| SessionState {
+            episode_id: id.into(),
+            step_count,
+            env: env.name().into(),
+            task_id: task.task.id.clone(),
+            content_hash: env.content_hash().into(),
+            done,
+            reward: None,
+            termination: None,
+            partial_credit: None,
+            state_sha256,
+        };
+        Ok(match &session.phase {
+            Phase::Running(episode) => common(session.turns, false, episode.state().sha256()),
+            Phase::Over(record) => SessionState {
+                reward: Some(record.verdict.reward),
+                termination: Some(record.termination),
+                partial_credit: Some(record.verdict.partial_credit),
+                ..common(session.turns, true, record.final_state_sha256.clone())
+            },
+            Phase::Failed(message) => {
+                return Err(ServeError::Internal(anyhow::anyhow!(
+                    "judging the episode failed: {message}"
+                )));
+            }
+        })
+    }
+
+    /// The tools of session `id`'s agent.
+    pub fn tools(&self, id: &str) -> Result<Vec<forge_runtime::schema::ToolSpec>, ServeError> {
+        let session = self.session(id)?;
+        let session = lock(&session);
+        Ok(session.task.env.component().tools().to_vec())
+    }
+
+    /// Whether session `id`'s agent has a tool `name`.
+    pub fn has_tool(&self, id: &str, name: &str) -> Result<bool, ServeError> {
+        let session = self.session(id)?;
+        let session = lock(&session);
+        Ok(session
+            .task
+            .env
+            .component()
+            .tool(forge_runtime::Actor::Agent, name)
+            .is_some())
+    }
+
+    /// Closes session `id`, judging its episode if it was still running.
+    pub fn close(&self, id: &str) -> Result<(), ServeError> {
+        let session = self
+            .table()
+            .remove(id)
+            .ok_or_else(|| ServeError::UnknownSession(id.into()))?;
+        self.end(&session, "closed");
+        self.metrics.sessions.dec();
+        Ok(())
+    }
+
+    /// Closes the sessions idle for longer than the idle timeout; returns how many.
+    pub fn expire_idle(&self) -> usize {
+        let now = Instant::now();
+        let idle: Vec<(String, Arc<Mutex<Session>>)> = {
+            let mut table = self.table();
+            let ids: Vec<String> = table
+                .iter()
+                .filter(|(_, session)| {
+                    // A session busy with a request is not idle.
+                    session.try_lock().is_ok_and(|session| {
+                        now.duration_since(session.last_active) > self.limits.idle_timeout
+                    })
+                })
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| table.remove(&id).map(|session| (id, session)))
+                .collect()
+        };
+        for (id, session) in &idle {
+            tracing::info!(session = %id, "session expired");
+            self.end(session, "expired");
+            self.metrics.sessions.dec();
+        }
+        idle.len()
+    }
+
+    /// Refuses new sessions and ends every open one (their episodes are
+    /// judged and written): the last act of a graceful shutdown.
+    pub fn shut_down(&self) -> usize {
+        self.closing.store(true, Ordering::Relaxed);
+        let sessions: Vec<Arc<Mutex<Session>>> =
+            self.table().drain().map(|(_, session)| session).collect();
+        for session in &sessions {
+            self.end(session, "shutdown");
+            self.metrics.sessions.dec();
+        }
+        sessions.len()
+    }
+
+    fn session(&self, id: &str) -> Result<Arc<Mutex<Session>>, ServeError> {
+        self.table()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| ServeError::UnknownSession(id.into()))
+    }
+
+    fn table(&self) -> MutexGuard<'_, HashMap<String, Arc<Mutex<Session>>>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn fresh_id(&self, ordinal: u64) -> String {
+        let mixed = forge_runtime::episode_seed(self.id_salt, "session", ordinal);
+        format!("{ordinal:x}-{mixed:016x}")
+    }
+
+    /// What the agent has not seen yet; judges and records the episode if it
+    /// just ended.
+    fn observe(&self, id: &str, session: &mut Session, result: Option<CallResult>) -> Observation {
+        let messages = match &session.phase {
+            Phase::Running(episode) => {
+                let transcript = episode.transcript();
+                let new: Vec<ChatMessage> = transcript[session.seen.min(transcript.len())..]
+                    .iter()
+                    .filter(|message| message.role != Role::Assistant)
+                    .cloned()
+                    .collect();
+                session.seen = transcript.len();
+                session.turns = episode.turns();
+                new
+            }
+            Phase::Over(_) | Phase::Failed(_) => Vec::new(),
+        };
+        let done = match &session.phase {
+            Phase::Running(episode) => episode.is_over(),
+            Phase::Over(_) | Phase::Failed(_) => true,
+        };
+        if done {
+            self.finish(session);
+        }
+        let reward = match &session.phase {
+            Phase::Over(record) => Some(record.verdict.reward),
+            Phase::Running(_) | Phase::Failed(_) => None,
+        };
+        Observation {
+            session_id: id.into(),
+            env: session.task.env.name().into(),
+            task_id: session.task.task().task.id.clone(),
+            messages,
+            result,
+            done,
+            reward,
+            step_count: session.turns,
+        }
+    }
+
+    /// Judges a running episode as it stands and records it.
+    fn finish(&self, session: &mut Session) {
+        let Phase::Running(_) = &session.phase else {
+            return;
+        };
+        let judging = Phase::Failed("the episode is being judged".into());
+        let Phase::Running(episode) = std::mem::replace(&mut session.phase, judging) else {
+            unreachable!("checked above")
+        };
+        let task = session.task.task();
+        match episode.finish(&session.task.env, task, &session.policy, None, None) {
+            Ok(record) => {
+                let termination = serde_json::to_value(record.termination)
+                    .ok()
+                    .and_then(|value| value.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                self.metrics
+                    .episodes
+                    .get_or_create(&Metrics::kind(&termination))
+                    .inc();
+                if let Some(recorder) = &self.recorder {
+                    let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+                    if let Err(err) = recorder.write(&record) {
+                        tracing::error!(error = %format!("{err:#}"), "writing a trajectory");
+                    }
+                }
+                session.phase = Phase::Over(Box::new(record));
+            }
+            Err(err) => {
+                let message = format!("{err:#}");
+                tracing::error!(error = %message, task = %task.task.id, "judging an episode");
+                session.phase = Phase::Failed(message);
+            }
+        }
+    }
+
+    /// Ends a session taken out of the table. An episode in which the agent
+    /// took no action (a connection's first, replaced by a reset) is not
+    /// worth a record.
+    fn end(&self, session: &Arc<Mutex<Session>>, how: &str) {
+        let mut session = lock(session);
+        let untouched = matches!(&session.phase, Phase::Running(episode) if episode.turns() == 0);
+        if !untouched {
+            self.finish(&mut session);
+        }
+        self.metrics
+            .sessions_ended
+            .get_or_create(&Metrics::kind(how))
+            .inc();
+    }
+}
+
+fn lock(session: &Arc<Mutex<Session>>) -> MutexGuard<'_, Session> {
+    session
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A token bucket: `rate` tokens a second, holding at most `rate`.
+struct TokenBucket {
+    rate: f64,
+    tokens: f64,
+    refilled: Instant,
+}
+
+impl TokenBucket {
+    fn new(rate: f64) -> Self {
+        Self {
+            rate,
+            tokens: rate.max(1.0),
+            refilled: Instant::now(),
+        }
+    }
+
+    fn take(&mut self) -> bool {
+        let now = Instant::now();
+        let capacity = self.rate.max(1.0);
+        self.tokens = (self.tokens + now.duration_since(self.refilled).as_secs_f64() * self.rate)
+            .min(capacity);
+        self.refilled = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! MCP over stdio (`forge serve --stdio`): one JSON-RPC message per line on
+//! stdin and stdout, one episode per process. Nothing but protocol messages
+//! goes to stdout; logs go to stderr.
+
+use crate::mcp::{self, Reply};
+use crate::sessions::{Hub, OpenRequest};
+use anyhow::{Context, Result};
+use std::io::{BufRead, Write};
+
+/// Answers the messages of `input` on `output` until `input` ends, then
+/// closes the episode (which judges and records it).
+pub fn serve(
+    hub: &Hub,
+    open: &OpenRequest,
+    input: impl BufRead,
+    mut output: impl Write,
+) -> Result<()> {
+    let mut session: Option<String> = None;
+    for line in input.lines() {
+        let line = line.context("reading stdin")?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let reply = match serde_json::from_str(&line) {
+            Ok(message) => mcp::handle(hub, session.as_deref(), open, &message),
+            Err(err) => Reply::Response(mcp::parse_error(&err.to_string())),
+        };
+        let response = match reply {
+            Reply::Accepted => continue,
+            Reply::Response(response) => response,
+            Reply::Opened {
+                response,
+                session_id,
+            } => {
+                // A second `initialize` starts a new episode; the old one ends.
+                if let Some(old) = session.replace(session_id) {
+                    let _ = hub.close(&old);
+                }
+                response
+            }
+        };
+        serde_json::to_writer(&mut output, &response)?;
+        output.write_all(b"\n")?;
+        output.flush().context("writing stdout")?;
+    }
+    if let Some(session) = session {
+        let _ = hub.close(&session);
+    }
+    Ok(())
+}

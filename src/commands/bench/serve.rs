@@ -1,0 +1,403 @@
+//! `forge bench serve`: a load test of `forge serve` on loopback.
+//!
+//! Opens `--sessions` OpenEnv WebSocket sessions and holds them all, then for
+//! `--seconds` takes steps in them with `--concurrency` requests in flight
+//! (as a trainer's rollout workers do: most sessions wait on the model most
+//! of the time), then makes the clients leave — half with a close frame, half
+//! by dropping the connection — and waits for the sessions to return to
+//! zero. Without `--url` the server runs in this process on the built-in
+//! example environment, and its memory is measured too.
+
+use super::{Row, micros, percentile, report};
+use crate::commands::serve::{hub_for, sandbox_for};
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use forge_serve::SessionLimits;
+use futures_util::{SinkExt, StreamExt, stream};
+use serde_json::{Value, json};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+#[derive(Args, Debug)]
+pub struct ServeBenchArgs {
+    /// Sessions to open and hold at once.
+    #[arg(long, default_value_t = 2000)]
+    sessions: usize,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Seconds of steps.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Load this running server (`http://host:port`) instead of one started
+    /// in this process.
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
+    /// The step: a tool of the served environment…
+    #[arg(long, default_value = "get_product")]
+    tool: String,
+    /// …and its arguments.
+    #[arg(long, default_value = r#"{"product_id": "p1"}"#)]
+    arguments: String,
+    /// Times to open the sessions, step them and make the clients leave:
+    /// memory that keeps growing from round to round would be a leak.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
+    /// One JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// What one session's steps measured.
+#[derive(Default)]
+struct Tally {
+    latencies: Vec<Duration>,
+    errors: u64,
+}
+
+pub fn run(args: ServeBenchArgs) -> Result<ExitCode> {
+    if args.sessions == 0 || args.concurrency == 0 || args.seconds <= 0.0 {
+        bail!("--sessions, --concurrency and --seconds must be positive");
+    }
+    let arguments: Value =
+        serde_json::from_str(&args.arguments).context("--arguments is not JSON")?;
+    let step = json!({"type": "step", "data": {"type": "call_tool", "tool_name": args.tool, "arguments": arguments}})
+        .to_string();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let rows = runtime.block_on(load_test(&args, step))?;
+    report(&rows, args.json);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What one round — open, step, leave — measured.
+struct Round {
+    held: u64,
+    open_seconds: f64,
+    tally: Tally,
+    step_seconds: f64,
+    remaining: u64,
+    drain_seconds: f64,
+    rss_open: Option<u64>,
+    rss_stepped: Option<u64>,
+    rss_gone: Option<u64>,
+}
+
+async fn load_test(args: &ServeBenchArgs, step: String) -> Result<Vec<Row>> {
+    let (base, server) = match &args.url {
+        Some(url) => (url.trim_end_matches('/').to_owned(), None),
+        None => {
+            let (base, stop) = start_server(args.sessions).await?;
+            (base, Some(stop))
+        }
+    };
+    let rss_baseline = settled_resident_bytes();
+    let step = Arc::new(step);
+    let mut rounds = Vec::new();
+    for _ in 0..args.rounds {
+        rounds.push(round(args, &base, &step).await?);
+    }
+    if let Some(stop) = server {
+        let _ = stop.send(());
+    }
+
+    let mut latencies: Vec<Duration> = rounds
+        .iter()
+        .flat_map(|round| round.tally.latencies.iter().copied())
+        .collect();
+    latencies.sort_unstable();
+    if latencies.is_empty() {
+        bail!("no step completed");
+    }
+    let step_seconds: f64 = rounds.iter().map(|round| round.step_seconds).sum();
+    let first = &rounds[0];
+    let last = rounds.last().expect("at least one round");
+    let ms = |quantile| micros(percentile(&latencies, quantile)) / 1e3;
+    let mut rows = vec![
+        Row {
+            metric: "sessions held at once",
+            value: first.held as f64,
+            unit: "sessions",
+        },
+        Row {
+            metric: "opening them",
+            value: first.open_seconds,
+            unit: "s",
+        },
+        Row {
+            metric: "requests in flight",
+            value: args.concurrency as f64,
+            unit: "requests",
+        },
+        Row {
+            metric: "steps",
+            value: latencies.len() as f64,
+            unit: "steps",
+        },
+        Row {
+            metric: "throughput",
+            value: latencies.len() as f64 / step_seconds,
+            unit: "steps/s",
+        },
+        Row {
+            metric: "latency p50",
+            value: ms(0.50),
+            unit: "ms",
+        },
+        Row {
+            metric: "latency p90",
+            value: ms(0.90),
+            unit: "ms",
+        },
+        Row {
+            metric: "latency p99",
+            value: ms(0.99),
+            unit: "ms",
+        },
+        Row {
+            metric: "latency max",
+            value: ms(1.0),
+            unit: "ms",
+        },
+        Row {
+            metric: "error answers",
+            value: rounds.iter().map(|round| round.tally.errors).sum::<u64>() as f64,
+            unit: "answers",
+        },
+        Row {
+            metric: "sessions after the clients left",
+            value: last.remaining as f64,
+            unit: "sessions",
+        },
+        Row {
+            metric: "time for them to end",
+            value: last.drain_seconds,
+            unit: "s",
+        },
+    ];
+    let mib = |bytes: Option<u64>| bytes.map(|bytes| bytes as f64 / (1 << 20) as f64);
+    if server_is_here(args)
+        && let Some(baseline) = mib(rss_baseline)
+    {
+        rows.push(Row {
+            metric: "resident memory, server up",
+            value: baseline,
+            unit: "MiB",
+        });
+        let measured = [
+            ("resident memory, sessions open", first.rss_open),
+            ("resident memory, after the steps", first.rss_stepped),
+            ("resident memory, clients gone", first.rss_gone),
+        ];
+        rows.extend(measured.into_iter().filter_map(|(metric, bytes)| {
+            mib(bytes).map(|value| Row {
+                metric,
+                value,
+                unit: "MiB",
+            })
+        }));
+        if rounds.len() > 1
+            && let Some(value) = mib(last.rss_gone)
+        {
+            rows.push(Row {
+                metric: "resident memory, clients gone, last round",
+                value,
+                unit: "MiB",
+            });
+        }
+    }
+    Ok(rows)
+}
+
+fn server_is_here(args: &ServeBenchArgs) -> bool {
+    args.url.is_none()
+}
+
+/// Opens the sessions, steps them, and makes the clients leave.
+async fn round(args: &ServeBenchArgs, base: &str, step: &Arc<String>) -> Result<Round> {
+    let ws_url = format!("{}/ws", base.replacen("http", "ws", 1));
+    let opening = Instant::now();
+    let sockets: Vec<Socket> = stream::iter(0..args.sessions)
+        .map(|seed| open_session(&ws_url, seed))
+        .buffer_unordered(64)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<_>>()?;
+    let open_seconds = opening.elapsed().as_secs_f64();
+    let held = sessions(base).await?;
+    let rss_open = resident_bytes();
+
+    // Deal the sessions out to the workers; each steps its own in turn.
+    let mut groups: Vec<Vec<Socket>> = (0..args.concurrency).map(|_| Vec::new()).collect();
+    for (index, socket) in sockets.into_iter().enumerate() {
+        groups[index % args.concurrency].push(socket);
+    }
+    let deadline = Instant::now() + Duration::from_secs_f64(args.seconds);
+    let stepping = Instant::now();
+    let workers: Vec<_> = groups
+        .into_iter()
+        .filter(|group| !group.is_empty())
+        .map(|group| tokio::spawn(work(group, step.clone(), deadline)))
+        .collect();
+    let mut tally = Tally::default();
+    let mut leftover = Vec::new();
+    for worker in workers {
+        let (sockets, part) = worker.await??;
+        tally.latencies.extend(part.latencies);
+        tally.errors += part.errors;
+        leftover.extend(sockets);
+    }
+    let step_seconds = stepping.elapsed().as_secs_f64();
+    let rss_stepped = resident_bytes();
+
+    // Half leave politely, half vanish.
+    let leaving = Instant::now();
+    for (index, mut socket) in leftover.into_iter().enumerate() {
+        if index % 2 == 0 {
+            let _ = socket
+                .send(Message::Text(r#"{"type": "close"}"#.into()))
+                .await;
+            let _ = socket.close(None).await;
+        }
+    }
+    let mut remaining = sessions(base).await?;
+    while remaining > 0 && leaving.elapsed() < Duration::from_secs(60) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        remaining = sessions(base).await?;
+    }
+    let drain_seconds = leaving.elapsed().as_secs_f64();
+    Ok(Round {
+        held,
+        open_seconds,
+        tally,
+        step_seconds,
+        remaining,
+        drain_seconds,
+        rss_open,
+        rss_stepped,
+        rss_gone: settled_resident_bytes(),
+    })
+}
+
+/// Starts a server on a free loopback port; returns its base URL and the
+/// sender that stops it.
+async fn start_server(sessions: usize) -> Result<(String, tokio::sync::oneshot::Sender<()>)> {
+    let limits = SessionLimits {
+        max_sessions: sessions + 8,
+        steps_per_second: 1e9,
+        // The load test is one long episode per session.
+        max_turns: usize::MAX,
+        ..SessionLimits::default()
+    };
+    let hub = tokio::task::spawn_blocking(move || -> Result<forge_serve::Hub> {
+        let sandbox = sandbox_for(limits.max_sessions)?;
+        let env = forge_runtime::Environment::load(&sandbox, crate::builtin::example_bundle())?;
+        hub_for(vec![env], limits, 0.0, None)
+    })
+    .await??;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(forge_serve::http::serve(
+        Arc::new(hub),
+        listener,
+        forge_serve::http::HttpOptions::default(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    Ok((base, stop))
+}
+
+/// Connects (which opens a session) and resets it to a task chosen by `seed`.
+async fn open_session(url: &str, seed: usize) -> Result<Socket> {
+    let config = WebSocketConfig::default()
+        .read_buffer_size(8 << 10)
+        .write_buffer_size(0);
+    let (mut socket, _) = tokio_tungstenite::connect_async_with_config(url, Some(config), true)
+        .await
+        .with_context(|| format!("connecting to {url}"))?;
+    let reset = json!({"type": "reset", "data": {"seed": seed}}).to_string();
+    let (answer, _) = exchange(&mut socket, &reset).await?;
+    if answer.get("type").and_then(Value::as_str) != Some("observation") {
+        bail!("the server refused a session: {answer}");
+    }
+    Ok(socket)
+}
+
+/// Steps each of `sockets` in turn until `deadline`.
+async fn work(
+    mut sockets: Vec<Socket>,
+    step: Arc<String>,
+    deadline: Instant,
+) -> Result<(Vec<Socket>, Tally)> {
+    let mut tally = Tally::default();
+    'steps: loop {
+        for socket in &mut sockets {
+            if Instant::now() >= deadline {
+                break 'steps;
+            }
+            let (answer, latency) = exchange(socket, &step).await?;
+            tally.latencies.push(latency);
+            if answer.get("type").and_then(Value::as_str) != Some("observation") {
+                tally.errors += 1;
+            }
+        }
+    }
+    Ok((sockets, tally))
+}
+
+/// Sends one frame and waits for the answer.
+async fn exchange(socket: &mut Socket, frame: &str) -> Result<(Value, Duration)> {
+    let sent = Instant::now();
+    socket.send(Message::Text(frame.into())).await?;
+    loop {
+        match socket.next().await {
+            Some(Ok(Message::Text(text))) => {
+                return Ok((serde_json::from_str(text.as_str())?, sent.elapsed()));
+            }
+            Some(Ok(Message::Close(_))) | None => bail!("the server closed a session"),
+            Some(Ok(_)) => continue,
+            Some(Err(err)) => return Err(err.into()),
+        }
+    }
+}
+
+/// The server's open sessions (`/healthz`).
+async fn sessions(base: &str) -> Result<u64> {
+    let url = format!("{base}/healthz");
+    let health: Value = tokio::task::spawn_blocking(move || -> Result<Value> {
+        Ok(ureq::get(&url).call()?.body_mut().read_json()?)
+    })
+    .await??;
+    health["sessions"]
+        .as_u64()
+        .context("/healthz has no session count")
+}
+
+/// This process's resident memory once freed memory is handed back to the
+/// system (the allocator keeps freed pages otherwise).
+fn settled_resident_bytes() -> Option<u64> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free heap pages; it has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    resident_bytes()
+}
+
+/// This process's resident memory (Linux).
+fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}

@@ -1,0 +1,238 @@
+//! `forge serve`: environments for agents and trainers elsewhere, over the
+//! OpenEnv HTTP/WebSocket API and MCP (Streamable HTTP, or stdio).
+
+use crate::builtin;
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use forge_runtime::policy::{ScriptedUser, UnstableUser};
+use forge_runtime::{Bundle, Environment, Limits, Sandbox, TrajectoryWriter, User};
+use forge_serve::catalog::Catalog;
+use forge_serve::http::HttpOptions;
+use forge_serve::{Hub, OpenRequest, SessionLimits, UserFactory};
+use forge_suites::Suite;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Environment bundle directories to serve; the built-in example
+    /// environment when none is given (and no `--suite`).
+    #[arg(value_name = "DIR")]
+    envs: Vec<PathBuf>,
+    /// A benchmark suite to serve as well, read from `--data`.
+    #[arg(long, value_name = "SUITE", requires = "data")]
+    suite: Vec<Suite>,
+    /// The benchmark data for `--suite`.
+    #[arg(long, value_name = "DIR", requires = "suite")]
+    data: Option<PathBuf>,
+    /// The address to listen on; loopback unless you mean to expose it.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: std::net::IpAddr,
+    /// The port (0: any free one; the address is printed on stderr).
+    #[arg(long, default_value_t = 8000)]
+    port: u16,
+    /// Speak MCP on stdin/stdout instead (one episode; `--task` picks it).
+    #[arg(long)]
+    stdio: bool,
+    /// With `--stdio`: the task (`env/task`, or its id); the first task otherwise.
+    #[arg(long, requires = "stdio")]
+    task: Option<String>,
+    /// Most sessions open at once.
+    #[arg(long, default_value_t = SessionLimits::default().max_sessions)]
+    max_sessions: usize,
+    /// Seconds without a request after which a session is closed.
+    #[arg(long, default_value_t = SessionLimits::default().idle_timeout.as_secs())]
+    idle_timeout: u64,
+    /// Most agent actions per second per session.
+    #[arg(long, default_value_t = SessionLimits::default().steps_per_second)]
+    rate: f64,
+    /// Largest request body or WebSocket message, in bytes.
+    #[arg(long, default_value_t = HttpOptions::default().max_request_bytes)]
+    max_request_bytes: usize,
+    /// Most agent actions per episode.
+    #[arg(long, default_value_t = SessionLimits::default().max_turns)]
+    max_turns: usize,
+    /// Append every ended episode's trajectory to this JSONL file.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// The probability that the scripted user misstates or withholds one of
+    /// its facts (see `forge run --user-instability`).
+    #[arg(long, default_value_t = 0.0)]
+    user_instability: f64,
+    /// Log lines as JSON objects (for log collectors) or as text.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+pub fn run(args: ServeArgs) -> Result<ExitCode> {
+    init_logs(args.log_format);
+    if !(0.0..=1.0).contains(&args.user_instability) {
+        bail!("--user-instability must be a probability between 0 and 1");
+    }
+    if args.rate <= 0.0 || args.max_sessions == 0 || args.max_turns == 0 {
+        bail!("--rate, --max-sessions and --max-turns must be positive");
+    }
+    let limits = SessionLimits {
+        max_sessions: args.max_sessions,
+        idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
+        steps_per_second: args.rate,
+        max_turns: args.max_turns,
+    };
+    let sandbox = sandbox_for(args.max_sessions)?;
+    let envs = load(&args, &sandbox)?;
+    let recorder = args
+        .out
+        .as_deref()
+        .map(|path| match path.exists() {
+            true => TrajectoryWriter::append(path),
+            false => TrajectoryWriter::create(path),
+        })
+        .transpose()?;
+    let hub = hub_for(envs, limits, args.user_instability, recorder)?;
+    if args.stdio {
+        let open = OpenRequest {
+            task_id: args.task.clone(),
+            ..OpenRequest::default()
+        };
+        let stdin = std::io::stdin().lock();
+        forge_serve::stdio::serve(&hub, &open, stdin, std::io::stdout().lock())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(listen(
+        Arc::new(hub),
+        SocketAddr::new(args.host, args.port),
+        HttpOptions {
+            max_request_bytes: args.max_request_bytes,
+        },
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A sandbox whose instance pool holds `max_sessions` episodes (one
+/// instance each) and a few more for loading.
+pub fn sandbox_for(max_sessions: usize) -> Result<Sandbox> {
+    Sandbox::new(
+        Limits {
+            instances: u32::try_from(max_sessions + 16).unwrap_or(u32::MAX),
+            ..Limits::default()
+        },
+        None,
+    )
+}
+
+/// The sessions of a server of `envs`, with scripted users unreliable with
+/// `instability`.
+pub fn hub_for(
+    envs: Vec<Environment>,
+    limits: SessionLimits,
+    instability: f64,
+    recorder: Option<TrajectoryWriter>,
+) -> Result<Hub> {
+    let catalog = Catalog::new(envs)?;
+    forge_serve::mcp::check_catalog(&catalog)?;
+    Ok(Hub::new(catalog, limits, users(instability), recorder))
+}
+
+async fn listen(hub: Arc<Hub>, addr: SocketAddr, options: HttpOptions) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("listening on {addr}"))?;
+    let bound = listener.local_addr()?;
+    let envs: Vec<String> = hub
+        .catalog()
+        .envs()
+        .iter()
+        .map(|env| format!("{} ({} tasks)", env.name(), env.tasks().len()))
+        .collect();
+    eprintln!(
+        "forge serve: listening on http://{bound} — {}; OpenEnv at /ws (and /reset, /step, /state), MCP at /mcp, /healthz, /metrics",
+        envs.join(", ")
+    );
+    forge_serve::http::serve(hub, listener, options, shutdown_signal()).await
+}
+
+/// Ctrl-C or SIGTERM (what `kubectl delete` and `docker stop` send).
+async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = interrupt => {}
+        _ = terminate => {}
+    }
+}
+
+fn load(args: &ServeArgs, sandbox: &Sandbox) -> Result<Vec<Environment>> {
+    let mut bundles = Vec::new();
+    for dir in &args.envs {
+        bundles.push(
+            Bundle::read_dir(dir)
+                .with_context(|| format!("reading the environment bundle {}", dir.display()))?,
+        );
+    }
+    for suite in &args.suite {
+        let data = args.data.as_deref().expect("clap requires --data");
+        bundles.push(suite.load(data)?);
+    }
+    if bundles.is_empty() {
+        bundles.push(builtin::example_bundle());
+    }
+    bundles
+        .into_iter()
+        .map(|bundle| Environment::load(sandbox, bundle))
+        .collect()
+}
+
+/// The scripted user of each episode, unreliable with `instability`.
+fn users(instability: f64) -> UserFactory {
+    Arc::new(move |task, seed| -> Box<dyn User + Send> {
+        let instruction = &task.task.instruction;
+        match instability > 0.0 {
+            true => Box::new(UnstableUser::new(
+                instruction,
+                &task.task.stated_facts(),
+                instability,
+                seed,
+            )),
+            false => Box::new(ScriptedUser::new(instruction.clone())),
+        }
+    })
+}
+
+/// Logs to stderr (stdout may carry MCP), filtered by `FORGE_LOG`
+/// (default `info`).
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FORGE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}

@@ -1,0 +1,672 @@
+//! `forge serve` end to end: the real binary on a loopback port, driven over
+//! OpenEnv's HTTP and WebSocket API and MCP, as remote agents drive it.
+
+use crate::common::{export_example, forge, guest_component, stderr, stdout};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `forge serve` process, killed when dropped.
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    fn start(args: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_forge"))
+            .arg("serve")
+            .args(["--port", "0"])
+            .args(args)
+            .env("FORGE_CACHE_DIR", cache_dir())
+            .env("FORGE_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting forge serve");
+        let mut lines = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
+        let base = loop {
+            let line = lines
+                .next()
+                .expect("forge serve ended before it listened")
+                .expect("reading stderr");
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                break rest
+                    .split_whitespace()
+                    .next()
+                    .expect("an address")
+                    .to_owned();
+            }
+        };
+        // Keep draining stderr so the server never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Self { child, base }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn ws(&self, query: &str) -> Ws {
+        let url = format!("{}/ws{query}", self.base.replace("http://", "ws://"));
+        let (socket, _) = tungstenite::connect(url).expect("the WebSocket connects");
+        Ws(socket)
+    }
+
+    fn sessions(&self) -> u64 {
+        let (status, health) = get(&self.url("/healthz"));
+        assert_eq!(status, 200);
+        health["sessions"].as_u64().expect("a session count")
+    }
+
+    /// Sends SIGTERM and waits for the process to end.
+    fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(killed.success());
+        self.child.wait().expect("waiting for forge serve")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn cache_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("forge-test-cache")
+}
+
+struct Ws(tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<std::net::TcpStream>>);
+
+impl Ws {
+    fn send(&mut self, frame: &Value) -> Value {
+        self.send_text(&frame.to_string())
+    }
+
+    fn send_text(&mut self, text: &str) -> Value {
+        self.0
+            .send(tungstenite::Message::Text(text.into()))
+            .expect("sending a frame");
+        loop {
+            match self.0.read().expect("reading a frame") {
+                tungstenite::Message::Text(text) => {
+                    return serde_json::from_str(text.as_str()).expect("a JSON frame");
+                }
+                tungstenite::Message::Close(_) => panic!("the server closed the connection"),
+                _ => continue,
+            }
+        }
+    }
+
+    fn step(&mut self, action: Value) -> Value {
+        let answer = self.send(&json!({"type": "step", "data": action}));
+        assert_eq!(answer["type"], "observation", "{answer}");
+        answer["data"].clone()
+    }
+
+    fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        self.step(json!({"type": "call_tool", "tool_name": tool, "arguments": arguments}))
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into()
+}
+
+fn answer(response: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> (u16, Value) {
+    let mut response = response.expect("the server answers");
+    let status = response.status().as_u16();
+    let text = response.body_mut().read_to_string().unwrap_or_default();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+fn get(url: &str) -> (u16, Value) {
+    answer(agent().get(url).call())
+}
+
+fn post(url: &str, body: &Value) -> (u16, Value) {
+    post_text(url, &body.to_string())
+}
+
+fn post_text(url: &str, body: &str) -> (u16, Value) {
+    answer(
+        agent()
+            .post(url)
+            .content_type("application/json")
+            .send(body),
+    )
+}
+
+/// The example environment's task `id`, from the bundle `forge example` writes.
+fn example_task(id: &str) -> Value {
+    let tasks = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("env-templates/example/bundle/tasks.jsonl"),
+    )
+    .unwrap();
+    tasks
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .find(|task| task["id"] == id)
+        .unwrap_or_else(|| panic!("no task {id}"))
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn an_openenv_websocket_episode_scores_and_replays_byte_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    let trajectories = dir.path().join("served.jsonl");
+    let server = Server::start(&["--out", trajectories.to_str().unwrap()]);
+    let mut ws = server.ws("");
+    let reset = ws.send(&json!({"type": "reset", "data": {"task_id": "shop-02", "seed": 7}}));
+    assert_eq!(server.sessions(), 1, "a connection is a session");
+    assert_eq!(reset["type"], "observation");
+    let metadata = &reset["data"]["observation"]["metadata"];
+    assert_eq!(metadata["task_id"], "shop-02");
+    let task = example_task("shop-02");
+    assert_eq!(metadata["messages"][0]["content"], task["instruction"]);
+    assert_eq!(reset["data"]["done"], false);
+
+    let tools = ws.step(json!({"type": "list_tools"}));
+    let names: Vec<&str> = tools["observation"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"get_order") && names.contains(&"send_message_to_user"));
+
+    // Mistakes are answered, and the connection goes on.
+    let unknown = ws.call("fly_to_the_moon", json!({}));
+    assert_eq!(
+        unknown["observation"]["error"]["error_type"],
+        "tool_not_found"
+    );
+    let bad = ws.send_text("{not json");
+    assert_eq!(bad["type"], "error");
+    assert_eq!(bad["data"]["code"], "INVALID_JSON");
+    let invalid = ws.send(&json!({"type": "step", "data": {"type": "call_tool"}}));
+    assert_eq!(invalid["data"]["code"], "VALIDATION_ERROR");
+    let invalid_arguments = ws.call("get_order", json!({"order": 1}));
+    assert_eq!(invalid_arguments["observation"]["result"]["is_error"], true);
+
+    for action in task["gold_actions"].as_array().unwrap() {
+        let result = ws.call(
+            action["name"].as_str().unwrap(),
+            action["arguments"].clone(),
+        );
+        assert_eq!(result["observation"]["error"], Value::Null, "{result}");
+        assert_eq!(result["done"], false);
+    }
+    let outputs: Vec<&str> = task["required_outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|output| output.as_str().unwrap())
+        .collect();
+    let message = format!("Here you are: {}.", outputs.join(", "));
+    let last = ws.call("send_message_to_user", json!({ "message": message }));
+    assert_eq!(last["done"], true, "{last}");
+    assert_eq!(last["reward"], 1.0, "{last}");
+    let state = ws.send(&json!({"type": "state"}));
+    assert_eq!(state["data"]["done"], true);
+    assert_eq!(state["data"]["termination"], "user_stop");
+    let over = ws.send(&json!({"type": "step", "data": {"type": "list_tools"}}));
+    assert_eq!(
+        over["data"]["done"], true,
+        "listing tools still works: {over}"
+    );
+    let refused = ws.send(
+        &json!({"type": "step", "data": {"type": "call_tool", "tool_name": "get_order", "arguments": {"order_id": "o1"}}}),
+    );
+    assert_eq!(refused["type"], "error", "{refused}");
+    assert_eq!(refused["data"]["reason"], "episode_over");
+
+    // A second episode on the same connection.
+    let again = ws.send(&json!({"type": "reset", "data": {"task_id": "shop-01"}}));
+    assert_eq!(
+        again["data"]["observation"]["metadata"]["task_id"],
+        "shop-01"
+    );
+    ws.call("get_product", json!({"product_id": "p2"}));
+    ws.0.send(tungstenite::Message::Text(r#"{"type": "close"}"#.into()))
+        .unwrap();
+    wait_until("the session is gone", || server.sessions() == 0);
+    assert!(server.terminate().success());
+
+    let replay = forge(&["replay", trajectories.to_str().unwrap(), "--json"]);
+    assert!(
+        replay.status.success(),
+        "{}{}",
+        stdout(&replay),
+        stderr(&replay)
+    );
+    let records: Vec<Value> = std::fs::read_to_string(&trajectories)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(records.len(), 2, "both episodes are recorded");
+    assert_eq!(records[0]["task_id"], "shop-02");
+    assert_eq!(records[0]["reward"], 1.0);
+    assert_eq!(records[0]["seed"], 7);
+    assert_eq!(records[1]["termination"], "closed");
+}
+
+#[test]
+fn http_requests_that_cannot_be_served_get_clear_errors() {
+    let server = Server::start(&[
+        "--max-sessions",
+        "2",
+        "--rate",
+        "3",
+        "--max-request-bytes",
+        "2000",
+    ]);
+    let (status, body) = post_text(&server.url("/reset"), "{\"task_id\": ");
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["code"], "bad_json");
+    let (status, body) = post(&server.url("/reset"), &json!({"task_id": "no-such-task"}));
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("not_found")),
+        "{body}"
+    );
+    let (status, body) = post(&server.url("/reset"), &json!({"env": "nowhere"}));
+    assert_eq!(status, 404);
+    assert!(
+        body["detail"].as_str().unwrap().contains("serving: shop"),
+        "{body}"
+    );
+
+    let (status, opened) = post(&server.url("/reset"), &json!({"task_id": "shop-01"}));
+    assert_eq!(status, 200, "{opened}");
+    let id = opened["observation"]["metadata"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, body) = post(&server.url("/step"), &json!({"episode_id": id}));
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (422, Some("invalid_action"))
+    );
+    let (status, body) = post(
+        &server.url("/step"),
+        &json!({"episode_id": "nobody", "action": {"type": "list_tools"}}),
+    );
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("unknown_session"))
+    );
+    let huge = json!({"episode_id": id, "action": {"type": "call_tool", "tool_name": "get_order", "arguments": {"order_id": "x".repeat(5000)}}});
+    let (status, body) = post(&server.url("/step"), &huge);
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (413, Some("request_too_large")),
+        "{body}"
+    );
+
+    // Three steps a second, bursting to three.
+    let call = json!({"episode_id": id, "action": {"type": "call_tool", "tool_name": "get_order", "arguments": {"order_id": "o1"}}});
+    let statuses: Vec<u16> = (0..5)
+        .map(|_| post(&server.url("/step"), &call).0)
+        .collect();
+    assert!(statuses.contains(&429), "{statuses:?}");
+    let (status, state) = get(&server.url(&format!("/state?episode_id={id}")));
+    assert_eq!(status, 200);
+    assert_eq!(
+        state["step_count"], 3,
+        "refused steps are not taken: {state}"
+    );
+
+    let (status, _) = post(&server.url("/reset"), &json!({}));
+    assert_eq!(status, 200);
+    let (status, body) = post(&server.url("/reset"), &json!({}));
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (503, Some("too_many_sessions")),
+        "{body}"
+    );
+    // Restarting a named session is not a new one.
+    let (status, _) = post(&server.url("/reset"), &json!({"episode_id": id}));
+    assert_eq!(status, 200);
+
+    let (status, body) = get(&server.url("/nowhere"));
+    assert_eq!((status, body["detail"].as_str()), (404, Some("Not Found")));
+    let (status, metrics) = get(&server.url("/metrics"));
+    assert_eq!(status, 200);
+    let metrics = metrics.as_str().unwrap().to_owned();
+    assert!(metrics.contains("forge_sessions 2"), "{metrics}");
+    assert!(metrics.contains("forge_refused_requests_total{kind=\"rate_limited\"}"));
+    assert!(metrics.contains("forge_step_seconds_bucket"));
+    for path in ["/health", "/metadata", "/schema", "/openapi.json"] {
+        assert_eq!(get(&server.url(path)).0, 200, "{path}");
+    }
+}
+
+#[test]
+fn mcp_clients_list_and_call_an_episodes_tools() {
+    let server = Server::start(&[]);
+    let url = server.url("/mcp?task_id=shop-01");
+    let mut response = agent()
+        .post(&url)
+        .content_type("application/json")
+        .send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}).to_string())
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .expect("a session id")
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let init: Value = response.body_mut().read_json().unwrap();
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
+    assert!(
+        init["result"]["instructions"]
+            .as_str()
+            .unwrap()
+            .contains(example_task("shop-01")["instruction"].as_str().unwrap())
+    );
+
+    let rpc = |message: Value| {
+        answer(
+            agent()
+                .post(server.url("/mcp"))
+                .header("mcp-session-id", &session)
+                .content_type("application/json")
+                .send(message.to_string()),
+        )
+    };
+    let (status, _) = rpc(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    assert_eq!(status, 202);
+    let (_, listed) = rpc(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    assert!(
+        tools
+            .iter()
+            .all(|tool| tool["inputSchema"]["type"] == "object")
+    );
+    assert!(
+        tools
+            .iter()
+            .any(|tool| tool["name"] == "send_message_to_user")
+    );
+    let (_, called) = rpc(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "find_user_by_email", "arguments": {"email": "ava.chen@example.com"}}}),
+    );
+    assert_eq!(called["result"]["isError"], false, "{called}");
+    assert_eq!(
+        called["result"]["content"][0]["text"],
+        "{\"user_id\":\"u1\"}"
+    );
+    let (_, refused) = rpc(
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "get_order", "arguments": {}}}),
+    );
+    assert_eq!(
+        refused["result"]["isError"], true,
+        "a tool's refusal is a result"
+    );
+    let (_, unknown) =
+        rpc(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "nope"}}));
+    assert_eq!(unknown["error"]["code"], -32602);
+    let (_, missing) = rpc(json!({"jsonrpc": "2.0", "id": 6, "method": "resources/list"}));
+    assert_eq!(missing["error"]["code"], -32601);
+    let (status, parse) = post_text(&server.url("/mcp"), "[1, 2");
+    assert_eq!(
+        (status, parse["error"]["code"].as_i64()),
+        (200, Some(-32700))
+    );
+
+    let deleted = agent()
+        .delete(server.url("/mcp"))
+        .header("mcp-session-id", &session)
+        .call()
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    let (status, _) = rpc(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}));
+    assert_eq!(status, 404, "a closed session is gone");
+    assert_eq!(server.sessions(), 0);
+}
+
+#[test]
+fn mcp_over_stdio_serves_one_episode_and_records_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let trajectories = dir.path().join("stdio.jsonl");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_forge"))
+        .args(["serve", "--stdio", "--task", "shop-01", "--out"])
+        .arg(&trajectories)
+        .env("FORGE_CACHE_DIR", cache_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let messages = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "find_user_by_email", "arguments": {"email": "ava.chen@example.com"}}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "send_message_to_user", "arguments": {"message": "Done."}}}),
+    ];
+    let mut stdin = child.stdin.take().unwrap();
+    for message in &messages {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let replies: Vec<Value> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("stdout carries only JSON-RPC"))
+        .collect();
+    assert_eq!(replies.len(), 3, "the notification gets no answer");
+    assert_eq!(
+        replies[1]["result"]["content"][0]["text"],
+        "{\"user_id\":\"u1\"}"
+    );
+    let last = replies[2]["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(last.starts_with("The episode is over: reward"), "{last}");
+    let replay = forge(&["replay", trajectories.to_str().unwrap()]);
+    assert!(replay.status.success(), "{}", stderr(&replay));
+}
+
+/// A bundle of the hostile test component, with one task.
+fn hostile_bundle(dir: &Path) -> std::path::PathBuf {
+    let bundle = dir.join("hostile");
+    std::fs::create_dir_all(&bundle).unwrap();
+    std::fs::write(
+        bundle.join("tools.wasm"),
+        guest_component("forge-test-hostile"),
+    )
+    .unwrap();
+    std::fs::write(
+        bundle.join("manifest.json"),
+        json!({"name": "hostile", "description": "tools that misbehave"}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        bundle.join("initial_state.json"),
+        json!({"notes": {"n1": {"text": "original"}}}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        bundle.join("tasks.jsonl"),
+        format!(
+            "{}\n",
+            json!({"id": "t1", "instruction": "Keep a note.", "gold_actions": [{"name": "write_note", "arguments": {}}], "required_outputs": []})
+        ),
+    )
+    .unwrap();
+    bundle
+}
+
+#[test]
+fn a_misbehaving_tool_ends_only_its_own_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = hostile_bundle(dir.path());
+    let server = Server::start(&[bundle.to_str().unwrap()]);
+    let mut calm = server.ws("");
+    let hostile_base = server.base.clone();
+    let hostile = std::thread::spawn(move || {
+        let url = format!("{}/ws", hostile_base.replace("http://", "ws://"));
+        let (socket, _) = tungstenite::connect(url).unwrap();
+        let mut ws = Ws(socket);
+        ["spin", "memory_bomb", "panic", "write_then_trap"]
+            .map(|tool| ws.call(tool, json!({}))["observation"]["error"].clone())
+    });
+    for _ in 0..20 {
+        let note = ws_call_ok(&mut calm, "write_note");
+        assert!(note["key"].as_str().unwrap().starts_with('n'));
+    }
+    for error in hostile.join().unwrap() {
+        assert_eq!(error["error_type"], "execution_error", "{error}");
+    }
+    // The well-behaved session's writes are its own.
+    let notes = ws_call_ok(&mut calm, "write_note");
+    assert_eq!(notes["key"], "n22");
+    let (_, metrics) = get(&server.url("/metrics"));
+    assert!(
+        metrics
+            .as_str()
+            .unwrap()
+            .contains("forge_sandbox_errors_total 4")
+    );
+}
+
+fn ws_call_ok(ws: &mut Ws, tool: &str) -> Value {
+    let answer = ws.call(tool, json!({}));
+    assert_eq!(answer["observation"]["error"], Value::Null, "{answer}");
+    answer["observation"]["result"]["data"].clone()
+}
+
+#[test]
+fn dropped_clients_and_idle_sessions_leak_nothing_and_shutdown_records_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let trajectories = dir.path().join("served.jsonl");
+    let example = export_example(dir.path());
+    let server = Server::start(&[
+        example.to_str().unwrap(),
+        "--idle-timeout",
+        "2",
+        "--out",
+        trajectories.to_str().unwrap(),
+    ]);
+    // Clients that vanish mid-episode, without a close frame.
+    let sockets: Vec<Ws> = (0..20)
+        .map(|_| {
+            let mut ws = server.ws("");
+            ws.call("get_product", json!({"product_id": "p1"}));
+            ws
+        })
+        .collect();
+    assert_eq!(server.sessions(), 20);
+    for ws in sockets {
+        let stream = ws.0.get_ref();
+        if let tungstenite::stream::MaybeTlsStream::Plain(stream) = stream {
+            stream.shutdown(std::net::Shutdown::Both).unwrap();
+        }
+    }
+    wait_until("dropped connections end their sessions", || {
+        server.sessions() == 0
+    });
+    // HTTP sessions nobody closes expire.
+    let (_, opened) = post(&server.url("/reset"), &json!({"task_id": "shop-03"}));
+    let id = opened["observation"]["metadata"]["session_id"]
+        .as_str()
+        .unwrap();
+    post(
+        &server.url("/step"),
+        &json!({"episode_id": id, "action": {"type": "list_tools"}}),
+    );
+    wait_until("the idle session expires", || server.sessions() == 0);
+    // An episode still open at shutdown is judged and recorded.
+    let (_, opened) = post(&server.url("/reset"), &json!({"task_id": "shop-04"}));
+    let id = opened["observation"]["metadata"]["session_id"]
+        .as_str()
+        .unwrap();
+    post(
+        &server.url("/step"),
+        &json!({"episode_id": id, "action": {"type": "call_tool", "tool_name": "get_user", "arguments": {"user_id": "u1"}}}),
+    );
+    assert!(server.terminate().success());
+    let records: Vec<Value> = std::fs::read_to_string(&trajectories)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    // Twenty dropped, and the idle one: the agent never acted in it.
+    assert_eq!(records.len(), 21);
+    assert!(
+        records
+            .iter()
+            .all(|record| record["termination"] == "closed")
+    );
+    let last = records.last().unwrap();
+    assert_eq!(last["task_id"], "shop-04");
+    assert_eq!(last["steps"].as_array().unwrap().len(), 1);
+    let replay = forge(&[
+        "replay",
+        trajectories.to_str().unwrap(),
+        "--env",
+        example.to_str().unwrap(),
+    ]);
+    assert!(replay.status.success(), "{}", stderr(&replay));
+}
+
+/// OpenEnv's and MCP's own Python clients (`tests/python/requirements.txt`,
+/// in the virtual environment whose interpreter `FORGE_TEST_PYTHON` names;
+/// `.ci/run` makes it) run episodes against `forge serve`.
+#[test]
+fn python_clients_from_pypi_drive_forge_serve() {
+    let Some(python) = std::env::var_os("FORGE_TEST_PYTHON") else {
+        eprintln!("skipped: FORGE_TEST_PYTHON names no Python with openenv-core and mcp");
+        return;
+    };
+    let server = Server::start(&[]);
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python");
+    let tasks =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("env-templates/example/bundle/tasks.jsonl");
+    let runs = [
+        Command::new(&python)
+            .arg(scripts.join("openenv_episode.py"))
+            .arg(&server.base)
+            .arg(&tasks)
+            .output()
+            .unwrap(),
+        Command::new(&python)
+            .arg(scripts.join("mcp_clients.py"))
+            .arg(server.url("/mcp"))
+            .arg(env!("CARGO_BIN_EXE_forge"))
+            .env("FORGE_CACHE_DIR", cache_dir())
+            .output()
+            .unwrap(),
+    ];
+    for run in &runs {
+        assert!(run.status.success(), "{}{}", stdout(run), stderr(run));
+    }
+    assert!(
+        stdout(&runs[0]).contains("\"reward\": 1.0"),
+        "{}",
+        stdout(&runs[0])
+    );
+    assert!(stdout(&runs[1]).contains("\"transport\": \"stdio\""));
+}
