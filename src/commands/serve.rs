@@ -107,11 +107,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         forge_serve::stdio::serve(&hub, &open, stdin, std::io::stdout().lock())?;
         return Ok(ExitCode::SUCCESS);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    runtime.block_on(listen(
+    runtime()?.block_on(listen(
         Arc::new(hub),
         SocketAddr::new(args.host, args.port),
         HttpOptions {
@@ -120,6 +116,21 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     ))?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// The async runtime of a server. Tool calls run on its blocking pool, whose
+/// threads are capped: enough that calls stopped only by the wall-clock
+/// backstop cannot starve the others, few enough that a burst of requests
+/// does not leave hundreds of idle threads (and their allocator arenas)
+/// behind.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(BLOCKING_THREADS)
+        .build()
+        .context("starting the async runtime")
+}
+
+const BLOCKING_THREADS: usize = 64;
 
 /// A sandbox whose instance pool holds `max_sessions` episodes (one
 /// instance each) and a few more for loading.

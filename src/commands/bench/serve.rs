@@ -9,7 +9,7 @@
 //! example environment, and its memory is measured too.
 
 use super::{Row, micros, percentile, report};
-use crate::commands::serve::{hub_for, sandbox_for};
+use crate::commands::serve::{hub_for, runtime, sandbox_for};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use forge_serve::SessionLimits;
@@ -69,9 +69,7 @@ pub fn run(args: ServeBenchArgs) -> Result<ExitCode> {
         serde_json::from_str(&args.arguments).context("--arguments is not JSON")?;
     let step = json!({"type": "step", "data": {"type": "call_tool", "tool_name": args.tool, "arguments": arguments}})
         .to_string();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = runtime()?;
     let rows = runtime.block_on(load_test(&args, step))?;
     report(&rows, args.json);
     Ok(ExitCode::SUCCESS)
