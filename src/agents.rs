@@ -56,6 +56,10 @@ pub struct AgentArgs {
     /// `--policy model`: most tokens per turn.
     #[arg(long, default_value_t = 256)]
     pub max_new_tokens: usize,
+    /// Most requests in flight to the endpoint at once (`forge eval
+    /// --concurrency` runs episodes in parallel).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_requests: u64,
     /// The environment variable holding the endpoint's API key (if it needs one).
     #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY")]
     pub api_key_env: String,
@@ -149,6 +153,7 @@ impl Agents {
             (true, Some(url), Some(model)) => {
                 let mut config = ChatConfig::new(url, model);
                 config.api_key = std::env::var(&args.api_key_env).ok();
+                config.max_in_flight = args.max_requests as usize;
                 Some(ChatClient::new(config))
             }
             (true, _, _) => {
@@ -163,6 +168,7 @@ impl Agents {
             (Some(model), Some(url)) => {
                 let mut config = ChatConfig::new(url, model);
                 config.api_key = std::env::var(&args.api_key_env).ok();
+                config.max_in_flight = args.max_requests as usize;
                 Some(ChatClient::new(config))
             }
             (Some(_), None) => bail!("`--judge-model` needs --judge-base-url or --base-url"),

@@ -5,14 +5,15 @@
 //!
 //! Blocking, with a timeout per request and bounded retries with exponential
 //! backoff on what retrying can fix (connection errors, timeouts, 429 and 5xx
-//! answers). Token usage is summed for the caller to report.
+//! answers), and at most `max_in_flight` requests out at once. Token usage is
+//! summed for the caller to report.
 
 pub mod agents;
 pub mod judge;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 /// Where and how to reach a model.
@@ -29,6 +30,9 @@ pub struct ChatConfig {
     /// The first retry waits this long; each further retry twice as long.
     pub backoff: Duration,
     pub temperature: f64,
+    /// Most requests in flight at once; more wait their turn (episodes run
+    /// in parallel share one client).
+    pub max_in_flight: usize,
 }
 
 impl ChatConfig {
@@ -41,6 +45,7 @@ impl ChatConfig {
             max_retries: 3,
             backoff: Duration::from_millis(500),
             temperature: 0.0,
+            max_in_flight: 8,
         }
     }
 }
@@ -109,6 +114,8 @@ pub struct ChatClient {
     config: ChatConfig,
     agent: ureq::Agent,
     usage: Mutex<Usage>,
+    in_flight: Mutex<usize>,
+    slot_freed: Condvar,
 }
 
 impl ChatClient {
@@ -122,6 +129,8 @@ impl ChatClient {
             config,
             agent,
             usage: Mutex::new(Usage::default()),
+            in_flight: Mutex::new(0),
+            slot_freed: Condvar::new(),
         }
     }
 
@@ -168,7 +177,23 @@ impl ChatClient {
         }
     }
 
+    /// One request, once fewer than `max_in_flight` are out.
     fn request(&self, messages: &Value, tools: Option<&Value>) -> Result<Value, ChatError> {
+        let mut in_flight = self
+            .slot_freed
+            .wait_while(lock(&self.in_flight), |count| {
+                *count >= self.config.max_in_flight.max(1)
+            })
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *in_flight += 1;
+        drop(in_flight);
+        let answer = self.send(messages, tools);
+        *lock(&self.in_flight) -= 1;
+        self.slot_freed.notify_one();
+        answer
+    }
+
+    fn send(&self, messages: &Value, tools: Option<&Value>) -> Result<Value, ChatError> {
         let url = format!(
             "{}/chat/completions",
             self.config.base_url.trim_end_matches('/')
@@ -224,6 +249,12 @@ impl ChatClient {
             .unwrap_or(0);
         Ok(message)
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn truncate(text: &str) -> String {

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use forge_runtime::episode::EpisodeSettings;
 use forge_runtime::trajectory::{self, EpisodeRecord};
-use forge_runtime::{Sandbox, TrajectoryWriter, episode_seed};
+use forge_runtime::{PreparedTask, Sandbox, TrajectoryWriter, episode_seed};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 #[derive(Args, Debug)]
 pub struct EvalArgs {
@@ -37,6 +38,10 @@ pub struct EvalArgs {
     /// Most agent actions per episode.
     #[arg(long, default_value_t = EpisodeSettings::default().max_turns)]
     max_turns: usize,
+    /// Episodes run at once, each on its own thread (for remote models, whose
+    /// answers are waited for).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    concurrency: u64,
     /// Bootstrap resamples for the confidence intervals.
     #[arg(long, default_value_t = 1000)]
     bootstrap: usize,
@@ -82,25 +87,39 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     let mut writer = TrajectoryWriter::append(&trajectories)?;
     let total = tasks.len() as u64 * args.trials;
     let progress = output::progress(total, args.json);
+    let pending: Vec<(&PreparedTask, u64)> = tasks
+        .iter()
+        .flat_map(|task| {
+            (0..args.trials)
+                .map(move |trial| (*task, episode_seed(args.seed, &task.task.id, trial)))
+        })
+        .filter(|(task, seed)| !done.contains_key(&(task.task.id.clone(), *seed)))
+        .collect();
+    progress.inc(total - pending.len() as u64);
+    let run_one = |(task, seed): (&PreparedTask, u64)| {
+        let settings = EpisodeSettings {
+            max_turns: args.max_turns,
+            seed,
+        };
+        agents.run_episode(&env, task, settings)
+    };
+    in_parallel(&pending, args.concurrency as usize, run_one, |record| {
+        writer.write(&record)?;
+        progress.inc(1);
+        done.insert((record.task_id.clone(), record.seed), record);
+        Ok(())
+    })?;
     let mut outcomes: BTreeMap<String, Vec<bool>> = BTreeMap::new();
     for task in &tasks {
         for trial in 0..args.trials {
-            let seed = episode_seed(args.seed, &task.task.id, trial);
-            let key = (task.task.id.clone(), seed);
-            if !done.contains_key(&key) {
-                let settings = EpisodeSettings {
-                    max_turns: args.max_turns,
-                    seed,
-                };
-                let record = agents.run_episode(&env, task, settings)?;
-                writer.write(&record)?;
-                done.insert(key.clone(), record);
-            }
+            let key = (
+                task.task.id.clone(),
+                episode_seed(args.seed, &task.task.id, trial),
+            );
             outcomes
                 .entry(task.task.id.clone())
                 .or_default()
                 .push(done[&key].verdict.reward >= 1.0);
-            progress.inc(1);
         }
     }
     progress.finish_and_clear();
@@ -181,6 +200,46 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `run` on every job, `threads` at a time, handing each result to
+/// `finished` on this thread as it comes; the first error stops the rest.
+fn in_parallel<J: Copy + Send + Sync, R: Send>(
+    jobs: &[J],
+    threads: usize,
+    run: impl Fn(J) -> Result<R> + Sync,
+    mut finished: impl FnMut(R) -> Result<()>,
+) -> Result<()> {
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let (sender, results) = std::sync::mpsc::channel();
+        for _ in 0..threads.min(jobs.len()) {
+            let sender = sender.clone();
+            let (next, failed, run) = (&next, &failed, &run);
+            scope.spawn(move || {
+                while !failed.load(Ordering::Relaxed) {
+                    let Some(&job) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                        break;
+                    };
+                    let result = run(job);
+                    failed.fetch_or(result.is_err(), Ordering::Relaxed);
+                    if sender.send(result).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(sender);
+        let mut outcome = Ok(());
+        for result in results {
+            if let Err(err) = result.and_then(&mut finished) {
+                failed.store(true, Ordering::Relaxed);
+                outcome = outcome.and(Err(err));
+            }
+        }
+        outcome
+    })
 }
 
 /// pass^k against k with its confidence band, as SVG.

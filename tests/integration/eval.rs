@@ -117,6 +117,76 @@ fn eval_with_a_remote_policy_reports_pass_k_and_resumes() {
 }
 
 #[test]
+fn parallel_episodes_keep_to_the_request_limit_and_match_a_serial_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = export_example(dir.path());
+    let server = StubServer::start_slow(
+        1000,
+        std::time::Duration::from_millis(20),
+        gold_agent(gold_by_instruction(&bundle)),
+    );
+    let run = |name: &str, concurrency: &str| {
+        let out = dir.path().join(name);
+        let output = forge(&[
+            "eval",
+            "--json",
+            "--env",
+            bundle.to_str().unwrap(),
+            "--policy",
+            "openai",
+            "--base-url",
+            &server.url,
+            "--model",
+            "stub",
+            "--tasks",
+            "shop-01,shop-02,shop-03,shop-05,shop-07,shop-14",
+            "--trials",
+            "2",
+            "--concurrency",
+            concurrency,
+            "--max-requests",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let report = json_lines(&output).remove(0);
+        let file = out
+            .join(report["content_hash"].as_str().unwrap())
+            .join("openai_stub")
+            .join("trajectories.jsonl");
+        let mut episodes: Vec<String> = std::fs::read_to_string(file)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        episodes.sort();
+        (report, episodes)
+    };
+    let (serial, serial_episodes) = run("serial", "1");
+    assert_eq!(
+        server
+            .peak_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+    let (parallel, parallel_episodes) = run("parallel", "4");
+    assert_eq!(
+        server
+            .peak_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "four episodes at once, at most two requests out"
+    );
+    assert_eq!(parallel["episodes_run"], 12);
+    assert_eq!(parallel["pass_hat_k"], serial["pass_hat_k"]);
+    assert_eq!(
+        parallel_episodes, serial_episodes,
+        "the same episodes, in another order"
+    );
+}
+
+#[test]
 fn a_remote_model_can_play_the_user() {
     // The stub user states its goal (from its system prompt), then ends the dialogue.
     let server = StubServer::start(100, |request, _| {

@@ -6,9 +6,10 @@
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// What the stub answers: an HTTP status and a body.
 pub type Answer = (u16, String);
@@ -16,6 +17,8 @@ pub type Answer = (u16, String);
 pub struct StubServer {
     pub url: String,
     pub requests: Arc<Mutex<Vec<Value>>>,
+    /// The most requests the stub was answering at once.
+    pub peak_in_flight: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
     address: std::net::SocketAddr,
     thread: Option<JoinHandle<()>>,
@@ -32,28 +35,56 @@ pub fn completion(content: &str) -> Answer {
 
 impl StubServer {
     /// Serves at most `limit` requests; `respond` gets each request body and its index.
-    pub fn start(limit: usize, respond: impl Fn(&Value, usize) -> Answer + Send + 'static) -> Self {
+    pub fn start(
+        limit: usize,
+        respond: impl Fn(&Value, usize) -> Answer + Send + Sync + 'static,
+    ) -> Self {
+        Self::start_slow(limit, Duration::ZERO, respond)
+    }
+
+    /// [`StubServer::start`], answering each request after `delay`, each
+    /// connection on its own thread (so that requests can overlap).
+    pub fn start_slow(
+        limit: usize,
+        delay: Duration,
+        respond: impl Fn(&Value, usize) -> Answer + Send + Sync + 'static,
+    ) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("binding loopback");
         let address = listener.local_addr().unwrap();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
-        let (seen, stopped) = (requests.clone(), stop.clone());
+        let peak_in_flight = Arc::new(AtomicUsize::new(0));
+        let (seen, stopped, peak) = (requests.clone(), stop.clone(), peak_in_flight.clone());
+        let respond = Arc::new(respond);
+        let in_flight = Arc::new(AtomicUsize::new(0));
         let thread = std::thread::spawn(move || {
-            for (index, stream) in listener.incoming().take(limit).enumerate() {
-                if stopped.load(Ordering::SeqCst) {
-                    break;
+            std::thread::scope(|scope| {
+                for (index, stream) in listener.incoming().take(limit).enumerate() {
+                    if stopped.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(stream) = stream else { continue };
+                    let (seen, peak, respond, in_flight) =
+                        (&seen, &peak, respond.clone(), in_flight.clone());
+                    scope.spawn(move || {
+                        let Some(body) = read_request(&stream) else {
+                            return;
+                        };
+                        let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                        peak.fetch_max(now, Ordering::SeqCst);
+                        std::thread::sleep(delay);
+                        let (status, answer) = respond(&body, index);
+                        seen.lock().unwrap().push(body);
+                        in_flight.fetch_sub(1, Ordering::SeqCst);
+                        write_response(stream, status, &answer);
+                    });
                 }
-                let Ok(stream) = stream else { continue };
-                if let Some(body) = read_request(&stream) {
-                    let (status, answer) = respond(&body, index);
-                    seen.lock().unwrap().push(body);
-                    write_response(stream, status, &answer);
-                }
-            }
+            });
         });
         Self {
             url: format!("http://{address}/v1"),
             requests,
+            peak_in_flight,
             stop,
             address,
             thread: Some(thread),
