@@ -156,11 +156,6 @@ impl Episode {
         }
     }
 
-    /// Every message so far, the user's own calls included.
-    pub fn messages(&self) -> &[ChatMessage] {
-        &self.progress.messages
-    }
-
     /// The tool steps so far.
     pub fn steps(&self) -> &[Step] {
         &self.progress.steps
@@ -174,15 +169,6 @@ impl Episode {
     /// Agent actions taken so far.
     pub fn turns(&self) -> usize {
         self.turn
-    }
-
-    pub fn settings(&self) -> EpisodeSettings {
-        self.settings
-    }
-
-    /// Why the episode ended, once it has.
-    pub fn termination(&self) -> Option<Termination> {
-        self.termination
     }
 
     pub fn is_over(&self) -> bool {
@@ -208,16 +194,18 @@ impl Episode {
             }
             Action::Say(text) => {
                 self.progress.messages.push(ChatMessage::assistant(text));
-                self.termination = Some(Termination::MaxTurns);
+                // A user that only ever calls its own tools runs the
+                // episode out of turns.
+                let mut ended = Some(Termination::MaxTurns);
                 for _ in 0..self.settings.max_turns {
                     match user.respond(&self.progress.messages)? {
                         UserTurn::Say(reply) => {
                             self.progress.messages.push(ChatMessage::user(reply));
-                            self.termination = None;
+                            ended = None;
                             break;
                         }
                         UserTurn::Stop => {
-                            self.termination = Some(Termination::UserStop);
+                            ended = Some(Termination::UserStop);
                             break;
                         }
                         UserTurn::Call(call) => {
@@ -231,6 +219,7 @@ impl Episode {
                         }
                     }
                 }
+                self.termination = ended;
             }
         }
         if self.termination.is_none() && self.turn >= self.settings.max_turns {

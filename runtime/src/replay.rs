@@ -52,16 +52,16 @@ pub fn replay_episode(env: &Environment, record: &EpisodeRecord) -> Result<Optio
         max_turns: record.max_turns,
         seed: record.seed,
     };
-    let replayed = match replay_actions(env, task, record, settings, &mut policy, &mut user) {
-        Ok(episode) => episode.finish(
-            env,
-            task,
-            &record.policy,
-            None,
-            judge.as_mut().map(|judge| judge as &mut dyn Judge),
-        ),
-        Err(err) => Err(err),
-    };
+    let replayed =
+        replay_actions(env, task, record, settings, &mut policy, &mut user).and_then(|episode| {
+            episode.finish(
+                env,
+                task,
+                &record.policy,
+                None,
+                judge.as_mut().map(|judge| judge as &mut dyn Judge),
+            )
+        });
     let replayed = match replayed {
         Ok(replayed) => replayed,
         Err(err) => {

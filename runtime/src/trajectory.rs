@@ -171,6 +171,17 @@ pub enum Termination {
     Closed,
 }
 
+impl Termination {
+    /// The name a trajectory records.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::UserStop => "user_stop",
+            Self::MaxTurns => "max_turns",
+            Self::Closed => "closed",
+        }
+    }
+}
+
 /// One episode, one JSONL line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EpisodeRecord {

@@ -15,6 +15,8 @@ pub enum ServeError {
     RateLimited { id: String, rate: f64 },
     #[error("the episode of session `{0}` is over; reset to start another")]
     EpisodeOver(String),
+    #[error("session `{0}` is busy with another request; send one at a time")]
+    Busy(String),
     #[error("{0}")]
     BadRequest(String),
     #[error("{0}")]
@@ -31,7 +33,7 @@ impl ServeError {
             Self::UnknownSession(_) | Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::Full(_) | Self::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::EpisodeOver(_) => StatusCode::CONFLICT,
+            Self::EpisodeOver(_) | Self::Busy(_) => StatusCode::CONFLICT,
             Self::BadRequest(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -44,6 +46,7 @@ impl ServeError {
             Self::Full(_) => "too_many_sessions",
             Self::RateLimited { .. } => "rate_limited",
             Self::EpisodeOver(_) => "episode_over",
+            Self::Busy(_) => "session_busy",
             Self::BadRequest(_) => "bad_request",
             Self::NotFound(_) => "not_found",
             Self::ShuttingDown => "shutting_down",

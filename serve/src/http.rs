@@ -1,16 +1,16 @@
-//! The HTTP server: OpenEnv's routes (`/reset`, `/step`, `/state`, `/ws`,
-//! `/health`, `/metadata`, `/schema`), MCP at `/mcp`, `/healthz` and
-//! `/metrics`. Handlers only move bytes: sessions live in the [`Hub`], and
+//! The HTTP server: OpenEnv's routes (`/reset`, `/step`, `/state`,
+//! `/health`, `/metadata`, `/schema`; `/ws` is in [`crate::ws`]), MCP at
+//! `/mcp`, `/healthz` and `/metrics`. Handlers only move bytes: sessions live in the [`Hub`], and
 //! the sandbox work of each request runs on the blocking pool so that a slow
 //! tool never stalls the event loop.
 
 use crate::mcp::{self, Reply};
 use crate::openenv::{self, StepError};
 use crate::sessions::{Hub, OpenRequest};
+use crate::ws;
 use crate::{ServeError, metrics::Metrics};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -25,9 +25,6 @@ use tokio::sync::watch;
 
 /// The header that carries an MCP session id.
 const MCP_SESSION: &str = "mcp-session-id";
-
-/// The read buffer of a WebSocket session.
-const WS_BUFFER_BYTES: usize = 8 << 10;
 
 /// How the HTTP server treats requests.
 #[derive(Debug, Clone)]
@@ -45,12 +42,12 @@ impl Default for HttpOptions {
 }
 
 #[derive(Clone)]
-struct App {
-    hub: Arc<Hub>,
-    options: HttpOptions,
+pub(crate) struct App {
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) options: HttpOptions,
     /// Becomes true when the server begins to shut down: WebSocket sessions
     /// end at their next message boundary.
-    stopping: watch::Receiver<bool>,
+    pub(crate) stopping: watch::Receiver<bool>,
 }
 
 /// Serves `hub` on `listener` until `shutdown` resolves; then lets in-flight
@@ -73,17 +70,18 @@ pub async fn serve(
     let listener = listener.tap_io(|stream| {
         let _ = stream.set_nodelay(true);
     });
-    axum::serve(listener, router(app))
+    let served = axum::serve(listener, router(app))
         .with_graceful_shutdown(async move {
             shutdown.await;
             tracing::info!("shutting down: finishing requests in flight");
             let _ = stop.send(true);
         })
-        .await?;
+        .await;
     reaper.abort();
+    // Whatever ended the serving, the open episodes are recorded.
     let ended = tokio::task::spawn_blocking(move || hub.shut_down()).await?;
     tracing::info!(sessions = ended, "shut down; every episode recorded");
-    Ok(())
+    Ok(served?)
 }
 
 fn router(app: App) -> Router {
@@ -98,7 +96,7 @@ fn router(app: App) -> Router {
         .route("/reset", post(reset))
         .route("/step", post(step))
         .route("/state", get(state))
-        .route("/ws", get(websocket))
+        .route("/ws", get(ws::websocket))
         .route("/mcp", post(mcp_post).get(mcp_get).delete(mcp_delete))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
@@ -119,7 +117,7 @@ async fn expire_idle_sessions(hub: Arc<Hub>) {
 }
 
 /// Runs `work` on the blocking pool.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     hub: &Arc<Hub>,
     work: impl FnOnce(&Hub) -> T + Send + 'static,
 ) -> T {
@@ -376,10 +374,7 @@ async fn mcp_post(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let session = headers
-        .get(MCP_SESSION)
-        .and_then(|value| value.to_str().ok())
-        .map(str::to_owned);
+    let session = mcp_session(&headers);
     let message = match body {
         Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
             Ok(message) => message,
@@ -394,23 +389,39 @@ async fn mcp_post(
             );
         }
     };
+    let seed = match query.get("seed").map(|seed| seed.parse::<u64>()) {
+        None => None,
+        Some(Ok(seed)) => Some(seed),
+        Some(Err(_)) => {
+            return Json(mcp::invalid_params(
+                &message,
+                "`seed` must be a non-negative integer",
+            ))
+            .into_response();
+        }
+    };
     let open = OpenRequest {
         env: query.get("env").cloned(),
         task_id: query.get("task_id").cloned(),
-        seed: query.get("seed").and_then(|seed| seed.parse().ok()),
+        seed,
         session_id: None,
         policy: query.get("policy").cloned(),
     };
     if let Some(id) = &session
         && !app.hub.contains(id)
     {
-        // MCP clients take a 404 to mean the session is gone.
-        return failure(
-            &app.hub,
+        // MCP clients take a 404 to mean that the session is gone.
+        let err = ServeError::UnknownSession(id.clone());
+        app.hub
+            .metrics()
+            .refused
+            .get_or_create(&Metrics::kind(err.code()))
+            .inc();
+        return (
             StatusCode::NOT_FOUND,
-            "unknown_session",
-            ServeError::UnknownSession(id.clone()).to_string(),
-        );
+            Json(mcp::refused_message(&message, &err)),
+        )
+            .into_response();
     }
     let reply = blocking(&app.hub, move |hub| {
         mcp::handle(hub, session.as_deref(), &open, &message)
@@ -432,6 +443,13 @@ async fn mcp_post(
     }
 }
 
+fn mcp_session(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(MCP_SESSION)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned)
+}
+
 /// No server-initiated stream: MCP clients go on without one.
 async fn mcp_get() -> impl IntoResponse {
     (
@@ -442,11 +460,7 @@ async fn mcp_get() -> impl IntoResponse {
 
 /// Ends the MCP session the header names (its episode is judged and recorded).
 async fn mcp_delete(State(app): State<App>, headers: HeaderMap) -> Response {
-    let Some(id) = headers
-        .get(MCP_SESSION)
-        .and_then(|value| value.to_str().ok())
-        .map(str::to_owned)
-    else {
+    let Some(id) = mcp_session(&headers) else {
         return failure(
             &app.hub,
             StatusCode::BAD_REQUEST,
@@ -458,168 +472,4 @@ async fn mcp_delete(State(app): State<App>, headers: HeaderMap) -> Response {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(err) => refused(&app.hub, &err),
     }
-}
-
-/// `GET /ws`: OpenEnv's WebSocket. A connection is a session (or, with
-/// `?session_id=`, attaches to one made by `openenv/session/create`).
-async fn websocket(
-    State(app): State<App>,
-    Query(query): Query<HashMap<String, String>>,
-    upgrade: WebSocketUpgrade,
-) -> Response {
-    let limit = app.options.max_request_bytes;
-    // Small buffers: thousands of sessions mostly wait, and a message
-    // larger than the buffer still arrives whole.
-    upgrade
-        .read_buffer_size(WS_BUFFER_BYTES)
-        .write_buffer_size(0)
-        .max_message_size(limit)
-        .max_frame_size(limit)
-        .on_upgrade(move |socket| ws_session(app, socket, query.get("session_id").cloned()))
-}
-
-async fn ws_session(app: App, mut socket: WebSocket, attach: Option<String>) {
-    let hub = app.hub.clone();
-    let (id, owned) = match attach {
-        Some(id) if hub.contains(&id) => (id, false),
-        Some(id) => {
-            let error = ws_error("SESSION_ERROR", &format!("Unknown session_id: {id}"), None);
-            return end_ws(socket, Some(error)).await;
-        }
-        None => match blocking(&hub, |hub| hub.open(OpenRequest::default())).await {
-            Ok(opened) => (opened.session_id, true),
-            Err(err) => {
-                let code = match err {
-                    ServeError::Full(_) => "CAPACITY_REACHED",
-                    _ => "FACTORY_ERROR",
-                };
-                let extra = json!({"active_sessions": hub.len(), "max_sessions": hub.limits().max_sessions});
-                let error = ws_error(code, &err.to_string(), Some(extra));
-                return end_ws(socket, Some(error)).await;
-            }
-        },
-    };
-    let mut stopping = app.stopping.clone();
-    loop {
-        let message = tokio::select! {
-            message = socket.recv() => message,
-            _ = stopping.wait_for(|stop| *stop) => break,
-        };
-        let text = match message {
-            Some(Ok(Message::Text(text))) => text,
-            Some(Ok(Message::Binary(_))) => {
-                let error = ws_error("INVALID_JSON", "send JSON in text frames", None);
-                if socket.send(Message::Text(error.into())).await.is_err() {
-                    break;
-                }
-                continue;
-            }
-            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-            Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
-        };
-        let session = id.clone();
-        let reply = blocking(&hub, move |hub| ws_frame(hub, &session, text.as_str())).await;
-        let Some(reply) = reply else { break };
-        if socket.send(Message::Text(reply.into())).await.is_err() {
-            break;
-        }
-    }
-    if owned {
-        let _ = blocking(&hub, move |hub| hub.close(&id)).await;
-    }
-    end_ws(socket, None).await;
-}
-
-/// The answer to one WebSocket frame; `None` to a `close`.
-fn ws_frame(hub: &Hub, id: &str, text: &str) -> Option<String> {
-    let frame: Value = match serde_json::from_str(text) {
-        Ok(frame) => frame,
-        Err(err) => {
-            return Some(ws_error(
-                "INVALID_JSON",
-                &format!("Invalid JSON: {err}"),
-                None,
-            ));
-        }
-    };
-    let data = frame.get("data").cloned().unwrap_or_else(|| json!({}));
-    let answer = match frame.get("type").and_then(Value::as_str) {
-        Some("reset") => match openenv::open_request(&data) {
-            // The connection's session keeps its id across episodes.
-            Ok(request) => openenv::reset(
-                hub,
-                OpenRequest {
-                    session_id: Some(id.to_owned()),
-                    ..request
-                },
-            )
-            .map(|result| json!({"type": "observation", "data": result}))
-            .map_err(StepError::Refused),
-            Err(err) => Err(err),
-        },
-        Some("step") if frame.get("data").is_none() => Err(StepError::Invalid(vec![json!({
-            "type": "missing", "loc": ["data"], "msg": "Field required", "input": frame
-        })])),
-        Some("step") => openenv::step(hub, id, &data)
-            .map(|result| json!({"type": "observation", "data": result})),
-        Some("state") => hub
-            .state(id)
-            .map(|state| json!({"type": "state", "data": openenv::state(&state)}))
-            .map_err(StepError::Refused),
-        Some("mcp") => {
-            let reply = match mcp::handle(hub, Some(id), &OpenRequest::default(), &data) {
-                Reply::Response(response) | Reply::Opened { response, .. } => response,
-                Reply::Accepted => Value::Null,
-            };
-            Ok(json!({"type": "mcp", "data": reply}))
-        }
-        Some("close") => return None,
-        other => {
-            return Some(ws_error(
-                "UNKNOWN_TYPE",
-                &format!("Unknown message type: {}", other.unwrap_or("(none)")),
-                None,
-            ));
-        }
-    };
-    Some(match answer {
-        Ok(answer) => answer.to_string(),
-        Err(StepError::Invalid(errors)) => ws_error(
-            "VALIDATION_ERROR",
-            "Invalid message",
-            Some(json!({ "errors": errors })),
-        ),
-        Err(StepError::Refused(err)) => {
-            hub.metrics()
-                .refused
-                .get_or_create(&Metrics::kind(err.code()))
-                .inc();
-            let code = match err {
-                ServeError::UnknownSession(_) => "SESSION_ERROR",
-                _ => "EXECUTION_ERROR",
-            };
-            ws_error(code, &err.to_string(), Some(json!({"reason": err.code()})))
-        }
-    })
-}
-
-fn ws_error(code: &str, message: &str, extra: Option<Value>) -> String {
-    let mut data = json!({"message": message, "code": code});
-    if let Some(Value::Object(extra)) = extra {
-        data.as_object_mut().expect("an object").extend(extra);
-    }
-    json!({"type": "error", "data": data}).to_string()
-}
-
-/// Sends `last` (if any) and closes the connection normally.
-async fn end_ws(mut socket: WebSocket, last: Option<String>) {
-    if let Some(last) = last {
-        let _ = socket.send(Message::Text(last.into())).await;
-    }
-    let _ = socket
-        .send(Message::Close(Some(CloseFrame {
-            code: close_code::NORMAL,
-            reason: "".into(),
-        })))
-        .await;
 }

@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod openenv;
 pub mod sessions;
 pub mod stdio;
+mod ws;
 
 pub use error::ServeError;
 pub use sessions::{Hub, OpenRequest, SessionLimits, UserFactory};

@@ -52,6 +52,20 @@ pub fn check_catalog(catalog: &Catalog) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The JSON-RPC error response to `message` for bad parameters.
+pub fn invalid_params(message: &Value, detail: &str) -> Value {
+    error(
+        message.get("id").unwrap_or(&Value::Null),
+        INVALID_PARAMS,
+        detail,
+    )
+}
+
+/// The JSON-RPC error response to `message` for a refused request.
+pub fn refused_message(message: &Value, err: &ServeError) -> Value {
+    refused(message.get("id").unwrap_or(&Value::Null), err)
+}
+
 /// The JSON-RPC error response to an unparsable message.
 pub fn parse_error(detail: &str) -> Value {
     error(&Value::Null, PARSE_ERROR, &format!("parse error: {detail}"))
@@ -86,44 +100,44 @@ pub fn handle(hub: &Hub, session: Option<&str>, open: &OpenRequest, message: &Va
         return Reply::Accepted;
     };
     let params = object.get("params").cloned().unwrap_or_else(|| json!({}));
-    match method {
-        "initialize" => return initialize(hub, open, &id, &params),
-        // OpenEnv's `MCPToolClient` makes its session so.
-        "openenv/session/create" => {
-            let request = match openenv::open_request(&params) {
-                Ok(request) => OpenRequest {
-                    session_id: None,
-                    ..request
-                },
-                Err(_) => return Reply::Response(error(&id, INVALID_PARAMS, "malformed options")),
-            };
-            return Reply::Response(match hub.open(request) {
-                Ok(opened) => success(&id, json!({"session_id": opened.session_id})),
-                Err(err) => refused(&id, &err),
-            });
-        }
-        _ => {}
-    }
     // OpenEnv's clients name the session in the parameters.
     let session = session.or_else(|| params.get("session_id").and_then(Value::as_str));
-    let Some(session) = session else {
-        return Reply::Response(error(
+    let needs_session = |answer: &dyn Fn(&str) -> Value| match session {
+        Some(session) => answer(session),
+        None => error(
             &id,
             INVALID_REQUEST,
             "no session: send `initialize` first (or name a `session_id`)",
-        ));
+        ),
     };
     Reply::Response(match method {
+        "initialize" if session.is_some() => error(
+            &id,
+            INVALID_REQUEST,
+            "this session is initialized already; end it (DELETE) to start another",
+        ),
+        "initialize" => return initialize(hub, open, &id, &params),
+        // OpenEnv's `MCPToolClient` makes its session so.
+        "openenv/session/create" => match openenv::open_request(&params) {
+            Ok(request) => match hub.open(OpenRequest {
+                session_id: None,
+                ..request
+            }) {
+                Ok(opened) => success(&id, json!({"session_id": opened.session_id})),
+                Err(err) => refused(&id, &err),
+            },
+            Err(_) => error(&id, INVALID_PARAMS, "malformed session options"),
+        },
         "ping" => success(&id, json!({})),
-        "tools/list" => match hub.tools(session) {
+        "tools/list" => needs_session(&|session| match hub.tools(session) {
             Ok(tools) => success(&id, json!({ "tools": tool_entries(&tools, "inputSchema") })),
             Err(err) => refused(&id, &err),
-        },
-        "tools/call" => call(hub, session, &id, &params),
-        "openenv/session/close" => match hub.close(session) {
+        }),
+        "tools/call" => needs_session(&|session| call(hub, session, &id, &params)),
+        "openenv/session/close" => needs_session(&|session| match hub.close(session) {
             Ok(()) => success(&id, json!({"session_id": session, "closed": true})),
             Err(err) => refused(&id, &err),
-        },
+        }),
         _ => error(
             &id,
             METHOD_NOT_FOUND,
@@ -232,21 +246,17 @@ fn call(hub: &Hub, session: &str, id: &Value, params: &Value) -> Value {
     }
 }
 
-/// A step's observation as a `tools/call` result.
+/// A step's observation as a `tools/call` result: the answer's text, then
+/// the reward once the episode is over. A tool's refusal and a call the
+/// sandbox stopped are both results with `isError`, as MCP has it (an
+/// unknown tool is a protocol error, answered before this).
 fn tool_result(observation: &Observation) -> Value {
+    let (answer, is_error) = observation.answer();
+    let data = openenv::data(&answer);
+    // A user who ends the dialogue says nothing more.
     let mut text: Vec<String> = Vec::new();
-    let mut is_error = false;
-    match &observation.result {
-        Some(result) => {
-            text.push(result.content.clone());
-            is_error = result.status != "ok";
-        }
-        None => text.extend(
-            observation
-                .messages
-                .iter()
-                .filter_map(|message| message.content.clone()),
-        ),
+    if !(observation.done && answer.is_empty()) {
+        text.push(answer);
     }
     if observation.done {
         text.push(format!(
@@ -257,10 +267,6 @@ fn tool_result(observation: &Observation) -> Value {
         ));
     }
     // `is_error` and `data` are what OpenEnv's `MCPToolClient` reads.
-    let data = match text.as_slice() {
-        [only] => serde_json::from_str(only).unwrap_or_else(|_| json!(only)),
-        _ => json!(text.join("\n")),
-    };
     json!({
         "content": text.iter().map(|text| json!({"type": "text", "text": text})).collect::<Vec<_>>(),
         "isError": is_error,

@@ -76,11 +76,11 @@ pub fn step(hub: &Hub, id: &str, action: &Value) -> Result<Value, StepError> {
     match kind {
         Some("list_tools") => {
             let tools = hub.tools(id)?;
-            let state = hub.state(id)?;
+            let (done, reward) = hub.outcome(id)?;
             Ok(json!({
                 "observation": {"tools": tool_entries(&tools, "input_schema"), "metadata": {"session_id": id}},
-                "reward": state.reward,
-                "done": state.done,
+                "reward": reward,
+                "done": done,
             }))
         }
         Some("call_tool") => {
@@ -141,36 +141,33 @@ pub fn to_action(tool: &str, arguments: Value) -> Result<Action, StepError> {
 /// tool's own refusals are results with `is_error`; an unknown tool and a
 /// call the sandbox stopped are errors.
 fn call_observation(tool: &str, known: bool, observation: &Observation) -> Value {
-    let (text, status) = match &observation.result {
-        Some(result) => (result.content.clone(), result.status.as_str()),
-        None => (
-            observation
-                .messages
-                .iter()
-                .filter_map(|message| message.content.clone())
-                .collect::<Vec<_>>()
-                .join("\n"),
-            "ok",
-        ),
-    };
+    let (text, is_error) = observation.answer();
     let error = |error_type: &str| json!({"tool_name": tool, "result": null, "error": {"error_type": error_type, "message": text}});
     if !known {
         return error("tool_not_found");
     }
-    if status == "sandbox_error" {
+    if observation
+        .result
+        .as_ref()
+        .is_some_and(|result| result.is_sandbox_error())
+    {
         return error("execution_error");
     }
-    let data = serde_json::from_str::<Value>(&text).unwrap_or_else(|_| Value::String(text.clone()));
     json!({
         "tool_name": tool,
         "result": {
             "content": [{"type": "text", "text": text}],
             "structured_content": null,
-            "data": data,
-            "is_error": status != "ok",
+            "data": data(&text),
+            "is_error": is_error,
         },
         "error": null,
     })
+}
+
+/// A result's value: the JSON a tool answered, or its text.
+pub fn data(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
 }
 
 /// `{observation, reward, done}`, with Forge's fields in the observation's

@@ -16,7 +16,7 @@ use forge_runtime::{Action, Episode, EpisodeSettings, PreparedTask, TrajectoryWr
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 /// Makes the simulated user of an episode of a task, from the episode's seed.
@@ -71,6 +71,13 @@ pub struct CallResult {
     pub content: String,
 }
 
+impl CallResult {
+    /// Whether the sandbox stopped the call (rather than the tool answering).
+    pub fn is_sandbox_error(&self) -> bool {
+        self.status == "sandbox_error"
+    }
+}
+
 /// What the agent learns from a reset or an action.
 #[derive(Debug, Clone, Serialize)]
 pub struct Observation {
@@ -88,6 +95,25 @@ pub struct Observation {
     pub reward: Option<f64>,
     /// Agent actions taken so far.
     pub step_count: usize,
+}
+
+impl Observation {
+    /// What the action answered, as text: the tool's result, or what the
+    /// user said; and whether it is an error (a tool's refusal, or the
+    /// sandbox stopping the call).
+    pub fn answer(&self) -> (String, bool) {
+        match &self.result {
+            Some(result) => (result.content.clone(), result.status != "ok"),
+            None => (
+                self.messages
+                    .iter()
+                    .filter_map(|message| message.content.as_deref())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                false,
+            ),
+        }
+    }
 }
 
 /// A session's state (OpenEnv's `/state`).
@@ -125,6 +151,9 @@ struct Session {
     turns: usize,
     last_active: Instant,
     bucket: TokenBucket,
+    /// Taken out of the table: a request that got hold of it before then
+    /// finds it gone.
+    closed: bool,
 }
 
 /// The sessions of one server.
@@ -191,9 +220,6 @@ impl Hub {
     /// Starts an episode in a new session (or, when the request names an
     /// open session, in that one, ending its episode first).
     pub fn open(&self, request: OpenRequest) -> Result<Observation, ServeError> {
-        if self.closing.load(Ordering::Relaxed) {
-            return Err(ServeError::ShuttingDown);
-        }
         let ordinal = self.resets.fetch_add(1, Ordering::Relaxed);
         let task = self
             .catalog
@@ -229,15 +255,22 @@ impl Hub {
             turns: 0,
             last_active: Instant::now(),
             bucket: TokenBucket::new(self.limits.steps_per_second),
+            closed: false,
         };
         let observation = self.observe(&id, &mut session, None);
         let replaced = {
             let mut table = self.table();
+            // Checked under the table's lock, which shutting down holds
+            // while it sets the flag: no session slips in after the drain.
+            if self.closing.load(Ordering::Relaxed) {
+                return Err(ServeError::ShuttingDown);
+            }
             if !table.contains_key(&id) && table.len() >= self.limits.max_sessions {
                 return Err(ServeError::Full(table.len()));
             }
             table.insert(id.clone(), Arc::new(Mutex::new(session)))
         };
+        tracing::debug!(session = %observation.session_id, env = %observation.env, task = %observation.task_id, seed, "episode started");
         match replaced {
             Some(old) => self.end(&old, "closed"),
             None => {
@@ -251,60 +284,51 @@ impl Hub {
     /// Takes the agent's next action in session `id`.
     pub fn step(&self, id: &str, action: Action) -> Result<Observation, ServeError> {
         let started = Instant::now();
-        let session = self.session(id)?;
-        let mut session = lock(&session);
-        session.last_active = Instant::now();
-        if !session.bucket.take() {
-            return Err(ServeError::RateLimited {
-                id: id.into(),
-                rate: self.limits.steps_per_second,
-            });
-        }
-        let Phase::Running(episode) = &mut session.phase else {
-            return Err(ServeError::EpisodeOver(id.into()));
-        };
-        let kind = match &action {
-            Action::Call(_) => "tool_call",
-            Action::Say(_) => "message",
-        };
-        let steps_before = episode.steps().len();
-        let acted = {
-            let Session { phase, user, .. } = &mut *session;
-            let Phase::Running(episode) = phase else {
-                unreachable!("checked above")
+        self.with_session(id, |session| {
+            if !session.bucket.take() {
+                return Err(ServeError::RateLimited {
+                    id: id.into(),
+                    rate: self.limits.steps_per_second,
+                });
+            }
+            let Phase::Running(episode) = &mut session.phase else {
+                return Err(ServeError::EpisodeOver(id.into()));
             };
-            episode.act(action, user.as_mut())
-        };
-        acted.map_err(ServeError::Internal)?;
-        let result = match &session.phase {
-            Phase::Running(episode) if kind == "tool_call" => {
-                episode.steps().get(steps_before).map(|step| CallResult {
+            let kind = match &action {
+                Action::Call(_) => "tool_call",
+                Action::Say(_) => "message",
+            };
+            let steps_before = episode.steps().len();
+            episode
+                .act(action, session.user.as_mut())
+                .map_err(ServeError::Internal)?;
+            let result = match kind {
+                "tool_call" => episode.steps().get(steps_before).map(|step| CallResult {
                     tool: step.tool.clone(),
                     status: step.status.clone(),
                     content: step.result.clone(),
-                })
+                }),
+                _ => None,
+            };
+            if let Some(result) = result.as_ref().filter(|result| result.is_sandbox_error()) {
+                tracing::warn!(session = %id, tool = %result.tool, error = %result.content, "the sandbox stopped a tool call");
+                self.metrics.sandbox_errors.inc();
             }
-            _ => None,
-        };
-        if result
-            .as_ref()
-            .is_some_and(|result| result.status == "sandbox_error")
-        {
-            self.metrics.sandbox_errors.inc();
-        }
-        let observation = self.observe(id, &mut session, result);
-        self.metrics.steps.get_or_create(&Metrics::kind(kind)).inc();
-        self.metrics
-            .step_seconds
-            .observe(started.elapsed().as_secs_f64());
-        Ok(observation)
+            let observation = self.observe(id, session, result);
+            self.metrics.steps.get_or_create(&Metrics::kind(kind)).inc();
+            self.metrics
+                .step_seconds
+                .observe(started.elapsed().as_secs_f64());
+            Ok(observation)
+        })
     }
 
     /// Session `id`'s state.
     pub fn state(&self, id: &str) -> Result<SessionState, ServeError> {
-        let session = self.session(id)?;
-        let mut session = lock(&session);
-        session.last_active = Instant::now();
+        self.with_session(id, |session| Self::state_of(id, session))
+    }
+
+    fn state_of(id: &str, session: &Session) -> Result<SessionState, ServeError> {
         let (env, task) = (&session.task.env, session.task.task());
         let common = |step_count, done, state_sha256| SessionState {
             episode_id: id.into(),
@@ -336,21 +360,32 @@ impl Hub {
 
     /// The tools of session `id`'s agent.
     pub fn tools(&self, id: &str) -> Result<Vec<forge_runtime::schema::ToolSpec>, ServeError> {
-        let session = self.session(id)?;
-        let session = lock(&session);
-        Ok(session.task.env.component().tools().to_vec())
+        self.with_session(id, |session| {
+            Ok(session.task.env.component().tools().to_vec())
+        })
     }
 
     /// Whether session `id`'s agent has a tool `name`.
     pub fn has_tool(&self, id: &str, name: &str) -> Result<bool, ServeError> {
-        let session = self.session(id)?;
-        let session = lock(&session);
-        Ok(session
-            .task
-            .env
-            .component()
-            .tool(forge_runtime::Actor::Agent, name)
-            .is_some())
+        self.with_session(id, |session| {
+            Ok(session
+                .task
+                .env
+                .component()
+                .tool(forge_runtime::Actor::Agent, name)
+                .is_some())
+        })
+    }
+
+    /// Whether session `id`'s episode is over, and its reward if so.
+    pub fn outcome(&self, id: &str) -> Result<(bool, Option<f64>), ServeError> {
+        self.with_session(id, |session| {
+            Ok(match &session.phase {
+                Phase::Running(_) => (false, None),
+                Phase::Over(record) => (true, Some(record.verdict.reward)),
+                Phase::Failed(_) => (true, None),
+            })
+        })
     }
 
     /// Closes session `id`, judging its episode if it was still running.
@@ -372,10 +407,15 @@ impl Hub {
             let ids: Vec<String> = table
                 .iter()
                 .filter(|(_, session)| {
-                    // A session busy with a request is not idle.
-                    session.try_lock().is_ok_and(|session| {
+                    let idle = |session: &Session| {
                         now.duration_since(session.last_active) > self.limits.idle_timeout
-                    })
+                    };
+                    match session.try_lock() {
+                        Ok(session) => idle(&session),
+                        Err(TryLockError::Poisoned(poisoned)) => idle(&poisoned.into_inner()),
+                        // Busy with a request: not idle.
+                        Err(TryLockError::WouldBlock) => false,
+                    }
                 })
                 .map(|(id, _)| id.clone())
                 .collect();
@@ -394,9 +434,11 @@ impl Hub {
     /// Refuses new sessions and ends every open one (their episodes are
     /// judged and written): the last act of a graceful shutdown.
     pub fn shut_down(&self) -> usize {
-        self.closing.store(true, Ordering::Relaxed);
-        let sessions: Vec<Arc<Mutex<Session>>> =
-            self.table().drain().map(|(_, session)| session).collect();
+        let sessions: Vec<Arc<Mutex<Session>>> = {
+            let mut table = self.table();
+            self.closing.store(true, Ordering::Relaxed);
+            table.drain().map(|(_, session)| session).collect()
+        };
         for session in &sessions {
             self.end(session, "shutdown");
             self.metrics.sessions.dec();
@@ -404,11 +446,26 @@ impl Hub {
         sessions.len()
     }
 
-    fn session(&self, id: &str) -> Result<Arc<Mutex<Session>>, ServeError> {
-        self.table()
-            .get(id)
-            .cloned()
-            .ok_or_else(|| ServeError::UnknownSession(id.into()))
+    /// Runs `work` on session `id`, which is now active. A session busy
+    /// with another request is refused rather than waited for, so that
+    /// requests piling onto one session cannot tie up the server's threads.
+    fn with_session<T>(
+        &self,
+        id: &str,
+        work: impl FnOnce(&mut Session) -> Result<T, ServeError>,
+    ) -> Result<T, ServeError> {
+        let unknown = || ServeError::UnknownSession(id.into());
+        let session = self.table().get(id).cloned().ok_or_else(unknown)?;
+        let mut session = match session.try_lock() {
+            Ok(session) => session,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return Err(ServeError::Busy(id.into())),
+        };
+        if session.closed {
+            return Err(unknown());
+        }
+        session.last_active = Instant::now();
+        work(&mut session)
     }
 
     fn table(&self) -> MutexGuard<'_, HashMap<String, Arc<Mutex<Session>>>> {
@@ -474,13 +531,10 @@ impl Hub {
         let task = session.task.task();
         match episode.finish(&session.task.env, task, &session.policy, None, None) {
             Ok(record) => {
-                let termination = serde_json::to_value(record.termination)
-                    .ok()
-                    .and_then(|value| value.as_str().map(str::to_owned))
-                    .unwrap_or_default();
+                let termination = record.termination.name();
                 self.metrics
                     .episodes
-                    .get_or_create(&Metrics::kind(&termination))
+                    .get_or_create(&Metrics::kind(termination))
                     .inc();
                 if let Some(recorder) = &self.recorder {
                     let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
@@ -488,6 +542,13 @@ impl Hub {
                         tracing::error!(error = %format!("{err:#}"), "writing a trajectory");
                     }
                 }
+                tracing::debug!(
+                    task = %record.task_id,
+                    reward = record.verdict.reward,
+                    termination = %termination,
+                    steps = record.steps.len(),
+                    "episode judged"
+                );
                 session.phase = Phase::Over(Box::new(record));
             }
             Err(err) => {
@@ -503,6 +564,7 @@ impl Hub {
     /// worth a record.
     fn end(&self, session: &Arc<Mutex<Session>>, how: &str) {
         let mut session = lock(session);
+        session.closed = true;
         let untouched = matches!(&session.phase, Phase::Running(episode) if episode.turns() == 0);
         if !untouched {
             self.finish(&mut session);

@@ -9,13 +9,24 @@ use std::io::{BufRead, Write};
 
 /// Answers the messages of `input` on `output` until `input` ends, then
 /// closes the episode (which judges and records it).
-pub fn serve(
+pub fn serve(hub: &Hub, open: &OpenRequest, input: impl BufRead, output: impl Write) -> Result<()> {
+    let mut session: Option<String> = None;
+    let answered = answer(hub, open, input, output, &mut session);
+    // However the conversation ended — the client left, a pipe broke — the
+    // episode is judged and recorded.
+    if let Some(session) = session {
+        let _ = hub.close(&session);
+    }
+    answered
+}
+
+fn answer(
     hub: &Hub,
     open: &OpenRequest,
     input: impl BufRead,
     mut output: impl Write,
+    session: &mut Option<String>,
 ) -> Result<()> {
-    let mut session: Option<String> = None;
     for line in input.lines() {
         let line = line.context("reading stdin")?;
         if line.trim().is_empty() {
@@ -32,19 +43,13 @@ pub fn serve(
                 response,
                 session_id,
             } => {
-                // A second `initialize` starts a new episode; the old one ends.
-                if let Some(old) = session.replace(session_id) {
-                    let _ = hub.close(&old);
-                }
+                *session = Some(session_id);
                 response
             }
         };
         serde_json::to_writer(&mut output, &response)?;
         output.write_all(b"\n")?;
         output.flush().context("writing stdout")?;
-    }
-    if let Some(session) = session {
-        let _ = hub.close(&session);
     }
     Ok(())
 }

@@ -78,7 +78,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     if !(0.0..=1.0).contains(&args.user_instability) {
         bail!("--user-instability must be a probability between 0 and 1");
     }
-    if args.rate <= 0.0 || args.max_sessions == 0 || args.max_turns == 0 {
+    if !args.rate.is_finite() || args.rate <= 0.0 || args.max_sessions == 0 || args.max_turns == 0 {
         bail!("--rate, --max-sessions and --max-turns must be positive");
     }
     let limits = SessionLimits {
@@ -133,11 +133,12 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 const BLOCKING_THREADS: usize = 64;
 
 /// A sandbox whose instance pool holds `max_sessions` episodes (one
-/// instance each) and a few more for loading.
+/// instance each), the episodes being judged after their sessions ended
+/// (one per blocking thread at most), and a few more for loading.
 pub fn sandbox_for(max_sessions: usize) -> Result<Sandbox> {
     Sandbox::new(
         Limits {
-            instances: u32::try_from(max_sessions + 16).unwrap_or(u32::MAX),
+            instances: u32::try_from(max_sessions + BLOCKING_THREADS + 16).unwrap_or(u32::MAX),
             ..Limits::default()
         },
         None,

@@ -205,6 +205,13 @@ fn an_openenv_websocket_episode_scores_and_replays_byte_identically() {
     assert_eq!(bad["data"]["code"], "INVALID_JSON");
     let invalid = ws.send(&json!({"type": "step", "data": {"type": "call_tool"}}));
     assert_eq!(invalid["data"]["code"], "VALIDATION_ERROR");
+    let nested = ws.send(
+        &json!({"type": "mcp", "data": {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}}),
+    );
+    assert_eq!(
+        nested["data"]["error"]["code"], -32600,
+        "the connection is its session already: {nested}"
+    );
     let invalid_arguments = ws.call("get_order", json!({"order": 1}));
     assert_eq!(invalid_arguments["observation"]["result"]["is_error"], true);
 
@@ -443,8 +450,10 @@ fn mcp_clients_list_and_call_an_episodes_tools() {
         .call()
         .unwrap();
     assert_eq!(deleted.status(), 204);
-    let (status, _) = rpc(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}));
+    let (status, gone) = rpc(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}));
     assert_eq!(status, 404, "a closed session is gone");
+    assert_eq!(gone["id"], 7, "answered in JSON-RPC: {gone}");
+    assert_eq!(gone["error"]["data"]["code"], "unknown_session");
     assert_eq!(server.sessions(), 0);
 }
 
