@@ -288,18 +288,23 @@ impl TrainConfig {
                 batch: 8,
                 lr: 3e-3,
             },
+            // Rollouts a little cooler than the policy, so that a tiny model
+            // succeeds often enough to learn from; a KL anchor and a small
+            // rate keep what SFT taught while ERPO sharpens the copying.
             rl: RlSection {
-                steps: 4,
+                steps: 12,
                 tasks_per_step: 4,
                 rollouts: 8,
                 max_new_tokens: 96,
-                lr: 1e-4,
+                lr: 5e-5,
+                temperature: 0.7,
+                kl: 0.1,
                 ..RlSection::default()
             },
             // Weight decay is what moves the tiny model from recalling the
             // training tasks to copying the argument (held-out success).
             optim: OptimSection {
-                weight_decay: 0.3,
+                weight_decay: 0.5,
                 ..OptimSection::default()
             },
             eval: EvalSection {
