@@ -9,7 +9,7 @@ use forge_llm::{ChatClient, ChatConfig};
 use forge_model::tokenizer::ModelTokenizer;
 use forge_runtime::episode::{EpisodeSettings, Judge, Policy, User};
 use forge_runtime::policy::{
-    GoldPolicy, RandomPolicy, RecordedJudge, ReplayPolicy, ReplayUser, ScriptedUser, UnstableUser,
+    GoldPolicy, RandomPolicy, RecordedJudge, ReplayPolicy, ReplayUser, scripted_user,
 };
 use forge_runtime::schema::ToolSpec;
 use forge_runtime::trajectory::{self, EpisodeRecord};
@@ -274,13 +274,7 @@ impl Agents {
         let user: Box<dyn User + 'a> = match (self.policy, self.user) {
             // A replayed episode replays its user too.
             (PolicyKind::Replay, _) => Box::new(ReplayUser::new(recorded()?)),
-            (_, UserKind::Scripted) if self.instability > 0.0 => Box::new(UnstableUser::new(
-                instruction,
-                &task.task.stated_facts(),
-                self.instability,
-                seed,
-            )),
-            (_, UserKind::Scripted) => Box::new(ScriptedUser::new(instruction)),
+            (_, UserKind::Scripted) => scripted_user(&task.task, self.instability, seed),
             (_, UserKind::Openai) => Box::new(
                 RemoteUser::new(self.client.as_ref().expect("checked in new"), instruction)
                     .with_tools(&self.user_tools)

@@ -4,11 +4,11 @@
 //! the sandbox work of each request runs on the blocking pool so that a slow
 //! tool never stalls the event loop.
 
+use crate::ServeError;
 use crate::mcp::{self, Reply};
 use crate::openenv::{self, StepError};
 use crate::sessions::{Hub, OpenRequest};
 use crate::ws;
-use crate::{ServeError, metrics::Metrics};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Query, State};
@@ -129,10 +129,7 @@ pub(crate) async fn blocking<T: Send + 'static>(
 
 /// An error answer: `{"detail", "code"}`, as OpenEnv's server answers.
 fn failure(hub: &Hub, status: StatusCode, code: &str, detail: impl Into<Value>) -> Response {
-    hub.metrics()
-        .refused
-        .get_or_create(&Metrics::kind(code))
-        .inc();
+    hub.metrics().refuse(code);
     (status, Json(json!({"detail": detail.into(), "code": code}))).into_response()
 }
 
@@ -308,19 +305,23 @@ async fn step(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Re
     let Some(action) = data.get("action").cloned() else {
         return step_error(
             &app.hub,
-            StepError::Invalid(vec![json!({
-                "type": "missing", "loc": ["body", "action"], "msg": "Field required", "input": data
-            })]),
+            StepError::Invalid(vec![openenv::invalid(
+                "missing",
+                &["body", "action"],
+                "Field required",
+                &data,
+            )]),
         );
     };
     let Some(id) = session_named(&data) else {
         return step_error(
             &app.hub,
-            StepError::Invalid(vec![json!({
-                "type": "missing", "loc": ["body", "episode_id"],
-                "msg": "Field required: the session's id from POST /reset (or use the WebSocket at /ws)",
-                "input": data
-            })]),
+            StepError::Invalid(vec![openenv::invalid(
+                "missing",
+                &["body", "episode_id"],
+                "Field required: the session's id from POST /reset (or use the WebSocket at /ws)",
+                &data,
+            )]),
         );
     };
     match blocking(&app.hub, move |hub| openenv::step(hub, &id, &action)).await {
@@ -412,11 +413,7 @@ async fn mcp_post(
     {
         // MCP clients take a 404 to mean that the session is gone.
         let err = ServeError::UnknownSession(id.clone());
-        app.hub
-            .metrics()
-            .refused
-            .get_or_create(&Metrics::kind(err.code()))
-            .inc();
+        app.hub.metrics().refuse(err.code());
         return (
             StatusCode::NOT_FOUND,
             Json(mcp::refused_message(&message, &err)),

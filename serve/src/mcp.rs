@@ -156,11 +156,7 @@ fn initialize(hub: &Hub, open: &OpenRequest, id: &Value, params: &Value) -> Repl
         Ok(opened) => opened,
         Err(err) => return Reply::Response(refused(id, &err)),
     };
-    let opening: Vec<String> = opened
-        .messages
-        .iter()
-        .filter_map(|message| message.content.clone())
-        .collect();
+    let (opening, _) = opened.answer();
     let response = success(
         id,
         json!({
@@ -173,7 +169,7 @@ fn initialize(hub: &Hub, open: &OpenRequest, id: &Value, params: &Value) -> Repl
                  The user says:\n\n{}",
                 opened.task_id,
                 opened.env,
-                opening.join("\n")
+                opening
             ),
         }),
     );
@@ -219,11 +215,6 @@ fn call(hub: &Hub, session: &str, id: &Value, params: &Value) -> Value {
         .get("arguments")
         .cloned()
         .unwrap_or_else(|| json!({}));
-    let known = name == MESSAGE_TOOL
-        || match hub.has_tool(session, name) {
-            Ok(known) => known,
-            Err(err) => return refused(id, &err),
-        };
     let action = match openenv::to_action(name, arguments) {
         Ok(action) => action,
         Err(_) => {
@@ -236,7 +227,14 @@ fn call(hub: &Hub, session: &str, id: &Value, params: &Value) -> Value {
     };
     // An unknown tool is an error of the protocol, and a turn of the episode.
     match hub.step(session, action) {
-        Ok(_) if !known => error(id, INVALID_PARAMS, &format!("unknown tool `{name}`")),
+        Ok(observation)
+            if observation
+                .result
+                .as_ref()
+                .is_some_and(|result| !result.known) =>
+        {
+            error(id, INVALID_PARAMS, &format!("unknown tool `{name}`"))
+        }
         Ok(observation) => success(id, tool_result(&observation)),
         Err(err @ ServeError::EpisodeOver(_)) => success(
             id,

@@ -31,7 +31,7 @@ pub struct Metrics {
     /// Episodes judged, by termination.
     pub episodes: Family<KindLabel, Counter>,
     /// Requests refused, by error code (see `ServeError::code`).
-    pub refused: Family<KindLabel, Counter>,
+    refused: Family<KindLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -99,6 +99,11 @@ impl Default for Metrics {
 impl Metrics {
     pub fn kind(kind: &str) -> KindLabel {
         KindLabel { kind: kind.into() }
+    }
+
+    /// Counts a request refused with error `code`.
+    pub fn refuse(&self, code: &str) {
+        self.refused.get_or_create(&Self::kind(code)).inc();
     }
 
     /// The Prometheus text exposition of every metric.

@@ -38,7 +38,7 @@ pub fn open_request(data: &Value) -> Result<OpenRequest, StepError> {
             Some(Value::String(text)) => Ok(Some(text.clone())),
             Some(other) => Err(StepError::Invalid(vec![invalid(
                 "string_type",
-                key,
+                &[key],
                 "Input should be a valid string",
                 other,
             )])),
@@ -49,7 +49,7 @@ pub fn open_request(data: &Value) -> Result<OpenRequest, StepError> {
         Some(value) => Some(value.as_u64().ok_or_else(|| {
             StepError::Invalid(vec![invalid(
                 "int_type",
-                "seed",
+                &["seed"],
                 "Input should be a non-negative integer",
                 value,
             )])
@@ -85,9 +85,12 @@ pub fn step(hub: &Hub, id: &str, action: &Value) -> Result<Value, StepError> {
         }
         Some("call_tool") => {
             let Some(tool) = action.get("tool_name").and_then(Value::as_str) else {
-                return Err(StepError::Invalid(vec![json!({
-                    "type": "missing", "loc": ["tool_name"], "msg": "Field required", "input": action
-                })]));
+                return Err(StepError::Invalid(vec![invalid(
+                    "missing",
+                    &["tool_name"],
+                    "Field required",
+                    action,
+                )]));
             };
             let arguments = match action.get("arguments") {
                 None | Some(Value::Null) => json!({}),
@@ -95,22 +98,21 @@ pub fn step(hub: &Hub, id: &str, action: &Value) -> Result<Value, StepError> {
                 Some(other) => {
                     return Err(StepError::Invalid(vec![invalid(
                         "dict_type",
-                        "arguments",
+                        &["arguments"],
                         "Input should be a valid dictionary",
                         other,
                     )]));
                 }
             };
-            let known = tool == MESSAGE_TOOL || hub.has_tool(id, tool)?;
             let observation = hub.step(id, to_action(tool, arguments)?)?;
             Ok(step_result(
-                call_observation(tool, known, &observation),
+                call_observation(tool, &observation),
                 &observation,
             ))
         }
         _ => Err(StepError::Invalid(vec![invalid(
             "literal_error",
-            "type",
+            &["type"],
             "Input should be 'list_tools' or 'call_tool'",
             action.get("type").unwrap_or(&Value::Null),
         )])),
@@ -129,10 +131,12 @@ pub fn to_action(tool: &str, arguments: Value) -> Result<Action, StepError> {
     }
     match arguments.get("message").and_then(Value::as_str) {
         Some(text) => Ok(Action::Say(text.to_owned())),
-        None => Err(StepError::Invalid(vec![json!({
-            "type": "missing", "loc": ["arguments", "message"],
-            "msg": format!("`{MESSAGE_TOOL}` needs a string `message`"), "input": arguments
-        })])),
+        None => Err(StepError::Invalid(vec![invalid(
+            "missing",
+            &["arguments", "message"],
+            &format!("`{MESSAGE_TOOL}` needs a string `message`"),
+            &arguments,
+        )])),
     }
 }
 
@@ -140,18 +144,16 @@ pub fn to_action(tool: &str, arguments: Value) -> Result<Action, StepError> {
 /// (its `data` the JSON the tool answered, where it answered JSON); the
 /// tool's own refusals are results with `is_error`; an unknown tool and a
 /// call the sandbox stopped are errors.
-fn call_observation(tool: &str, known: bool, observation: &Observation) -> Value {
+fn call_observation(tool: &str, observation: &Observation) -> Value {
     let (text, is_error) = observation.answer();
     let error = |error_type: &str| json!({"tool_name": tool, "result": null, "error": {"error_type": error_type, "message": text}});
-    if !known {
-        return error("tool_not_found");
-    }
-    if observation
-        .result
-        .as_ref()
-        .is_some_and(|result| result.is_sandbox_error())
-    {
-        return error("execution_error");
+    if let Some(result) = &observation.result {
+        if !result.known {
+            return error("tool_not_found");
+        }
+        if result.is_sandbox_error() {
+            return error("execution_error");
+        }
     }
     json!({
         "tool_name": tool,
@@ -183,6 +185,8 @@ fn step_result(mut fields: Value, observation: &Observation) -> Value {
     json!({"observation": fields, "reward": observation.reward, "done": observation.done})
 }
 
-fn invalid(kind: &str, field: &str, message: &str, input: &Value) -> Value {
-    json!({"type": kind, "loc": [field], "msg": message, "input": input})
+/// One pydantic-style validation error, as OpenEnv reports them: its kind
+/// (`missing`, `string_type`, …), where (`loc`), what, and the input.
+pub fn invalid(kind: &str, loc: &[&str], message: &str, input: &Value) -> Value {
+    json!({"type": kind, "loc": loc, "msg": message, "input": input})
 }

@@ -66,6 +66,9 @@ pub struct OpenRequest {
 #[derive(Debug, Clone, Serialize)]
 pub struct CallResult {
     pub tool: String,
+    /// Whether the agent has such a tool (the call of one it lacks is still
+    /// a turn of the episode, answered with the host's refusal).
+    pub known: bool,
     /// `ok`, `tool_error` or `sandbox_error`.
     pub status: String,
     pub content: String,
@@ -237,15 +240,15 @@ impl Hub {
             max_turns: self.limits.max_turns,
             seed,
         };
-        let mut user = (self.users)(prepared, seed);
-        let episode = Episode::start(&task.env, prepared, user.as_mut(), settings)
-            .map_err(ServeError::Internal)?;
         let id = request.session_id.unwrap_or_else(|| self.fresh_id(ordinal));
         if id.is_empty() || id.len() > 128 {
             return Err(ServeError::BadRequest(
                 "a session id has 1 to 128 characters".into(),
             ));
         }
+        let mut user = (self.users)(prepared, seed);
+        let episode = Episode::start(&task.env, prepared, user.as_mut(), settings)
+            .map_err(ServeError::Internal)?;
         let mut session = Session {
             task,
             phase: Phase::Running(Box::new(episode)),
@@ -294,22 +297,33 @@ impl Hub {
             let Phase::Running(episode) = &mut session.phase else {
                 return Err(ServeError::EpisodeOver(id.into()));
             };
-            let kind = match &action {
-                Action::Call(_) => "tool_call",
-                Action::Say(_) => "message",
+            let known = match &action {
+                Action::Call(call) => Some(
+                    session
+                        .task
+                        .env
+                        .component()
+                        .tool(forge_runtime::Actor::Agent, &call.name)
+                        .is_some(),
+                ),
+                Action::Say(_) => None,
+            };
+            let kind = match known {
+                Some(_) => "tool_call",
+                None => "message",
             };
             let steps_before = episode.steps().len();
             episode
                 .act(action, session.user.as_mut())
                 .map_err(ServeError::Internal)?;
-            let result = match kind {
-                "tool_call" => episode.steps().get(steps_before).map(|step| CallResult {
+            let result = known.and_then(|known| {
+                episode.steps().get(steps_before).map(|step| CallResult {
                     tool: step.tool.clone(),
+                    known,
                     status: step.status.clone(),
                     content: step.result.clone(),
-                }),
-                _ => None,
-            };
+                })
+            });
             if let Some(result) = result.as_ref().filter(|result| result.is_sandbox_error()) {
                 tracing::warn!(session = %id, tool = %result.tool, error = %result.content, "the sandbox stopped a tool call");
                 self.metrics.sandbox_errors.inc();
@@ -362,18 +376,6 @@ impl Hub {
     pub fn tools(&self, id: &str) -> Result<Vec<forge_runtime::schema::ToolSpec>, ServeError> {
         self.with_session(id, |session| {
             Ok(session.task.env.component().tools().to_vec())
-        })
-    }
-
-    /// Whether session `id`'s agent has a tool `name`.
-    pub fn has_tool(&self, id: &str, name: &str) -> Result<bool, ServeError> {
-        self.with_session(id, |session| {
-            Ok(session
-                .task
-                .env
-                .component()
-                .tool(forge_runtime::Actor::Agent, name)
-                .is_some())
         })
     }
 

@@ -3,11 +3,11 @@
 //! text frame gets exactly one answer, and a bad frame is answered with an
 //! error while the session goes on.
 
+use crate::ServeError;
 use crate::http::{App, blocking};
 use crate::mcp::{self, Reply};
 use crate::openenv::{self, StepError};
 use crate::sessions::{Hub, OpenRequest};
-use crate::{ServeError, metrics::Metrics};
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{Query, State};
 use axum::response::Response;
@@ -114,9 +114,14 @@ fn ws_frame(hub: &Hub, id: &str, text: &str) -> Option<String> {
             .map_err(StepError::Refused),
             Err(err) => Err(err),
         },
-        Some("step") if frame.get("data").is_none() => Err(StepError::Invalid(vec![json!({
-            "type": "missing", "loc": ["data"], "msg": "Field required", "input": frame
-        })])),
+        Some("step") if frame.get("data").is_none() => {
+            Err(StepError::Invalid(vec![openenv::invalid(
+                "missing",
+                &["data"],
+                "Field required",
+                &frame,
+            )]))
+        }
         Some("step") => openenv::step(hub, id, &data)
             .map(|result| json!({"type": "observation", "data": result})),
         Some("state") => hub
@@ -147,10 +152,7 @@ fn ws_frame(hub: &Hub, id: &str, text: &str) -> Option<String> {
             Some(json!({ "errors": errors })),
         ),
         Err(StepError::Refused(err)) => {
-            hub.metrics()
-                .refused
-                .get_or_create(&Metrics::kind(err.code()))
-                .inc();
+            hub.metrics().refuse(err.code());
             let code = match err {
                 ServeError::UnknownSession(_) => "SESSION_ERROR",
                 _ => "EXECUTION_ERROR",

@@ -4,8 +4,8 @@
 use crate::builtin;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use forge_runtime::policy::{ScriptedUser, UnstableUser};
-use forge_runtime::{Bundle, Environment, Limits, Sandbox, TrajectoryWriter, User};
+use forge_runtime::policy::scripted_user;
+use forge_runtime::{Bundle, Environment, Limits, Sandbox, TrajectoryWriter};
 use forge_serve::catalog::Catalog;
 use forge_serve::http::HttpOptions;
 use forge_serve::{Hub, OpenRequest, SessionLimits, UserFactory};
@@ -221,18 +221,7 @@ fn load(args: &ServeArgs, sandbox: &Sandbox) -> Result<Vec<Environment>> {
 
 /// The scripted user of each episode, unreliable with `instability`.
 fn users(instability: f64) -> UserFactory {
-    Arc::new(move |task, seed| -> Box<dyn User + Send> {
-        let instruction = &task.task.instruction;
-        match instability > 0.0 {
-            true => Box::new(UnstableUser::new(
-                instruction,
-                &task.task.stated_facts(),
-                instability,
-                seed,
-            )),
-            false => Box::new(ScriptedUser::new(instruction.clone())),
-        }
-    })
+    Arc::new(move |task, seed| scripted_user(&task.task, instability, seed))
 }
 
 /// Logs to stderr (stdout may carry MCP), filtered by `FORGE_LOG`

@@ -9,5 +9,5 @@ mod unstable_user;
 pub use gold::GoldPolicy;
 pub use random::RandomPolicy;
 pub use replay::{RecordedJudge, ReplayPolicy, ReplayUser};
-pub use scripted_user::ScriptedUser;
+pub use scripted_user::{ScriptedUser, scripted_user};
 pub use unstable_user::UnstableUser;

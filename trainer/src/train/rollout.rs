@@ -10,8 +10,8 @@ use crate::{Generation, Llama};
 use anyhow::{Context, Result};
 use burn::tensor::backend::Backend;
 use forge_model::tokenizer::ModelTokenizer;
-use forge_runtime::episode::{EpisodeSettings, User, run_episode};
-use forge_runtime::policy::{ScriptedUser, UnstableUser};
+use forge_runtime::episode::{EpisodeSettings, run_episode};
+use forge_runtime::policy::scripted_user;
 use forge_runtime::trajectory::EpisodeRecord;
 use forge_runtime::{Environment, PreparedTask};
 use serde_json::Value;
@@ -187,17 +187,7 @@ impl Script<'_> {
         };
         let mut policy =
             ModelPolicy::with_generator(generator, self.tokenizer, job.style.clone(), sampling);
-        let instruction = &task.task.instruction;
-        let mut user: Box<dyn User> = if self.user_instability > 0.0 {
-            Box::new(UnstableUser::new(
-                instruction,
-                &task.task.stated_facts(),
-                self.user_instability,
-                job.seed,
-            ))
-        } else {
-            Box::new(ScriptedUser::new(instruction))
-        };
+        let mut user = scripted_user(&task.task, self.user_instability, job.seed);
         let settings = EpisodeSettings {
             max_turns: self.max_turns,
             seed: job.seed,
