@@ -1,25 +1,29 @@
 #!/usr/bin/env bash
-# The GPU run of `forge train` on one lent GPU (an H200), within about eight
-# minutes: SmolLM2-135M-Instruct, cold-start SFT, then ERPO vs GRPO from the
-# same SFT model, seed and budget, and, with a simulated user that misstates
-# facts 20% of the time, ERPO with masking on vs off. Prints a table of
-# held-out success and throughput; every run directory (metrics.jsonl,
+# The GPU run of `forge train` on one lent GPU (an H200), in about eight
+# minutes: SmolLM2-135M-Instruct, cold-start SFT, then from the same SFT
+# model, seed and time budget, side by side on the one GPU: ERPO, GRPO, and
+# with a simulated user that misstates facts 20% of the time, ERPO with
+# masking on and off. Each run stops at the end of its steps or after the
+# step in which its time limit passes (with an evaluation). Prints a table
+# of held-out success and throughput; every run directory (metrics.jsonl,
 # curves.svg, checkpoints) is left under $OUT.
 #
-# Prepare on the build machine (no GPU needed), then carry the binary, the
-# model and the bundles with the working tree:
-#   CUDARC_CUDA_VERSION=13000 cargo build --release --features cuda
-#   cargo run --release -- model fetch smollm2-135m   # prints the GGUF path
-#   cargo run --release -- synth --all --out gpu-envs
-# Run on the GPU machine:
+# Usually run by `scripts/gpu/device.sh train` (see scripts/gpu/README.md);
+# by hand:
 #   FORGE=target/release/forge MODEL=SmolLM2-135M-Instruct.Q4_1.gguf \
-#     ENVS=gpu-envs OUT=$OUT scripts/gpu/train-smollm2.sh
+#     ENVS=dir-of-bundles OUT=dir scripts/gpu/train-smollm2.sh
+# Time limits (seconds): SFT_SECONDS (default 120), RL_SECONDS (180).
+# DEVICE=cpu with MODEL=tiny and a small environment tries the script's
+# plumbing on a CPU.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 FORGE="${FORGE:-target/release/forge}"
 MODEL="${MODEL:?the SmolLM2 GGUF (forge model fetch prints its path)}"
 ENVS="${ENVS:?a directory of synthesized bundles (forge synth --all --out DIR)}"
 OUT="${OUT:-gpu-runs}"
+SFT_SECONDS="${SFT_SECONDS:-120}"
+RL_SECONDS="${RL_SECONDS:-180}"
+DEVICE="${DEVICE:-cuda}"
 mkdir -p "$OUT"
 
 env_args=()
@@ -31,33 +35,84 @@ config() { # name, then the TOML lines that set the run apart
   echo "$file"
 }
 
-run() { # name, its config file (layered over the shared one)
-  local name="$1" file="$2"
-  echo "== $name" >&2
-  "$FORGE" train --device cuda --config "$here/train-smollm2.toml" --config "$file" \
-    --run-dir "$OUT/$name" "${env_args[@]}" --json | tail -1 > "$OUT/$name.summary.json"
+run() { # name, its config file (layered over the shared one), time limit
+  local name="$1" file="$2" limit="$3"
+  # A hard stop well after the time limit, in case one step runs long.
+  timeout $(( limit + 120 )) "$FORGE" train --device "$DEVICE" --time-limit "$limit" \
+    --config "$here/train-smollm2.toml" --config "$file" \
+    --run-dir "$OUT/$name" "${env_args[@]}" --json \
+    > "$OUT/$name.log" 2>&1 || echo "$name: exit $?" >&2
+  tail -1 "$OUT/$name.log" > "$OUT/$name.summary.json"
 }
 
-run sft "$(config sft "[model]" "init = \"$MODEL\"" "[rl]" "steps = 0")"
-sft="$OUT/sft/final"
-run erpo "$(config erpo "[model]" "init = \"$sft\"" "[sft]" "steps = 0" "[rl]" "scaling = \"erpo\"")"
-run grpo "$(config grpo "[model]" "init = \"$sft\"" "[sft]" "steps = 0" "[rl]" "scaling = \"grpo\"")"
-run erpo-unstable-masked "$(config erpo-unstable-masked "[model]" "init = \"$sft\"" "[sft]" "steps = 0" \
-  "[rl]" "user_instability = 0.2" "masking = true")"
-run erpo-unstable-unmasked "$(config erpo-unstable-unmasked "[model]" "init = \"$sft\"" "[sft]" "steps = 0" \
-  "[rl]" "user_instability = 0.2" "masking = false")"
+# The GPU's utilisation and memory once a second, per phase (the share of
+# wall time the GPU is busy).
+monitor() { # file
+  command -v nvidia-smi > /dev/null || return 0
+  nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader,nounits -lms 1000 \
+    > "$1" 2> /dev/null &
+  echo $! > "$1.pid"
+}
+unmonitor() { # file
+  [[ -f "$1.pid" ]] && kill "$(cat "$1.pid")" 2> /dev/null && rm -f "$1.pid"
+  return 0
+}
 
-python3 - "$OUT" <<'PY'
+echo "== sft" >&2
+monitor "$OUT/gpu-sft.csv"
+run sft "$(config sft "[model]" "init = \"$MODEL\"" "[rl]" "steps = 0")" "$SFT_SECONDS"
+unmonitor "$OUT/gpu-sft.csv"
+sft="$OUT/sft/final"
+[[ -d "$sft" ]] || sft="$OUT/sft/checkpoints/$(cat "$OUT/sft/checkpoints/latest")"
+
+rl=(erpo grpo erpo-unstable-masked erpo-unstable-unmasked)
+echo "== ${rl[*]} (in parallel)" >&2
+monitor "$OUT/gpu-rl.csv"
+from=("[model]" "init = \"$sft\"" "[sft]" "steps = 0" "[eval]" "every = 3")
+run erpo "$(config erpo "${from[@]}" "[rl]" 'scaling = "erpo"')" "$RL_SECONDS" &
+run grpo "$(config grpo "${from[@]}" "[rl]" 'scaling = "grpo"')" "$RL_SECONDS" &
+run erpo-unstable-masked "$(config erpo-unstable-masked "${from[@]}" \
+  "[rl]" "user_instability = 0.2" "masking = true")" "$RL_SECONDS" &
+run erpo-unstable-unmasked "$(config erpo-unstable-unmasked "${from[@]}" \
+  "[rl]" "user_instability = 0.2" "masking = false")" "$RL_SECONDS" &
+wait
+unmonitor "$OUT/gpu-rl.csv"
+
+python3 - "$OUT" sft "${rl[@]}" <<'PY'
 import json, pathlib, sys
-out = pathlib.Path(sys.argv[1])
-print(f"{'run':<24} {'before':>7} {'after':>7} {'rl reward':>10} {'masked':>7} {'rollout tok/s':>14} {'train tok/s':>12} {'s':>6}")
-for name in ["sft", "erpo", "grpo", "erpo-unstable-masked", "erpo-unstable-unmasked"]:
-    summary = json.loads((out / f"{name}.summary.json").read_text())
-    lines = [json.loads(l) for l in (out / name / "metrics.jsonl").read_text().splitlines()]
+out, names = pathlib.Path(sys.argv[1]), sys.argv[2:]
+print(f"{'run':<24} {'steps':>5} {'before':>7} {'after':>7} {'rl reward':>10} {'masked':>7} "
+      f"{'rollout tok/s':>14} {'train tok/s':>12} {'s':>6}")
+for name in names:
+    path = out / name / "metrics.jsonl"
+    lines = [json.loads(l) for l in path.read_text().splitlines()] if path.exists() else []
+    evals = [l for l in lines if l["kind"] == "eval"]
     rl = [l for l in lines if l["kind"] == "rl"]
     steps = [l for l in lines if l["kind"] in ("sft", "rl")]
     mean = lambda key, rows: sum(r.get(key, 0) for r in rows) / max(len(rows), 1)
-    print(f"{name:<24} {summary['heldout_success_before']:>7.3f} {summary['heldout_success_after']:>7.3f} "
-          f"{mean('reward', rl):>10.3f} {mean('masked_share', rl):>7.3f} {mean('rollout_tokens_per_s', rl):>14.0f} "
-          f"{mean('train_tokens_per_s', steps):>12.0f} {summary['seconds']:>6.0f}")
+    first = evals[0]["heldout_success"] if evals else float("nan")
+    last = evals[-1]["heldout_success"] if evals else float("nan")
+    seconds = sum(l.get("seconds", 0) for l in lines)
+    print(f"{name:<24} {len(steps):>5} {first:>7.3f} {last:>7.3f} {mean('reward', rl):>10.3f} "
+          f"{mean('masked_share', rl):>7.3f} {mean('rollout_tokens_per_s', rl):>14.0f} "
+          f"{mean('train_tokens_per_s', steps):>12.0f} {seconds:>6.0f}")
+for phase in ["sft", "rl"]:
+    path = out / f"gpu-{phase}.csv"
+    samples = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                samples.append([float(v) for v in line.split(",")])
+            except ValueError:
+                pass
+    if samples:
+        busy = sum(s[0] for s in samples) / len(samples)
+        peak = max(s[1] for s in samples) / 1024
+        print(f"GPU during {phase}: {busy:.0f}% busy on average over {len(samples)} s, peak memory {peak:.1f} GiB")
+print("\nheld-out success by step (the curves):")
+for name in names:
+    path = out / name / "metrics.jsonl"
+    if path.exists():
+        evals = [json.loads(l) for l in path.read_text().splitlines()]
+        print(f"  {name}: " + ", ".join(f"{e['step']}:{e['heldout_success']:.3f}" for e in evals if e["kind"] == "eval"))
 PY

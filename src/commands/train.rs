@@ -12,6 +12,7 @@ use forge_trainer::train::{Accelerator, Metrics, Observer, RunSpec, read_metrics
 use indicatif::ProgressBar;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// The tiny domain of the smoke run: one call per task, short prompts.
 const SMOKE_DOC: &str = include_str!("../../env-templates/train/lamps.toml");
@@ -46,6 +47,11 @@ pub struct TrainArgs {
     /// long runs in bounded jobs.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_steps: Option<u64>,
+    /// Stop after the step during which this many seconds have passed,
+    /// with an evaluation and a checkpoint to `--resume` from: runs that
+    /// must fit a time slot.
+    #[arg(long, value_name = "SECS")]
+    time_limit: Option<f64>,
     /// Where to train: the CPU, or the first CUDA GPU (a forge built with
     /// `--features cuda`).
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
@@ -76,10 +82,20 @@ enum Stage {
     Rl,
 }
 
+/// Where the model runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Device {
+pub(crate) enum Device {
     Cpu,
     Cuda,
+}
+
+impl Device {
+    pub(crate) fn accelerator(self) -> Accelerator {
+        match self {
+            Device::Cpu => Accelerator::Cpu,
+            Device::Cuda => Accelerator::Cuda,
+        }
+    }
 }
 
 const CONFIG_FILE: &str = "config.toml";
@@ -120,10 +136,12 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
         init: init.as_deref(),
         resume: args.resume,
         max_steps: args.max_steps.map(|steps| steps as usize),
-        accelerator: match args.device {
-            Device::Cpu => Accelerator::Cpu,
-            Device::Cuda => Accelerator::Cuda,
-        },
+        time_limit: args
+            .time_limit
+            .map(Duration::try_from_secs_f64)
+            .transpose()
+            .context("--time-limit must be a number of seconds, at least 0")?,
+        accelerator: args.device.accelerator(),
     };
     let summary = train(spec, &mut observer)?;
     observer.bar.finish_and_clear();

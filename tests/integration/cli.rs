@@ -318,6 +318,58 @@ fn bench_perf_reports_every_metric() {
 }
 
 #[test]
+fn bench_model_measures_each_phase_and_names_bad_shapes() {
+    // SmolLM2-135M's shape with random weights: no model file needed.
+    let output = forge(&[
+        "bench",
+        "model",
+        "--forward",
+        "1x8",
+        "--train",
+        "none",
+        "--decode",
+        "2",
+        "--prompt",
+        "4",
+        "--new-tokens",
+        "2",
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let lines = json_lines(&output);
+    let phases: Vec<(&str, u64, u64)> = lines
+        .iter()
+        .map(|line| {
+            (
+                line["phase"].as_str().unwrap(),
+                line["batch"].as_u64().unwrap(),
+                line["tokens"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(phases, [("forward", 1, 8), ("decode", 2, 4)]);
+    assert!(
+        lines
+            .iter()
+            .all(|line| line["tokens_per_s"].as_f64().unwrap() > 0.0)
+    );
+
+    let output = forge(&["bench", "model", "--train", "16"]);
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("BATCHxSEQ"), "{}", stderr(&output));
+    #[cfg(not(feature = "cuda"))]
+    {
+        let output = forge(&["bench", "model", "--device", "cuda"]);
+        assert!(!output.status.success());
+        assert!(
+            stderr(&output).contains("--features cuda"),
+            "{}",
+            stderr(&output)
+        );
+    }
+}
+
+#[test]
 fn a_local_model_policy_records_its_tokens_and_replays() {
     let Some(model) = std::env::var_os("FORGE_SMOLLM2_GGUF") else {
         eprintln!("FORGE_SMOLLM2_GGUF is not set: skipping the local-model policy check");

@@ -205,6 +205,36 @@ fn an_interrupted_run_resumes_exactly() {
         std::fs::read(parts.join("final/model.safetensors")).unwrap(),
         "the resumed run ends with the same weights"
     );
+
+    // A time limit stops the run after its step, evaluated and checkpointed;
+    // resuming finishes it with the same weights as an uninterrupted run.
+    let timed = dir.path().join("timed");
+    let mut first = args(&timed);
+    first.extend(["--time-limit".to_owned(), "0".to_owned()]);
+    let stopped = summary(&train(&as_strs(&first)));
+    assert_eq!(
+        (stopped["complete"].clone(), stopped["steps"].clone()),
+        (false.into(), 1.into())
+    );
+    let last: Value = serde_json::from_str(
+        std::fs::read_to_string(timed.join("metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (last["kind"].as_str(), last["step"].as_u64()),
+        (Some("eval"), Some(1))
+    );
+    let resume = ["--run-dir", timed.to_str().unwrap(), "--resume", "--json"];
+    assert_eq!(summary(&train(&resume))["complete"], true);
+    assert_eq!(
+        std::fs::read(whole.join("final/model.safetensors")).unwrap(),
+        std::fs::read(timed.join("final/model.safetensors")).unwrap(),
+        "a run stopped by its time limit resumes exactly"
+    );
 }
 
 #[test]

@@ -64,6 +64,23 @@ impl LlamaConfig {
         })
     }
 
+    /// SmolLM2-135M-Instruct's shape (the default policy), for measurements
+    /// that need no weights.
+    pub fn smollm2_135m() -> Self {
+        Self {
+            vocab: 49_152,
+            hidden: 576,
+            layers: 30,
+            heads: 9,
+            kv_heads: 3,
+            ffn: 1536,
+            rope_base: 100_000.0,
+            // As the GGUF stores it: an f32.
+            rms_eps: f64::from(1e-5f32),
+            tied_embeddings: true,
+        }
+    }
+
     /// A small model for CPU training runs and tests.
     pub fn tiny(vocab: usize) -> Self {
         Self {

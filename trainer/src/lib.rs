@@ -6,6 +6,7 @@
 //! instantiations ([`CpuModel`]) so that the backend generics are compiled
 //! here once and the rest of Forge does not rebuild them.
 
+pub mod bench;
 pub mod chat;
 pub mod checkpoint;
 pub mod config;
@@ -40,4 +41,25 @@ pub type GpuModel = Llama<Gpu>;
 #[cfg(feature = "cuda")]
 pub fn load_gpu(path: &std::path::Path) -> Result<GpuModel, LoadError> {
     Llama::load(path, &Default::default())
+}
+
+/// The first CUDA device, checked by a round trip through it: the backend
+/// panics deep inside when there is no driver, no GPU or no NVRTC, which
+/// here becomes an error that says so.
+#[cfg(feature = "cuda")]
+pub fn cuda_device() -> anyhow::Result<burn::backend::cuda::CudaDevice> {
+    use burn::tensor::Tensor;
+    let device = burn::backend::cuda::CudaDevice::default();
+    std::panic::catch_unwind(|| Tensor::<Gpu, 1>::ones([1], &device).into_data())
+        .map_err(|panic| {
+            let reason = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("the CUDA backend panicked");
+            anyhow::anyhow!(
+                "no usable CUDA GPU ({reason}): --device cuda needs an NVIDIA driver, a GPU, and NVRTC with the CUDA headers (CUDA_PATH)"
+            )
+        })?;
+    Ok(device)
 }

@@ -305,8 +305,10 @@ impl<B: Backend> Llama<B> {
         let mut x = self.embedding.val().select(0, ids);
         let (cos, sin) = self.rope_tables(start, n, pads);
         let total = start + n;
-        let mask = attention_mask::<B>(n, start, pads, &device).expand([b, config.heads, n, total]);
         let group = config.heads / config.kv_heads;
+        let mask = attention_mask::<B>(n, start, pads, &device)
+            .unsqueeze_dim::<5>(1)
+            .expand([b, config.kv_heads, group, n, total]);
         let mut slots = cache.map(|cache| {
             cache.len += n;
             cache.pads = pads.to_vec();
@@ -340,18 +342,20 @@ impl<B: Backend> Llama<B> {
                 }
                 None => (k, v),
             };
-            // GQA: each KV head serves `group` query heads.
-            let expand = |t: Tensor<B, 4>| {
-                t.unsqueeze_dim::<5>(2)
-                    .expand([b, config.kv_heads, group, total, hd])
-                    .reshape([b, config.heads, total, hd])
-            };
+            // GQA: the `group` query heads that share a KV head attend as
+            // one block of `group · n` query rows, so keys and values are
+            // never copied per query head (in decoding, that copy would move
+            // the whole cache three times a token).
             let scores = q
-                .matmul(expand(k).swap_dims(2, 3))
+                .reshape([b, config.kv_heads, group * n, hd])
+                .matmul(k.swap_dims(2, 3))
                 .div_scalar((hd as f64).sqrt())
-                .mask_fill(mask.clone(), f32::NEG_INFINITY);
+                .reshape([b, config.kv_heads, group, n, total])
+                .mask_fill(mask.clone(), f32::NEG_INFINITY)
+                .reshape([b, config.kv_heads, group * n, total]);
             let attention = softmax(scores, 3)
-                .matmul(expand(v))
+                .matmul(v)
+                .reshape([b, config.heads, n, hd])
                 .swap_dims(1, 2)
                 .reshape([b * n, config.heads * hd]);
             x = x + attention.matmul(layer.wo.val());
@@ -437,14 +441,13 @@ impl<B: Backend> Llama<B> {
                 .into_data()
                 .to_vec()
                 .expect("logits are f32");
+            let picks = pick_rows(samplings, &logits, vocab, &mut rngs, &done);
             let mut next = vec![0i64; rows];
-            for row in 0..rows {
-                if done[row] {
+            for (row, pick) in picks.into_iter().enumerate() {
+                let Some((token, logprob)) = pick else {
                     continue;
-                }
+                };
                 let generation = &mut generations[row];
-                let (token, logprob) =
-                    samplings[row].pick(&logits[row * vocab..(row + 1) * vocab], &mut rngs[row]);
                 generation.tokens.push(token);
                 generation.logprobs.push(logprob);
                 next[row] = i64::from(token);
@@ -468,19 +471,25 @@ impl<B: Backend> Llama<B> {
     fn rope_tables(&self, start: usize, n: usize, pads: &[usize]) -> (Tensor<B, 4>, Tensor<B, 4>) {
         let hd = self.config.head_dim();
         let rows = pads.len();
+        let frequencies: Vec<f64> = (0..hd / 2)
+            .map(|i| self.config.rope_base.powf(-2.0 * i as f64 / hd as f64))
+            .collect();
         let mut cos = Vec::with_capacity(rows * n * hd);
         let mut sin = Vec::with_capacity(rows * n * hd);
         for &pad in pads {
             for column in start..start + n {
-                let position = column.saturating_sub(pad);
+                let position = column.saturating_sub(pad) as f64;
+                let (half_cos, half_sin): (Vec<f32>, Vec<f32>) = frequencies
+                    .iter()
+                    .map(|frequency| {
+                        let (sin, cos) = (position * frequency).sin_cos();
+                        (cos as f32, sin as f32)
+                    })
+                    .unzip();
                 // The same frequencies for both halves of the head.
                 for _ in 0..2 {
-                    for i in 0..hd / 2 {
-                        let angle = position as f64
-                            * self.config.rope_base.powf(-2.0 * i as f64 / hd as f64);
-                        cos.push(angle.cos() as f32);
-                        sin.push(angle.sin() as f32);
-                    }
+                    cos.extend_from_slice(&half_cos);
+                    sin.extend_from_slice(&half_sin);
                 }
             }
         }
@@ -490,6 +499,50 @@ impl<B: Backend> Llama<B> {
         };
         (table(cos), table(sin))
     }
+}
+
+/// Each unfinished row's next token from its logits (`[rows · vocab]`).
+/// Rows are independent, each with its own seeded generator, so a large
+/// batch is split across threads without changing any result: ranking a
+/// 49,152-token vocabulary for hundreds of rows is otherwise a serial
+/// bottleneck between GPU steps.
+fn pick_rows(
+    samplings: &[Sampling],
+    logits: &[f32],
+    vocab: usize,
+    rngs: &mut [ChaCha8Rng],
+    done: &[bool],
+) -> Vec<Option<(u32, f32)>> {
+    const PER_THREAD: usize = 1 << 20;
+    let rows = rngs.len();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(logits.len().div_ceil(PER_THREAD))
+        .clamp(1, rows.max(1));
+    let per_thread = rows.div_ceil(threads).max(1);
+    let pick = |row: usize, rng: &mut ChaCha8Rng| {
+        (!done[row]).then(|| samplings[row].pick(&logits[row * vocab..(row + 1) * vocab], rng))
+    };
+    let mut picks = vec![None; rows];
+    std::thread::scope(|scope| {
+        for (chunk, (slots, rngs)) in picks
+            .chunks_mut(per_thread)
+            .zip(rngs.chunks_mut(per_thread))
+            .enumerate()
+        {
+            let work = move || {
+                for (offset, (slot, rng)) in slots.iter_mut().zip(rngs).enumerate() {
+                    *slot = pick(chunk * per_thread + offset, rng);
+                }
+            };
+            if threads == 1 {
+                work();
+            } else {
+                scope.spawn(work);
+            }
+        }
+    });
+    picks
 }
 
 fn rope<B: Backend>(x: Tensor<B, 4>, cos: &Tensor<B, 4>, sin: &Tensor<B, 4>) -> Tensor<B, 4> {

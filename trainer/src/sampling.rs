@@ -38,26 +38,78 @@ impl Sampling {
             let best = argmax(&logprobs);
             return (best as u32, logprobs[best]);
         }
-        let mut order: Vec<usize> = (0..logprobs.len()).collect();
-        order.sort_unstable_by(|a, b| logprobs[*b].total_cmp(&logprobs[*a]));
-        let mut kept = Vec::new();
-        let mut mass = 0.0f64;
-        for index in order {
-            kept.push(index);
-            mass += f64::from(logprobs[index].exp());
-            if mass >= f64::from(self.top_p) {
-                break;
+        let probability = |index: usize| f64::from(logprobs[index].exp());
+        let mut ranked = Ranked::new(&logprobs);
+        // The nucleus: the most probable tokens until their mass reaches
+        // `top_p` (every token when it is 1, summed without ranking them).
+        let (kept, mass) = if self.top_p >= 1.0 {
+            (logprobs.len(), (0..logprobs.len()).map(probability).sum())
+        } else {
+            let mut mass = 0.0f64;
+            let mut kept = 0;
+            while kept < logprobs.len() {
+                mass += probability(ranked.at(kept));
+                kept += 1;
+                if mass >= f64::from(self.top_p) {
+                    break;
+                }
             }
-        }
+            (kept, mass)
+        };
         let mut draw = rng.random_range(0.0..mass);
-        for &index in &kept {
-            draw -= f64::from(logprobs[index].exp());
+        for rank in 0..kept {
+            let index = ranked.at(rank);
+            draw -= probability(index);
             if draw <= 0.0 {
                 return (index as u32, logprobs[index]);
             }
         }
-        let last = *kept.last().expect("at least one token is kept");
+        let last = ranked.at(kept - 1);
         (last as u32, logprobs[last])
+    }
+}
+
+/// Token ids in descending order of probability, ranked only as far as
+/// asked: a draw almost always ends among the first few dozen tokens, and
+/// sorting a whole vocabulary (49,152 tokens for SmolLM2) per row per step
+/// would cost more than the model's forward pass.
+struct Ranked<'a> {
+    logprobs: &'a [f32],
+    order: Vec<u32>,
+    /// `order[..ranked]` is in its final order.
+    ranked: usize,
+}
+
+impl<'a> Ranked<'a> {
+    fn new(logprobs: &'a [f32]) -> Self {
+        Self {
+            logprobs,
+            order: (0..logprobs.len() as u32).collect(),
+            ranked: 0,
+        }
+    }
+
+    /// The token of rank `rank` (0: the most probable).
+    fn at(&mut self, rank: usize) -> usize {
+        if rank >= self.ranked {
+            // Rank a block four times larger than the last (at least 64
+            // tokens): few extensions even for flat distributions.
+            let target = (rank + 1)
+                .max(self.ranked * 4)
+                .max(64)
+                .min(self.order.len());
+            let logprobs = self.logprobs;
+            let descending =
+                |a: &u32, b: &u32| logprobs[*b as usize].total_cmp(&logprobs[*a as usize]);
+            let rest = &mut self.order[self.ranked..];
+            let block = target - self.ranked;
+            if block < rest.len() {
+                rest.select_nth_unstable_by(block - 1, descending);
+            }
+            rest[..block].sort_unstable_by(descending);
+            self.ranked = target;
+        }
+        self.order[rank] as usize
     }
 }
 
@@ -100,6 +152,46 @@ pub struct Generation {
 mod tests {
     use super::*;
     use rand::SeedableRng;
+
+    #[test]
+    fn ranking_on_demand_matches_a_full_sort() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let logprobs: Vec<f32> = (0..1000).map(|_| rng.random_range(-20.0..0.0)).collect();
+        let mut sorted: Vec<usize> = (0..logprobs.len()).collect();
+        sorted.sort_by(|a, b| logprobs[*b].total_cmp(&logprobs[*a]));
+        let mut ranked = Ranked::new(&logprobs);
+        // Asked out of order and across the blocks it ranks at a time.
+        for rank in [0, 63, 64, 300, 5, 999, 256, 998] {
+            assert_eq!(ranked.at(rank), sorted[rank], "rank {rank}");
+        }
+    }
+
+    #[test]
+    fn draws_follow_the_distribution_with_and_without_a_nucleus() {
+        let logits = [0.5f32.ln(), 0.3f32.ln(), 0.2f32.ln()];
+        let shares = |top_p: f32| {
+            let sampling = Sampling {
+                temperature: 1.0,
+                top_p,
+                max_tokens: 1,
+                seed: 0,
+            };
+            let mut rng = ChaCha8Rng::seed_from_u64(9);
+            let mut counts = [0usize; 3];
+            for _ in 0..20_000 {
+                counts[sampling.pick(&logits, &mut rng).0 as usize] += 1;
+            }
+            counts.map(|count| count as f64 / 20_000.0)
+        };
+        let full = shares(1.0);
+        for (share, expected) in full.iter().zip([0.5, 0.3, 0.2]) {
+            assert!((share - expected).abs() < 0.015, "{full:?}");
+        }
+        // A nucleus of 0.75 keeps the two likeliest tokens, renormalised.
+        let nucleus = shares(0.75);
+        assert_eq!(nucleus[2], 0.0, "{nucleus:?}");
+        assert!((nucleus[0] - 0.625).abs() < 0.015, "{nucleus:?}");
+    }
 
     #[test]
     fn greedy_takes_the_argmax_with_its_logprob() {

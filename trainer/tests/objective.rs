@@ -9,7 +9,7 @@ use burn::tensor::TensorData;
 use forge_model::tokenizer::ModelTokenizer;
 use forge_trainer::train::CpuTrain;
 use forge_trainer::train::objective::{
-    Scored, Sequence, Span, Surrogate, sft_gradients, surrogate_gradients,
+    Scored, Sequence, Span, Surrogate, reference_logprobs, sft_gradients, surrogate_gradients,
 };
 use forge_trainer::{Llama, LlamaConfig};
 
@@ -144,6 +144,35 @@ fn the_clip_stops_pushing_a_ratio_past_the_trust_region() {
     // A negative advantage is not clipped there: it pulls the ratio back.
     let (grads, _) = surrogate_gradients(&model, &[scored(far, Some(-1.0))], SURROGATE, 2);
     assert_ne!(weights(&stepped(&model, grads, 1.0)), weights(&model));
+}
+
+#[test]
+fn reference_logprobs_are_batched_for_unmasked_rollouts_alone() {
+    let reference = model().valid();
+    let rows = [
+        sequence(&[1, 5, 9, 3, 4, 8], 3, 0.0),
+        sequence(&[1, 6, 2], 1, 0.0),
+        sequence(&[2, 2, 7, 7, 1, 3, 3, 9], 5, 0.0),
+        sequence(&[4, 4, 4, 4], 2, 0.0),
+    ];
+    let mut batch: Vec<Scored> = rows
+        .iter()
+        .zip([Some(1.0), None, Some(-0.5), Some(0.25)])
+        .map(|(row, advantage)| scored(row.clone(), advantage))
+        .collect();
+    // Micro-batches of two: ragged rows share a forward pass.
+    reference_logprobs(&reference, &mut batch, 0.7, 2);
+    for (scored, row) in batch.iter().zip(&rows) {
+        let Some(values) = &scored.reference else {
+            assert!(scored.advantage.is_none(), "an unmasked rollout lacks them");
+            continue;
+        };
+        let alone: Vec<f32> = row.logprobs(&reference, 0.7).into_data().to_vec().unwrap();
+        assert_eq!(values.len(), alone.len());
+        for (batched, alone) in values.iter().zip(&alone) {
+            assert!((batched - alone).abs() < 1e-5, "{values:?} vs {alone:?}");
+        }
+    }
 }
 
 #[test]

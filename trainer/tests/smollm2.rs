@@ -33,6 +33,8 @@ fn logits_match_the_reference_and_greedy_decoding_says_paris() {
     assert_eq!(tokenizer.encode("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n").unwrap(), prompt);
 
     let model = forge_trainer::load_cpu(&path).unwrap();
+    // The shape `forge bench model` measures without the file.
+    assert_eq!(model.config, forge_trainer::LlamaConfig::smollm2_135m());
     let logits = model.forward(&prompt, &mut model.new_cache());
     let vocab = model.config.vocab;
     let last = logits.into_data().to_vec::<f32>().unwrap()[(prompt.len() - 1) * vocab..].to_vec();

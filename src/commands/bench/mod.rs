@@ -1,6 +1,7 @@
-//! `forge bench`: measurements of the sandbox, and the benchmark suites'
-//! reference replays.
+//! `forge bench`: measurements of the sandbox, the policy model and
+//! `forge serve`, and the benchmark suites' reference replays.
 
+mod model;
 mod perf;
 mod replay;
 mod serve;
@@ -17,6 +18,10 @@ pub enum BenchCommand {
     /// Component load, instantiation, episode reset, tool-call latency and
     /// throughput, and the native cost of the same tool.
     Perf(perf::PerfArgs),
+    /// The policy model's throughput: a forward pass, a training step
+    /// (forward, backward, AdamW) and batched decoding, in tokens/s, on the
+    /// CPU or a CUDA GPU (compare with `scripts/gpu/bench_torch.py`).
+    Model(model::ModelBenchArgs),
     /// Replays every task's gold actions of a benchmark suite, printing each
     /// call's output and the final database hash, for comparison with the
     /// suite's reference implementation.
@@ -30,6 +35,7 @@ pub enum BenchCommand {
 pub fn run(command: BenchCommand) -> Result<ExitCode> {
     match command {
         BenchCommand::Perf(args) => perf::run(args),
+        BenchCommand::Model(args) => model::run(args),
         BenchCommand::Replay(args) => replay::run(args),
         BenchCommand::Serve(args) => serve::run(args),
     }

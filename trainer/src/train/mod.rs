@@ -39,7 +39,7 @@ use rollout::{Job, Play, Rollout, Script};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The training backend: autodiff over the CPU backend.
 pub type CpuTrain = Autodiff<Cpu>;
@@ -162,6 +162,9 @@ pub struct RunSpec<'a> {
     pub resume: bool,
     /// Stop after this many steps (with a checkpoint).
     pub max_steps: Option<usize>,
+    /// Stop after the step during which this much time has passed (with an
+    /// evaluation and a checkpoint).
+    pub time_limit: Option<Duration>,
     pub accelerator: Accelerator,
 }
 
@@ -175,23 +178,37 @@ pub fn train(spec: RunSpec<'_>, observer: &mut dyn Observer) -> Result<Summary> 
         init,
         resume,
         max_steps,
+        time_limit,
         accelerator,
     } = spec;
+    let limits = Limits {
+        max_steps,
+        deadline: time_limit.map(|limit| Instant::now() + limit),
+    };
     match accelerator {
         Accelerator::Cpu => {
             Trainer::<CpuTrain>::new(config, dir, envs, init, resume, Default::default())?
-                .run(observer, max_steps)
+                .run(observer, limits)
         }
         #[cfg(feature = "cuda")]
         Accelerator::Cuda => {
-            Trainer::<GpuTrain>::new(config, dir, envs, init, resume, Default::default())?
-                .run(observer, max_steps)
+            Trainer::<GpuTrain>::new(config, dir, envs, init, resume, crate::cuda_device()?)?
+                .run(observer, limits)
         }
         #[cfg(not(feature = "cuda"))]
         Accelerator::Cuda => {
             bail!("this forge was built without CUDA: rebuild it with `--features cuda`")
         }
     }
+}
+
+/// Where a run stops before its end, to be resumed: long runs in bounded jobs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits {
+    /// After this many more steps.
+    pub max_steps: Option<usize>,
+    /// After the step during which this moment passes.
+    pub deadline: Option<Instant>,
 }
 
 /// A training run on backend `B`.
@@ -332,15 +349,13 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         self.workloads.iter().map(|w| w.heldout.len()).sum()
     }
 
-    /// Runs the remaining steps — at most `max_steps` of them, then a
-    /// checkpoint to resume from — evaluating and checkpointing as configured.
-    pub fn run(
-        &mut self,
-        observer: &mut dyn Observer,
-        max_steps: Option<usize>,
-    ) -> Result<Summary> {
+    /// Runs the remaining steps, evaluating and checkpointing as configured,
+    /// until the run ends or a limit stops it with a checkpoint to resume
+    /// from (and, for the time limit, an evaluation, so that a run cut short
+    /// still reports where it got to).
+    pub fn run(&mut self, observer: &mut dyn Observer, limits: Limits) -> Result<Summary> {
         let started = Instant::now();
-        let stop_at = max_steps.map(|steps| self.position.step + steps);
+        let stop_at = limits.max_steps.map(|steps| self.position.step + steps);
         let sft_steps = self.config.sft.steps;
         let total = self.total_steps();
         if self.position.step == 0 {
@@ -381,11 +396,17 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 Stage::Sft => done,
                 Stage::Rl => done - sft_steps,
             };
-            if stage_end || every(stage_step, self.config.eval.every) {
+            let out_of_time = limits
+                .deadline
+                .is_some_and(|deadline| Instant::now() >= deadline);
+            if stage_end || out_of_time || every(stage_step, self.config.eval.every) {
                 self.evaluate(observer)?;
             }
-            if stage_end || every(done, self.config.checkpoint_every) {
+            if stage_end || out_of_time || every(done, self.config.checkpoint_every) {
                 self.save_checkpoint(observer)?;
+            }
+            if out_of_time {
+                break;
             }
         }
         let complete = self.position.step == total;
@@ -540,23 +561,21 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         {
             for (rollout, advantage) in group.iter().zip(rollout_advantages) {
                 for sequence in Sequence::from_turns(&rollout.turns) {
-                    let reference = match (&self.reference, advantage) {
-                        (Some(reference), Some(_)) => Some(
-                            sequence
-                                .logprobs(reference, config.temperature)
-                                .into_data()
-                                .to_vec::<f32>()
-                                .expect("f32 log-probs"),
-                        ),
-                        _ => None,
-                    };
                     batch.push(Scored {
                         sequence,
                         advantage: *advantage,
-                        reference,
+                        reference: None,
                     });
                 }
             }
+        }
+        if let Some(reference) = &self.reference {
+            objective::reference_logprobs(
+                reference,
+                &mut batch,
+                config.temperature,
+                self.config.optim.micro_batch,
+            );
         }
         let valid_advantages: Vec<f64> = advantages.iter().flatten().copied().collect();
         let lr = self.config.optim.lr_at(config.lr, rl_step, config.steps);

@@ -134,6 +134,33 @@ pub struct Scored {
     pub reference: Option<Vec<f32>>,
 }
 
+/// Fills in the reference policy's log-probs of the trained tokens of
+/// `batch`'s unmasked rollouts (masked ones take no part in the loss),
+/// `micro_batch` sequences per forward pass.
+pub fn reference_logprobs<B: Backend>(
+    reference: &Llama<B>,
+    batch: &mut [Scored],
+    temperature: f32,
+    micro_batch: usize,
+) {
+    let mut wanted: Vec<&mut Scored> = batch
+        .iter_mut()
+        .filter(|scored| scored.advantage.is_some())
+        .collect();
+    for chunk in wanted.chunks_mut(micro_batch.max(1)) {
+        let sequences: Vec<&Sequence> = chunk.iter().map(|scored| &scored.sequence).collect();
+        let mut values = trained_logprobs(reference, &sequences, temperature)
+            .into_data()
+            .to_vec::<f32>()
+            .expect("f32 log-probs")
+            .into_iter();
+        for scored in chunk.iter_mut() {
+            let count = scored.sequence.trained_tokens();
+            scored.reference = Some(values.by_ref().take(count).collect());
+        }
+    }
+}
+
 /// Settings of the surrogate.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Surrogate {

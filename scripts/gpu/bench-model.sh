@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The policy model's throughput on one GPU, forge against PyTorch, in the
+# same shapes (SmolLM2-135M, random weights): a forward pass, training steps
+# at 16x1024 and 64x1024 (forward, backward, AdamW) and decoding at batch
+# 1, 32 and 256. Prints a table with forge's share of PyTorch's tokens/s;
+# the measurements are left in $OUT as JSON lines.
+#   FORGE=path/to/forge OUT=dir scripts/gpu/bench-model.sh
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+FORGE="${FORGE:-target/release/forge}"
+OUT="${OUT:-gpu-bench}"
+PYTHON="${PYTHON:-python3}"
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+
+# Each side gets a bounded time, so that one that hangs still leaves the
+# others' figures.
+echo "== forge" >&2
+timeout 300 "$FORGE" bench model --device cuda --json | tee "$OUT/bench-forge.jsonl"
+for dtype in float32 bfloat16; do
+  echo "== torch $dtype" >&2
+  timeout 150 "$PYTHON" "$here/bench_torch.py" --device cuda --dtype "$dtype" | tee "$OUT/bench-torch-$dtype.jsonl"
+done
+
+"$PYTHON" - "$OUT" <<'PY'
+import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+def load(name):
+    path = out / name
+    rows = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            rows[(row["phase"], row["batch"], row["seq"])] = row["tokens_per_s"]
+    return rows
+forge = load("bench-forge.jsonl")
+f32 = load("bench-torch-float32.jsonl")
+bf16 = load("bench-torch-bfloat16.jsonl")
+cell = lambda value: f"{value:>12,.0f}" if value else f"{'-':>12}"
+ratio = lambda a, b: f"{a / b:>9.2f}x" if a and b else f"{'-':>10}"
+print(f"{'phase':<8} {'shape':<12} {'forge f32':>12} {'torch f32':>12} {'torch bf16':>12} {'vs f32':>10} {'vs bf16':>10}   (tokens/s)")
+for key in sorted(set(forge) | set(f32) | set(bf16), key=lambda k: (["forward", "train", "decode"].index(k[0]), k[1], k[2])):
+    phase, batch, seq = key
+    shape = f"{batch}x{seq}" if phase != "decode" else f"b{batch} p{seq}"
+    a, b, c = forge.get(key), f32.get(key), bf16.get(key)
+    print(f"{phase:<8} {shape:<12} {cell(a)} {cell(b)} {cell(c)} {ratio(a, b)} {ratio(a, c)}")
+PY

@@ -1,0 +1,154 @@
+//! `forge bench model`: the policy model's throughput — a forward pass, a
+//! training step, batched decoding — on the CPU or a CUDA GPU, in the same
+//! shapes `scripts/gpu/bench_torch.py` measures PyTorch in.
+
+use crate::commands::train::Device;
+use crate::output;
+use anyhow::Result;
+use clap::Args;
+use forge_trainer::LlamaConfig;
+use forge_trainer::bench::{self, BenchSpec, Measurement, Shape};
+use std::process::ExitCode;
+use std::str::FromStr;
+
+#[derive(Args, Debug)]
+pub struct ModelBenchArgs {
+    /// Where to run: the CPU, or the first CUDA GPU (a forge built with
+    /// `--features cuda`). The shapes' defaults depend on it.
+    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    device: Device,
+    /// A model file (GGUF or checkpoint) or a fetched model's name. By
+    /// default, random weights in SmolLM2-135M's shape: throughput depends
+    /// on the shape alone.
+    #[arg(long)]
+    model: Option<String>,
+    /// Forward passes, BATCHxSEQ, comma-separated, or `none`
+    /// [default: 1x128].
+    #[arg(long, value_name = "SHAPES")]
+    forward: Option<List<Shape>>,
+    /// Training steps (forward, backward, AdamW), BATCHxSEQ, or `none`
+    /// [default: 16x1024,64x1024 on cuda; 2x128 on cpu].
+    #[arg(long, value_name = "SHAPES")]
+    train: Option<List<Shape>>,
+    /// Sequences per forward and backward pass of a training step.
+    #[arg(long, default_value_t = 16)]
+    micro_batch: usize,
+    /// Decoding batch sizes, or `none` [default: 1,32,256 on cuda; 1,4 on cpu].
+    #[arg(long, value_name = "SIZES")]
+    decode: Option<List<usize>>,
+    /// Prompt tokens per decoded row.
+    #[arg(long, default_value_t = 128)]
+    prompt: usize,
+    /// Tokens sampled per decoded row [default: 128 on cuda; 16 on cpu].
+    #[arg(long)]
+    new_tokens: Option<usize>,
+    /// Timed repetitions after one warm-up [default: 3 on cuda; 1 on cpu].
+    #[arg(long)]
+    repeats: Option<usize>,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// A JSON line per measurement instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A comma-separated list, or `none` for an empty one.
+#[derive(Debug, Clone)]
+pub struct List<T>(Vec<T>);
+
+impl<T: FromStr<Err: std::fmt::Display>> FromStr for List<T> {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        if text.trim() == "none" {
+            return Ok(Self(Vec::new()));
+        }
+        text.split(',')
+            .map(|item| {
+                item.trim()
+                    .parse::<T>()
+                    .map_err(|err| format!("`{item}`: {err}"))
+            })
+            .collect::<Result<_, _>>()
+            .map(Self)
+    }
+}
+
+pub fn run(args: ModelBenchArgs) -> Result<ExitCode> {
+    let gpu = args.device == Device::Cuda;
+    let pick = |on_gpu: &str, on_cpu: &str| if gpu { on_gpu } else { on_cpu }.to_owned();
+    let shapes = |list: Option<List<Shape>>, default: String| {
+        list.map_or_else(
+            || default.parse().map(|List(shapes)| shapes),
+            |List(shapes)| Ok(shapes),
+        )
+    };
+    let spec = BenchSpec {
+        config: LlamaConfig::smollm2_135m(),
+        weights: args
+            .model
+            .as_deref()
+            .map(crate::commands::model::resolve)
+            .transpose()?,
+        forward: shapes(args.forward, "1x128".into()).map_err(anyhow::Error::msg)?,
+        train: shapes(args.train, pick("16x1024,64x1024", "2x128")).map_err(anyhow::Error::msg)?,
+        micro_batch: args.micro_batch,
+        decode: match args.decode {
+            Some(List(sizes)) => sizes,
+            None if gpu => vec![1, 32, 256],
+            None => vec![1, 4],
+        },
+        prompt: args.prompt,
+        new_tokens: args.new_tokens.unwrap_or(if gpu { 128 } else { 16 }),
+        repeats: args.repeats.unwrap_or(if gpu { 3 } else { 1 }),
+        seed: args.seed,
+    };
+    let json = args.json;
+    let measurements = bench::run(&spec, args.device.accelerator(), &mut |m| {
+        if json {
+            output::json_line(&serde_json::to_value(m).expect("a measurement serialises"));
+        } else {
+            eprintln!("{}", describe(m));
+        }
+    })?;
+    if !json {
+        let mut table = output::table(&["phase", "shape", "tokens/s", "s per repetition"]);
+        for m in &measurements {
+            table.add_row(vec![
+                m.phase.name().to_owned(),
+                shape(m),
+                format!("{:.0}", m.tokens_per_s),
+                format!("{:.4}", m.seconds),
+            ]);
+        }
+        println!("{table}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `BATCHxSEQ`, or for decoding the batch, prompt and new tokens.
+fn shape(m: &Measurement) -> String {
+    match m.phase {
+        bench::Phase::Decode => format!(
+            "batch {}, prompt {}, {} new",
+            m.batch,
+            m.seq,
+            m.tokens / m.batch
+        ),
+        _ => Shape {
+            batch: m.batch,
+            seq: m.seq,
+        }
+        .to_string(),
+    }
+}
+
+fn describe(m: &Measurement) -> String {
+    format!(
+        "{} {}: {:.0} tokens/s ({:.4} s)",
+        m.phase.name(),
+        shape(m),
+        m.tokens_per_s,
+        m.seconds
+    )
+}

@@ -1,0 +1,363 @@
+//! Throughput of the policy model on a backend: a forward pass, a training
+//! step (forward, backward and AdamW over whole sequences) and batched
+//! decoding with the KV cache. `forge bench model` prints these;
+//! `scripts/gpu/bench_torch.py` measures the same shapes in PyTorch, so the
+//! two tables compare directly.
+//!
+//! Tokens are random and the weights are random unless a model file is
+//! given: throughput depends on the shapes alone, so the benchmark needs no
+//! download.
+
+use crate::config::LlamaConfig;
+use crate::llama::Llama;
+use crate::sampling::{Sampling, Stop};
+use crate::train::objective::{Sequence, Span, sft_gradients};
+use crate::train::{Accelerator, CpuTrain};
+use anyhow::{Result, bail};
+use burn::module::AutodiffModule;
+use burn::optim::{AdamWConfig, Optimizer};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// `batch` sequences of `seq` tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Shape {
+    pub batch: usize,
+    pub seq: usize,
+}
+
+impl std::str::FromStr for Shape {
+    type Err = String;
+
+    /// `BATCHxSEQ`, as in `16x1024`.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let parse = |part: &str| part.trim().parse::<usize>().ok().filter(|n| *n > 0);
+        match text.split_once(['x', 'X']) {
+            Some((batch, seq)) => match (parse(batch), parse(seq)) {
+                (Some(batch), Some(seq)) => Ok(Self { batch, seq }),
+                _ => Err(format!(
+                    "`{text}`: expected BATCHxSEQ with positive numbers"
+                )),
+            },
+            None => Err(format!("`{text}`: expected BATCHxSEQ, as in 16x1024")),
+        }
+    }
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}x{}", self.batch, self.seq)
+    }
+}
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct BenchSpec {
+    /// The model's shape, with random weights, unless `weights` is given.
+    pub config: LlamaConfig,
+    /// A model file (GGUF or checkpoint) to measure instead.
+    pub weights: Option<PathBuf>,
+    /// Forward passes (no gradient) over whole sequences.
+    pub forward: Vec<Shape>,
+    /// Training steps: every position's next token trained, AdamW.
+    pub train: Vec<Shape>,
+    /// Sequences per forward and backward pass of a training step (the
+    /// gradients of a step's micro-batches are accumulated).
+    pub micro_batch: usize,
+    /// Decoding batch sizes.
+    pub decode: Vec<usize>,
+    /// Prompt tokens per decoded row.
+    pub prompt: usize,
+    /// Tokens sampled per decoded row (no stop token ends a row early).
+    pub new_tokens: usize,
+    /// Timed repetitions of each measurement, after one untimed warm-up
+    /// (which pays for kernel compilation and autotuning on a GPU).
+    pub repeats: usize,
+    pub seed: u64,
+}
+
+impl BenchSpec {
+    /// Fails on settings that would measure nothing.
+    pub fn validate(&self) -> Result<()> {
+        if self.repeats == 0 {
+            bail!("repeats must be at least 1");
+        }
+        if self.micro_batch == 0 {
+            bail!("the micro-batch must be at least 1");
+        }
+        if self.decode.contains(&0) {
+            bail!("decoding batch sizes must be at least 1");
+        }
+        if !self.decode.is_empty() && (self.prompt == 0 || self.new_tokens == 0) {
+            bail!("decoding needs a prompt and new tokens (at least 1 each)");
+        }
+        Ok(())
+    }
+}
+
+/// What a measurement times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Forward,
+    Train,
+    Decode,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Forward => "forward",
+            Phase::Train => "train",
+            Phase::Decode => "decode",
+        }
+    }
+}
+
+/// One measurement: the mean over the timed repetitions.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Measurement {
+    pub phase: Phase,
+    pub batch: usize,
+    /// Sequence length (forward, train); prompt length (decode).
+    pub seq: usize,
+    /// Tokens a repetition processes: every position (forward, train) or
+    /// the sampled tokens (decode, whose time includes the prompt's pass).
+    pub tokens: usize,
+    pub seconds: f64,
+    pub tokens_per_s: f64,
+}
+
+/// Runs `spec` on `accelerator`, handing each measurement to `progress` as
+/// it completes; the backends are instantiated here.
+pub fn run(
+    spec: &BenchSpec,
+    accelerator: Accelerator,
+    progress: &mut dyn FnMut(&Measurement),
+) -> Result<Vec<Measurement>> {
+    spec.validate()?;
+    match accelerator {
+        Accelerator::Cpu => Bench::<CpuTrain>::new(spec, Default::default())?.run(progress),
+        #[cfg(feature = "cuda")]
+        Accelerator::Cuda => {
+            Bench::<crate::train::GpuTrain>::new(spec, crate::cuda_device()?)?.run(progress)
+        }
+        #[cfg(not(feature = "cuda"))]
+        Accelerator::Cuda => {
+            bail!("this forge was built without CUDA: rebuild it with `--features cuda`")
+        }
+    }
+}
+
+struct Bench<'a, B: AutodiffBackend> {
+    spec: &'a BenchSpec,
+    model: Llama<B>,
+    device: B::Device,
+    rng: ChaCha8Rng,
+}
+
+impl<'a, B: AutodiffBackend> Bench<'a, B> {
+    fn new(spec: &'a BenchSpec, device: B::Device) -> Result<Self> {
+        let model = match &spec.weights {
+            Some(path) => Llama::load(path, &device)?,
+            None => Llama::init(spec.config.clone(), spec.seed, &device),
+        };
+        Ok(Self {
+            spec,
+            model,
+            device,
+            rng: ChaCha8Rng::seed_from_u64(spec.seed),
+        })
+    }
+
+    fn run(mut self, progress: &mut dyn FnMut(&Measurement)) -> Result<Vec<Measurement>> {
+        let mut measurements = Vec::new();
+        let mut record = |measurement: Measurement| {
+            progress(&measurement);
+            measurements.push(measurement);
+        };
+        for &shape in &self.spec.forward {
+            record(self.forward(shape));
+        }
+        for &shape in &self.spec.train {
+            record(self.train(shape));
+        }
+        for &batch in &self.spec.decode {
+            record(self.decode(batch));
+        }
+        Ok(measurements)
+    }
+
+    fn tokens(&mut self, count: usize) -> Vec<u32> {
+        let vocab = self.model.config.vocab as u32;
+        (0..count)
+            .map(|_| self.rng.random_range(0..vocab))
+            .collect()
+    }
+
+    /// Times `repeats` calls of `work` after one untimed call; `work` must
+    /// leave the device idle when it returns.
+    fn time(&self, mut work: impl FnMut()) -> f64 {
+        work();
+        let started = Instant::now();
+        for _ in 0..self.spec.repeats {
+            work();
+        }
+        started.elapsed().as_secs_f64() / self.spec.repeats as f64
+    }
+
+    fn measurement(
+        phase: Phase,
+        batch: usize,
+        seq: usize,
+        tokens: usize,
+        seconds: f64,
+    ) -> Measurement {
+        Measurement {
+            phase,
+            batch,
+            seq,
+            tokens,
+            seconds,
+            tokens_per_s: tokens as f64 / seconds,
+        }
+    }
+
+    fn forward(&mut self, shape: Shape) -> Measurement {
+        let model = self.model.valid();
+        let rows: Vec<Vec<u32>> = (0..shape.batch).map(|_| self.tokens(shape.seq)).collect();
+        let rows: Vec<&[u32]> = rows.iter().map(Vec::as_slice).collect();
+        let device = model.device();
+        let seconds = self.time(|| {
+            let logits = model.forward_batch(&rows);
+            sync::<B::InnerBackend>(&device);
+            drop(logits);
+        });
+        Self::measurement(
+            Phase::Forward,
+            shape.batch,
+            shape.seq,
+            shape.batch * shape.seq,
+            seconds,
+        )
+    }
+
+    /// Whole training steps: the gradients of every position's cross-entropy
+    /// (in micro-batches), then an AdamW update, on a copy of the model so
+    /// that later measurements start from the same weights.
+    fn train(&mut self, shape: Shape) -> Measurement {
+        let sequences: Vec<Sequence> = (0..shape.batch)
+            .map(|_| Sequence {
+                tokens: self.tokens(shape.seq + 1),
+                spans: vec![Span {
+                    start: 1,
+                    logprobs: vec![0.0; shape.seq],
+                }],
+            })
+            .collect();
+        let mut optimizer = AdamWConfig::new().init::<B, Llama<B>>();
+        let mut model = self.model.clone();
+        let micro_batch = self.spec.micro_batch;
+        let device = self.device.clone();
+        let seconds = self.time(|| {
+            let (grads, _) = sft_gradients(&model, &sequences, micro_batch);
+            model = optimizer.step(1e-5, model.clone(), grads);
+            sync::<B>(&device);
+        });
+        Self::measurement(
+            Phase::Train,
+            shape.batch,
+            shape.seq,
+            shape.batch * shape.seq,
+            seconds,
+        )
+    }
+
+    /// Sampling `new_tokens` after a `prompt`-token prompt in each of
+    /// `batch` rows (temperature 1, as in rollouts), prompt pass included.
+    fn decode(&mut self, batch: usize) -> Measurement {
+        let model = self.model.valid();
+        let prompts: Vec<Vec<u32>> = (0..batch).map(|_| self.tokens(self.spec.prompt)).collect();
+        let prompts: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
+        let samplings: Vec<Sampling> = (0..batch as u64)
+            .map(|row| Sampling {
+                temperature: 1.0,
+                top_p: 1.0,
+                max_tokens: self.spec.new_tokens,
+                seed: self.spec.seed ^ row,
+            })
+            .collect();
+        let seconds = self.time(|| {
+            // Each step reads the logits back, so the device is idle after.
+            model.generate_batch(&prompts, &samplings, Stop::tokens(&[]));
+        });
+        Self::measurement(
+            Phase::Decode,
+            batch,
+            self.spec.prompt,
+            batch * self.spec.new_tokens,
+            seconds,
+        )
+    }
+}
+
+/// Waits for the device's queued work (timings must include it).
+fn sync<B: Backend>(device: &B::Device) {
+    // A failed sync leaves the timing short, never wrong results; the error
+    // itself surfaces at the next read of a tensor.
+    let _ = B::sync(device);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_parse_and_bad_ones_are_named() {
+        assert_eq!(
+            "16x1024".parse(),
+            Ok(Shape {
+                batch: 16,
+                seq: 1024
+            })
+        );
+        assert_eq!(Shape { batch: 2, seq: 8 }.to_string(), "2x8");
+        let error = "16".parse::<Shape>().unwrap_err();
+        assert!(error.contains("`16`"), "{error}");
+        assert!("0x8".parse::<Shape>().is_err());
+        assert!("4xz".parse::<Shape>().is_err());
+    }
+
+    #[test]
+    fn every_phase_is_measured_on_a_tiny_model() {
+        let spec = BenchSpec {
+            config: LlamaConfig::tiny(64),
+            weights: None,
+            forward: vec![Shape { batch: 2, seq: 8 }],
+            train: vec![Shape { batch: 3, seq: 6 }],
+            micro_batch: 2,
+            decode: vec![1, 3],
+            prompt: 4,
+            new_tokens: 5,
+            repeats: 1,
+            seed: 0,
+        };
+        let mut seen = Vec::new();
+        let measurements =
+            run(&spec, Accelerator::Cpu, &mut |m| seen.push(m.phase)).expect("the bench runs");
+        assert_eq!(
+            seen,
+            [Phase::Forward, Phase::Train, Phase::Decode, Phase::Decode]
+        );
+        let tokens: Vec<usize> = measurements.iter().map(|m| m.tokens).collect();
+        assert_eq!(tokens, [16, 18, 5, 15]);
+        assert!(measurements.iter().all(|m| m.tokens_per_s > 0.0));
+        let zero = BenchSpec { repeats: 0, ..spec };
+        let error = run(&zero, Accelerator::Cpu, &mut |_| {}).unwrap_err();
+        assert!(error.to_string().contains("repeats"), "{error}");
+    }
+}
