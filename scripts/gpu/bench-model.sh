@@ -13,13 +13,20 @@ PYTHON="${PYTHON:-python3}"
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 
-# Each side gets a bounded time, so that one that hangs still leaves the
-# others' figures.
-echo "== forge" >&2
-timeout 300 "$FORGE" bench model --device cuda --json | tee "$OUT/bench-forge.jsonl"
+# Each phase and each side gets a bounded time of its own, so that one that
+# fails or hangs still leaves the others' figures.
+: > "$OUT/bench-forge.jsonl"
+phase() { # seconds, then the arguments that pick the phase
+  local seconds="$1"; shift
+  echo "== forge bench model $*" >&2
+  timeout "$seconds" "$FORGE" bench model --device cuda "$@" --json | tee -a "$OUT/bench-forge.jsonl"
+}
+phase 60 --train none --decode none
+phase 150 --forward none --decode none
+phase 150 --forward none --train none
 for dtype in float32 bfloat16; do
   echo "== torch $dtype" >&2
-  timeout 150 "$PYTHON" "$here/bench_torch.py" --device cuda --dtype "$dtype" | tee "$OUT/bench-torch-$dtype.jsonl"
+  timeout 100 "$PYTHON" "$here/bench_torch.py" --device cuda --dtype "$dtype" | tee "$OUT/bench-torch-$dtype.jsonl"
 done
 
 "$PYTHON" - "$OUT" <<'PY'

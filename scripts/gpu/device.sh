@@ -23,7 +23,8 @@ cuda_env() {
   fi
   export CUDA_PATH="${CUDA_PATH:-/usr/local/cuda}"
   local dirs
-  dirs="$(find "$CUDA_PATH" /usr/local/cuda* /opt /usr/lib -name 'libnvrtc.so*' -printf '%h\n' 2> /dev/null | sort -u | paste -sd:)"
+  dirs="$( (find "$CUDA_PATH" /usr/local /opt /usr/lib -name 'libnvrtc.so*' -printf '%h\n' 2> /dev/null || true) \
+    | sort -u | paste -sd:)"
   export LD_LIBRARY_PATH="${dirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
   echo "CUDA_PATH=$CUDA_PATH"

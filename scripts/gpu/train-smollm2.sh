@@ -38,10 +38,10 @@ config() { # name, then the TOML lines that set the run apart
 run() { # name, its config file (layered over the shared one), time limit
   local name="$1" file="$2" limit="$3"
   # A hard stop well after the time limit, in case one step runs long.
-  timeout $(( limit + 120 )) "$FORGE" train --device "$DEVICE" --time-limit "$limit" \
+  timeout $(( limit + 90 )) "$FORGE" train --device "$DEVICE" --time-limit "$limit" \
     --config "$here/train-smollm2.toml" --config "$file" \
     --run-dir "$OUT/$name" "${env_args[@]}" --json \
-    > "$OUT/$name.log" 2>&1 || echo "$name: exit $?" >&2
+    > "$OUT/$name.log" 2>&1 || { echo "$name: exit $?; the end of its log:" >&2; tail -5 "$OUT/$name.log" >&2; }
   tail -1 "$OUT/$name.log" > "$OUT/$name.summary.json"
 }
 
@@ -62,8 +62,14 @@ echo "== sft" >&2
 monitor "$OUT/gpu-sft.csv"
 run sft "$(config sft "[model]" "init = \"$MODEL\"" "[rl]" "steps = 0")" "$SFT_SECONDS"
 unmonitor "$OUT/gpu-sft.csv"
-sft="$OUT/sft/final"
-[[ -d "$sft" ]] || sft="$OUT/sft/checkpoints/$(cat "$OUT/sft/checkpoints/latest")"
+if [[ -d "$OUT/sft/final" ]]; then
+  sft="$OUT/sft/final"
+elif [[ -f "$OUT/sft/checkpoints/latest" ]]; then
+  sft="$OUT/sft/checkpoints/$(cat "$OUT/sft/checkpoints/latest")"
+else
+  echo "the SFT run left no model to start RL from" >&2
+  exit 1
+fi
 
 rl=(erpo grpo erpo-unstable-masked erpo-unstable-unmasked)
 echo "== ${rl[*]} (in parallel)" >&2

@@ -44,22 +44,20 @@ pub fn load_gpu(path: &std::path::Path) -> Result<GpuModel, LoadError> {
 }
 
 /// The first CUDA device, checked by a round trip through it: the backend
-/// panics deep inside when there is no driver, no GPU or no NVRTC, which
-/// here becomes an error that says so.
+/// panics (on its own device thread) when there is no driver, no GPU or no
+/// NVRTC, which here becomes an error that says what is needed.
 #[cfg(feature = "cuda")]
 pub fn cuda_device() -> anyhow::Result<burn::backend::cuda::CudaDevice> {
     use burn::tensor::Tensor;
     let device = burn::backend::cuda::CudaDevice::default();
-    std::panic::catch_unwind(|| Tensor::<Gpu, 1>::ones([1], &device).into_data())
-        .map_err(|panic| {
-            let reason = panic
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| panic.downcast_ref::<&str>().copied())
-                .unwrap_or("the CUDA backend panicked");
+    std::panic::catch_unwind(|| Tensor::<Gpu, 1>::ones([1], &device).into_data()).map_err(
+        |_| {
             anyhow::anyhow!(
-                "no usable CUDA GPU ({reason}): --device cuda needs an NVIDIA driver, a GPU, and NVRTC with the CUDA headers (CUDA_PATH)"
+                "no usable CUDA GPU: the CUDA backend failed to start (its own message is above); \
+                 --device cuda needs an NVIDIA driver, a GPU, and NVRTC with the CUDA headers \
+                 (under CUDA_PATH)"
             )
-        })?;
+        },
+    )?;
     Ok(device)
 }

@@ -575,21 +575,30 @@ fn rms_norm<B: Backend>(x: Tensor<B, 2>, weight: Tensor<B, 1>, eps: f64) -> Tens
 /// not see key j — a later column, or the row's left padding (a padding
 /// column sees itself only, so that its softmax stays finite: a NaN there
 /// would reach real positions through `0 · NaN` in the value product).
+/// Built on the device from the column indices: a prompt pass of many long
+/// rows would otherwise build and upload a mask of rows × n × (start + n)
+/// values on the host.
 fn attention_mask<B: Backend>(
     n: usize,
     start: usize,
     pads: &[usize],
     device: &B::Device,
 ) -> Tensor<B, 4, Bool> {
-    let mask: Vec<bool> = pads
-        .iter()
-        .flat_map(|&pad| {
-            (0..n).flat_map(move |i| {
-                (0..start + n).map(move |j| j > start + i || (j < pad && j != start + i))
-            })
-        })
-        .collect();
-    Tensor::from_data(TensorData::new(mask, [pads.len(), 1, n, start + n]), device)
+    let (rows, total) = (pads.len(), start + n);
+    let shape = [rows, 1, n, total];
+    let queries = Tensor::<B, 1, Int>::arange(start as i64..total as i64, device)
+        .reshape([1, 1, n, 1])
+        .expand(shape);
+    let keys = Tensor::<B, 1, Int>::arange(0..total as i64, device)
+        .reshape([1, 1, 1, total])
+        .expand(shape);
+    let pads = pads.iter().map(|&pad| pad as i64).collect();
+    let pads = Tensor::<B, 1, Int>::from_data(TensorData::new(pads, [rows]), device)
+        .reshape([rows, 1, 1, 1])
+        .expand(shape);
+    let later = keys.clone().greater(queries.clone());
+    let padding = keys.clone().lower(pads).bool_and(keys.not_equal(queries));
+    later.bool_or(padding)
 }
 
 /// A GGUF file's tensors under their Hugging Face names, dequantized to f32,
