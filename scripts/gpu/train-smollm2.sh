@@ -13,8 +13,11 @@
 #   FORGE=target/release/forge MODEL=SmolLM2-135M-Instruct.Q4_1.gguf \
 #     ENVS=dir-of-bundles OUT=dir scripts/gpu/train-smollm2.sh
 # Time limits (seconds): SFT_SECONDS (default 120), RL_SECONDS (180).
-# DEVICE=cpu with MODEL=tiny and a small environment tries the script's
-# plumbing on a CPU.
+# EXTRA_CONFIG names a TOML file layered over the shared settings (each
+# run's own come last).
+# DEVICE=cpu with MODEL=tiny, a small environment and a small EXTRA_CONFIG
+# tries the script's plumbing on a CPU (the test
+# `train::the_gpu_training_script_runs_on_the_cpu` does).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 FORGE="${FORGE:-target/release/forge}"
@@ -35,11 +38,11 @@ config() { # name, then the TOML lines that set the run apart
   echo "$file"
 }
 
-run() { # name, its config file (layered over the shared one), time limit
+run() { # name, its config file (layered over the shared ones), time limit
   local name="$1" file="$2" limit="$3"
   # A hard stop well after the time limit, in case one step runs long.
   timeout $(( limit + 90 )) "$FORGE" train --device "$DEVICE" --time-limit "$limit" \
-    --config "$here/train-smollm2.toml" --config "$file" \
+    --config "$here/train-smollm2.toml" ${EXTRA_CONFIG:+--config "$EXTRA_CONFIG"} --config "$file" \
     --run-dir "$OUT/$name" "${env_args[@]}" --json \
     > "$OUT/$name.log" 2>&1 || { echo "$name: exit $?; the end of its log:" >&2; tail -5 "$OUT/$name.log" >&2; }
   tail -1 "$OUT/$name.log" > "$OUT/$name.summary.json"

@@ -55,11 +55,16 @@ pub fn sandbox(limits: Limits) -> (Sandbox, tempfile::TempDir) {
     (sandbox, cache)
 }
 
+/// The component cache of the tests' `forge` runs.
+pub fn forge_cache_dir() -> PathBuf {
+    target_dir().join("forge-test-cache")
+}
+
 /// Runs the `forge` binary with a private component cache.
 pub fn forge(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_forge"))
         .args(args)
-        .env("FORGE_CACHE_DIR", target_dir().join("forge-test-cache"))
+        .env("FORGE_CACHE_DIR", forge_cache_dir())
         .output()
         .expect("running forge")
 }

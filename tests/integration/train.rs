@@ -1,7 +1,8 @@
 //! `forge train` end to end on the CPU: the smoke run trains SFT then ERPO, an interrupted
-//! run resumes exactly, bad configs and run directories are refused clearly.
+//! run resumes exactly, bad configs and run directories are refused clearly, and the
+//! prepared GPU run's script works (on a tiny model).
 
-use crate::common::{forge, json_lines, stderr, stdout};
+use crate::common::{forge, forge_cache_dir, json_lines, stderr, stdout};
 use serde_json::Value;
 use std::path::Path;
 
@@ -293,4 +294,69 @@ fn bad_configs_and_run_directories_are_refused_clearly() {
             "--stage {stage}"
         );
     }
+}
+
+#[test]
+fn the_gpu_training_script_runs_on_the_cpu() {
+    // Its plumbing, with a tiny model and a small overlay: SFT under a time
+    // limit, then four RL runs from the SFT model side by side, then the table.
+    let dir = tempfile::tempdir().unwrap();
+    let envs = dir.path().join("envs");
+    let output = forge(&[
+        "synth",
+        "env-templates/train/lamps.toml",
+        "--out",
+        envs.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let small = dir.path().join("small.toml");
+    std::fs::write(
+        &small,
+        "[tasks]\nheldout_fraction = 0.1\nmax_turns = 3\n[sft]\nsteps = 2\nbatch = 2\n\
+         [rl]\nsteps = 1\ntasks_per_step = 1\nrollouts = 2\nmax_draw_factor = 1\n\
+         max_new_tokens = 8\n[eval]\nmax_new_tokens = 8\n",
+    )
+    .unwrap();
+    let runs = dir.path().join("runs");
+    let output = std::process::Command::new("bash")
+        .arg("scripts/gpu/train-smollm2.sh")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("FORGE", env!("CARGO_BIN_EXE_forge"))
+        .env("FORGE_CACHE_DIR", forge_cache_dir())
+        .env("MODEL", "tiny")
+        .env("ENVS", &envs)
+        .env("OUT", &runs)
+        .env("DEVICE", "cpu")
+        .env("EXTRA_CONFIG", &small)
+        .output()
+        .unwrap();
+    let table = stdout(&output);
+    assert!(output.status.success(), "{table}{}", stderr(&output));
+    for (run, steps) in [
+        ("sft", 2),
+        ("erpo", 1),
+        ("grpo", 1),
+        ("erpo-unstable-masked", 1),
+        ("erpo-unstable-unmasked", 1),
+    ] {
+        let row = table
+            .lines()
+            .find(|line| line.split_whitespace().next() == Some(run))
+            .unwrap_or_else(|| panic!("no row for {run}:\n{table}"));
+        assert_eq!(
+            row.split_whitespace().nth(1),
+            Some(steps.to_string().as_str()),
+            "{row}"
+        );
+    }
+    let grpo: toml::Table =
+        toml::from_str(&std::fs::read_to_string(runs.join("grpo/config.toml")).unwrap()).unwrap();
+    assert_eq!(grpo["rl"]["scaling"].as_str(), Some("grpo"));
+    assert!(
+        grpo["model"]["init"]
+            .as_str()
+            .unwrap()
+            .ends_with("sft/final"),
+        "the RL runs start from the SFT model: {grpo}"
+    );
 }
