@@ -14,19 +14,20 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 
 # Each phase and each side gets a bounded time of its own, so that one that
-# fails or hangs still leaves the others' figures.
+# fails or hangs still leaves the others' figures (the first phase also pays
+# for compiling and autotuning the kernels); about 410 s at most in all.
 : > "$OUT/bench-forge.jsonl"
 phase() { # seconds, then the arguments that pick the phase
   local seconds="$1"; shift
   echo "== forge bench model $*" >&2
   timeout "$seconds" "$FORGE" bench model --device cuda "$@" --json | tee -a "$OUT/bench-forge.jsonl"
 }
-phase 60 --train none --decode none
-phase 150 --forward none --decode none
-phase 150 --forward none --train none
+phase 75 --train none --decode none
+phase 100 --forward none --decode none
+phase 100 --forward none --train none
 for dtype in float32 bfloat16; do
   echo "== torch $dtype" >&2
-  timeout 100 "$PYTHON" "$here/bench_torch.py" --device cuda --dtype "$dtype" | tee "$OUT/bench-torch-$dtype.jsonl"
+  timeout 65 "$PYTHON" "$here/bench_torch.py" --device cuda --dtype "$dtype" | tee "$OUT/bench-torch-$dtype.jsonl"
 done
 
 "$PYTHON" - "$OUT" <<'PY'
@@ -48,7 +49,7 @@ f32 = load("bench-torch-float32.jsonl")
 bf16 = load("bench-torch-bfloat16.jsonl")
 cell = lambda value: f"{value:>12,.0f}" if value else f"{'-':>12}"
 ratio = lambda a, b: f"{a / b:>9.2f}x" if a and b else f"{'-':>10}"
-print(f"{'phase':<8} {'shape':<12} {'forge f32':>12} {'torch f32':>12} {'torch bf16':>12} {'vs f32':>10} {'vs bf16':>10}   (tokens/s)")
+print(f"{'phase':<8} {'shape':<12} {'forge f32':>12} {'torch tf32':>12} {'torch bf16':>12} {'vs tf32':>10} {'vs bf16':>10}   (tokens/s)")
 for key in sorted(set(forge) | set(f32) | set(bf16), key=lambda k: (["forward", "train", "decode"].index(k[0]), k[1], k[2])):
     phase, batch, seq = key
     shape = f"{batch}x{seq}" if phase != "decode" else f"b{batch} p{seq}"

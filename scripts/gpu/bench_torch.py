@@ -5,6 +5,8 @@ SmolLM2-135M's shape with random weights (transformers' LlamaForCausalLM,
 eager PyTorch, no compilation): a forward pass, a training step (forward,
 backward, AdamW; micro-batches with accumulated gradients) and sampling with
 `generate` (temperature 1, every row producing exactly --new-tokens tokens).
+float32 runs its matrix products on TF32 tensor cores, as burn's CUDA
+backend does.
 Each measurement is the mean of --repeats timed repetitions after one
 warm-up, printed as a JSON line with the same fields as
 `forge bench model --json` (plus the framework and dtype).
@@ -38,7 +40,7 @@ def main():
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--attention", choices=["sdpa", "eager"], default="sdpa")
-    parser.add_argument("--forward", type=shapes, default=shapes("1x128"))
+    parser.add_argument("--forward", type=shapes, default=shapes("1x128,16x1024"))
     parser.add_argument("--train", type=shapes, default=shapes("16x1024,64x1024"))
     parser.add_argument("--micro-batch", type=int, default=16)
     parser.add_argument("--decode", type=sizes, default=sizes("1,32,256"))
@@ -48,6 +50,10 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
+    # burn's CUDA matmul runs f32 inputs on TF32 tensor cores; PyTorch's
+    # float32 does the same here, so that the two compare like for like.
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
     torch.manual_seed(args.seed)
     device = torch.device(args.device)
     dtype = getattr(torch, args.dtype)

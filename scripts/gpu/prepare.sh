@@ -6,7 +6,7 @@
 # payload is split over two calls (see scripts/gpu/README.md):
 #   .gpu/a  forge built with CUDA (stripped, xz), the synthesized
 #           environments, and the model's first part;
-#   .gpu/b  the model's second part.
+#   .gpu/b  the model's second part (both calls carry about the same).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CUDARC_CUDA_VERSION="${CUDARC_CUDA_VERSION:-13000}"
@@ -21,14 +21,23 @@ xz -T0 -9 -c .gpu/forge > .gpu/a/forge.xz && rm .gpu/forge
 "$forge" synth --all --out .gpu/envs > /dev/null
 tar -C .gpu -cJf .gpu/a/envs.tar.xz envs && rm -rf .gpu/envs
 
-# The first part fills call a up to 56 MiB with everything else in it; the
-# rest of the model goes in call b. The checksum travels in both.
-tree=$(git ls-files -z | xargs -0 cat | wc -c)
-used=$(( tree + $(stat -c %s .gpu/a/forge.xz) + $(stat -c %s .gpu/a/envs.tar.xz) ))
-first=$(( 56 * 1024 * 1024 - used ))
-(( first > 0 )) || { echo "call a is full before the model: $used bytes" >&2; exit 1; }
+# Each call carries the working tree (tracked files and untracked ones git
+# does not ignore) plus its part; the model is split so that both calls
+# carry about the same, and each must stay under the limit.
+limit=$(( 62 * 1024 * 1024 ))
+tree=$( { git ls-files -z; git ls-files -z --others --exclude-standard; } \
+  | xargs -0 stat -c %s 2> /dev/null | awk '{ sum += $1 } END { print sum + 0 }')
+size() { stat -c %s "$@" | awk '{ sum += $1 } END { print sum + 0 }'; }
+extra=$(size .gpu/a/forge.xz .gpu/a/envs.tar.xz)
+model_size=$(size "$model")
+first=$(( (model_size - extra) / 2 ))
+(( first > 0 )) || { echo "call a is full before the model: $extra bytes" >&2; exit 1; }
 head -c "$first" "$model" > .gpu/a/model.part1
 tail -c +"$(( first + 1 ))" "$model" > .gpu/b/model.part2
 (cd "$(dirname "$model")" && sha256sum "$(basename "$model")") | awk '{print $1"  model.gguf"}' \
   | tee .gpu/a/model.sha256 > .gpu/b/model.sha256
-du -b .gpu/a .gpu/b | awk '{printf "%s %.1f MiB\n", $2, $1 / 1048576}'
+for call in a b; do
+  total=$(( tree + $(size .gpu/$call/*) ))
+  awk -v call="$call" -v total="$total" 'BEGIN { printf "call %s carries %.1f MiB\n", call, total / 1048576 }'
+  (( total <= limit )) || { echo "call $call is over $(( limit >> 20 )) MiB" >&2; exit 1; }
+done

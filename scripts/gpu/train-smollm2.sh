@@ -12,7 +12,9 @@
 # by hand:
 #   FORGE=target/release/forge MODEL=SmolLM2-135M-Instruct.Q4_1.gguf \
 #     ENVS=dir-of-bundles OUT=dir scripts/gpu/train-smollm2.sh
-# Time limits (seconds): SFT_SECONDS (default 120), RL_SECONDS (180).
+# Time limits (whole seconds): SFT_SECONDS (default 100), RL_SECONDS (150);
+# a run stops before a step that would end past its limit, and is killed
+# 75 s after it.
 # EXTRA_CONFIG names a TOML file layered over the shared settings (each
 # run's own come last).
 # DEVICE=cpu with MODEL=tiny, a small environment and a small EXTRA_CONFIG
@@ -24,8 +26,8 @@ FORGE="${FORGE:-target/release/forge}"
 MODEL="${MODEL:?the SmolLM2 GGUF (forge model fetch prints its path)}"
 ENVS="${ENVS:?a directory of synthesized bundles (forge synth --all --out DIR)}"
 OUT="${OUT:-gpu-runs}"
-SFT_SECONDS="${SFT_SECONDS:-120}"
-RL_SECONDS="${RL_SECONDS:-180}"
+SFT_SECONDS="${SFT_SECONDS:-100}"
+RL_SECONDS="${RL_SECONDS:-150}"
 DEVICE="${DEVICE:-cuda}"
 mkdir -p "$OUT"
 
@@ -39,14 +41,20 @@ config() { # name, then the TOML lines that set the run apart
 }
 
 run() { # name, its config file (layered over the shared ones), time limit
-  local name="$1" file="$2" limit="$3"
-  # A hard stop well after the time limit, in case one step runs long.
-  timeout $(( limit + 90 )) "$FORGE" train --device "$DEVICE" --time-limit "$limit" \
+  local name="$1" file="$2" limit="$3" status=0
+  # A hard stop after the time limit, for a step or evaluation that runs
+  # long (the checkpoint is written before the last evaluation).
+  timeout $(( limit + 75 )) "$FORGE" train --device "$DEVICE" --time-limit "$limit" \
     --config "$here/train-smollm2.toml" ${EXTRA_CONFIG:+--config "$EXTRA_CONFIG"} --config "$file" \
-    --run-dir "$OUT/$name" "${env_args[@]}" --json \
-    > "$OUT/$name.log" 2>&1 || { echo "$name: exit $?; the end of its log:" >&2; tail -5 "$OUT/$name.log" >&2; }
-  tail -1 "$OUT/$name.log" > "$OUT/$name.summary.json"
+    --run-dir "$OUT/$name" "${env_args[@]}" --json > "$OUT/$name.log" 2>&1 || status=$?
+  if (( status )); then
+    echo "$name: exit $status; the end of its log:" >&2
+    tail -5 "$OUT/$name.log" >&2
+  fi
+  (grep '^{' "$OUT/$name.log" || true) | tail -1 > "$OUT/$name.summary.json"
+  return "$status"
 }
+failed=0
 
 # The GPU's utilisation and memory once a second, per phase (the share of
 # wall time the GPU is busy).
@@ -63,7 +71,7 @@ unmonitor() { # file
 
 echo "== sft" >&2
 monitor "$OUT/gpu-sft.csv"
-run sft "$(config sft "[model]" "init = \"$MODEL\"" "[rl]" "steps = 0")" "$SFT_SECONDS"
+run sft "$(config sft "[model]" "init = \"$MODEL\"" "[rl]" "steps = 0")" "$SFT_SECONDS" || failed=1
 unmonitor "$OUT/gpu-sft.csv"
 if [[ -d "$OUT/sft/final" ]]; then
   sft="$OUT/sft/final"
@@ -78,13 +86,14 @@ rl=(erpo grpo erpo-unstable-masked erpo-unstable-unmasked)
 echo "== ${rl[*]} (in parallel)" >&2
 monitor "$OUT/gpu-rl.csv"
 from=("[model]" "init = \"$sft\"" "[sft]" "steps = 0" "[eval]" "every = 3")
-run erpo "$(config erpo "${from[@]}" "[rl]" 'scaling = "erpo"')" "$RL_SECONDS" &
-run grpo "$(config grpo "${from[@]}" "[rl]" 'scaling = "grpo"')" "$RL_SECONDS" &
+pids=()
+run erpo "$(config erpo "${from[@]}" "[rl]" 'scaling = "erpo"')" "$RL_SECONDS" & pids+=($!)
+run grpo "$(config grpo "${from[@]}" "[rl]" 'scaling = "grpo"')" "$RL_SECONDS" & pids+=($!)
 run erpo-unstable-masked "$(config erpo-unstable-masked "${from[@]}" \
-  "[rl]" "user_instability = 0.2" "masking = true")" "$RL_SECONDS" &
+  "[rl]" "user_instability = 0.2" "masking = true")" "$RL_SECONDS" & pids+=($!)
 run erpo-unstable-unmasked "$(config erpo-unstable-unmasked "${from[@]}" \
-  "[rl]" "user_instability = 0.2" "masking = false")" "$RL_SECONDS" &
-wait
+  "[rl]" "user_instability = 0.2" "masking = false")" "$RL_SECONDS" & pids+=($!)
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
 unmonitor "$OUT/gpu-rl.csv"
 
 python3 - "$OUT" sft "${rl[@]}" <<'PY'
@@ -99,8 +108,9 @@ for name in names:
     rl = [l for l in lines if l["kind"] == "rl"]
     steps = [l for l in lines if l["kind"] in ("sft", "rl")]
     mean = lambda key, rows: sum(r.get(key, 0) for r in rows) / max(len(rows), 1)
-    first = evals[0]["heldout_success"] if evals else float("nan")
-    last = evals[-1]["heldout_success"] if evals else float("nan")
+    success = [e["heldout_success"] for e in evals if e.get("heldout_success") is not None]
+    first = success[0] if success else float("nan")
+    last = success[-1] if success else float("nan")
     seconds = sum(l.get("seconds", 0) for l in lines)
     print(f"{name:<24} {len(steps):>5} {first:>7.3f} {last:>7.3f} {mean('reward', rl):>10.3f} "
           f"{mean('masked_share', rl):>7.3f} {mean('rollout_tokens_per_s', rl):>14.0f} "
@@ -123,5 +133,7 @@ for name in names:
     path = out / name / "metrics.jsonl"
     if path.exists():
         evals = [json.loads(l) for l in path.read_text().splitlines()]
-        print(f"  {name}: " + ", ".join(f"{e['step']}:{e['heldout_success']:.3f}" for e in evals if e["kind"] == "eval"))
+        print(f"  {name}: " + ", ".join(f"{e['step']}:{e['heldout_success']:.3f}" for e in evals
+                                        if e["kind"] == "eval" and e.get("heldout_success") is not None))
 PY
+exit "$failed"

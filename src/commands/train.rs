@@ -47,9 +47,9 @@ pub struct TrainArgs {
     /// long runs in bounded jobs.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_steps: Option<u64>,
-    /// Stop after the step during which this many seconds have passed,
-    /// with an evaluation and a checkpoint to `--resume` from: runs that
-    /// must fit a time slot.
+    /// Stop once the next step, if it took as long as the last, would end
+    /// after this many seconds, with a checkpoint to `--resume` from and an
+    /// evaluation: runs that must fit a time slot.
     #[arg(long, value_name = "SECS")]
     time_limit: Option<f64>,
     /// Where to train: the CPU, or the first CUDA GPU (a forge built with
@@ -140,7 +140,7 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
             .time_limit
             .map(Duration::try_from_secs_f64)
             .transpose()
-            .context("--time-limit must be a number of seconds, at least 0")?,
+            .context("--time-limit must be a finite number of seconds, at least 0")?,
         accelerator: args.device.accelerator(),
     };
     let summary = train(spec, &mut observer)?;

@@ -23,7 +23,7 @@ pub struct ModelBenchArgs {
     #[arg(long)]
     model: Option<String>,
     /// Forward passes, BATCHxSEQ, comma-separated, or `none`
-    /// [default: 1x128].
+    /// [default: 1x128,16x1024 on cuda; 1x128 on cpu].
     #[arg(long, value_name = "SHAPES")]
     forward: Option<List<Shape>>,
     /// Training steps (forward, backward, AdamW), BATCHxSEQ, or `none`
@@ -90,7 +90,8 @@ pub fn run(args: ModelBenchArgs) -> Result<ExitCode> {
             .as_deref()
             .map(crate::commands::model::resolve)
             .transpose()?,
-        forward: shapes(args.forward, "1x128".into()).map_err(anyhow::Error::msg)?,
+        forward: shapes(args.forward, pick("1x128,16x1024", "1x128"))
+            .map_err(anyhow::Error::msg)?,
         train: shapes(args.train, pick("16x1024,64x1024", "2x128")).map_err(anyhow::Error::msg)?,
         micro_batch: args.micro_batch,
         decode: match args.decode {

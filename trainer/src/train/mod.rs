@@ -162,8 +162,8 @@ pub struct RunSpec<'a> {
     pub resume: bool,
     /// Stop after this many steps (with a checkpoint).
     pub max_steps: Option<usize>,
-    /// Stop after the step during which this much time has passed (with an
-    /// evaluation and a checkpoint).
+    /// Stop once the next step, if it took as long as the last, would end
+    /// after this much time (with a checkpoint and an evaluation).
     pub time_limit: Option<Duration>,
     pub accelerator: Accelerator,
 }
@@ -183,7 +183,8 @@ pub fn train(spec: RunSpec<'_>, observer: &mut dyn Observer) -> Result<Summary> 
     } = spec;
     let limits = Limits {
         max_steps,
-        deadline: time_limit.map(|limit| Instant::now() + limit),
+        // A limit too far off to represent is no limit.
+        deadline: time_limit.and_then(|limit| Instant::now().checked_add(limit)),
     };
     match accelerator {
         Accelerator::Cpu => {
@@ -207,7 +208,7 @@ pub fn train(spec: RunSpec<'_>, observer: &mut dyn Observer) -> Result<Summary> 
 pub struct Limits {
     /// After this many more steps.
     pub max_steps: Option<usize>,
-    /// After the step during which this moment passes.
+    /// Before a step that, taking as long as the last, would end after this.
     pub deadline: Option<Instant>,
 }
 
@@ -384,10 +385,12 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             if step == sft_steps && stage == Stage::Rl {
                 self.start_rl()?;
             }
+            let step_started = Instant::now();
             let metrics = match stage {
                 Stage::Sft => self.sft_step(&sft_data, step)?,
                 Stage::Rl => self.rl_step(step - sft_steps)?,
             };
+            let step_time = step_started.elapsed();
             self.position.step += 1;
             self.record(&metrics, observer)?;
             let done = self.position.step;
@@ -396,17 +399,22 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 Stage::Sft => done,
                 Stage::Rl => done - sft_steps,
             };
-            let out_of_time = limits
-                .deadline
-                .is_some_and(|deadline| Instant::now() >= deadline);
-            if stage_end || out_of_time || every(stage_step, self.config.eval.every) {
+            let out_of_time = done < total
+                && limits
+                    .deadline
+                    .is_some_and(|deadline| Instant::now() + step_time >= deadline);
+            if out_of_time {
+                // The checkpoint first: it is what a resumed run needs, should
+                // the process be stopped from outside during the evaluation.
+                self.save_checkpoint(observer)?;
+                self.evaluate(observer)?;
+                break;
+            }
+            if stage_end || every(stage_step, self.config.eval.every) {
                 self.evaluate(observer)?;
             }
-            if stage_end || out_of_time || every(done, self.config.checkpoint_every) {
+            if stage_end || every(done, self.config.checkpoint_every) {
                 self.save_checkpoint(observer)?;
-            }
-            if out_of_time {
-                break;
             }
         }
         let complete = self.position.step == total;
