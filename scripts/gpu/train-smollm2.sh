@@ -85,7 +85,8 @@ fi
 rl=(erpo grpo erpo-unstable-masked erpo-unstable-unmasked)
 echo "== ${rl[*]} (in parallel)" >&2
 monitor "$OUT/gpu-rl.csv"
-from=("[model]" "init = \"$sft\"" "[sft]" "steps = 0" "[eval]" "every = 3")
+# The RL runs' starting point is the SFT run's final evaluation.
+from=("[model]" "init = \"$sft\"" "[sft]" "steps = 0" "[eval]" "every = 3" "at_start = false")
 pids=()
 run erpo "$(config erpo "${from[@]}" "[rl]" 'scaling = "erpo"')" "$RL_SECONDS" & pids+=($!)
 run grpo "$(config grpo "${from[@]}" "[rl]" 'scaling = "grpo"')" "$RL_SECONDS" & pids+=($!)
@@ -109,7 +110,10 @@ for name in names:
     steps = [l for l in lines if l["kind"] in ("sft", "rl")]
     mean = lambda key, rows: sum(r.get(key, 0) for r in rows) / max(len(rows), 1)
     success = [e["heldout_success"] for e in evals if e.get("heldout_success") is not None]
-    first = success[0] if success else float("nan")
+    if name == "sft":
+        after_sft = success[-1] if success else float("nan")
+    # An RL run starts where the SFT run ended.
+    first = success[0] if name == "sft" and success else after_sft
     last = success[-1] if success else float("nan")
     seconds = sum(l.get("seconds", 0) for l in lines)
     print(f"{name:<24} {len(steps):>5} {first:>7.3f} {last:>7.3f} {mean('reward', rl):>10.3f} "
@@ -133,7 +137,8 @@ for name in names:
     path = out / name / "metrics.jsonl"
     if path.exists():
         evals = [json.loads(l) for l in path.read_text().splitlines()]
-        print(f"  {name}: " + ", ".join(f"{e['step']}:{e['heldout_success']:.3f}" for e in evals
+        start = "" if name == "sft" else f"0:{after_sft:.3f}, "
+        print(f"  {name}: " + start + ", ".join(f"{e['step']}:{e['heldout_success']:.3f}" for e in evals
                                         if e["kind"] == "eval" and e.get("heldout_success") is not None))
 PY
 exit "$failed"

@@ -157,16 +157,15 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
             args.run_dir.display()
         );
     } else {
+        let before = summary
+            .heldout_success_before
+            .map_or(String::new(), |value| format!("before {value:.3}, "));
         let after_sft = summary
             .heldout_success_after_sft
-            .map_or(String::new(), |value| format!(", after SFT {value:.3}"));
+            .map_or(String::new(), |value| format!("after SFT {value:.3}, "));
         println!(
-            "{} steps in {:.0} s; held-out success ({} tasks): before {:.3}{after_sft}, after {:.3}",
-            summary.steps,
-            summary.seconds,
-            summary.heldout_tasks,
-            summary.heldout_success_before,
-            summary.heldout_success_after
+            "{} steps in {:.0} s; held-out success ({} tasks): {before}{after_sft}after {:.3}",
+            summary.steps, summary.seconds, summary.heldout_tasks, summary.heldout_success_after
         );
         println!(
             "model: {}\ncurves: {}\nmetrics: {}",

@@ -255,6 +255,9 @@ pub struct EvalSection {
     pub every: usize,
     /// Most tokens per policy turn (decoding is greedy).
     pub max_new_tokens: usize,
+    /// Evaluate before the first step: the baseline. Runs that start from a
+    /// model evaluated already (RL from an SFT run's model) can skip it.
+    pub at_start: bool,
 }
 
 impl Default for EvalSection {
@@ -262,6 +265,7 @@ impl Default for EvalSection {
         Self {
             every: 25,
             max_new_tokens: 256,
+            at_start: true,
         }
     }
 }
@@ -310,6 +314,7 @@ impl TrainConfig {
             eval: EvalSection {
                 every: 100,
                 max_new_tokens: 96,
+                at_start: true,
             },
             checkpoint_every: 50,
             ..Self::default()

@@ -134,7 +134,9 @@ pub struct Summary {
     pub total_steps: usize,
     pub complete: bool,
     pub heldout_tasks: usize,
-    pub heldout_success_before: f64,
+    /// Before the first step (absent when `eval.at_start` is off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heldout_success_before: Option<f64>,
     /// After the SFT stage (absent without one).
     pub heldout_success_after_sft: Option<f64>,
     /// At the latest evaluation (the end of a complete run).
@@ -359,7 +361,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let stop_at = limits.max_steps.map(|steps| self.position.step + steps);
         let sft_steps = self.config.sft.steps;
         let total = self.total_steps();
-        if self.position.step == 0 {
+        if self.position.step == 0 && self.config.eval.at_start {
             self.evaluate(observer)?;
         }
         let sft_data = if self.position.step < sft_steps {
@@ -439,7 +441,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             total_steps: total,
             complete,
             heldout_tasks: self.heldout_tasks(),
-            heldout_success_before: success_at(0).unwrap_or_default(),
+            heldout_success_before: success_at(0),
             heldout_success_after_sft: (sft_steps > 0).then(|| success_at(sft_steps)).flatten(),
             heldout_success_after: latest.unwrap_or_default(),
             final_model: complete.then_some(final_model),
