@@ -102,19 +102,23 @@ import json, pathlib, sys
 out, names = pathlib.Path(sys.argv[1]), sys.argv[2:]
 print(f"{'run':<24} {'steps':>5} {'before':>7} {'after':>7} {'rl reward':>10} {'masked':>7} "
       f"{'rollout tok/s':>14} {'train tok/s':>12} {'s':>6}")
+curves = {}
 for name in names:
     path = out / name / "metrics.jsonl"
     lines = [json.loads(l) for l in path.read_text().splitlines()] if path.exists() else []
-    evals = [l for l in lines if l["kind"] == "eval"]
     rl = [l for l in lines if l["kind"] == "rl"]
     steps = [l for l in lines if l["kind"] in ("sft", "rl")]
     mean = lambda key, rows: sum(r.get(key, 0) for r in rows) / max(len(rows), 1)
-    success = [e["heldout_success"] for e in evals if e.get("heldout_success") is not None]
+    evals = [(l["step"], l["heldout_success"]) for l in lines
+             if l["kind"] == "eval" and l.get("heldout_success") is not None]
     if name == "sft":
-        after_sft = success[-1] if success else float("nan")
-    # An RL run starts where the SFT run ended.
-    first = success[0] if name == "sft" and success else after_sft
-    last = success[-1] if success else float("nan")
+        after_sft = evals[-1][1] if evals else float("nan")
+    else:
+        # An RL run starts where the SFT run ended.
+        evals.insert(0, (0, after_sft))
+    curves[name] = evals
+    first = evals[0][1] if evals else float("nan")
+    last = evals[-1][1] if evals else float("nan")
     seconds = sum(l.get("seconds", 0) for l in lines)
     print(f"{name:<24} {len(steps):>5} {first:>7.3f} {last:>7.3f} {mean('reward', rl):>10.3f} "
           f"{mean('masked_share', rl):>7.3f} {mean('rollout_tokens_per_s', rl):>14.0f} "
@@ -133,12 +137,7 @@ for phase in ["sft", "rl"]:
         peak = max(s[1] for s in samples) / 1024
         print(f"GPU during {phase}: {busy:.0f}% busy on average over {len(samples)} s, peak memory {peak:.1f} GiB")
 print("\nheld-out success by step (the curves):")
-for name in names:
-    path = out / name / "metrics.jsonl"
-    if path.exists():
-        evals = [json.loads(l) for l in path.read_text().splitlines()]
-        start = "" if name == "sft" else f"0:{after_sft:.3f}, "
-        print(f"  {name}: " + start + ", ".join(f"{e['step']}:{e['heldout_success']:.3f}" for e in evals
-                                        if e["kind"] == "eval" and e.get("heldout_success") is not None))
+for name, evals in curves.items():
+    print(f"  {name}: " + ", ".join(f"{step}:{success:.3f}" for step, success in evals))
 PY
 exit "$failed"

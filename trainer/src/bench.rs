@@ -132,6 +132,30 @@ pub struct Measurement {
     pub tokens_per_s: f64,
 }
 
+impl Measurement {
+    fn new(phase: Phase, batch: usize, seq: usize, tokens: usize, seconds: f64) -> Self {
+        Self {
+            phase,
+            batch,
+            seq,
+            tokens,
+            seconds,
+            tokens_per_s: tokens as f64 / seconds,
+        }
+    }
+
+    /// A measurement over every position of `shape`.
+    fn whole(phase: Phase, shape: Shape, seconds: f64) -> Self {
+        Self::new(
+            phase,
+            shape.batch,
+            shape.seq,
+            shape.batch * shape.seq,
+            seconds,
+        )
+    }
+}
+
 /// Runs `spec` on `accelerator`, handing each measurement to `progress` as
 /// it completes; the backends are instantiated here.
 pub fn run(
@@ -156,7 +180,6 @@ pub fn run(
 struct Bench<'a, B: AutodiffBackend> {
     spec: &'a BenchSpec,
     model: Llama<B>,
-    device: B::Device,
     rng: ChaCha8Rng,
 }
 
@@ -169,7 +192,6 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
         Ok(Self {
             spec,
             model,
-            device,
             rng: ChaCha8Rng::seed_from_u64(spec.seed),
         })
     }
@@ -210,23 +232,6 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
         started.elapsed().as_secs_f64() / self.spec.repeats as f64
     }
 
-    fn measurement(
-        phase: Phase,
-        batch: usize,
-        seq: usize,
-        tokens: usize,
-        seconds: f64,
-    ) -> Measurement {
-        Measurement {
-            phase,
-            batch,
-            seq,
-            tokens,
-            seconds,
-            tokens_per_s: tokens as f64 / seconds,
-        }
-    }
-
     fn forward(&mut self, shape: Shape) -> Measurement {
         let model = self.model.valid();
         let rows: Vec<Vec<u32>> = (0..shape.batch).map(|_| self.tokens(shape.seq)).collect();
@@ -237,13 +242,7 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
             sync::<B::InnerBackend>(&device);
             drop(logits);
         });
-        Self::measurement(
-            Phase::Forward,
-            shape.batch,
-            shape.seq,
-            shape.batch * shape.seq,
-            seconds,
-        )
+        Measurement::whole(Phase::Forward, shape, seconds)
     }
 
     /// Whole training steps: the gradients of every position's cross-entropy
@@ -262,19 +261,13 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
         let mut optimizer = AdamWConfig::new().init::<B, Llama<B>>();
         let mut model = self.model.clone();
         let micro_batch = self.spec.micro_batch;
-        let device = self.device.clone();
+        let device = model.device();
         let seconds = self.time(|| {
             let (grads, _) = sft_gradients(&model, &sequences, micro_batch);
             model = optimizer.step(1e-5, model.clone(), grads);
             sync::<B>(&device);
         });
-        Self::measurement(
-            Phase::Train,
-            shape.batch,
-            shape.seq,
-            shape.batch * shape.seq,
-            seconds,
-        )
+        Measurement::whole(Phase::Train, shape, seconds)
     }
 
     /// Sampling `new_tokens` after a `prompt`-token prompt in each of
@@ -295,7 +288,7 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
             // Each step reads the logits back, so the device is idle after.
             model.generate_batch(&prompts, &samplings, Stop::tokens(&[]));
         });
-        Self::measurement(
+        Measurement::new(
             Phase::Decode,
             batch,
             self.spec.prompt,

@@ -479,18 +479,15 @@ impl<B: Backend> Llama<B> {
         for &pad in pads {
             for column in start..start + n {
                 let position = column.saturating_sub(pad) as f64;
-                let (half_cos, half_sin): (Vec<f32>, Vec<f32>) = frequencies
-                    .iter()
-                    .map(|frequency| {
-                        let (sin, cos) = (position * frequency).sin_cos();
-                        (cos as f32, sin as f32)
-                    })
-                    .unzip();
-                // The same frequencies for both halves of the head.
-                for _ in 0..2 {
-                    cos.extend_from_slice(&half_cos);
-                    sin.extend_from_slice(&half_sin);
+                let half = cos.len();
+                for frequency in &frequencies {
+                    let (sine, cosine) = (position * frequency).sin_cos();
+                    cos.push(cosine as f32);
+                    sin.push(sine as f32);
                 }
+                // The same frequencies for both halves of the head.
+                cos.extend_from_within(half..);
+                sin.extend_from_within(half..);
             }
         }
         let device = self.device();
