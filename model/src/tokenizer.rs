@@ -1,17 +1,26 @@
 //! The tokenizer of a GGUF model, rebuilt from its metadata with the
 //! `tokenizers` crate: byte-level BPE (`tokenizer.ggml.model = "gpt2"`) with
-//! the vocabulary, merges and special tokens the file carries.
+//! the vocabulary, merges and special tokens the file carries, and the word
+//! splitting of the model family (`tokenizer.ggml.pre`) as its own
+//! `tokenizer.json` defines it — the same vocabulary split differently gives
+//! different ids, so an unknown family is refused rather than guessed.
 
 use crate::gguf::{Gguf, GgufError};
 use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
 use tokenizers::models::bpe::{BPE, Vocab};
+use tokenizers::normalizers::unicode::NFC;
+use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence;
-use tokenizers::{AddedToken, Tokenizer};
+use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+use tokenizers::{AddedToken, SplitDelimiterBehavior, Tokenizer};
 
 /// GGUF token type of control tokens (`<|im_start|>`…).
 const CONTROL: u64 = 3;
+/// GGUF token type of tokens added to the vocabulary as plain text
+/// (Qwen2.5's `<tool_call>`): matched whole, like control tokens, but not special.
+const USER_DEFINED: u64 = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
@@ -19,6 +28,10 @@ pub enum TokenizerError {
     Gguf(#[from] GgufError),
     #[error("tokenizer model `{0}` is not supported (only byte-level BPE, `gpt2`)")]
     Model(String),
+    #[error(
+        "pre-tokenizer `{0}` (tokenizer.ggml.pre) is not supported (supported: smollm, qwen2, llama-bpe, gpt-2)"
+    )]
+    Pretokenizer(String),
     #[error("merge {index} (`{merge}`) is not two tokens separated by a space")]
     Merge { index: usize, merge: String },
     #[error("building the tokenizer: {0}")]
@@ -66,7 +79,8 @@ impl ModelTokenizer {
                 .collect(),
             Err(_) => vec![1; tokens.len()],
         };
-        let tokenizer = byte_level_bpe(&tokens, merges, &types)?;
+        let split = WordSplit::from_gguf_name(gguf.get_str("tokenizer.ggml.pre").ok())?;
+        let tokenizer = byte_level_bpe(&tokens, merges, &types, split)?;
         let id = |key: &str| gguf.get_u64(key).ok().map(|id| id as u32);
         Ok(Self {
             tokenizer,
@@ -85,7 +99,7 @@ impl ModelTokenizer {
         let mut types = vec![CONTROL; CHATML_CONTROL.len()];
         types.resize(tokens.len(), 1);
         Self {
-            tokenizer: byte_level_bpe(&tokens, Vec::new(), &types)
+            tokenizer: byte_level_bpe(&tokens, Vec::new(), &types, WordSplit::Smollm)
                 .expect("the byte-level vocabulary is well formed"),
             bos: Some(1),
             eos: Some(2),
@@ -137,13 +151,76 @@ impl ModelTokenizer {
 /// The control tokens of ChatML models, in SmolLM2's order.
 const CHATML_CONTROL: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
 
-/// A byte-level BPE over `tokens` and `merges`, split the way SmolLM does
-/// (`pre = smollm`: single digits, then GPT-2's byte-level splitting), with
-/// the tokens typed as control (`types`) recognised as special.
+/// How a model family cuts text into words before the BPE merges
+/// (llama.cpp's `tokenizer.ggml.pre`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WordSplit {
+    /// GPT-2's regex (llama.cpp's `default` when a file names none).
+    Gpt2,
+    /// SmolLM: single digits, then GPT-2's regex.
+    Smollm,
+    /// Qwen2: its own regex (single digits, case-insensitive contractions),
+    /// after NFC normalisation.
+    Qwen2,
+    /// Llama 3: Qwen2's regex with digits in groups of up to three.
+    Llama3,
+}
+
+/// The regex of Qwen2's and Llama 3's `tokenizer.json`, `{digits}` standing
+/// for how many digits make one word.
+const WORDS_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{digits}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+impl WordSplit {
+    fn from_gguf_name(name: Option<&str>) -> Result<Self, TokenizerError> {
+        match name {
+            None | Some("default" | "gpt-2") => Ok(Self::Gpt2),
+            Some("smollm") => Ok(Self::Smollm),
+            Some("qwen2") => Ok(Self::Qwen2),
+            Some("llama3" | "llama-v3" | "llama-bpe") => Ok(Self::Llama3),
+            Some(other) => Err(TokenizerError::Pretokenizer(other.to_owned())),
+        }
+    }
+
+    /// Sets `tokenizer`'s normaliser and pre-tokenizer for this split.
+    fn install(self, tokenizer: &mut Tokenizer) -> Result<(), TokenizerError> {
+        let gpt2 = || ByteLevel::new(false, true, true);
+        let regex = |digits: &str| {
+            let pattern = WORDS_REGEX.replace("{digits}", digits);
+            Split::new(
+                SplitPattern::Regex(pattern),
+                SplitDelimiterBehavior::Isolated,
+                false,
+            )
+            .map_err(|err| TokenizerError::Build(err.to_string()))
+        };
+        let steps: Vec<PreTokenizerWrapper> = match self {
+            Self::Gpt2 => vec![gpt2().into()],
+            Self::Smollm => vec![Digits::new(true).into(), gpt2().into()],
+            Self::Qwen2 => {
+                tokenizer.with_normalizer(Some(NFC));
+                vec![
+                    regex("")?.into(),
+                    ByteLevel::new(false, false, false).into(),
+                ]
+            }
+            Self::Llama3 => vec![
+                regex("{1,3}")?.into(),
+                ByteLevel::new(false, true, false).into(),
+            ],
+        };
+        tokenizer.with_pre_tokenizer(Some(Sequence::new(steps)));
+        Ok(())
+    }
+}
+
+/// A byte-level BPE over `tokens` and `merges`, words cut as `split` says,
+/// with the tokens typed as control (`types`) recognised as special and
+/// those typed as user-defined matched whole.
 fn byte_level_bpe(
     tokens: &[String],
     merges: Vec<(String, String)>,
     types: &[u64],
+    split: WordSplit,
 ) -> Result<Tokenizer, TokenizerError> {
     let vocab: Vocab = tokens
         .iter()
@@ -155,18 +232,23 @@ fn byte_level_bpe(
         .build()
         .map_err(|err| TokenizerError::Build(err.to_string()))?;
     let mut tokenizer = Tokenizer::new(bpe);
-    tokenizer.with_pre_tokenizer(Some(Sequence::new(vec![
-        Digits::new(true).into(),
-        ByteLevel::new(false, true, true).into(),
-    ])));
+    split.install(&mut tokenizer)?;
     tokenizer.with_decoder(Some(ByteLevelDecoder::default()));
-    let special: Vec<AddedToken> = tokens
-        .iter()
-        .zip(types)
-        .filter(|(_, kind)| **kind == CONTROL)
-        .map(|(token, _)| AddedToken::from(token.clone(), true))
+    let typed = |wanted: u64| {
+        tokens
+            .iter()
+            .zip(types)
+            .filter(move |(_, kind)| **kind == wanted)
+            .map(|(token, _)| token.clone())
+    };
+    let special: Vec<AddedToken> = typed(CONTROL)
+        .map(|token| AddedToken::from(token, true))
         .collect();
     tokenizer.add_special_tokens(&special);
+    let added: Vec<AddedToken> = typed(USER_DEFINED)
+        .map(|token| AddedToken::from(token, false).normalized(false))
+        .collect();
+    tokenizer.add_tokens(&added);
     Ok(tokenizer)
 }
 
@@ -208,9 +290,12 @@ mod tests {
         tokens.extend([format!("{space}t"), "he".into(), format!("{space}the")]);
         let mut types = vec![Value::I32(3); 3];
         types.extend((3..tokens.len()).map(|_| Value::I32(1)));
+        tokens.push("<tool_call>".into());
+        types.push(Value::I32(4));
         let mut writer = GgufWriter::default();
         writer
             .metadata("tokenizer.ggml.model", Value::String("gpt2".into()))
+            .metadata("tokenizer.ggml.pre", Value::String("smollm".into()))
             .metadata(
                 "tokenizer.ggml.tokens",
                 Value::Array(tokens.into_iter().map(Value::String).collect()),
@@ -251,6 +336,10 @@ mod tests {
             [1],
             "control tokens are single tokens"
         );
+        let call = tokenizer.token_id("<tool_call>").unwrap();
+        let ids = tokenizer.encode("<tool_call>the").unwrap();
+        assert_eq!(ids[0], call, "a user-defined token is matched whole");
+        assert_eq!(tokenizer.decode(&ids).unwrap(), "<tool_call>the");
         // Digits are split one by one before BPE.
         assert_eq!(tokenizer.encode("2024").unwrap().len(), 4);
     }
@@ -271,6 +360,71 @@ mod tests {
         let loaded = ModelTokenizer::from_json_file(&path, Some(1), Some(2)).unwrap();
         assert_eq!(loaded.encode(text).unwrap(), ids);
         assert_eq!(loaded.decode(&ids).unwrap(), text);
+    }
+
+    /// The words `split` cuts `text` into, as plain text.
+    fn words(split: WordSplit, text: &str) -> Vec<String> {
+        use tokenizers::{OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
+        let mut tokenizer = Tokenizer::new(BPE::default());
+        split.install(&mut tokenizer).unwrap();
+        let mut words = PreTokenizedString::from(text);
+        tokenizer
+            .get_pre_tokenizer()
+            .unwrap()
+            .pre_tokenize(&mut words)
+            .unwrap();
+        let bytes: std::collections::HashMap<char, u8> =
+            byte_chars().into_iter().zip(0..=255).collect();
+        words
+            .get_splits(OffsetReferential::Original, OffsetType::Byte)
+            .into_iter()
+            .map(|(word, ..)| {
+                String::from_utf8(word.chars().map(|ch| bytes[&ch]).collect()).unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_family_cuts_words_as_its_own_tokenizer_does() {
+        let text = "I'm 12345 apples!\n\n  ok DON'T";
+        let cases = [
+            (
+                WordSplit::Gpt2,
+                &[
+                    "I", "'m", " 12345", " apples", "!", "\n\n ", " ok", " DON", "'", "T",
+                ][..],
+            ),
+            (
+                WordSplit::Smollm,
+                &[
+                    "I", "'m", " ", "1", "2", "3", "4", "5", " apples", "!", "\n\n ", " ok",
+                    " DON", "'", "T",
+                ],
+            ),
+            (
+                WordSplit::Qwen2,
+                &[
+                    "I", "'m", " ", "1", "2", "3", "4", "5", " apples", "!\n\n", " ", " ok",
+                    " DON", "'T",
+                ],
+            ),
+            (
+                WordSplit::Llama3,
+                &[
+                    "I", "'m", " ", "123", "45", " apples", "!\n\n", " ", " ok", " DON", "'T",
+                ],
+            ),
+        ];
+        for (split, expected) in cases {
+            assert_eq!(words(split, text), expected, "{split:?}");
+        }
+        assert_eq!(
+            WordSplit::from_gguf_name(None).unwrap(),
+            WordSplit::Gpt2,
+            "a file that names no split gets llama.cpp's default"
+        );
+        let err = WordSplit::from_gguf_name(Some("deepseek-coder")).unwrap_err();
+        assert!(err.to_string().contains("`deepseek-coder`"), "{err}");
     }
 
     #[test]

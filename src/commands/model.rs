@@ -28,7 +28,7 @@ pub enum ModelCommand {
 
 #[derive(Args, Debug)]
 pub struct ChatArgs {
-    /// A GGUF file, or the name of a fetched model.
+    /// A GGUF file, a checkpoint directory, or the name of a fetched model.
     #[arg(long, default_value = "smollm2-135m")]
     model: String,
     /// Most tokens to generate.

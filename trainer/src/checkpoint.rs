@@ -17,6 +17,8 @@ pub const CONFIG: &str = "config.json";
 pub const WEIGHTS: &str = "model.safetensors";
 pub const TOKENIZER: &str = "tokenizer.json";
 pub const PROMPT: &str = "prompt.json";
+/// Where Hugging Face lists the files of weights split into shards.
+const SHARD_INDEX: &str = "model.safetensors.index.json";
 
 fn checkpoint_error(path: &Path, what: impl std::fmt::Display) -> LoadError {
     LoadError::Checkpoint(format!("{}: {what}", path.display()))
@@ -114,9 +116,15 @@ pub struct SafetensorsSource {
 
 impl SafetensorsSource {
     pub fn open(dir: &Path) -> Result<Self, LoadError> {
-        let config = serde_json::from_value(read_config_json(dir)?)
+        let config = LlamaConfig::from_hf_json(&read_config_json(dir)?)
             .map_err(|err| checkpoint_error(&dir.join(CONFIG), err))?;
         let path = dir.join(WEIGHTS);
+        if !path.exists() && dir.join(SHARD_INDEX).exists() {
+            return Err(checkpoint_error(
+                dir,
+                format!("the weights are sharded ({SHARD_INDEX}); merge them into one {WEIGHTS}"),
+            ));
+        }
         let bytes = std::fs::read(&path).map_err(|err| checkpoint_error(&path, err))?;
         SafeTensors::deserialize(&bytes).map_err(|err| checkpoint_error(&path, err))?;
         Ok(Self {

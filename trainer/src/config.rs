@@ -1,12 +1,73 @@
-//! A Llama model's shape, read from GGUF metadata (`<arch>.*` keys) or from a
-//! Hugging Face `config.json`, so other Llama-family models load without code
-//! changes.
+//! A Llama-family model's shape, read from GGUF metadata (`<arch>.*` keys) or
+//! from a Hugging Face `config.json`, so other Llama-family models load
+//! without code changes. What the decoder cannot compute faithfully (RoPE
+//! scaling, sliding-window attention, another architecture) is refused by
+//! name rather than run wrongly.
 
-use forge_model::gguf::{Gguf, GgufError};
+use crate::llama::LoadError;
+use forge_model::gguf::Gguf;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The decoder families Forge runs. They share one forward pass and differ
+/// in what the checkpoint holds and how llama.cpp stores it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Architecture {
+    /// Llama, Mistral, SmolLM: no biases; llama.cpp stores Q/K rows
+    /// interleaved for its RoPE layout.
+    #[default]
+    Llama,
+    /// Qwen2 / Qwen2.5: biases on the Q, K and V projections; llama.cpp
+    /// keeps the rotate-half layout.
+    Qwen2,
+}
+
+impl Architecture {
+    const SUPPORTED: &'static str = "llama, qwen2";
+
+    /// The architecture named `name` (GGUF `general.architecture`, Hugging
+    /// Face `model_type`).
+    pub fn from_name(name: &str) -> Result<Self, LoadError> {
+        match name {
+            "llama" => Ok(Self::Llama),
+            "qwen2" => Ok(Self::Qwen2),
+            other => Err(LoadError::Unsupported(format!(
+                "architecture `{other}` is not supported (supported: {})",
+                Self::SUPPORTED
+            ))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Llama => "llama",
+            Self::Qwen2 => "qwen2",
+        }
+    }
+
+    /// The Q, K and V projections carry biases.
+    pub fn qkv_bias(self) -> bool {
+        self == Self::Qwen2
+    }
+
+    /// llama.cpp's converter permuted the Q/K rows (see `llama::unpermute`).
+    pub fn gguf_permutes_qk(self) -> bool {
+        self == Self::Llama
+    }
+
+    fn hf_class(self) -> &'static str {
+        match self {
+            Self::Llama => "LlamaForCausalLM",
+            Self::Qwen2 => "Qwen2ForCausalLM",
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LlamaConfig {
+    /// Set from `model_type` (Hugging Face) or `general.architecture` (GGUF).
+    #[serde(skip)]
+    pub architecture: Architecture,
     #[serde(rename = "vocab_size")]
     pub vocab: usize,
     #[serde(rename = "hidden_size")]
@@ -27,6 +88,9 @@ pub struct LlamaConfig {
     /// trained as one.
     #[serde(rename = "tie_word_embeddings", default)]
     pub tied_embeddings: bool,
+    /// Width of an attention head, when it is not `hidden / heads`.
+    #[serde(rename = "head_dim", default, skip_serializing_if = "Option::is_none")]
+    pub explicit_head_dim: Option<usize>,
 }
 
 fn default_rope_base() -> f64 {
@@ -38,18 +102,34 @@ fn default_rms_eps() -> f64 {
 }
 
 impl LlamaConfig {
-    pub fn from_gguf(gguf: &Gguf) -> Result<Self, GgufError> {
+    pub fn from_gguf(gguf: &Gguf) -> Result<Self, LoadError> {
         let arch = gguf.get_str("general.architecture")?.to_owned();
+        let architecture = Architecture::from_name(&arch)?;
         let key = |name: &str| format!("{arch}.{name}");
         let get = |name: &str| gguf.get_u64(&key(name)).map(|value| value as usize);
+        if let Ok(scaling) = gguf.get_str(&key("rope.scaling.type"))
+            && scaling != "none"
+        {
+            return Err(LoadError::Unsupported(format!(
+                "RoPE scaling `{scaling}` is not supported"
+            )));
+        }
+        if gguf.tensor("rope_freqs.weight").is_ok() {
+            return Err(LoadError::Unsupported(
+                "RoPE frequency factors (`rope_freqs.weight`, Llama 3.1's scaling) are not supported"
+                    .into(),
+            ));
+        }
         let vocab = match gguf.get_u64(&key("vocab_size")) {
             Ok(vocab) => vocab as usize,
             Err(_) => gguf.get_array("tokenizer.ggml.tokens")?.len(),
         };
         let heads = get("attention.head_count")?;
+        let hidden = get("embedding_length")?;
         Ok(Self {
+            architecture,
             vocab,
-            hidden: get("embedding_length")?,
+            hidden,
             layers: get("block_count")?,
             heads,
             kv_heads: get("attention.head_count_kv").unwrap_or(heads),
@@ -61,13 +141,46 @@ impl LlamaConfig {
                 .get_f64(&key("attention.layer_norm_rms_epsilon"))
                 .unwrap_or(default_rms_eps()),
             tied_embeddings: gguf.tensor("output.weight").is_err(),
+            explicit_head_dim: get("attention.key_length")
+                .ok()
+                .filter(|&width| width != hidden / heads),
         })
+    }
+
+    /// The shape a Hugging Face `config.json` describes (Transformers 4's
+    /// `rope_theta`/`rope_scaling` or 5's `rope_parameters`).
+    pub fn from_hf_json(json: &Value) -> Result<Self, LoadError> {
+        let architecture = Architecture::from_name(json["model_type"].as_str().unwrap_or("llama"))?;
+        let unsupported = |what: String| Err(LoadError::Unsupported(what));
+        let rope = &json["rope_parameters"];
+        for scaling in [&json["rope_scaling"], rope] {
+            let kind = scaling["rope_type"].as_str().or(scaling["type"].as_str());
+            if let Some(kind) = kind.filter(|kind| *kind != "default") {
+                return unsupported(format!("RoPE scaling `{kind}` is not supported"));
+            }
+        }
+        for flag in ["attention_bias", "mlp_bias", "use_sliding_window"] {
+            if json[flag].as_bool() == Some(true) {
+                return unsupported(format!("`{flag}: true` is not supported"));
+            }
+        }
+        let mut config: Self = serde_json::from_value(json.clone())
+            .map_err(|err| LoadError::Checkpoint(err.to_string()))?;
+        config.architecture = architecture;
+        config.explicit_head_dim = config
+            .explicit_head_dim
+            .filter(|&width| width != config.hidden / config.heads);
+        if let Some(base) = rope["rope_theta"].as_f64() {
+            config.rope_base = base;
+        }
+        Ok(config)
     }
 
     /// SmolLM2-135M-Instruct's shape (the default policy), for measurements
     /// that need no weights.
     pub fn smollm2_135m() -> Self {
         Self {
+            architecture: Architecture::Llama,
             vocab: 49_152,
             hidden: 576,
             layers: 30,
@@ -78,12 +191,14 @@ impl LlamaConfig {
             // As the GGUF stores it: an f32.
             rms_eps: f64::from(1e-5f32),
             tied_embeddings: true,
+            explicit_head_dim: None,
         }
     }
 
     /// A small model for CPU training runs and tests.
     pub fn tiny(vocab: usize) -> Self {
         Self {
+            architecture: Architecture::Llama,
             vocab,
             hidden: 64,
             layers: 2,
@@ -93,27 +208,77 @@ impl LlamaConfig {
             rope_base: 10_000.0,
             rms_eps: 1e-5,
             tied_embeddings: true,
+            explicit_head_dim: None,
         }
     }
 
     pub fn head_dim(&self) -> usize {
-        self.hidden / self.heads
+        self.explicit_head_dim.unwrap_or(self.hidden / self.heads)
     }
 
     /// The `config.json` of a checkpoint: these keys plus the ones that make
-    /// it a Hugging Face Llama config, so the checkpoint also loads there.
-    pub fn to_hf_json(&self, bos: Option<u32>, eos: Option<u32>) -> serde_json::Value {
+    /// it a Hugging Face config of its architecture, so the checkpoint also
+    /// loads there.
+    pub fn to_hf_json(&self, bos: Option<u32>, eos: Option<u32>) -> Value {
         let mut json = serde_json::to_value(self).expect("the config serialises");
         let object = json.as_object_mut().expect("an object");
+        let architecture = self.architecture;
         object.insert(
             "architectures".into(),
-            serde_json::json!(["LlamaForCausalLM"]),
+            serde_json::json!([architecture.hf_class()]),
         );
-        object.insert("model_type".into(), "llama".into());
+        object.insert("model_type".into(), architecture.name().into());
         object.insert("hidden_act".into(), "silu".into());
         object.insert("torch_dtype".into(), "float32".into());
         object.insert("bos_token_id".into(), bos.into());
         object.insert("eos_token_id".into(), eos.into());
         json
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn hugging_face_configs_of_both_transformers_generations_are_read() {
+        let qwen = json!({
+            "model_type": "qwen2", "vocab_size": 151936, "hidden_size": 896,
+            "num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2,
+            "intermediate_size": 4864, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
+            "tie_word_embeddings": true, "use_sliding_window": false, "rope_scaling": null,
+        });
+        let config = LlamaConfig::from_hf_json(&qwen).unwrap();
+        assert_eq!(config.architecture, Architecture::Qwen2);
+        assert_eq!((config.head_dim(), config.rope_base), (64, 1e6));
+        let mut v5 = qwen.clone();
+        v5.as_object_mut().unwrap().remove("rope_theta");
+        v5["rope_parameters"] = json!({"rope_type": "default", "rope_theta": 5e5});
+        assert_eq!(LlamaConfig::from_hf_json(&v5).unwrap().rope_base, 5e5);
+        // A checkpoint's own config reads back as it was written.
+        let written = config.to_hf_json(Some(1), Some(2));
+        assert_eq!(written["architectures"], json!(["Qwen2ForCausalLM"]));
+        assert_eq!(LlamaConfig::from_hf_json(&written).unwrap(), config);
+    }
+
+    #[test]
+    fn what_the_decoder_cannot_compute_is_refused_by_name() {
+        let base = serde_json::to_value(LlamaConfig::tiny(40)).unwrap();
+        let refused = |change: Value| {
+            let mut json = base.clone();
+            json.as_object_mut()
+                .unwrap()
+                .extend(change.as_object().unwrap().clone());
+            LlamaConfig::from_hf_json(&json).unwrap_err().to_string()
+        };
+        assert!(refused(json!({"model_type": "gemma"})).contains("`gemma`"));
+        assert!(refused(json!({"rope_scaling": {"rope_type": "llama3"}})).contains("llama3"));
+        assert!(
+            refused(json!({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4}}))
+                .contains("yarn")
+        );
+        assert!(refused(json!({"attention_bias": true})).contains("attention_bias"));
+        assert!(refused(json!({"use_sliding_window": true})).contains("use_sliding_window"));
     }
 }

@@ -24,6 +24,8 @@ pub enum LoadError {
     },
     #[error("{0}")]
     Checkpoint(String),
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 /// One decoder block. Projections are stored transposed, `[in, out]`, so that
@@ -34,6 +36,8 @@ pub struct Layer<B: Backend> {
     wq: Param<Tensor<B, 2>>,
     wk: Param<Tensor<B, 2>>,
     wv: Param<Tensor<B, 2>>,
+    /// Biases of the Q, K and V projections (Qwen2), `[out]`.
+    qkv_bias: Option<[Param<Tensor<B, 1>>; 3]>,
     wo: Param<Tensor<B, 2>>,
     ffn_norm: Param<Tensor<B, 1>>,
     w_gate: Param<Tensor<B, 2>>,
@@ -88,14 +92,25 @@ pub fn tensor_names(config: &LlamaConfig) -> Vec<(String, Vec<usize>)> {
         "model.embed_tokens.weight".to_owned(),
         vec![config.vocab, hidden],
     )];
+    let (q, kv) = (config.heads * hd, config.kv_heads * hd);
     for index in 0..config.layers {
         let name = |part: &str| format!("model.layers.{index}.{part}.weight");
         names.extend([
             (name("input_layernorm"), vec![hidden]),
-            (name("self_attn.q_proj"), vec![config.heads * hd, hidden]),
-            (name("self_attn.k_proj"), vec![config.kv_heads * hd, hidden]),
-            (name("self_attn.v_proj"), vec![config.kv_heads * hd, hidden]),
-            (name("self_attn.o_proj"), vec![hidden, config.heads * hd]),
+            (name("self_attn.q_proj"), vec![q, hidden]),
+            (name("self_attn.k_proj"), vec![kv, hidden]),
+            (name("self_attn.v_proj"), vec![kv, hidden]),
+        ]);
+        if config.architecture.qkv_bias() {
+            let bias = |part: &str| format!("model.layers.{index}.self_attn.{part}.bias");
+            names.extend([
+                (bias("q_proj"), vec![q]),
+                (bias("k_proj"), vec![kv]),
+                (bias("v_proj"), vec![kv]),
+            ]);
+        }
+        names.extend([
+            (name("self_attn.o_proj"), vec![hidden, q]),
             (name("post_attention_layernorm"), vec![hidden]),
             (name("mlp.gate_proj"), vec![ffn, hidden]),
             (name("mlp.up_proj"), vec![ffn, hidden]),
@@ -127,12 +142,15 @@ impl<B: Backend> Llama<B> {
     /// backend: projections uniform with standard deviation `1/√fan_in`
     /// (attention that can sharpen from the start in narrow models, where
     /// the usual 0.02 leaves every score near zero), the embedding at 0.02,
-    /// norms at 1.
+    /// norms at 1, biases at 0.
     pub fn init(config: LlamaConfig, seed: u64, device: &B::Device) -> Self {
         struct Random(ChaCha8Rng);
         impl WeightSource for Random {
             fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, LoadError> {
                 let len = shape.iter().product();
+                if name.ends_with(".bias") {
+                    return Ok(vec![0.0; len]);
+                }
                 if shape.len() == 1 {
                     return Ok(vec![1.0; len]);
                 }
@@ -188,6 +206,10 @@ impl<B: Backend> Llama<B> {
                 wq: matrix(next()),
                 wk: matrix(next()),
                 wv: matrix(next()),
+                qkv_bias: config
+                    .architecture
+                    .qkv_bias()
+                    .then(|| [vector(next()), vector(next()), vector(next())]),
                 wo: matrix(next()),
                 ffn_norm: vector(next()),
                 w_gate: matrix(next()),
@@ -218,6 +240,9 @@ impl<B: Backend> Llama<B> {
                 matrix(&layer.wq),
                 matrix(&layer.wk),
                 matrix(&layer.wv),
+            ]);
+            values.extend(layer.qkv_bias.iter().flatten().map(vector));
+            values.extend([
                 matrix(&layer.wo),
                 vector(&layer.ffn_norm),
                 matrix(&layer.w_gate),
@@ -317,17 +342,18 @@ impl<B: Backend> Llama<B> {
         let heads = |t: Tensor<B, 2>, count: usize| t.reshape([b, n, count, hd]).swap_dims(1, 2);
         for (index, layer) in self.layers.iter().enumerate() {
             let h = rms_norm(x.clone(), layer.attn_norm.val(), config.rms_eps);
-            let q = rope(
-                heads(h.clone().matmul(layer.wq.val()), config.heads),
-                &cos,
-                &sin,
-            );
-            let k = rope(
-                heads(h.clone().matmul(layer.wk.val()), config.kv_heads),
-                &cos,
-                &sin,
-            );
-            let v = heads(h.matmul(layer.wv.val()), config.kv_heads);
+            let [q, k, v] = [&layer.wq, &layer.wk, &layer.wv].map(|w| h.clone().matmul(w.val()));
+            let [q, k, v] = match &layer.qkv_bias {
+                Some(biases) => {
+                    let [q, k, v] = [(q, 0), (k, 1), (v, 2)]
+                        .map(|(t, i)| t + biases[i].val().unsqueeze_dim::<2>(0));
+                    [q, k, v]
+                }
+                None => [q, k, v],
+            };
+            let q = rope(heads(q, config.heads), &cos, &sin);
+            let k = rope(heads(k, config.kv_heads), &cos, &sin);
+            let v = heads(v, config.kv_heads);
             let (k, v) = match slots.as_deref_mut().map(|slots| &mut slots[index]) {
                 Some(slot) => {
                     let (k, v) = match slot.take() {
@@ -599,7 +625,7 @@ fn attention_mask<B: Backend>(
 }
 
 /// A GGUF file's tensors under their Hugging Face names, dequantized to f32,
-/// Q/K rows un-permuted.
+/// Q/K rows un-permuted where llama.cpp permuted them.
 struct GgufSource {
     gguf: Gguf,
     config: LlamaConfig,
@@ -620,6 +646,9 @@ impl WeightSource for GgufSource {
         }
         let values = self.gguf.dequantize(&gguf_name)?;
         let (hd, hidden) = (self.config.head_dim(), self.config.hidden);
+        if !self.config.architecture.gguf_permutes_qk() {
+            return Ok(values);
+        }
         Ok(if name.ends_with("q_proj.weight") {
             unpermute(values, self.config.heads, hd, hidden)
         } else if name.ends_with("k_proj.weight") {
@@ -653,12 +682,12 @@ fn gguf_name(hf: &str) -> String {
     }
     let rest = hf.strip_prefix("model.layers.").unwrap_or(hf);
     let (index, part) = rest.split_once('.').unwrap_or((rest, ""));
-    let part = part.strip_suffix(".weight").unwrap_or(part);
+    let (part, kind) = part.rsplit_once('.').unwrap_or((part, "weight"));
     let part = PARTS
         .iter()
         .find(|(name, _)| *name == part)
         .map_or(part, |(_, gguf)| gguf);
-    format!("blk.{index}.{part}.weight")
+    format!("blk.{index}.{part}.{kind}")
 }
 
 /// llama.cpp's converter interleaves each head's rows for its RoPE layout

@@ -1,6 +1,7 @@
 //! A tiny random Llama, written to GGUF by the test (Q/K rows in llama.cpp's
 //! permuted layout), loaded by Forge and checked against a direct f64
-//! implementation of the architecture written here from its definition.
+//! implementation of the architecture written here from its definition; and
+//! the same for a Qwen2 (Q/K/V biases, rows in rotate-half layout).
 
 use burn::tensor::Tensor;
 use forge_model::gguf::{GgufWriter, Value};
@@ -32,14 +33,32 @@ impl Noise {
     }
 }
 
+#[derive(Clone, Copy, PartialEq)]
+enum Family {
+    Llama,
+    Qwen2,
+}
+
+impl Family {
+    fn name(self) -> &'static str {
+        match self {
+            Family::Llama => "llama",
+            Family::Qwen2 => "qwen2",
+        }
+    }
+}
+
 /// Row-major `[rows, cols]` matrices in HF layout.
 struct Weights {
+    family: Family,
     embed: Vec<f32>,
     layers: Vec<[Vec<f32>; 9]>, // attn_norm, q, k, v, o, ffn_norm, gate, up, down
+    /// Per layer, the Q, K and V biases (Qwen2).
+    biases: Vec<[Vec<f32>; 3]>,
     norm: Vec<f32>,
 }
 
-fn weights() -> Weights {
+fn weights(family: Family) -> Weights {
     let mut noise = Noise(0x9e37_79b9_7f4a_7c15);
     let norm = |noise: &mut Noise| {
         noise
@@ -63,9 +82,23 @@ fn weights() -> Weights {
             ]
         })
         .collect();
+    let biases = match family {
+        Family::Llama => Vec::new(),
+        Family::Qwen2 => (0..LAYERS)
+            .map(|_| {
+                [
+                    noise.take(HEADS * HD),
+                    noise.take(KV_HEADS * HD),
+                    noise.take(KV_HEADS * HD),
+                ]
+            })
+            .collect(),
+    };
     Weights {
+        family,
         embed: noise.take(VOCAB * HIDDEN),
         layers,
+        biases,
         norm: norm(&mut noise),
     }
 }
@@ -87,19 +120,26 @@ fn permute(hf: &[f32], heads: usize) -> Vec<f32> {
 
 fn write_gguf(weights: &Weights, path: &std::path::Path) {
     let mut writer = GgufWriter::default();
+    let arch = weights.family.name();
+    let key = |name: &str| format!("{arch}.{name}");
     writer
-        .metadata("general.architecture", Value::String("llama".into()))
-        .metadata("llama.vocab_size", Value::U32(VOCAB as u32))
-        .metadata("llama.embedding_length", Value::U32(HIDDEN as u32))
-        .metadata("llama.block_count", Value::U32(LAYERS as u32))
-        .metadata("llama.attention.head_count", Value::U32(HEADS as u32))
-        .metadata("llama.attention.head_count_kv", Value::U32(KV_HEADS as u32))
-        .metadata("llama.feed_forward_length", Value::U32(FFN as u32))
-        .metadata("llama.rope.freq_base", Value::F32(BASE as f32))
+        .metadata("general.architecture", Value::String(arch.into()))
+        .metadata(&key("vocab_size"), Value::U32(VOCAB as u32))
+        .metadata(&key("embedding_length"), Value::U32(HIDDEN as u32))
+        .metadata(&key("block_count"), Value::U32(LAYERS as u32))
+        .metadata(&key("attention.head_count"), Value::U32(HEADS as u32))
+        .metadata(&key("attention.head_count_kv"), Value::U32(KV_HEADS as u32))
+        .metadata(&key("feed_forward_length"), Value::U32(FFN as u32))
+        .metadata(&key("rope.freq_base"), Value::F32(BASE as f32))
         .metadata(
-            "llama.attention.layer_norm_rms_epsilon",
+            &key("attention.layer_norm_rms_epsilon"),
             Value::F32(EPS as f32),
         );
+    // llama.cpp interleaves Llama's Q/K rows and leaves Qwen2's as they are.
+    let layout = |rows: &[f32], heads: usize| match weights.family {
+        Family::Llama => permute(rows, heads),
+        Family::Qwen2 => rows.to_vec(),
+    };
     let (h, f) = (HIDDEN as u64, FFN as u64);
     writer.tensor_f32("token_embd.weight", &[h, VOCAB as u64], &weights.embed);
     for (index, [attn_norm, q, k, v, o, ffn_norm, gate, up, down]) in
@@ -111,12 +151,12 @@ fn write_gguf(weights: &Weights, path: &std::path::Path) {
             .tensor_f32(
                 &name("attn_q"),
                 &[h, (HEADS * HD) as u64],
-                &permute(q, HEADS),
+                &layout(q, HEADS),
             )
             .tensor_f32(
                 &name("attn_k"),
                 &[h, (KV_HEADS * HD) as u64],
-                &permute(k, KV_HEADS),
+                &layout(k, KV_HEADS),
             )
             .tensor_f32(&name("attn_v"), &[h, (KV_HEADS * HD) as u64], v)
             .tensor_f32(&name("attn_output"), &[(HEADS * HD) as u64, h], o)
@@ -124,6 +164,13 @@ fn write_gguf(weights: &Weights, path: &std::path::Path) {
             .tensor_f32(&name("ffn_gate"), &[h, f], gate)
             .tensor_f32(&name("ffn_up"), &[h, f], up)
             .tensor_f32(&name("ffn_down"), &[f, h], down);
+        if let Some([bq, bk, bv]) = weights.biases.get(index) {
+            let bias = |part: &str| format!("blk.{index}.{part}.bias");
+            writer
+                .tensor_f32(&bias("attn_q"), &[(HEADS * HD) as u64], bq)
+                .tensor_f32(&bias("attn_k"), &[(KV_HEADS * HD) as u64], bk)
+                .tensor_f32(&bias("attn_v"), &[(KV_HEADS * HD) as u64], bv);
+        }
     }
     writer.tensor_f32(
         "output_norm.weight",
@@ -172,19 +219,29 @@ fn reference(weights: &Weights, tokens: &[u32]) -> Vec<Vec<f64>> {
                 .collect()
         })
         .collect();
-    for [attn_norm, q, k, v, o, ffn_norm, gate, up, down] in &weights.layers {
+    for (index, [attn_norm, q, k, v, o, ffn_norm, gate, up, down]) in
+        weights.layers.iter().enumerate()
+    {
         let mut keys = Vec::new();
         let mut values = Vec::new();
         let mut queries = Vec::new();
+        let bias = |which: usize, mut projected: Vec<f64>| {
+            if let Some(biases) = weights.biases.get(index) {
+                for (value, bias) in projected.iter_mut().zip(&biases[which]) {
+                    *value += f64::from(*bias);
+                }
+            }
+            projected
+        };
         for (position, x) in xs.iter().enumerate() {
             let h = rms(x, attn_norm);
-            let mut qp = apply(q, &h, HEADS * HD);
-            let mut kp = apply(k, &h, KV_HEADS * HD);
+            let mut qp = bias(0, apply(q, &h, HEADS * HD));
+            let mut kp = bias(1, apply(k, &h, KV_HEADS * HD));
             rope(&mut qp, position);
             rope(&mut kp, position);
             queries.push(qp);
             keys.push(kp);
-            values.push(apply(v, &h, KV_HEADS * HD));
+            values.push(bias(2, apply(v, &h, KV_HEADS * HD)));
         }
         for (i, x) in xs.iter_mut().enumerate() {
             let mut attention = vec![0.0; HEADS * HD];
@@ -235,9 +292,18 @@ fn rows(logits: Tensor<Cpu, 2>) -> Vec<Vec<f32>> {
 
 #[test]
 fn forward_matches_a_direct_implementation_and_the_cache_is_consistent() {
+    matches_the_direct_implementation(Family::Llama);
+}
+
+#[test]
+fn a_qwen2_model_with_its_biases_matches_the_direct_implementation() {
+    matches_the_direct_implementation(Family::Qwen2);
+}
+
+fn matches_the_direct_implementation(family: Family) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tiny.gguf");
-    let weights = weights();
+    let weights = weights(family);
     write_gguf(&weights, &path);
     let model: Llama<Cpu> = forge_trainer::load_cpu(&path).unwrap();
     assert_eq!(model.config.kv_heads, KV_HEADS);
@@ -280,9 +346,23 @@ fn forward_matches_a_direct_implementation_and_the_cache_is_consistent() {
 fn a_wrongly_shaped_tensor_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.gguf");
-    let mut weights = weights();
+    let mut weights = weights(Family::Llama);
     weights.norm.push(1.0);
     write_gguf(&weights, &path);
     let err = forge_trainer::load_cpu(&path).expect_err("a bad shape is refused");
     assert!(err.to_string().contains("output_norm.weight"), "{err}");
+}
+
+#[test]
+fn an_architecture_forge_cannot_run_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gemma.gguf");
+    let mut writer = GgufWriter::default();
+    writer.metadata("general.architecture", Value::String("gemma".into()));
+    writer.write(&path).unwrap();
+    let err = forge_trainer::load_cpu(&path).expect_err("gemma is not run");
+    assert!(
+        err.to_string().contains("`gemma` is not supported"),
+        "{err}"
+    );
 }
