@@ -10,6 +10,7 @@ use forge_model::tokenizer::ModelTokenizer;
 use forge_runtime::episode::{EpisodeSettings, Judge, Policy, User};
 use forge_runtime::policy::{
     GoldPolicy, RandomPolicy, RecordedJudge, ReplayPolicy, ReplayUser, scripted_user,
+    unstable_instruction,
 };
 use forge_runtime::schema::ToolSpec;
 use forge_runtime::trajectory::{self, EpisodeRecord};
@@ -35,9 +36,10 @@ pub struct AgentArgs {
     /// which may call the user's own tools where the environment has some.
     #[arg(long, value_enum, default_value_t = UserKind::Scripted)]
     pub user: UserKind,
-    /// With the scripted user: the probability that it states one of its facts
-    /// wrongly or withholds it (tasks with `user_facts` only), to measure the
-    /// effect of masking such episodes.
+    /// The probability that the user states one of its facts wrongly or
+    /// withholds it (tasks with `user_facts` only; a model user is told the
+    /// instruction with the fact spoiled), to measure the effect of masking
+    /// such episodes.
     #[arg(long, default_value_t = 0.0, value_parser = probability)]
     pub user_instability: f64,
     /// OpenAI-compatible API base for `--policy openai` / `--user openai`.
@@ -276,9 +278,17 @@ impl Agents {
             (PolicyKind::Replay, _) => Box::new(ReplayUser::new(recorded()?)),
             (_, UserKind::Scripted) => scripted_user(&task.task, self.instability, seed),
             (_, UserKind::Openai) => Box::new(
-                RemoteUser::new(self.client.as_ref().expect("checked in new"), instruction)
-                    .with_tools(&self.user_tools)
-                    .with_guidelines(self.user_guidelines.as_deref()),
+                RemoteUser::new(
+                    self.client.as_ref().expect("checked in new"),
+                    unstable_instruction(
+                        instruction,
+                        &task.task.stated_facts(),
+                        self.instability,
+                        seed,
+                    ),
+                )
+                .with_tools(&self.user_tools)
+                .with_guidelines(self.user_guidelines.as_deref()),
             ),
         };
         Ok((policy, user))

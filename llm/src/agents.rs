@@ -3,6 +3,7 @@
 use crate::ChatClient;
 use forge_runtime::bundle::ToolCall;
 use forge_runtime::episode::{Action, Policy, User, UserTurn};
+use forge_runtime::policy::{AGENT_GREETING, USER_STOP, user_brief};
 use forge_runtime::schema::ToolSpec;
 use forge_runtime::trajectory::{ChatMessage, Role};
 use serde_json::{Value, json};
@@ -78,7 +79,7 @@ impl Policy for RemotePolicy<'_> {
 }
 
 /// What a model playing the user says to end the dialogue.
-pub const STOP: &str = "###STOP###";
+pub const STOP: &str = USER_STOP;
 
 /// Further endings τ²-bench's user guidelines allow: asking for a human
 /// agent, and a request outside the scenario.
@@ -132,19 +133,8 @@ impl<'a> RemoteUser<'a> {
                 self.instruction
             );
         }
-        let tools = match self.tools.as_array().is_some_and(|tools| !tools.is_empty()) {
-            true => {
-                " You have tools of your own (your phone, your inbox): use them when the agent asks you to check or change something on your side, one call at a time, and tell the agent what you found."
-            }
-            false => "",
-        };
-        format!(
-            "You are a customer talking to a customer-service agent. Your situation and goal:\n{}\n\n\
-             Say one message at a time, as the customer. Give only the information the agent asks \
-             for and that your situation contains; never invent facts.{tools} When your goal is met, or \
-             cannot be met, reply with exactly {STOP}.",
-            self.instruction
-        )
+        let own_tools = self.tools.as_array().is_some_and(|tools| !tools.is_empty());
+        user_brief(&self.instruction, own_tools)
     }
 
     /// The model's next message as the user. It sees the dialogue from the
@@ -182,7 +172,7 @@ impl<'a> RemoteUser<'a> {
             }
         }
         if transcript.is_empty() {
-            messages.push(json!({"role": "user", "content": "Hello, how can I help you today?"}));
+            messages.push(json!({"role": "user", "content": AGENT_GREETING}));
         }
         Ok(self
             .client

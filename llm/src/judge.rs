@@ -1,8 +1,11 @@
-//! A model judging a task's natural-language assertions on an episode's
-//! transcript (τ²-bench's NL_ASSERTION check).
+//! Models as judges: of a task's natural-language assertions on an
+//! episode's transcript (τ²-bench's NL_ASSERTION check), and of whether the
+//! simulated user gave the agent wrong or missing information (the masking
+//! judge of training, where the rule-based one cannot read paraphrase).
 
 use crate::{ChatClient, Message, extract_json};
 use anyhow::{Context, Result, bail};
+use forge_runtime::bundle::Task;
 use forge_runtime::episode::Judge;
 use forge_runtime::trajectory::{ChatMessage, Role};
 use serde_json::Value;
@@ -49,6 +52,60 @@ impl Judge for ModelJudge<'_> {
             .context("asking the judge model")?;
         verdicts(&reply, assertions.len())
     }
+}
+
+const USER_INSTRUCTIONS: &str = "You check the simulated customer of a conversation with a \
+customer-service agent, recorded while training the agent. The customer was given a situation \
+and the facts below. Decide whether the customer was unreliable: it stated one of these facts \
+wrongly, or never gave a fact the agent needed for the request. The agent's mistakes do not \
+count.\n\n\
+Answer with a JSON object and nothing else:\n\
+{\"reasoning\": \"<one or two sentences>\", \"unreliable\": true or false}";
+
+/// Asks a model whether the user of `transcript` misstated or withheld a
+/// fact of `task` (the facts its instruction states, [`Task::stated_facts`]):
+/// the reason when it did. A task that states no facts needs no question.
+pub fn user_misinformation(
+    client: &ChatClient,
+    task: &Task,
+    transcript: &[ChatMessage],
+) -> Result<Option<String>> {
+    let facts = task.stated_facts();
+    if facts.is_empty() {
+        return Ok(None);
+    }
+    let conversation: Vec<String> = transcript.iter().filter_map(line).collect();
+    let facts: Vec<String> = facts.iter().map(|fact| format!("- {fact}")).collect();
+    let prompt = format!(
+        "The customer's situation:\n{}\n\nThe facts it was given:\n{}\n\nConversation:\n{}",
+        task.instruction,
+        facts.join("\n"),
+        conversation.join("\n")
+    );
+    let reply = client
+        .complete(&[Message::system(USER_INSTRUCTIONS), Message::user(prompt)])
+        .context("asking the masking judge model")?;
+    user_verdict(&reply)
+}
+
+/// The reason of an `unreliable` verdict, `None` for a reliable user.
+fn user_verdict(reply: &str) -> Result<Option<String>> {
+    let Some(answer) = extract_json(reply) else {
+        bail!("the masking judge's reply is not JSON: {reply}");
+    };
+    let unreliable = answer
+        .get("unreliable")
+        .and_then(Value::as_bool)
+        .with_context(|| {
+            format!("the masking judge's reply has no boolean `unreliable`: {reply}")
+        })?;
+    Ok(unreliable.then(|| {
+        answer
+            .get("reasoning")
+            .and_then(Value::as_str)
+            .unwrap_or("the judge model found the user unreliable")
+            .to_owned()
+    }))
 }
 
 /// One message of the transcript as the judge reads it.
@@ -105,6 +162,20 @@ fn verdicts(reply: &str, expected: usize) -> Result<Vec<bool>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_user_verdict_is_read_and_a_malformed_one_named() {
+        let flagged =
+            user_verdict("```json\n{\"reasoning\": \"gave 555-0001\", \"unreliable\": true}\n```");
+        assert_eq!(flagged.unwrap().as_deref(), Some("gave 555-0001"));
+        assert_eq!(user_verdict("{\"unreliable\": false}").unwrap(), None);
+        let error = user_verdict("{\"unreliable\": \"no\"}")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("boolean `unreliable`"), "{error}");
+        let error = user_verdict("The user was fine.").unwrap_err().to_string();
+        assert!(error.contains("not JSON"), "{error}");
+    }
 
     #[test]
     fn verdicts_are_read_in_order_and_malformed_replies_named() {

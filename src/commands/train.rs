@@ -8,6 +8,7 @@ use forge_synth::SynthConfig;
 use forge_synth::compile::Compiler;
 use forge_synth::llm::AnyDoc;
 use forge_trainer::train::config::TrainConfig;
+use forge_trainer::train::config::UserKind;
 use forge_trainer::train::{Accelerator, Metrics, Observer, RunSpec, read_metrics, train};
 use indicatif::ProgressBar;
 use std::path::{Path, PathBuf};
@@ -125,6 +126,12 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
         "tiny" => None,
         name => Some(crate::commands::model::resolve(name)?),
     };
+    let user_model = match (config.user.kind, config.user.model.as_str()) {
+        (UserKind::Model, name) if name != "tiny" => {
+            Some(crate::commands::model::resolve(name).context("user.model")?)
+        }
+        _ => None,
+    };
     if !args.resume {
         std::fs::write(args.run_dir.join(CONFIG_FILE), toml::to_string(&config)?)?;
     }
@@ -134,6 +141,7 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
         dir: &args.run_dir,
         envs: &envs,
         init: init.as_deref(),
+        user_model: user_model.as_deref(),
         resume: args.resume,
         max_steps: args.max_steps.map(|steps| steps as usize),
         time_limit: args

@@ -1,10 +1,12 @@
 //! `forge train` end to end on the CPU: the smoke run trains SFT then ERPO, an interrupted
-//! run resumes exactly, bad configs and run directories are refused clearly, and the
-//! prepared GPU run's script works (on a tiny model).
+//! run resumes exactly, bad configs and run directories are refused clearly, rollouts are
+//! played against model users and judged by a model, and the prepared GPU run's script
+//! works (on a tiny model).
 
-use crate::common::{forge, forge_cache_dir, json_lines, stderr, stdout};
-use serde_json::Value;
-use std::path::Path;
+use crate::common::{export_example, forge, forge_cache_dir, json_lines, stderr, stdout};
+use crate::llm_stub::{StubServer, completion};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
 
 fn train(args: &[&str]) -> std::process::Output {
     let mut all = vec!["train"];
@@ -359,4 +361,160 @@ fn the_gpu_training_script_runs_on_the_cpu() {
             .ends_with("sft/final"),
         "the RL runs start from the SFT model: {grpo}"
     );
+}
+
+/// The example shop with each task's email as a fact its user must state,
+/// and the emails by task.
+fn shop_with_user_facts(dir: &Path) -> (PathBuf, std::collections::BTreeMap<String, String>) {
+    let bundle = export_example(dir);
+    let path = bundle.join("tasks.jsonl");
+    let mut emails = std::collections::BTreeMap::new();
+    let tasks: Vec<String> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let mut task: Value = serde_json::from_str(line).unwrap();
+            let instruction = task["instruction"].as_str().unwrap().to_owned();
+            if let Some(start) = instruction.find("(email ") {
+                let rest = &instruction[start + "(email ".len()..];
+                let email = rest[..rest.find(')').unwrap()].to_owned();
+                task["user_facts"] = json!({ "email": email });
+                emails.insert(task["id"].as_str().unwrap().to_owned(), email);
+            }
+            task.to_string()
+        })
+        .collect();
+    std::fs::write(&path, tasks.join("\n") + "\n").unwrap();
+    // A hand-edited bundle carries no hashes of its files.
+    let manifest = bundle.join("manifest.json");
+    let mut value: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    value.as_object_mut().unwrap().remove("hashes");
+    std::fs::write(&manifest, value.to_string()).unwrap();
+    (bundle, emails)
+}
+
+/// One short RL step of the tiny policy on `env` with `extra` config, its
+/// rollouts saved; returns the run directory.
+fn short_rl_run(dir: &Path, name: &str, env: &Path, extra: &str) -> PathBuf {
+    let config = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            "[sft]\nsteps = 0\n[tasks]\nmax_turns = 2\n[rl]\nsteps = 1\ntasks_per_step = 2\n\
+             rollouts = 2\nmax_new_tokens = 6\ndynamic_sampling = false\nsave_rollouts = true\n\
+             [eval]\nat_start = false\nmax_new_tokens = 4\n{extra}"
+        ),
+    )
+    .unwrap();
+    let run = dir.join(name);
+    summary(&train(&[
+        "--preset",
+        "smoke",
+        "--config",
+        config.to_str().unwrap(),
+        "--env",
+        env.to_str().unwrap(),
+        "--run-dir",
+        run.to_str().unwrap(),
+        "--json",
+    ]));
+    run
+}
+
+fn rl_step(run: &Path) -> (Value, Vec<Value>) {
+    let metrics = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+    let step = metrics
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .find(|line| line["kind"] == "rl")
+        .expect("an RL step");
+    let rollouts = std::fs::read_to_string(run.join("episodes/rl-step-000001.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    (step, rollouts)
+}
+
+fn user_messages(episode: &Value) -> Vec<String> {
+    episode["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|message| message["role"] == "user")
+        .filter_map(|message| message["content"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn rollouts_are_played_against_model_users_and_judged_by_a_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let (shop, emails) = shop_with_user_facts(dir.path());
+
+    // A local model plays the user: its turns are its own, seeded, and the
+    // rule judge masks the rollouts in which it never states the email.
+    let local = "[user]\nkind = \"model\"\nmodel = \"tiny\"\nmax_new_tokens = 10\n";
+    let (step, rollouts) = rl_step(&short_rl_run(dir.path(), "local", &shop, local));
+    assert_eq!(rollouts.len(), 4, "2 tasks × 2 rollouts");
+    for episode in &rollouts {
+        let said = user_messages(episode);
+        assert!(!said.is_empty(), "the model user opened: {episode}");
+        let task = episode["task_id"].as_str().unwrap();
+        assert!(
+            !said[0].contains(&emails[task]),
+            "the opening is the model's, not the instruction: {}",
+            said[0]
+        );
+    }
+    assert_eq!(step["masked_share"], 1.0, "{step}");
+    let (_, again) = rl_step(&short_rl_run(dir.path(), "local-again", &shop, local));
+    assert_eq!(again, rollouts, "the same seed plays the same episodes");
+
+    // A remote model plays the user and another judges it.
+    let server = StubServer::start(200, |request, _| {
+        let messages = request["messages"].as_array().unwrap();
+        let system = messages[0]["content"].as_str().unwrap_or_default();
+        if request["model"] == "judge-model" {
+            return completion("{\"reasoning\": \"stub\", \"unreliable\": true}");
+        }
+        if messages.len() > 2 {
+            return completion("###STOP###");
+        }
+        // The user opens with its situation as it was told it.
+        let situation = system
+            .split("Your situation and goal:\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n\nSay one message").next())
+            .unwrap_or_default();
+        completion(situation)
+    });
+    let remote = format!(
+        "[user]\nkind = \"openai\"\nbase_url = \"{url}\"\nmodel = \"user-model\"\n\
+         [judge]\nkind = \"openai\"\nbase_url = \"{url}\"\nmodel = \"judge-model\"\n",
+        url = server.url
+    );
+    let (step, rollouts) = rl_step(&short_rl_run(dir.path(), "remote", &shop, &remote));
+    for episode in &rollouts {
+        let task = episode["task_id"].as_str().unwrap();
+        assert!(
+            user_messages(episode)[0].contains(&emails[task]),
+            "the remote user states its email: {episode}"
+        );
+    }
+    assert_eq!(
+        step["masked_share"], 1.0,
+        "the judge model, not the rule (which finds every email stated), decides: {step}"
+    );
+    let requests = server.requests.lock().unwrap();
+    let judged = requests
+        .iter()
+        .filter(|request| request["model"] == "judge-model")
+        .count();
+    assert_eq!(judged, 4, "one verdict per rollout");
+    assert!(requests.iter().any(|request| {
+        request["model"] == "judge-model"
+            && request["messages"][1]["content"]
+                .as_str()
+                .is_some_and(|prompt| prompt.contains("The facts it was given:\n- "))
+    }));
 }

@@ -13,6 +13,7 @@ pub mod config;
 pub mod llama;
 pub mod sampling;
 pub mod train;
+pub mod user;
 
 pub use config::LlamaConfig;
 pub use llama::{KvCache, Llama, LoadError, WeightSource, tensor_names};

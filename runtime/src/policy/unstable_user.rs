@@ -15,19 +15,34 @@ pub struct UnstableUser {
 impl UnstableUser {
     /// `facts` are the values the instruction states (see the masking judge).
     pub fn new(instruction: &str, facts: &[String], instability: f64, seed: u64) -> Self {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let mut instruction = instruction.to_owned();
-        if !facts.is_empty() && rng.random_bool(instability.clamp(0.0, 1.0)) {
-            let fact = &facts[rng.random_range(0..facts.len())];
-            let replacement = if rng.random_bool(0.5) {
-                corrupt(fact, &mut rng)
-            } else {
-                "(something I don't remember)".to_owned()
-            };
-            instruction = instruction.replacen(fact.as_str(), &replacement, 1);
+        Self {
+            instruction: unstable_instruction(instruction, facts, instability, seed),
         }
-        Self { instruction }
     }
+}
+
+/// `instruction` as an unreliable user remembers it: with probability
+/// `instability` one of `facts` changed (a digit or letter) or replaced by
+/// "(something I don't remember)". Seeded. A user played by a model is given
+/// this instruction, so that it misstates or withholds the fact the same way.
+pub fn unstable_instruction(
+    instruction: &str,
+    facts: &[String],
+    instability: f64,
+    seed: u64,
+) -> String {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut instruction = instruction.to_owned();
+    if !facts.is_empty() && rng.random_bool(instability.clamp(0.0, 1.0)) {
+        let fact = &facts[rng.random_range(0..facts.len())];
+        let replacement = if rng.random_bool(0.5) {
+            corrupt(fact, &mut rng)
+        } else {
+            "(something I don't remember)".to_owned()
+        };
+        instruction = instruction.replacen(fact.as_str(), &replacement, 1);
+    }
+    instruction
 }
 
 /// `fact` with one character changed: a digit to another digit, a letter to

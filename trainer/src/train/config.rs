@@ -16,6 +16,8 @@ pub struct TrainConfig {
     pub tasks: TasksSection,
     pub sft: SftSection,
     pub rl: RlSection,
+    pub user: UserSection,
+    pub judge: JudgeSection,
     pub optim: OptimSection,
     pub eval: EvalSection,
     /// Save a checkpoint every this many steps (and at the end of each stage).
@@ -30,6 +32,8 @@ impl Default for TrainConfig {
             tasks: TasksSection::default(),
             sft: SftSection::default(),
             rl: RlSection::default(),
+            user: UserSection::default(),
+            judge: JudgeSection::default(),
             optim: OptimSection::default(),
             eval: EvalSection::default(),
             checkpoint_every: 50,
@@ -160,8 +164,12 @@ pub struct RlSection {
     /// Drop rollouts in which the simulated user gave wrong or missing
     /// information (MEU masking) from advantages and loss.
     pub masking: bool,
-    /// Probability that the simulated user misstates or withholds a fact.
+    /// Probability that the simulated user misstates or withholds a fact
+    /// (a model user is given the instruction with the fact spoiled).
     pub user_instability: f64,
+    /// Write each step's rollouts to `episodes/rl-step-N.jsonl` (replayable
+    /// with `forge replay`), to read what the policy and the user did.
+    pub save_rollouts: bool,
     pub lr: f64,
 }
 
@@ -183,7 +191,86 @@ impl Default for RlSection {
             dynamic_sampling: true,
             masking: true,
             user_instability: 0.0,
+            save_rollouts: false,
             lr: 1e-5,
+        }
+    }
+}
+
+/// Who plays the simulated user in RL rollouts. Held-out evaluation always
+/// uses each task's scripted user, so that it measures the policy alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UserSection {
+    /// `scripted` (each task's scripted user), `model` (a local model,
+    /// frozen, named by `model`: `tiny`, a fetched model's name, a GGUF file
+    /// or a checkpoint directory; its turns are decoded in batches beside the
+    /// policy's) or `openai` (the model `model` at the OpenAI-compatible
+    /// endpoint `base_url`).
+    pub kind: UserKind,
+    pub model: String,
+    pub base_url: String,
+    /// The environment variable holding the endpoint's API key.
+    pub api_key_env: String,
+    /// A local model user's sampling temperature.
+    pub temperature: f32,
+    /// Most tokens per message of a local model user.
+    pub max_new_tokens: usize,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UserKind {
+    #[default]
+    Scripted,
+    Model,
+    Openai,
+}
+
+impl Default for UserSection {
+    fn default() -> Self {
+        Self {
+            kind: UserKind::Scripted,
+            model: String::new(),
+            base_url: String::new(),
+            api_key_env: "OPENAI_API_KEY".into(),
+            temperature: 0.7,
+            max_new_tokens: 96,
+        }
+    }
+}
+
+/// Who decides that a rollout's user gave wrong or missing information
+/// (with `rl.masking`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct JudgeSection {
+    /// `rule`: a fact the task's instruction states that no user message
+    /// contains (deterministic; exact for scripted users); `openai`: the
+    /// model `model` at the OpenAI-compatible endpoint `base_url` reads the
+    /// dialogue (for model users, who paraphrase).
+    pub kind: JudgeKind,
+    pub model: String,
+    pub base_url: String,
+    /// The environment variable holding the endpoint's API key.
+    pub api_key_env: String,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JudgeKind {
+    #[default]
+    Rule,
+    Openai,
+}
+
+impl Default for JudgeSection {
+    fn default() -> Self {
+        Self {
+            kind: JudgeKind::Rule,
+            model: String::new(),
+            base_url: String::new(),
+            api_key_env: "OPENAI_API_KEY".into(),
         }
     }
 }
@@ -323,7 +410,8 @@ impl TrainConfig {
 
     /// Refuses settings that cannot run, naming the key.
     pub fn validate(&self) -> Result<(), String> {
-        let checks: [(bool, &str); 10] = [
+        let user = &self.user;
+        let checks: [(bool, &str); 15] = [
             (
                 self.optim.micro_batch > 0,
                 "optim.micro_batch must be positive",
@@ -360,6 +448,26 @@ impl TrainConfig {
             (
                 self.rl.updates_per_batch > 0,
                 "rl.updates_per_batch must be positive",
+            ),
+            (
+                user.kind == UserKind::Scripted || !user.model.is_empty(),
+                "user.model must name the model that plays the user",
+            ),
+            (
+                user.kind != UserKind::Openai || !user.base_url.is_empty(),
+                "user.base_url must name the endpoint of the model that plays the user",
+            ),
+            (
+                user.kind != UserKind::Model || (user.temperature > 0.0 && user.max_new_tokens > 0),
+                "user.temperature and user.max_new_tokens must be positive",
+            ),
+            (
+                self.judge.kind == JudgeKind::Rule || !self.judge.model.is_empty(),
+                "judge.model must name the judge model",
+            ),
+            (
+                self.judge.kind == JudgeKind::Rule || !self.judge.base_url.is_empty(),
+                "judge.base_url must name the judge model's endpoint",
             ),
         ];
         match checks.iter().find(|(ok, _)| !ok) {

@@ -5,12 +5,14 @@
 //! A run directory holds `metrics.jsonl` (a line per step and per
 //! evaluation), `checkpoints/step-NNNNNN/` (model as safetensors, optimizer
 //! state, the position in the run) with `checkpoints/latest` naming the
-//! newest, `episodes/eval-step-NNNNNN.jsonl` (each evaluation's episodes)
-//! and `final/` (the trained model, loadable by `--policy model`).
+//! newest, `episodes/eval-step-NNNNNN.jsonl` (each evaluation's episodes;
+//! with `rl.save_rollouts`, `episodes/rl-step-NNNNNN.jsonl` too) and
+//! `final/` (the trained model, loadable by `--policy model`).
 //! Everything random derives from the config's seed and the step, so a run
 //! resumed from a checkpoint continues exactly as if never interrupted.
 
 pub mod config;
+mod counterparts;
 pub mod data;
 pub mod objective;
 pub mod rollout;
@@ -28,14 +30,15 @@ use burn::optim::{AdamW, AdamWConfig, GradientsParams, Optimizer};
 use burn::record::{BinFileRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::AutodiffBackend;
 use config::TrainConfig;
+use counterparts::Counterparts;
 use data::{TaskQueue, Workload};
 use forge_model::tokenizer::ModelTokenizer;
 use forge_rl::advantage::{self, Rollout as Scorable};
 use forge_runtime::Environment;
 use forge_runtime::episode_seed;
-use forge_runtime::trajectory::TrajectoryWriter;
+use forge_runtime::trajectory::{EpisodeRecord, TrajectoryWriter};
 use objective::{LossStats, Scored, Sequence, Surrogate};
-use rollout::{Job, Play, Rollout, Script};
+use rollout::{Job, Play, Rollout, Script, Users};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -161,6 +164,9 @@ pub struct RunSpec<'a> {
     pub envs: &'a [Environment],
     /// The model to start from; `None` for the tiny random model.
     pub init: Option<&'a Path>,
+    /// The model that plays the user (`user.kind = "model"`); `None` for
+    /// the tiny random model.
+    pub user_model: Option<&'a Path>,
     pub resume: bool,
     /// Stop after this many steps (with a checkpoint).
     pub max_steps: Option<usize>,
@@ -178,11 +184,13 @@ pub fn train(spec: RunSpec<'_>, observer: &mut dyn Observer) -> Result<Summary> 
         dir,
         envs,
         init,
+        user_model,
         resume,
         max_steps,
         time_limit,
         accelerator,
     } = spec;
+    let models = Models { init, user_model };
     let limits = Limits {
         max_steps,
         // A limit too far off to represent is no limit.
@@ -190,12 +198,12 @@ pub fn train(spec: RunSpec<'_>, observer: &mut dyn Observer) -> Result<Summary> 
     };
     match accelerator {
         Accelerator::Cpu => {
-            Trainer::<CpuTrain>::new(config, dir, envs, init, resume, Default::default())?
+            Trainer::<CpuTrain>::new(config, dir, envs, models, resume, Default::default())?
                 .run(observer, limits)
         }
         #[cfg(feature = "cuda")]
         Accelerator::Cuda => {
-            Trainer::<GpuTrain>::new(config, dir, envs, init, resume, crate::cuda_device()?)?
+            Trainer::<GpuTrain>::new(config, dir, envs, models, resume, crate::cuda_device()?)?
                 .run(observer, limits)
         }
         #[cfg(not(feature = "cuda"))]
@@ -203,6 +211,15 @@ pub fn train(spec: RunSpec<'_>, observer: &mut dyn Observer) -> Result<Summary> 
             bail!("this forge was built without CUDA: rebuild it with `--features cuda`")
         }
     }
+}
+
+/// The model files a run starts from (`None`: the tiny random model).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Models<'a> {
+    /// The policy.
+    pub init: Option<&'a Path>,
+    /// The model that plays the user, with `user.kind = "model"`.
+    pub user_model: Option<&'a Path>,
 }
 
 /// Where a run stops before its end, to be resumed: long runs in bounded jobs.
@@ -225,6 +242,8 @@ pub struct Trainer<'a, B: AutodiffBackend> {
     optimizer: AdamOptimizer<B>,
     /// The policy at the start of RL, for the KL penalty.
     reference: Option<Llama<B::InnerBackend>>,
+    /// The simulated user and masking judge of rollouts.
+    counterparts: Counterparts<B::InnerBackend>,
     device: B::Device,
     position: Position,
 }
@@ -240,12 +259,13 @@ const EPISODES: &str = "episodes";
 impl<'a, B: AutodiffBackend> Trainer<'a, B> {
     /// A fresh run in `dir` (which must hold no earlier run), or — with
     /// `resume` — the continuation of the run there from its latest checkpoint.
-    /// `init` is the model to start from: `None` for the tiny random model.
+    /// `models` are the files of the policy to start from and of a model
+    /// user.
     pub fn new(
         config: TrainConfig,
         dir: &Path,
         envs: &'a [Environment],
-        init: Option<&Path>,
+        models: Models<'_>,
         resume: bool,
         device: B::Device,
     ) -> Result<Self> {
@@ -267,7 +287,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 dir.display()
             ),
             (None, false) => {
-                let (model, tokenizer) = match init {
+                let (model, tokenizer) = match models.init {
                     Some(path) => (
                         Llama::load(path, &device)
                             .with_context(|| format!("loading {}", path.display()))?,
@@ -326,8 +346,10 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         if config.rl.steps > 0 && queue.is_empty() {
             bail!("no training tasks: every task is held out");
         }
+        let counterparts = Counterparts::new(&config, models.user_model, &device)?;
         let mut trainer = Self {
             optimizer: optimizer(&config),
+            counterparts,
             config,
             dir: dir.to_owned(),
             workloads,
@@ -499,6 +521,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let rollout_started = Instant::now();
         let play = Play {
             model: &policy,
+            user_model: self.counterparts.user_model(),
             script: Script {
                 tokenizer: &self.tokenizer,
                 sampling: Sampling {
@@ -509,13 +532,15 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 },
                 max_turns: self.config.tasks.max_turns,
                 user_instability: config.user_instability,
-                judge: config.masking,
+                users: self.counterparts.users(),
+                judge: self.counterparts.judge(config.masking),
             },
         };
         let run_seed = self.config.seed ^ (step as u64).wrapping_mul(0x2545_f491_4f6c_dd1d);
         let mut groups: Vec<(usize, usize, Vec<Rollout>)> = Vec::new();
         let (mut drawn, mut all) = (0usize, Vec::<(f64, bool)>::new());
         let (mut sampled_tokens, mut sampled_nll) = (0usize, 0f64);
+        let mut saved = Vec::new();
         // Rounds of draws, all of a round's rollouts played as one batch,
         // until dynamic sampling has kept enough tasks or the draws run out.
         let budget = config.tasks_per_step * config.max_draw_factor;
@@ -542,6 +567,9 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             let mut rollouts = play.episodes(&jobs)?.into_iter();
             for (env, task) in tasks {
                 let group: Vec<Rollout> = rollouts.by_ref().take(config.rollouts).collect();
+                if config.save_rollouts {
+                    saved.extend(group.iter().map(|rollout| rollout.record.clone()));
+                }
                 for rollout in &group {
                     all.push((rollout.reward(), rollout.masked));
                     sampled_tokens += rollout.sampled_tokens();
@@ -560,6 +588,9 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             }
         }
         let rollout_seconds = rollout_started.elapsed().as_secs_f64();
+        if config.save_rollouts {
+            self.write_episodes("rl", step + 1, &saved)?;
+        }
         let scorable: Vec<Scorable> = groups
             .iter()
             .flat_map(|(env, task, group)| scorable(*env, *task, group))
@@ -644,6 +675,20 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         })
     }
 
+    /// Writes `records` to `episodes/<kind>-step-NNNNNN.jsonl`, replacing
+    /// the file a resumed run may have left.
+    fn write_episodes(&self, kind: &str, step: usize, records: &[EpisodeRecord]) -> Result<()> {
+        let dir = self.dir.join(EPISODES);
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(format!("{kind}-step-{step:06}.jsonl"));
+        let _ = std::fs::remove_file(&path);
+        let mut writer = TrajectoryWriter::create(&path)?;
+        for record in records {
+            writer.write(record)?;
+        }
+        Ok(())
+    }
+
     fn apply(&mut self, lr: f64, grads: GradientsParams) {
         // Cloning a module shares its tensors; the step returns the updated one.
         self.model = self.optimizer.step(lr, self.model.clone(), grads);
@@ -655,6 +700,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let policy = self.model.valid();
         let play = Play {
             model: &policy,
+            user_model: None,
             script: Script {
                 tokenizer: &self.tokenizer,
                 sampling: Sampling {
@@ -663,7 +709,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 },
                 max_turns: self.config.tasks.max_turns,
                 user_instability: 0.0,
-                judge: false,
+                users: Users::Scripted,
+                judge: None,
             },
         };
         let jobs: Vec<Job<'_>> = self
@@ -690,14 +737,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let episodes = records.len();
         // The episodes themselves, for reading what the policy does (and
         // `forge replay`): one file per evaluation.
-        let dir = self.dir.join(EPISODES);
-        std::fs::create_dir_all(&dir)?;
-        let path = dir.join(format!("eval-step-{:06}.jsonl", self.position.step));
-        let _ = std::fs::remove_file(&path);
-        let mut writer = TrajectoryWriter::create(&path)?;
-        for record in &records {
-            writer.write(record)?;
-        }
+        self.write_episodes("eval", self.position.step, &records)?;
         let success = successes as f64 / episodes.max(1) as f64;
         let metrics = Metrics {
             kind: "eval".into(),

@@ -6,12 +6,15 @@
 use crate::chat::{Generator, ModelPolicy, PromptStyle, stop_ids};
 use crate::sampling::{Sampling, Stop};
 use crate::train::objective::Turn;
+use crate::user::ModelUser;
 use crate::{Generation, Llama};
 use anyhow::{Context, Result};
 use burn::tensor::backend::Backend;
+use forge_llm::ChatClient;
+use forge_llm::agents::RemoteUser;
 use forge_model::tokenizer::ModelTokenizer;
-use forge_runtime::episode::{EpisodeSettings, run_episode};
-use forge_runtime::policy::scripted_user;
+use forge_runtime::episode::{EpisodeSettings, User, run_episode};
+use forge_runtime::policy::{scripted_user, unstable_instruction};
 use forge_runtime::trajectory::EpisodeRecord;
 use forge_runtime::{Environment, PreparedTask};
 use serde_json::Value;
@@ -39,21 +42,58 @@ impl Rollout {
 /// How episodes are played.
 pub struct Play<'a, B: Backend> {
     pub model: &'a Llama<B>,
+    /// The model playing the user, with [`Users::Model`].
+    pub user_model: Option<&'a Llama<B>>,
     pub script: Script<'a>,
 }
 
-/// Everything about an episode but the model: what the episode threads share.
+/// Everything about an episode but the models: what the episode threads share.
 #[derive(Clone)]
 pub struct Script<'a> {
     pub tokenizer: &'a ModelTokenizer,
     pub sampling: Sampling,
     pub max_turns: usize,
-    /// Probability that the user misstates or withholds a fact (0: the
-    /// scripted user).
+    /// Probability that the user misstates or withholds a fact.
     pub user_instability: f64,
-    /// Run the masking judge on the episode.
-    pub judge: bool,
+    pub users: Users<'a>,
+    /// The masking judge, when episodes are judged.
+    pub judge: Option<MaskJudge<'a>>,
 }
+
+/// Who plays the simulated user.
+#[derive(Clone, Copy)]
+pub enum Users<'a> {
+    /// Each task's scripted user.
+    Scripted,
+    /// The local model [`Play::user_model`], prompted through `tokenizer`;
+    /// its turns are decoded in batches beside the policy's.
+    Model {
+        tokenizer: &'a ModelTokenizer,
+        temperature: f32,
+        max_tokens: usize,
+    },
+    /// A model behind an OpenAI-compatible endpoint.
+    Remote(&'a ChatClient),
+}
+
+/// Who decides whether an episode's user gave wrong or missing information.
+#[derive(Clone, Copy)]
+pub enum MaskJudge<'a> {
+    /// A fact the instruction states that no user message contains.
+    Rule,
+    /// A model behind an OpenAI-compatible endpoint reads the dialogue.
+    Remote(&'a ChatClient),
+}
+
+/// Whose turn a request to the batcher is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Speaker {
+    Agent,
+    User,
+}
+
+/// A user model's seeds are apart from the policy's of the same episode.
+const USER_SEED: u64 = 0x05ee_d0f0_05e4;
 
 /// One episode to play: a task of an environment, prompted in a style, and
 /// the seed all its randomness derives from.
@@ -69,6 +109,7 @@ pub struct Job<'a> {
 enum Message {
     Request {
         row: usize,
+        speaker: Speaker,
         prompt: Vec<u32>,
         sampling: Sampling,
         reply: mpsc::Sender<Generation>,
@@ -80,6 +121,7 @@ enum Message {
 /// An episode thread's generator: its turns go to the batcher.
 struct Remote {
     row: usize,
+    speaker: Speaker,
     requests: mpsc::Sender<Message>,
 }
 
@@ -89,6 +131,7 @@ impl Generator for Remote {
         self.requests
             .send(Message::Request {
                 row: self.row,
+                speaker: self.speaker,
                 prompt: prompt.to_vec(),
                 sampling: sampling.clone(),
                 reply,
@@ -108,14 +151,28 @@ impl Drop for DoneGuard {
     }
 }
 
+/// A turn waiting in the batcher.
+struct Pending {
+    row: usize,
+    speaker: Speaker,
+    prompt: Vec<u32>,
+    sampling: Sampling,
+    reply: mpsc::Sender<Generation>,
+}
+
 impl<B: Backend> Play<'_, B> {
     /// Plays `jobs`, each episode on its own thread (tools run in parallel),
-    /// while this thread decodes the model's turns: each round it waits
-    /// until every live episode has asked for its next turn and decodes them
-    /// all as one batch. Which turns share a batch is therefore fixed by the
-    /// jobs alone, so the results do not depend on thread timing.
+    /// while this thread decodes the models' turns: each round it waits
+    /// until every live episode has asked for its next turn — the agent's
+    /// or a model user's — and decodes each model's turns as one batch.
+    /// Which turns share a batch is therefore fixed by the jobs alone, so
+    /// the results do not depend on thread timing.
     pub fn episodes(&self, jobs: &[Job<'_>]) -> Result<Vec<Rollout>> {
         let stop = stop_ids(self.script.tokenizer);
+        let user_stop = match self.script.users {
+            Users::Model { tokenizer, .. } => stop_ids(tokenizer),
+            _ => Vec::new(),
+        };
         let (requests, inbox) = mpsc::channel();
         std::thread::scope(|scope| {
             let threads: Vec<_> = jobs
@@ -126,8 +183,7 @@ impl<B: Backend> Play<'_, B> {
                     let script = self.script.clone();
                     scope.spawn(move || {
                         let _done = DoneGuard(requests.clone());
-                        let generator = Box::new(Remote { row, requests });
-                        script.episode(generator, job)
+                        script.episode(row, requests, job)
                     })
                 })
                 .collect();
@@ -139,30 +195,32 @@ impl<B: Backend> Play<'_, B> {
                     match inbox.recv() {
                         Ok(Message::Request {
                             row,
+                            speaker,
                             prompt,
                             sampling,
                             reply,
-                        }) => pending.push((row, prompt, sampling, reply)),
+                        }) => pending.push(Pending {
+                            row,
+                            speaker,
+                            prompt,
+                            sampling,
+                            reply,
+                        }),
                         Ok(Message::Done) => live -= 1,
-                        Err(_) => break,
+                        // Every episode thread has ended.
+                        Err(_) => live = 0,
                     }
                 }
-                if pending.is_empty() {
-                    continue;
-                }
-                pending.sort_by_key(|(row, ..)| *row);
-                let prompts: Vec<&[u32]> =
-                    pending.iter().map(|(_, prompt, ..)| &prompt[..]).collect();
-                let samplings: Vec<Sampling> = pending
-                    .iter()
-                    .map(|(_, _, sampling, _)| sampling.clone())
-                    .collect();
-                let generations =
-                    self.model
-                        .generate_batch(&prompts, &samplings, Stop::tokens(&stop));
-                for ((.., reply), generation) in pending.into_iter().zip(generations) {
-                    // A thread that has gone away no longer needs its turn.
-                    let _ = reply.send(generation);
+                pending.sort_by_key(|turn| turn.row);
+                let (agents, users): (Vec<_>, Vec<_>) = pending
+                    .into_iter()
+                    .partition(|turn| turn.speaker == Speaker::Agent);
+                decode(self.model, agents, &stop);
+                if !users.is_empty() {
+                    let model = self
+                        .user_model
+                        .expect("model users are played with Play::user_model");
+                    decode(model, users, &user_stop);
                 }
             }
             threads
@@ -177,17 +235,41 @@ impl<B: Backend> Play<'_, B> {
     }
 }
 
-impl Script<'_> {
-    /// One episode of `job`, its turns generated by `generator`.
-    fn episode(&self, generator: Box<dyn Generator + '_>, job: &Job<'_>) -> Result<Rollout> {
+/// Decodes `turns` with `model` as one batch and answers each.
+fn decode<B: Backend>(model: &Llama<B>, turns: Vec<Pending>, stop: &[u32]) {
+    if turns.is_empty() {
+        return;
+    }
+    let prompts: Vec<&[u32]> = turns.iter().map(|turn| &turn.prompt[..]).collect();
+    let samplings: Vec<Sampling> = turns.iter().map(|turn| turn.sampling.clone()).collect();
+    let generations = model.generate_batch(&prompts, &samplings, Stop::tokens(stop));
+    for (turn, generation) in turns.into_iter().zip(generations) {
+        // A thread that has gone away no longer needs its turn.
+        let _ = turn.reply.send(generation);
+    }
+}
+
+impl<'a> Script<'a> {
+    /// One episode of `job`, its model turns sent to the batcher as `row`.
+    fn episode(
+        &self,
+        row: usize,
+        requests: mpsc::Sender<Message>,
+        job: &Job<'_>,
+    ) -> Result<Rollout> {
         let task = job.task;
         let sampling = Sampling {
             seed: job.seed,
             ..self.sampling.clone()
         };
+        let agent = Box::new(Remote {
+            row,
+            speaker: Speaker::Agent,
+            requests: requests.clone(),
+        });
         let mut policy =
-            ModelPolicy::with_generator(generator, self.tokenizer, job.style.clone(), sampling);
-        let mut user = scripted_user(&task.task, self.user_instability, job.seed);
+            ModelPolicy::with_generator(agent, self.tokenizer, job.style.clone(), sampling);
+        let mut user = self.user(row, requests, job);
         let settings = EpisodeSettings {
             max_turns: self.max_turns,
             seed: job.seed,
@@ -203,13 +285,68 @@ impl Script<'_> {
         )
         .with_context(|| format!("episode of task `{}`", task.task.id))?;
         let turns = turns(&record)?;
-        let masked =
-            self.judge && forge_rl::judge::misinformation(&task.task, &record.messages).is_some();
+        let masked = match self.judge {
+            None => false,
+            Some(MaskJudge::Rule) => {
+                forge_rl::judge::misinformation(&task.task, &record.messages).is_some()
+            }
+            Some(MaskJudge::Remote(client)) => {
+                forge_llm::judge::user_misinformation(client, &task.task, &record.messages)
+                    .with_context(|| format!("judging the user of task `{}`", task.task.id))?
+                    .is_some()
+            }
+        };
         Ok(Rollout {
             record,
             turns,
             masked,
         })
+    }
+
+    /// The simulated user of `job`. Model users are told the instruction
+    /// as an unstable user would remember it.
+    fn user(
+        &self,
+        row: usize,
+        requests: mpsc::Sender<Message>,
+        job: &Job<'_>,
+    ) -> Box<dyn User + 'a> {
+        let task = &job.task.task;
+        let instruction = || {
+            unstable_instruction(
+                &task.instruction,
+                &task.stated_facts(),
+                self.user_instability,
+                job.seed,
+            )
+        };
+        match self.users {
+            Users::Scripted => scripted_user(task, self.user_instability, job.seed),
+            Users::Model {
+                tokenizer,
+                temperature,
+                max_tokens,
+            } => {
+                let generator = Box::new(Remote {
+                    row,
+                    speaker: Speaker::User,
+                    requests,
+                });
+                let sampling = Sampling {
+                    temperature,
+                    top_p: 1.0,
+                    max_tokens,
+                    seed: job.seed ^ USER_SEED,
+                };
+                Box::new(ModelUser::new(
+                    generator,
+                    tokenizer,
+                    &instruction(),
+                    sampling,
+                ))
+            }
+            Users::Remote(client) => Box::new(RemoteUser::new(client, instruction())),
+        }
     }
 }
 

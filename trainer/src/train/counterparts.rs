@@ -1,0 +1,104 @@
+//! The policy's counterparts in RL rollouts, as the config's `[user]` and
+//! `[judge]` sections set them up: who plays the simulated user (a task's
+//! script, a local model, a remote one) and who judges whether it misled
+//! the agent (a rule or a remote model).
+
+use super::config::{JudgeKind, JudgeSection, TrainConfig, UserKind, UserSection};
+use super::rollout::{MaskJudge, Users};
+use crate::checkpoint;
+use crate::config::LlamaConfig;
+use crate::llama::Llama;
+use anyhow::{Context, Result};
+use burn::tensor::backend::Backend;
+use forge_llm::{ChatClient, ChatConfig};
+use forge_model::tokenizer::ModelTokenizer;
+use std::path::Path;
+
+/// The seed of a `tiny` user model is apart from the policy's.
+const TINY_USER_SEED: u64 = 0x05e4_7111;
+
+pub struct Counterparts<B: Backend> {
+    user: UserSection,
+    /// A local model user and its tokenizer (frozen).
+    user_model: Option<(Llama<B>, ModelTokenizer)>,
+    user_client: Option<ChatClient>,
+    judge_client: Option<ChatClient>,
+}
+
+impl<B: Backend> Counterparts<B> {
+    /// `user_model` is the file of a local model user (`None` for `tiny`,
+    /// which is made from the seed).
+    pub fn new(
+        config: &TrainConfig,
+        user_model: Option<&Path>,
+        device: &B::Device,
+    ) -> Result<Self> {
+        let user = config.user.clone();
+        let user_model = match (user.kind, user_model) {
+            (UserKind::Model, Some(path)) => Some((
+                Llama::load(path, device)
+                    .with_context(|| format!("loading the user model {}", path.display()))?,
+                checkpoint::load_tokenizer(path)?,
+            )),
+            (UserKind::Model, None) => {
+                let tokenizer = ModelTokenizer::byte_level();
+                let shape = LlamaConfig::tiny(tokenizer.tokenizer.get_vocab_size(true));
+                let model = Llama::init(shape, config.seed ^ TINY_USER_SEED, device);
+                Some((model, tokenizer))
+            }
+            _ => None,
+        };
+        if let Some((_, tokenizer)) = &user_model {
+            anyhow::ensure!(
+                tokenizer.token_id(crate::chat::IM_END).is_some(),
+                "the user model's tokenizer has no `<|im_end|>`: only ChatML models can play the user"
+            );
+        }
+        let user_client = (user.kind == UserKind::Openai)
+            .then(|| client(&user.base_url, &user.model, &user.api_key_env));
+        let JudgeSection {
+            kind,
+            model,
+            base_url,
+            api_key_env,
+        } = &config.judge;
+        let judge_client =
+            (*kind == JudgeKind::Openai).then(|| client(base_url, model, api_key_env));
+        Ok(Self {
+            user,
+            user_model,
+            user_client,
+            judge_client,
+        })
+    }
+
+    pub fn users(&self) -> Users<'_> {
+        match (&self.user_model, &self.user_client) {
+            (Some((_, tokenizer)), _) => Users::Model {
+                tokenizer,
+                temperature: self.user.temperature,
+                max_tokens: self.user.max_new_tokens,
+            },
+            (None, Some(client)) => Users::Remote(client),
+            (None, None) => Users::Scripted,
+        }
+    }
+
+    pub fn user_model(&self) -> Option<&Llama<B>> {
+        self.user_model.as_ref().map(|(model, _)| model)
+    }
+
+    /// The masking judge (`None` when masking is off).
+    pub fn judge(&self, masking: bool) -> Option<MaskJudge<'_>> {
+        masking.then_some(match &self.judge_client {
+            Some(client) => MaskJudge::Remote(client),
+            None => MaskJudge::Rule,
+        })
+    }
+}
+
+fn client(base_url: &str, model: &str, api_key_env: &str) -> ChatClient {
+    let mut config = ChatConfig::new(base_url, model);
+    config.api_key = std::env::var(api_key_env).ok();
+    ChatClient::new(config)
+}
