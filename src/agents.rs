@@ -153,8 +153,7 @@ impl Agents {
         let client = match (needs_model, &args.base_url, &args.model) {
             (false, _, _) => None,
             (true, Some(url), Some(model)) => {
-                let mut config = ChatConfig::new(url, model);
-                config.api_key = std::env::var(&args.api_key_env).ok();
+                let mut config = ChatConfig::new(url, model).key_from_env(&args.api_key_env);
                 config.max_in_flight = args.max_requests as usize;
                 Some(ChatClient::new(config))
             }
@@ -168,8 +167,7 @@ impl Agents {
         ) {
             (None, _) => None,
             (Some(model), Some(url)) => {
-                let mut config = ChatConfig::new(url, model);
-                config.api_key = std::env::var(&args.api_key_env).ok();
+                let mut config = ChatConfig::new(url, model).key_from_env(&args.api_key_env);
                 config.max_in_flight = args.max_requests as usize;
                 Some(ChatClient::new(config))
             }

@@ -78,15 +78,12 @@ impl Policy for RemotePolicy<'_> {
     }
 }
 
-/// What a model playing the user says to end the dialogue.
-pub const STOP: &str = USER_STOP;
-
 /// Further endings τ²-bench's user guidelines allow: asking for a human
 /// agent, and a request outside the scenario.
 const OTHER_ENDINGS: [&str; 2] = ["###TRANSFER###", "###OUT-OF-SCOPE###"];
 
 /// The simulated user is a model given the task instruction; it ends the
-/// dialogue by saying [`STOP`]. Given tools of its own ([`RemoteUser::with_tools`]),
+/// dialogue by saying [`USER_STOP`]. Given tools of its own ([`RemoteUser::with_tools`]),
 /// it may call them before it answers.
 pub struct RemoteUser<'a> {
     client: &'a ChatClient,
@@ -216,7 +213,7 @@ impl User for RemoteUser<'_> {
         }
         let text = text_of(&reply);
         Ok(
-            if text.contains(STOP) || OTHER_ENDINGS.iter().any(|end| text.contains(end)) {
+            if text.contains(USER_STOP) || OTHER_ENDINGS.iter().any(|end| text.contains(end)) {
                 UserTurn::Stop
             } else {
                 UserTurn::Say(text)

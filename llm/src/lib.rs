@@ -48,6 +48,15 @@ impl ChatConfig {
             max_in_flight: 8,
         }
     }
+
+    /// The same config with the API key read from the environment variable
+    /// `var` (none when it is unset).
+    pub fn key_from_env(self, var: &str) -> Self {
+        Self {
+            api_key: std::env::var(var).ok(),
+            ..self
+        }
+    }
 }
 
 /// A chat message.

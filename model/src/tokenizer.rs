@@ -29,9 +29,13 @@ pub enum TokenizerError {
     #[error("tokenizer model `{0}` is not supported (only byte-level BPE, `gpt2`)")]
     Model(String),
     #[error(
-        "pre-tokenizer `{0}` (tokenizer.ggml.pre) is not supported (supported: smollm, qwen2, llama-bpe, gpt-2)"
+        "pre-tokenizer `{0}` (tokenizer.ggml.pre) is not supported (supported: smollm, qwen2, gpt-2)"
     )]
     Pretokenizer(String),
+    #[error(
+        "the file names no pre-tokenizer (tokenizer.ggml.pre), so how it splits text into words is unknown"
+    )]
+    NoPretokenizer,
     #[error("merge {index} (`{merge}`) is not two tokens separated by a space")]
     Merge { index: usize, merge: String },
     #[error("building the tokenizer: {0}")]
@@ -143,6 +147,15 @@ impl ModelTokenizer {
             .map_err(|err| TokenizerError::Build(err.to_string()))
     }
 
+    /// The text of `ids` without its special tokens: what a model says,
+    /// to pass on as a message (whose control tokens would otherwise become
+    /// the receiving prompt's).
+    pub fn decode_text(&self, ids: &[u32]) -> Result<String, TokenizerError> {
+        self.tokenizer
+            .decode(ids, true)
+            .map_err(|err| TokenizerError::Build(err.to_string()))
+    }
+
     pub fn token_id(&self, token: &str) -> Option<u32> {
         self.tokenizer.token_to_id(token)
     }
@@ -155,58 +168,49 @@ const CHATML_CONTROL: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"
 /// (llama.cpp's `tokenizer.ggml.pre`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum WordSplit {
-    /// GPT-2's regex (llama.cpp's `default` when a file names none).
+    /// GPT-2's regex.
     Gpt2,
     /// SmolLM: single digits, then GPT-2's regex.
     Smollm,
     /// Qwen2: its own regex (single digits, case-insensitive contractions),
     /// after NFC normalisation.
     Qwen2,
-    /// Llama 3: Qwen2's regex with digits in groups of up to three.
-    Llama3,
 }
 
-/// The regex of Qwen2's and Llama 3's `tokenizer.json`, `{digits}` standing
-/// for how many digits make one word.
-const WORDS_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{digits}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// The regex of Qwen2's `tokenizer.json`.
+const QWEN2_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 impl WordSplit {
+    /// The split a GGUF names. A file that names none (llama.cpp then
+    /// guesses, warning that quality degrades) or another family's is
+    /// refused: splitting differently from the model's training gives
+    /// different ids for the same text.
     fn from_gguf_name(name: Option<&str>) -> Result<Self, TokenizerError> {
         match name {
-            None | Some("default" | "gpt-2") => Ok(Self::Gpt2),
+            Some("gpt-2") => Ok(Self::Gpt2),
             Some("smollm") => Ok(Self::Smollm),
             Some("qwen2") => Ok(Self::Qwen2),
-            Some("llama3" | "llama-v3" | "llama-bpe") => Ok(Self::Llama3),
             Some(other) => Err(TokenizerError::Pretokenizer(other.to_owned())),
+            None => Err(TokenizerError::NoPretokenizer),
         }
     }
 
     /// Sets `tokenizer`'s normaliser and pre-tokenizer for this split.
     fn install(self, tokenizer: &mut Tokenizer) -> Result<(), TokenizerError> {
         let gpt2 = || ByteLevel::new(false, true, true);
-        let regex = |digits: &str| {
-            let pattern = WORDS_REGEX.replace("{digits}", digits);
-            Split::new(
-                SplitPattern::Regex(pattern),
-                SplitDelimiterBehavior::Isolated,
-                false,
-            )
-            .map_err(|err| TokenizerError::Build(err.to_string()))
-        };
         let steps: Vec<PreTokenizerWrapper> = match self {
             Self::Gpt2 => vec![gpt2().into()],
             Self::Smollm => vec![Digits::new(true).into(), gpt2().into()],
             Self::Qwen2 => {
                 tokenizer.with_normalizer(Some(NFC));
-                vec![
-                    regex("")?.into(),
-                    ByteLevel::new(false, false, false).into(),
-                ]
+                let words = Split::new(
+                    SplitPattern::Regex(QWEN2_REGEX.to_owned()),
+                    SplitDelimiterBehavior::Isolated,
+                    false,
+                )
+                .map_err(|err| TokenizerError::Build(err.to_string()))?;
+                vec![words.into(), ByteLevel::new(false, false, false).into()]
             }
-            Self::Llama3 => vec![
-                regex("{1,3}")?.into(),
-                ByteLevel::new(false, true, false).into(),
-            ],
         };
         tokenizer.with_pre_tokenizer(Some(Sequence::new(steps)));
         Ok(())
@@ -408,23 +412,14 @@ mod tests {
                     " DON", "'T",
                 ],
             ),
-            (
-                WordSplit::Llama3,
-                &[
-                    "I", "'m", " ", "123", "45", " apples", "!\n\n", " ", " ok", " DON", "'T",
-                ],
-            ),
         ];
         for (split, expected) in cases {
             assert_eq!(words(split, text), expected, "{split:?}");
         }
-        assert_eq!(
-            WordSplit::from_gguf_name(None).unwrap(),
-            WordSplit::Gpt2,
-            "a file that names no split gets llama.cpp's default"
-        );
-        let err = WordSplit::from_gguf_name(Some("deepseek-coder")).unwrap_err();
-        assert!(err.to_string().contains("`deepseek-coder`"), "{err}");
+        for name in [Some("llama-bpe"), Some("default"), None] {
+            let err = WordSplit::from_gguf_name(name).unwrap_err();
+            assert!(err.to_string().contains("pre-tokenizer"), "{err}");
+        }
     }
 
     #[test]

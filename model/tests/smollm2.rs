@@ -108,6 +108,11 @@ fn the_tokenizer_round_trips_and_knows_the_chat_tokens() {
     let ids = tokenizer.encode(prompt).unwrap();
     assert_eq!(ids[0], 1);
     assert!(ids.len() < 30, "merges apply: {} tokens", ids.len());
+    assert_eq!(
+        tokenizer.encode("2024").unwrap().len(),
+        4,
+        "SmolLM2 splits numbers into single digits"
+    );
     for text in [
         prompt,
         "Zoë paid 1,024.50 € on 2026-11-29.\n\t{\"tool\": \"get_user\"}",

@@ -89,9 +89,7 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
         .as_ref()
         .zip(args.model.as_ref())
         .map(|(url, model)| {
-            let mut config = ChatConfig::new(url, model);
-            config.api_key = std::env::var(&args.api_key_env).ok();
-            ChatClient::new(config)
+            ChatClient::new(ChatConfig::new(url, model).key_from_env(&args.api_key_env))
         });
     let model = client.as_ref().map(|client| Llm {
         client,

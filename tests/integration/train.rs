@@ -259,6 +259,23 @@ fn bad_configs_and_run_directories_are_refused_clearly() {
         stderr(&output)
     );
 
+    // bf16 products need the GPU backend; the CPU run says so.
+    std::fs::write(&config, "[model]\nprecision = \"bf16\"\n").unwrap();
+    let output = train(&[
+        "--preset",
+        "smoke",
+        "--config",
+        config.to_str().unwrap(),
+        "--run-dir",
+        dir.path().join("bf16").to_str().unwrap(),
+    ]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("--device cuda"),
+        "{}",
+        stderr(&output)
+    );
+
     let output = train(&["--run-dir", run, "--resume"]);
     assert!(!output.status.success());
     assert!(

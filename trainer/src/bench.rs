@@ -9,7 +9,7 @@
 //! download.
 
 use crate::config::LlamaConfig;
-use crate::llama::Llama;
+use crate::llama::{Llama, Precision};
 use crate::sampling::{Sampling, Stop};
 use crate::train::objective::{Sequence, Span, sft_gradients};
 use crate::train::{Accelerator, CpuTrain};
@@ -61,6 +61,8 @@ pub struct BenchSpec {
     pub config: LlamaConfig,
     /// A model file (GGUF or checkpoint) to measure instead.
     pub weights: Option<PathBuf>,
+    /// The precision of the products with the weights.
+    pub precision: Precision,
     /// Forward passes (no gradient) over whole sequences.
     pub forward: Vec<Shape>,
     /// Training steps: every position's next token trained, AdamW.
@@ -130,29 +132,21 @@ pub struct Measurement {
     pub tokens: usize,
     pub seconds: f64,
     pub tokens_per_s: f64,
+    pub precision: Precision,
 }
 
 impl Measurement {
-    fn new(phase: Phase, batch: usize, seq: usize, tokens: usize, seconds: f64) -> Self {
+    /// A measurement over every position of `shape`.
+    fn whole(phase: Phase, shape: Shape, seconds: f64, precision: Precision) -> Self {
         Self {
             phase,
-            batch,
-            seq,
-            tokens,
+            batch: shape.batch,
+            seq: shape.seq,
+            tokens: shape.batch * shape.seq,
             seconds,
-            tokens_per_s: tokens as f64 / seconds,
+            tokens_per_s: (shape.batch * shape.seq) as f64 / seconds,
+            precision,
         }
-    }
-
-    /// A measurement over every position of `shape`.
-    fn whole(phase: Phase, shape: Shape, seconds: f64) -> Self {
-        Self::new(
-            phase,
-            shape.batch,
-            shape.seq,
-            shape.batch * shape.seq,
-            seconds,
-        )
     }
 }
 
@@ -188,7 +182,8 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
         let model = match &spec.weights {
             Some(path) => Llama::load(path, &device)?,
             None => Llama::init(spec.config.clone(), spec.seed, &device),
-        };
+        }
+        .with_precision(spec.precision)?;
         Ok(Self {
             spec,
             model,
@@ -242,7 +237,7 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
             sync::<B::InnerBackend>(&device);
             drop(logits);
         });
-        Measurement::whole(Phase::Forward, shape, seconds)
+        Measurement::whole(Phase::Forward, shape, seconds, self.spec.precision)
     }
 
     /// Whole training steps: the gradients of every position's cross-entropy
@@ -267,7 +262,7 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
             model = optimizer.step(1e-5, model.clone(), grads);
             sync::<B>(&device);
         });
-        Measurement::whole(Phase::Train, shape, seconds)
+        Measurement::whole(Phase::Train, shape, seconds, self.spec.precision)
     }
 
     /// Sampling `new_tokens` after a `prompt`-token prompt in each of
@@ -288,13 +283,15 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
             // Each step reads the logits back, so the device is idle after.
             model.generate_batch(&prompts, &samplings, Stop::tokens(&[]));
         });
-        Measurement::new(
-            Phase::Decode,
+        Measurement {
+            phase: Phase::Decode,
             batch,
-            self.spec.prompt,
-            batch * self.spec.new_tokens,
+            seq: self.spec.prompt,
+            tokens: batch * self.spec.new_tokens,
             seconds,
-        )
+            tokens_per_s: (batch * self.spec.new_tokens) as f64 / seconds,
+            precision: self.spec.precision,
+        }
     }
 }
 
@@ -330,6 +327,7 @@ mod tests {
         let spec = BenchSpec {
             config: LlamaConfig::tiny(64),
             weights: None,
+            precision: Precision::F32,
             forward: vec![Shape { batch: 2, seq: 8 }],
             train: vec![Shape { batch: 3, seq: 6 }],
             micro_batch: 2,
@@ -349,6 +347,12 @@ mod tests {
         let tokens: Vec<usize> = measurements.iter().map(|m| m.tokens).collect();
         assert_eq!(tokens, [16, 18, 5, 15]);
         assert!(measurements.iter().all(|m| m.tokens_per_s > 0.0));
+        let bf16 = BenchSpec {
+            precision: Precision::Bf16,
+            ..spec.clone()
+        };
+        let error = run(&bf16, Accelerator::Cpu, &mut |_| {}).unwrap_err();
+        assert!(error.to_string().contains("--device cuda"), "{error}");
         let zero = BenchSpec { repeats: 0, ..spec };
         let error = run(&zero, Accelerator::Cpu, &mut |_| {}).unwrap_err();
         assert!(error.to_string().contains("repeats"), "{error}");

@@ -1,7 +1,7 @@
-//! Checkpoints: a directory laid out as a Hugging Face Llama model —
-//! `config.json`, `model.safetensors` (f32, Hugging Face tensor names and
-//! layout) and `tokenizer.json` — so that Forge's fine-tuned models load in
-//! other tools and Hugging Face Llama checkpoints load in Forge.
+//! Checkpoints: a directory laid out as a Hugging Face model of its family
+//! (Llama or Qwen2) — `config.json`, `model.safetensors` (f32, Hugging Face
+//! tensor names and layout) and `tokenizer.json` — so that Forge's fine-tuned
+//! models load in other tools and Hugging Face checkpoints load in Forge.
 
 use crate::chat::PromptSettings;
 use crate::config::LlamaConfig;
@@ -85,20 +85,28 @@ pub fn load_prompt(path: &Path) -> anyhow::Result<PromptSettings> {
 }
 
 /// The tokenizer of a model file: a GGUF's metadata, or a checkpoint's
-/// `tokenizer.json` (with the special ids from its `config.json`).
+/// `tokenizer.json` (with the special ids from its `config.json`). Forge
+/// prompts models in ChatML, so a tokenizer without `<|im_end|>` is refused.
 pub fn load_tokenizer(path: &Path) -> Result<ModelTokenizer, LoadError> {
-    if !path.is_dir() {
-        return ModelTokenizer::from_gguf(&Gguf::open(path)?)
-            .map_err(|err| checkpoint_error(path, err));
+    let tokenizer = if path.is_dir() {
+        let config = read_config_json(path)?;
+        let id = |key: &str| config[key].as_u64().map(|id| id as u32);
+        ModelTokenizer::from_json_file(
+            &path.join(TOKENIZER),
+            id("bos_token_id"),
+            id("eos_token_id"),
+        )
+    } else {
+        ModelTokenizer::from_gguf(&Gguf::open(path)?)
     }
-    let config = read_config_json(path)?;
-    let id = |key: &str| config[key].as_u64().map(|id| id as u32);
-    ModelTokenizer::from_json_file(
-        &path.join(TOKENIZER),
-        id("bos_token_id"),
-        id("eos_token_id"),
-    )
-    .map_err(|err| checkpoint_error(path, err))
+    .map_err(|err| checkpoint_error(path, err))?;
+    if tokenizer.token_id(crate::chat::IM_END).is_none() {
+        return Err(checkpoint_error(
+            path,
+            "its tokenizer has no `<|im_end|>`: Forge prompts models in ChatML, so only ChatML models run",
+        ));
+    }
+    Ok(tokenizer)
 }
 
 fn read_config_json(dir: &Path) -> Result<serde_json::Value, LoadError> {

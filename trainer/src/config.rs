@@ -13,8 +13,8 @@ use serde_json::Value;
 /// in what the checkpoint holds and how llama.cpp stores it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Architecture {
-    /// Llama, Mistral, SmolLM: no biases; llama.cpp stores Q/K rows
-    /// interleaved for its RoPE layout.
+    /// Llama and SmolLM: no biases; llama.cpp stores Q/K rows interleaved
+    /// for its RoPE layout.
     #[default]
     Llama,
     /// Qwen2 / Qwen2.5: biases on the Q, K and V projections; llama.cpp
@@ -76,7 +76,8 @@ pub struct LlamaConfig {
     pub layers: usize,
     #[serde(rename = "num_attention_heads")]
     pub heads: usize,
-    #[serde(rename = "num_key_value_heads")]
+    /// Hugging Face configs may leave it out: then as many as `heads`.
+    #[serde(rename = "num_key_value_heads", default)]
     pub kv_heads: usize,
     #[serde(rename = "intermediate_size")]
     pub ffn: usize,
@@ -126,7 +127,14 @@ impl LlamaConfig {
         };
         let heads = get("attention.head_count")?;
         let hidden = get("embedding_length")?;
-        Ok(Self {
+        if let (Ok(keys), Ok(values)) = (get("attention.key_length"), get("attention.value_length"))
+            && keys != values
+        {
+            return Err(LoadError::Unsupported(format!(
+                "keys of width {keys} with values of width {values} are not supported"
+            )));
+        }
+        Self {
             architecture,
             vocab,
             hidden,
@@ -143,8 +151,9 @@ impl LlamaConfig {
             tied_embeddings: gguf.tensor("output.weight").is_err(),
             explicit_head_dim: get("attention.key_length")
                 .ok()
-                .filter(|&width| width != hidden / heads),
-        })
+                .filter(|&width| width != hidden / heads.max(1)),
+        }
+        .checked()
     }
 
     /// The shape a Hugging Face `config.json` describes (Transformers 4's
@@ -164,16 +173,67 @@ impl LlamaConfig {
                 return unsupported(format!("`{flag}: true` is not supported"));
             }
         }
+        if let Some(act) = json["hidden_act"].as_str().filter(|act| *act != "silu") {
+            return unsupported(format!("the activation `{act}` is not supported (SiLU is)"));
+        }
+        let layer_types = json["layer_types"].as_array().into_iter().flatten();
+        if let Some(kind) = layer_types
+            .filter_map(Value::as_str)
+            .find(|kind| *kind != "full_attention")
+        {
+            return unsupported(format!("`{kind}` layers are not supported"));
+        }
         let mut config: Self = serde_json::from_value(json.clone())
             .map_err(|err| LoadError::Checkpoint(err.to_string()))?;
         config.architecture = architecture;
+        if config.kv_heads == 0 {
+            config.kv_heads = config.heads;
+        }
         config.explicit_head_dim = config
             .explicit_head_dim
-            .filter(|&width| width != config.hidden / config.heads);
+            .filter(|&width| width != config.hidden / config.heads.max(1));
         if let Some(base) = rope["rope_theta"].as_f64() {
             config.rope_base = base;
         }
-        Ok(config)
+        config.checked()
+    }
+
+    /// The config, if its numbers describe a model the decoder can run.
+    fn checked(self) -> Result<Self, LoadError> {
+        let sizes = [
+            self.vocab,
+            self.hidden,
+            self.layers,
+            self.heads,
+            self.kv_heads,
+            self.ffn,
+        ];
+        let problem = if sizes.contains(&0) {
+            Some("a size is zero".to_owned())
+        } else if !self.heads.is_multiple_of(self.kv_heads) {
+            Some(format!(
+                "{} query heads do not share {} key/value heads evenly",
+                self.heads, self.kv_heads
+            ))
+        } else if self.explicit_head_dim.is_none() && !self.hidden.is_multiple_of(self.heads) {
+            Some(format!(
+                "a width of {} does not split into {} heads",
+                self.hidden, self.heads
+            ))
+        } else if !self.head_dim().is_multiple_of(2) {
+            Some(format!(
+                "RoPE needs an even head width, not {}",
+                self.head_dim()
+            ))
+        } else {
+            None
+        };
+        match problem {
+            Some(problem) => Err(LoadError::Unsupported(format!(
+                "the model's shape: {problem}"
+            ))),
+            None => Ok(self),
+        }
     }
 
     /// SmolLM2-135M-Instruct's shape (the default policy), for measurements
@@ -280,5 +340,16 @@ mod tests {
         );
         assert!(refused(json!({"attention_bias": true})).contains("attention_bias"));
         assert!(refused(json!({"use_sliding_window": true})).contains("use_sliding_window"));
+        assert!(refused(json!({"hidden_act": "gelu"})).contains("gelu"));
+        assert!(
+            refused(json!({"layer_types": ["full_attention", "sliding_attention"]}))
+                .contains("sliding_attention")
+        );
+        assert!(refused(json!({"num_key_value_heads": 3})).contains("evenly"));
+        assert!(refused(json!({"num_attention_heads": 0})).contains("zero"));
+        let mut no_kv = base.clone();
+        no_kv.as_object_mut().unwrap().remove("num_key_value_heads");
+        let config = LlamaConfig::from_hf_json(&no_kv).unwrap();
+        assert_eq!(config.kv_heads, config.heads, "as many as the query heads");
     }
 }

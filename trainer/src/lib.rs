@@ -16,7 +16,7 @@ pub mod train;
 pub mod user;
 
 pub use config::LlamaConfig;
-pub use llama::{KvCache, Llama, LoadError, WeightSource, tensor_names};
+pub use llama::{KvCache, Llama, LoadError, Precision, WeightSource, tensor_names};
 pub use sampling::{Generation, Sampling, Stop};
 
 /// The CPU backend (tests, small models).

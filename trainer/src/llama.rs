@@ -6,7 +6,7 @@ use crate::sampling::{Generation, Sampling, Stop};
 use burn::module::{Module, Param, ParamId};
 use burn::tensor::activation::{silu, softmax};
 use burn::tensor::backend::Backend;
-use burn::tensor::{Bool, Int, Tensor, TensorData};
+use burn::tensor::{Bool, DType, FloatDType, Int, Tensor, TensorData};
 use forge_model::gguf::{Gguf, GgufError};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -45,11 +45,36 @@ pub struct Layer<B: Backend> {
     w_down: Param<Tensor<B, 2>>,
 }
 
+/// The precision of the model's matrix products with its weights — the
+/// projections and the output head, nearly all of its arithmetic. Weights,
+/// norms, attention, softmax, gradients' accumulation and the optimizer
+/// stay f32 either way: mixed precision, as PyTorch's autocast does it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    #[default]
+    F32,
+    /// Factors rounded to bfloat16 (tensor cores), products accumulated and
+    /// returned in f32. Needs a backend with bf16 (CUDA; not the CPU).
+    Bf16,
+}
+
+impl Precision {
+    fn dtype(self) -> Option<FloatDType> {
+        match self {
+            Self::F32 => None,
+            Self::Bf16 => Some(FloatDType::BF16),
+        }
+    }
+}
+
 /// A Llama-family decoder: a burn module, so the same weights serve
 /// inference (any backend) and training (the autodiff backend).
 #[derive(Module, Debug)]
 pub struct Llama<B: Backend> {
     pub config: LlamaConfig,
+    /// How its products with the weights are computed.
+    precision: Precision,
     /// `[vocab, hidden]`.
     embedding: Param<Tensor<B, 2>>,
     layers: Vec<Layer<B>>,
@@ -221,11 +246,34 @@ impl<B: Backend> Llama<B> {
         let lm_head = (!config.tied_embeddings).then(|| matrix(next()));
         Ok(Self {
             config,
+            precision: Precision::F32,
             embedding,
             layers,
             norm,
             lm_head,
         })
+    }
+
+    /// The same model computing its products at `precision`; refused when
+    /// the backend cannot hold that type on the model's device.
+    pub fn with_precision(self, precision: Precision) -> Result<Self, LoadError> {
+        if let Some(dtype) = precision.dtype()
+            && !B::supports_dtype(&self.device(), DType::from(dtype))
+        {
+            return Err(LoadError::Unsupported(format!(
+                "{precision:?} products are not supported on this backend (bf16 needs the CUDA one: --device cuda)"
+            )));
+        }
+        Ok(Self { precision, ..self })
+    }
+
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    /// `x @ w` at the model's precision.
+    fn product<const D: usize>(&self, x: Tensor<B, D>, w: Tensor<B, D>) -> Tensor<B, D> {
+        product_in(x, w, self.precision.dtype())
     }
 
     /// Every tensor by its Hugging Face name, in Hugging Face layout (what a
@@ -302,7 +350,7 @@ impl<B: Backend> Llama<B> {
             Some(head) => head.val(),
             None => self.embedding.val().transpose(),
         };
-        hidden.matmul(lm_head)
+        self.product(hidden, lm_head)
     }
 
     /// The decoder's final (normalised) hidden states, `[b·n, hidden]`, over
@@ -342,7 +390,8 @@ impl<B: Backend> Llama<B> {
         let heads = |t: Tensor<B, 2>, count: usize| t.reshape([b, n, count, hd]).swap_dims(1, 2);
         for (index, layer) in self.layers.iter().enumerate() {
             let h = rms_norm(x.clone(), layer.attn_norm.val(), config.rms_eps);
-            let [q, k, v] = [&layer.wq, &layer.wk, &layer.wv].map(|w| h.clone().matmul(w.val()));
+            let [q, k, v] =
+                [&layer.wq, &layer.wk, &layer.wv].map(|w| self.product(h.clone(), w.val()));
             let [q, k, v] = match &layer.qkv_bias {
                 Some(biases) => {
                     let [q, k, v] = [(q, 0), (k, 1), (v, 2)]
@@ -384,10 +433,11 @@ impl<B: Backend> Llama<B> {
                 .reshape([b, config.heads, n, hd])
                 .swap_dims(1, 2)
                 .reshape([b * n, config.heads * hd]);
-            x = x + attention.matmul(layer.wo.val());
+            x = x + self.product(attention, layer.wo.val());
             let h = rms_norm(x.clone(), layer.ffn_norm.val(), config.rms_eps);
-            let gated = silu(h.clone().matmul(layer.w_gate.val())) * h.matmul(layer.w_up.val());
-            x = x + gated.matmul(layer.w_down.val());
+            let gated = silu(self.product(h.clone(), layer.w_gate.val()))
+                * self.product(h, layer.w_up.val());
+            x = x + self.product(gated, layer.w_down.val());
         }
         rms_norm(x, self.norm.val(), config.rms_eps)
     }
@@ -568,6 +618,22 @@ fn pick_rows(
     picks
 }
 
+/// `x @ w` with both factors rounded to `dtype` first and the product
+/// returned in `x`'s type; `None` multiplies them as they are.
+fn product_in<B: Backend, const D: usize>(
+    x: Tensor<B, D>,
+    w: Tensor<B, D>,
+    dtype: Option<FloatDType>,
+) -> Tensor<B, D> {
+    match dtype {
+        None => x.matmul(w),
+        Some(dtype) => {
+            let result = x.dtype();
+            x.cast(dtype).matmul(w.cast(dtype)).cast(result)
+        }
+    }
+}
+
 fn rope<B: Backend>(x: Tensor<B, 4>, cos: &Tensor<B, 4>, sin: &Tensor<B, 4>) -> Tensor<B, 4> {
     let [b, heads, n, hd] = x.dims();
     let half = hd / 2;
@@ -704,4 +770,55 @@ fn unpermute(values: Vec<f32>, heads: usize, hd: usize, cols: usize) -> Vec<f32>
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::Autodiff;
+
+    type Train = Autodiff<crate::Cpu>;
+
+    /// Mixed precision's mechanism, checked with the one other float type
+    /// the CPU backend holds (f64; bf16 needs the GPU): the product comes
+    /// back in the input's type with the same values, and gradients flow
+    /// back through both casts.
+    #[test]
+    fn a_product_in_another_type_returns_the_same_values_and_gradients() {
+        let device = Default::default();
+        let x = Tensor::<Train, 2>::random([3, 4], burn::tensor::Distribution::Default, &device)
+            .require_grad();
+        let w = Tensor::<Train, 2>::random([4, 5], burn::tensor::Distribution::Default, &device)
+            .require_grad();
+        let plain = product_in(x.clone(), w.clone(), None);
+        let cast = product_in(x.clone(), w.clone(), Some(FloatDType::F64));
+        assert_eq!(cast.dtype(), DType::F32);
+        let (plain_values, cast_values) = (
+            plain.clone().into_data().to_vec::<f32>().unwrap(),
+            cast.clone().into_data().to_vec::<f32>().unwrap(),
+        );
+        for (a, b) in plain_values.iter().zip(&cast_values) {
+            assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+        }
+        let plain_grad = w.grad(&plain.sum().backward()).unwrap();
+        let cast_grad = w.grad(&cast.sum().backward()).unwrap();
+        assert_eq!(cast_grad.dtype(), DType::F32);
+        let (a, b) = (
+            plain_grad.into_data().to_vec::<f32>().unwrap(),
+            cast_grad.into_data().to_vec::<f32>().unwrap(),
+        );
+        for (a, b) in a.iter().zip(&b) {
+            assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn bf16_is_refused_on_the_cpu_by_name() {
+        let model = Llama::<crate::Cpu>::init(LlamaConfig::tiny(40), 1, &Default::default());
+        let err = model
+            .with_precision(Precision::Bf16)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--device cuda"), "{err}");
+    }
 }

@@ -45,8 +45,13 @@ impl<'a> ModelUser<'a> {
         };
         self.turns += 1;
         let generation = self.generator.generate(&prompt, &sampling)?;
-        let text = self.tokenizer.decode(&generation.tokens)?;
-        Ok(text.trim_end_matches(IM_END).trim().to_owned())
+        // Special tokens are dropped: the agent's prompt would read them as
+        // its own control tokens.
+        Ok(self
+            .tokenizer
+            .decode_text(&generation.tokens)?
+            .trim()
+            .to_owned())
     }
 }
 

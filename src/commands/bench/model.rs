@@ -6,8 +6,8 @@ use crate::commands::train::Device;
 use crate::output;
 use anyhow::Result;
 use clap::Args;
-use forge_trainer::LlamaConfig;
 use forge_trainer::bench::{self, BenchSpec, Measurement, Shape};
+use forge_trainer::{LlamaConfig, Precision};
 use std::process::ExitCode;
 use std::str::FromStr;
 
@@ -22,6 +22,10 @@ pub struct ModelBenchArgs {
     /// on the shape alone.
     #[arg(long)]
     model: Option<String>,
+    /// The precision of the products with the weights: `f32`, or `bf16`
+    /// (mixed precision: bfloat16 factors, f32 results and weights; cuda only).
+    #[arg(long, value_enum, default_value_t = PrecisionArg::F32)]
+    precision: PrecisionArg,
     /// Forward passes, BATCHxSEQ, comma-separated, or `none`
     /// [default: 1x128,16x1024 on cuda; 1x128 on cpu].
     #[arg(long, value_name = "SHAPES")]
@@ -50,6 +54,21 @@ pub struct ModelBenchArgs {
     /// A JSON line per measurement instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PrecisionArg {
+    F32,
+    Bf16,
+}
+
+impl From<PrecisionArg> for Precision {
+    fn from(arg: PrecisionArg) -> Self {
+        match arg {
+            PrecisionArg::F32 => Precision::F32,
+            PrecisionArg::Bf16 => Precision::Bf16,
+        }
+    }
 }
 
 /// A comma-separated list, or `none` for an empty one.
@@ -90,6 +109,7 @@ pub fn run(args: ModelBenchArgs) -> Result<ExitCode> {
             .as_deref()
             .map(crate::commands::model::resolve)
             .transpose()?,
+        precision: args.precision.into(),
         forward: shapes(args.forward, pick("1x128,16x1024", "1x128"))
             .map_err(anyhow::Error::msg)?,
         train: shapes(args.train, pick("16x1024,64x1024", "2x128")).map_err(anyhow::Error::msg)?,

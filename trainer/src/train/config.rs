@@ -3,6 +3,7 @@
 //! the one used).
 
 use crate::chat::{PromptSettings, ToolListing};
+use crate::llama::Precision;
 use forge_rl::advantage::Scaling;
 use serde::{Deserialize, Serialize};
 
@@ -53,6 +54,10 @@ pub struct ModelSection {
     pub tiny_layers: usize,
     pub tiny_heads: usize,
     pub tiny_kv_heads: usize,
+    /// The precision of the products with the weights (forward and backward,
+    /// rollouts included): `f32`, or `bf16` — mixed precision, the weights
+    /// and optimizer in f32; needs `--device cuda`.
+    pub precision: Precision,
     /// The system prompt (`system`, empty for the default agent
     /// instructions of each environment's service) and how it lists the
     /// tools (`tools`: `schemas` or `compact`).
@@ -68,6 +73,7 @@ impl Default for ModelSection {
             tiny_layers: 2,
             tiny_heads: 4,
             tiny_kv_heads: 2,
+            precision: Precision::F32,
             prompt: PromptSettings::default(),
         }
     }
@@ -411,7 +417,7 @@ impl TrainConfig {
     /// Refuses settings that cannot run, naming the key.
     pub fn validate(&self) -> Result<(), String> {
         let user = &self.user;
-        let checks: [(bool, &str); 15] = [
+        let checks: [(bool, &str); 16] = [
             (
                 self.optim.micro_batch > 0,
                 "optim.micro_batch must be positive",
@@ -468,6 +474,10 @@ impl TrainConfig {
             (
                 self.judge.kind == JudgeKind::Rule || !self.judge.base_url.is_empty(),
                 "judge.base_url must name the judge model's endpoint",
+            ),
+            (
+                self.judge.kind == JudgeKind::Rule || self.rl.masking,
+                "judge.kind = \"openai\" judges for masking: set rl.masking = true",
             ),
         ];
         match checks.iter().find(|(ok, _)| !ok) {

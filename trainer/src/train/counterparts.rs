@@ -34,26 +34,25 @@ impl<B: Backend> Counterparts<B> {
         device: &B::Device,
     ) -> Result<Self> {
         let user = config.user.clone();
+        let precision = config.model.precision;
+        let rollouts = config.rl.steps > 0;
         let user_model = match (user.kind, user_model) {
+            (UserKind::Model, _) if !rollouts => None,
             (UserKind::Model, Some(path)) => Some((
                 Llama::load(path, device)
+                    .and_then(|model| model.with_precision(precision))
                     .with_context(|| format!("loading the user model {}", path.display()))?,
                 checkpoint::load_tokenizer(path)?,
             )),
             (UserKind::Model, None) => {
                 let tokenizer = ModelTokenizer::byte_level();
                 let shape = LlamaConfig::tiny(tokenizer.tokenizer.get_vocab_size(true));
-                let model = Llama::init(shape, config.seed ^ TINY_USER_SEED, device);
+                let model = Llama::init(shape, config.seed ^ TINY_USER_SEED, device)
+                    .with_precision(precision)?;
                 Some((model, tokenizer))
             }
             _ => None,
         };
-        if let Some((_, tokenizer)) = &user_model {
-            anyhow::ensure!(
-                tokenizer.token_id(crate::chat::IM_END).is_some(),
-                "the user model's tokenizer has no `<|im_end|>`: only ChatML models can play the user"
-            );
-        }
         let user_client = (user.kind == UserKind::Openai)
             .then(|| client(&user.base_url, &user.model, &user.api_key_env));
         let JudgeSection {
@@ -98,7 +97,5 @@ impl<B: Backend> Counterparts<B> {
 }
 
 fn client(base_url: &str, model: &str, api_key_env: &str) -> ChatClient {
-    let mut config = ChatConfig::new(base_url, model);
-    config.api_key = std::env::var(api_key_env).ok();
-    ChatClient::new(config)
+    ChatClient::new(ChatConfig::new(base_url, model).key_from_env(api_key_env))
 }

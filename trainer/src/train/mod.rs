@@ -310,11 +310,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 (model, tokenizer, Position::default())
             }
         };
+        let model = model.with_precision(config.model.precision)?;
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        anyhow::ensure!(
-            tokenizer.token_id(crate::chat::IM_END).is_some(),
-            "the model's tokenizer has no `<|im_end|>`: only ChatML models can be trained"
-        );
         // The agent learns from gold dialogues in which it makes every call;
         // tasks whose user makes tool calls of its own need a simulated user
         // that does, which training does not have.
@@ -509,7 +506,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         if self.config.rl.kl > 0.0 {
             let dir = self.dir.join(REFERENCE);
             checkpoint::save(&dir, &self.model.valid(), &self.tokenizer)?;
-            self.reference = Some(Llama::load(&dir, &self.device)?);
+            let reference = Llama::load(&dir, &self.device)?;
+            self.reference = Some(reference.with_precision(self.config.model.precision)?);
         }
         Ok(())
     }
@@ -799,7 +797,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 std::mem::replace(&mut self.optimizer, optimizer(&self.config)).load_record(record);
         }
         if self.position.step > sft_steps && self.config.rl.kl > 0.0 {
-            self.reference = Some(Llama::load(&self.dir.join(REFERENCE), &self.device)?);
+            let reference = Llama::load(&self.dir.join(REFERENCE), &self.device)?;
+            self.reference = Some(reference.with_precision(self.config.model.precision)?);
         }
         // Metrics past the checkpoint are re-made by the resumed run.
         let path = self.dir.join(METRICS);

@@ -182,8 +182,13 @@ impl<B: Backend> Play<'_, B> {
                     let requests = requests.clone();
                     let script = self.script.clone();
                     scope.spawn(move || {
-                        let _done = DoneGuard(requests.clone());
-                        script.episode(row, requests, job)
+                        let record = {
+                            let _done = DoneGuard(requests.clone());
+                            script.play(row, requests, job)
+                        };
+                        // Judged once the batcher no longer waits for this
+                        // episode: a judge model's latency holds up no one.
+                        script.judged(record?, job)
                     })
                 })
                 .collect();
@@ -251,12 +256,12 @@ fn decode<B: Backend>(model: &Llama<B>, turns: Vec<Pending>, stop: &[u32]) {
 
 impl<'a> Script<'a> {
     /// One episode of `job`, its model turns sent to the batcher as `row`.
-    fn episode(
+    fn play(
         &self,
         row: usize,
         requests: mpsc::Sender<Message>,
         job: &Job<'_>,
-    ) -> Result<Rollout> {
+    ) -> Result<EpisodeRecord> {
         let task = job.task;
         let sampling = Sampling {
             seed: job.seed,
@@ -274,7 +279,7 @@ impl<'a> Script<'a> {
             max_turns: self.max_turns,
             seed: job.seed,
         };
-        let record = run_episode(
+        run_episode(
             job.env,
             task,
             "model",
@@ -283,16 +288,22 @@ impl<'a> Script<'a> {
             None,
             settings,
         )
-        .with_context(|| format!("episode of task `{}`", task.task.id))?;
+        .with_context(|| format!("episode of task `{}`", task.task.id))
+    }
+
+    /// The rollout of a played episode: its sampled turns, and whether the
+    /// masking judge flags its user.
+    fn judged(&self, record: EpisodeRecord, job: &Job<'_>) -> Result<Rollout> {
+        let task = &job.task.task;
         let turns = turns(&record)?;
         let masked = match self.judge {
             None => false,
             Some(MaskJudge::Rule) => {
-                forge_rl::judge::misinformation(&task.task, &record.messages).is_some()
+                forge_rl::judge::misinformation(task, &record.messages).is_some()
             }
             Some(MaskJudge::Remote(client)) => {
-                forge_llm::judge::user_misinformation(client, &task.task, &record.messages)
-                    .with_context(|| format!("judging the user of task `{}`", task.task.id))?
+                forge_llm::judge::user_misinformation(client, task, &record.messages)
+                    .with_context(|| format!("judging the user of task `{}`", task.id))?
                     .is_some()
             }
         };
