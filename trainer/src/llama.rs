@@ -160,6 +160,23 @@ impl<B: Backend> Llama<B> {
         }
         let gguf = Gguf::open(path)?;
         let config = LlamaConfig::from_gguf(&gguf)?;
+        // A tensor the decoder would not read (say, biases in a Llama file)
+        // means the file describes a model other than the one computed.
+        let read: std::collections::HashSet<String> = tensor_names(&config)
+            .iter()
+            .map(|(name, _)| gguf_name(name))
+            .collect();
+        if let Some(extra) = gguf
+            .tensors
+            .iter()
+            .find(|tensor| !read.contains(&tensor.name))
+        {
+            return Err(LoadError::Unsupported(format!(
+                "tensor `{}` has no place in a {} model",
+                extra.name,
+                config.architecture.name()
+            )));
+        }
         Self::from_source(config.clone(), &mut GgufSource { gguf, config }, device)
     }
 

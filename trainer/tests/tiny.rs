@@ -354,6 +354,18 @@ fn a_wrongly_shaped_tensor_is_named() {
 }
 
 #[test]
+fn a_tensor_the_architecture_does_not_read_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("llama-with-biases.gguf");
+    // Qwen2's biases in a file that says it is a Llama.
+    let mut weights = weights(Family::Qwen2);
+    weights.family = Family::Llama;
+    write_gguf(&weights, &path);
+    let err = forge_trainer::load_cpu(&path).expect_err("the biases would be ignored");
+    assert!(err.to_string().contains("blk.0.attn_q.bias"), "{err}");
+}
+
+#[test]
 fn an_architecture_forge_cannot_run_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gemma.gguf");
