@@ -60,6 +60,13 @@ pub enum Precision {
 }
 
 impl Precision {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "f32",
+            Self::Bf16 => "bf16",
+        }
+    }
+
     fn dtype(self) -> Option<FloatDType> {
         match self {
             Self::F32 => None,
@@ -278,7 +285,8 @@ impl<B: Backend> Llama<B> {
             && !B::supports_dtype(&self.device(), DType::from(dtype))
         {
             return Err(LoadError::Unsupported(format!(
-                "{precision:?} products are not supported on this backend (bf16 needs the CUDA one: --device cuda)"
+                "{} products are not supported on this backend (bf16 needs the CUDA one: --device cuda)",
+                precision.name()
             )));
         }
         Ok(Self { precision, ..self })
