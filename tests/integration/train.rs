@@ -528,6 +528,13 @@ fn rollouts_are_played_against_model_users_and_judged_by_a_model() {
         .filter(|request| request["model"] == "judge-model")
         .count();
     assert_eq!(judged, 4, "one verdict per rollout");
+    assert!(
+        requests
+            .iter()
+            .filter(|request| request["model"] == "user-model")
+            .all(|request| request["temperature"] == 0.7),
+        "the remote user samples at user.temperature"
+    );
     assert!(requests.iter().any(|request| {
         request["model"] == "judge-model"
             && request["messages"][1]["content"]

@@ -145,6 +145,12 @@ impl SafetensorsSource {
     pub fn config(&self) -> &LlamaConfig {
         &self.config
     }
+
+    /// The names of the tensors the file holds.
+    pub fn names(&self) -> Vec<String> {
+        let file = SafeTensors::deserialize(&self.bytes).expect("checked when opened");
+        file.names().into_iter().map(str::to_owned).collect()
+    }
 }
 
 impl WeightSource for SafetensorsSource {

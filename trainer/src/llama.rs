@@ -10,6 +10,7 @@ use burn::tensor::{Bool, DType, FloatDType, Int, Tensor, TensorData};
 use forge_model::gguf::{Gguf, GgufError};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::collections::HashSet;
 use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
@@ -163,27 +164,28 @@ impl<B: Backend> Llama<B> {
         if path.is_dir() {
             let mut checkpoint = crate::checkpoint::SafetensorsSource::open(path)?;
             let config = checkpoint.config().clone();
+            let read: HashSet<String> = tensor_names(&config)
+                .into_iter()
+                .map(|(name, _)| name)
+                .collect();
+            // Hugging Face checkpoints may also hold the output head of tied
+            // embeddings (a copy) and RoPE's frequency buffers.
+            let spare = |name: &str| {
+                (config.tied_embeddings && name == "lm_head.weight")
+                    || name.ends_with("rotary_emb.inv_freq")
+            };
+            let names = checkpoint.names();
+            let held = names.iter().map(String::as_str).filter(|name| !spare(name));
+            unread(&config, held, &read)?;
             return Self::from_source(config, &mut checkpoint, device);
         }
         let gguf = Gguf::open(path)?;
         let config = LlamaConfig::from_gguf(&gguf)?;
-        // A tensor the decoder would not read (say, biases in a Llama file)
-        // means the file describes a model other than the one computed.
-        let read: std::collections::HashSet<String> = tensor_names(&config)
+        let read: HashSet<String> = tensor_names(&config)
             .iter()
             .map(|(name, _)| gguf_name(name))
             .collect();
-        if let Some(extra) = gguf
-            .tensors
-            .iter()
-            .find(|tensor| !read.contains(&tensor.name))
-        {
-            return Err(LoadError::Unsupported(format!(
-                "tensor `{}` has no place in a {} model",
-                extra.name,
-                config.architecture.name()
-            )));
-        }
+        unread(&config, gguf.tensors.iter().map(|t| t.name.as_str()), &read)?;
         Self::from_source(config.clone(), &mut GgufSource { gguf, config }, device)
     }
 
@@ -641,6 +643,22 @@ fn pick_rows(
         }
     });
     picks
+}
+
+/// Refuses a file holding a tensor the decoder would not read (say, biases
+/// in a Llama file): it describes a model other than the one computed.
+fn unread<'a>(
+    config: &LlamaConfig,
+    mut names: impl Iterator<Item = &'a str>,
+    read: &HashSet<String>,
+) -> Result<(), LoadError> {
+    match names.find(|name| !read.contains(*name)) {
+        Some(extra) => Err(LoadError::Unsupported(format!(
+            "tensor `{extra}` has no place in a {} model",
+            config.architecture.name()
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// `x @ w` with both factors rounded to `dtype` first and the product

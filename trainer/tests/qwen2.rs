@@ -90,3 +90,22 @@ fn sharded_weights_are_named_rather_than_missing() {
     let err = forge_trainer::load_cpu(dir.path()).unwrap_err().to_string();
     assert!(err.contains("sharded"), "{err}");
 }
+
+#[test]
+fn a_tensor_the_configured_architecture_does_not_read_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["config.json", "model.safetensors"] {
+        std::fs::copy(Path::new(FIXTURE).join(file), dir.path().join(file)).unwrap();
+    }
+    // Qwen2's weights under a config that says Llama: the biases would be lost.
+    let path = dir.path().join("config.json");
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    config["model_type"] = "llama".into();
+    std::fs::write(&path, config.to_string()).unwrap();
+    let err = forge_trainer::load_cpu(dir.path()).unwrap_err().to_string();
+    assert!(
+        err.contains(".bias` has no place in a llama model"),
+        "{err}"
+    );
+}

@@ -218,8 +218,8 @@ pub struct UserSection {
     pub base_url: String,
     /// The environment variable holding the endpoint's API key.
     pub api_key_env: String,
-    /// A local model user's sampling temperature.
-    pub temperature: f32,
+    /// A model user's sampling temperature (local or remote).
+    pub temperature: f64,
     /// Most tokens per message of a local model user.
     pub max_new_tokens: usize,
 }

@@ -53,16 +53,21 @@ impl<B: Backend> Counterparts<B> {
             }
             _ => None,
         };
-        let user_client = (user.kind == UserKind::Openai)
-            .then(|| client(&user.base_url, &user.model, &user.api_key_env));
+        // Rollouts of a group differ by the user's sampling too.
+        let user_client = (user.kind == UserKind::Openai).then(|| {
+            let mut config =
+                ChatConfig::new(&user.base_url, &user.model).key_from_env(&user.api_key_env);
+            config.temperature = user.temperature;
+            ChatClient::new(config)
+        });
         let JudgeSection {
             kind,
             model,
             base_url,
             api_key_env,
         } = &config.judge;
-        let judge_client =
-            (*kind == JudgeKind::Openai).then(|| client(base_url, model, api_key_env));
+        let judge_client = (*kind == JudgeKind::Openai)
+            .then(|| ChatClient::new(ChatConfig::new(base_url, model).key_from_env(api_key_env)));
         Ok(Self {
             user,
             user_model,
@@ -75,7 +80,7 @@ impl<B: Backend> Counterparts<B> {
         match (&self.user_model, &self.user_client) {
             (Some((_, tokenizer)), _) => Users::Model {
                 tokenizer,
-                temperature: self.user.temperature,
+                temperature: self.user.temperature as f32,
                 max_tokens: self.user.max_new_tokens,
             },
             (None, Some(client)) => Users::Remote(client),
@@ -94,8 +99,4 @@ impl<B: Backend> Counterparts<B> {
             None => MaskJudge::Rule,
         })
     }
-}
-
-fn client(base_url: &str, model: &str, api_key_env: &str) -> ChatClient {
-    ChatClient::new(ChatConfig::new(base_url, model).key_from_env(api_key_env))
 }
