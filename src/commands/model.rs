@@ -7,6 +7,7 @@ use forge_model::fetch::{self, KNOWN};
 use forge_model::gguf::Gguf;
 use forge_model::tokenizer::ModelTokenizer;
 use forge_trainer::Stop;
+use forge_trainer::chat::{reply_opening, turn};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -86,7 +87,7 @@ pub fn run(command: ModelCommand) -> Result<ExitCode> {
 
 /// The ChatML turn of a user, and the opening of the assistant's.
 fn chat_prompt(user: &str) -> String {
-    format!("<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n")
+    turn("user", user) + &reply_opening()
 }
 
 fn chat(args: &ChatArgs) -> Result<()> {

@@ -19,22 +19,25 @@ fn summary(output: &std::process::Output) -> Value {
     json_lines(output).pop().expect("a summary line")
 }
 
-/// The share of `episodes` whose first tool call is the task's gold tool.
-fn right_tool_share(episodes: &Path, tasks: &Path) -> f64 {
-    let gold: std::collections::BTreeMap<String, String> = std::fs::read_to_string(tasks)
+/// The JSON lines of a file.
+fn jsonl(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
         .unwrap()
         .lines()
-        .map(|line| {
-            let task: Value = serde_json::from_str(line).unwrap();
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// The share of `episodes` whose first tool call is the task's gold tool.
+fn right_tool_share(episodes: &Path, tasks: &Path) -> f64 {
+    let gold: std::collections::BTreeMap<String, String> = jsonl(tasks)
+        .into_iter()
+        .map(|task| {
             let tool = task["gold_actions"][0]["name"].as_str().unwrap().to_owned();
             (task["id"].as_str().unwrap().to_owned(), tool)
         })
         .collect();
-    let episodes: Vec<Value> = std::fs::read_to_string(episodes)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let episodes = jsonl(episodes);
     let right = episodes
         .iter()
         .filter(|episode| {
@@ -87,11 +90,7 @@ fn the_smoke_run_trains_sft_then_erpo_on_the_cpu() {
         after_rl >= 0.8 && after_rl >= after_sft,
         "ERPO keeps or raises held-out success, to at least 0.8: {summary}"
     );
-    let metrics: Vec<Value> = std::fs::read_to_string(run.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let metrics = jsonl(&run.join("metrics.jsonl"));
     let rl: Vec<&Value> = metrics.iter().filter(|m| m["kind"] == "rl").collect();
     assert!(!rl.is_empty());
     for key in [
@@ -129,8 +128,7 @@ fn the_smoke_run_trains_sft_then_erpo_on_the_cpu() {
         trajectories.to_str().unwrap(),
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
-    let text = std::fs::read_to_string(&trajectories).unwrap();
-    let record: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let record = jsonl(&trajectories).remove(0);
     assert!(
         record["policy_trace"]["turns"][0]["logprobs"].is_array(),
         "{record}"
@@ -144,11 +142,9 @@ fn as_strs(args: &[String]) -> Vec<&str> {
 }
 
 fn without_timing(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|line| {
-            let mut value: Value = serde_json::from_str(line).unwrap();
+    jsonl(path)
+        .into_iter()
+        .map(|mut value| {
             let object = value.as_object_mut().unwrap();
             object.retain(|key, _| !key.ends_with("_per_s") && key != "seconds");
             value
@@ -219,14 +215,7 @@ fn an_interrupted_run_resumes_exactly() {
         (stopped["complete"].clone(), stopped["steps"].clone()),
         (false.into(), 1.into())
     );
-    let last: Value = serde_json::from_str(
-        std::fs::read_to_string(timed.join("metrics.jsonl"))
-            .unwrap()
-            .lines()
-            .last()
-            .unwrap(),
-    )
-    .unwrap();
+    let last = jsonl(&timed.join("metrics.jsonl")).pop().unwrap();
     assert_eq!(
         (last["kind"].as_str(), last["step"].as_u64()),
         (Some("eval"), Some(1))
@@ -439,18 +428,11 @@ fn short_rl_run(dir: &Path, name: &str, env: &Path, extra: &str) -> PathBuf {
 }
 
 fn rl_step(run: &Path) -> (Value, Vec<Value>) {
-    let metrics = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
-    let step = metrics
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+    let step = jsonl(&run.join("metrics.jsonl"))
+        .into_iter()
         .find(|line| line["kind"] == "rl")
         .expect("an RL step");
-    let rollouts = std::fs::read_to_string(run.join("episodes/rl-step-000001.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
-    (step, rollouts)
+    (step, jsonl(&run.join("episodes/rl-step-000001.jsonl")))
 }
 
 fn user_messages(episode: &Value) -> Vec<String> {

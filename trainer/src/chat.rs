@@ -81,22 +81,31 @@ impl PromptStyle {
     }
 }
 
+/// One ChatML turn: `role`'s `content`, closed.
+pub fn turn(role: &str, content: &str) -> String {
+    format!("{IM_START}{role}\n{content}{IM_END}\n")
+}
+
+/// The opening of the assistant's turn, with which every prompt ends.
+pub fn reply_opening() -> String {
+    format!("{IM_START}assistant\n")
+}
+
 /// The prompt for the assistant's next turn.
 pub fn render(style: &PromptStyle, tools: &[ToolSpec], transcript: &[ChatMessage]) -> String {
-    let mut out = format!("{IM_START}system\n{}", style.system);
+    let mut system = style.system.clone();
     if !tools.is_empty() {
-        out.push_str("\n\nYou can call a tool by replying with exactly one line:\n");
-        out.push_str("<tool_call>{\"name\": <tool name>, \"arguments\": <arguments object>}</tool_call>\nTools:");
+        system.push_str("\n\nYou can call a tool by replying with exactly one line:\n");
+        system.push_str("<tool_call>{\"name\": <tool name>, \"arguments\": <arguments object>}</tool_call>\nTools:");
         for tool in tools {
-            out.push('\n');
+            system.push('\n');
             match style.tools {
-                ToolListing::Schemas => out.push_str(&tool.to_openai()["function"].to_string()),
-                ToolListing::Compact => out.push_str(&compact(tool)),
+                ToolListing::Schemas => system.push_str(&tool.to_openai()["function"].to_string()),
+                ToolListing::Compact => system.push_str(&compact(tool)),
             }
         }
     }
-    out.push_str(IM_END);
-    out.push('\n');
+    let mut out = turn("system", &system);
     for message in transcript {
         let (role, content) = match message.role {
             Role::System => ("system", message.content.clone().unwrap_or_default()),
@@ -104,9 +113,9 @@ pub fn render(style: &PromptStyle, tools: &[ToolSpec], transcript: &[ChatMessage
             Role::Tool => ("tool", message.content.clone().unwrap_or_default()),
             Role::Assistant => ("assistant", assistant_text(message)),
         };
-        out.push_str(&format!("{IM_START}{role}\n{content}{IM_END}\n"));
+        out.push_str(&turn(role, &content));
     }
-    out.push_str(&format!("{IM_START}assistant\n"));
+    out.push_str(&reply_opening());
     out
 }
 

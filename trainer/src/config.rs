@@ -149,9 +149,7 @@ impl LlamaConfig {
                 .get_f64(&key("attention.layer_norm_rms_epsilon"))
                 .unwrap_or(default_rms_eps()),
             tied_embeddings: gguf.tensor("output.weight").is_err(),
-            explicit_head_dim: get("attention.key_length")
-                .ok()
-                .filter(|&width| width != hidden / heads.max(1)),
+            explicit_head_dim: get("attention.key_length").ok(),
         }
         .checked()
     }
@@ -189,17 +187,15 @@ impl LlamaConfig {
         if config.kv_heads == 0 {
             config.kv_heads = config.heads;
         }
-        config.explicit_head_dim = config
-            .explicit_head_dim
-            .filter(|&width| width != config.hidden / config.heads.max(1));
         if let Some(base) = rope["rope_theta"].as_f64() {
             config.rope_base = base;
         }
         config.checked()
     }
 
-    /// The config, if its numbers describe a model the decoder can run.
-    fn checked(self) -> Result<Self, LoadError> {
+    /// The config, if its numbers describe a model the decoder can run, a
+    /// head width stated as the one implied by the others no longer explicit.
+    fn checked(mut self) -> Result<Self, LoadError> {
         let sizes = [
             self.vocab,
             self.hidden,
@@ -208,6 +204,8 @@ impl LlamaConfig {
             self.kv_heads,
             self.ffn,
         ];
+        let implied = self.hidden / self.heads.max(1);
+        self.explicit_head_dim = self.explicit_head_dim.filter(|&width| width != implied);
         let problem = if sizes.contains(&0) {
             Some("a size is zero".to_owned())
         } else if !self.heads.is_multiple_of(self.kv_heads) {

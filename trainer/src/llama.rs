@@ -61,6 +61,8 @@ pub enum Precision {
 }
 
 impl Precision {
+    const ALL: [Self; 2] = [Self::F32, Self::Bf16];
+
     pub fn name(self) -> &'static str {
         match self {
             Self::F32 => "f32",
@@ -73,6 +75,18 @@ impl Precision {
             Self::F32 => None,
             Self::Bf16 => Some(FloatDType::BF16),
         }
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+
+    /// `f32` or `bf16`, as the config and `--precision` name them.
+    fn from_str(text: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|precision| precision.name() == text)
+            .ok_or_else(|| format!("`{text}`: expected f32 or bf16"))
     }
 }
 
@@ -294,10 +308,6 @@ impl<B: Backend> Llama<B> {
         Ok(Self { precision, ..self })
     }
 
-    pub fn precision(&self) -> Precision {
-        self.precision
-    }
-
     /// `x @ w` at the model's precision.
     fn product<const D: usize>(&self, x: Tensor<B, D>, w: Tensor<B, D>) -> Tensor<B, D> {
         product_in(x, w, self.precision.dtype())
@@ -419,12 +429,9 @@ impl<B: Backend> Llama<B> {
             let h = rms_norm(x.clone(), layer.attn_norm.val(), config.rms_eps);
             let [q, k, v] =
                 [&layer.wq, &layer.wk, &layer.wv].map(|w| self.product(h.clone(), w.val()));
+            let row = |bias: &Param<Tensor<B, 1>>| bias.val().unsqueeze_dim::<2>(0);
             let [q, k, v] = match &layer.qkv_bias {
-                Some(biases) => {
-                    let [q, k, v] = [(q, 0), (k, 1), (v, 2)]
-                        .map(|(t, i)| t + biases[i].val().unsqueeze_dim::<2>(0));
-                    [q, k, v]
-                }
+                Some([bq, bk, bv]) => [q + row(bq), k + row(bk), v + row(bv)],
                 None => [q, k, v],
             };
             let q = rope(heads(q, config.heads), &cos, &sin);

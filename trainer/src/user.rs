@@ -4,7 +4,7 @@
 //! [`USER_STOP`]. Its turns come from a [`Generator`], so that the rollout
 //! engine decodes the users of all live episodes as one batch.
 
-use crate::chat::{Generator, IM_END, IM_START};
+use crate::chat::{Generator, reply_opening, turn};
 use crate::sampling::Sampling;
 use forge_model::tokenizer::ModelTokenizer;
 use forge_runtime::episode::{User, UserTurn};
@@ -73,7 +73,6 @@ impl User for ModelUser<'_> {
 /// turn, the agent's messages as `user` turns and its own as `assistant`
 /// turns; the agent's tool traffic is hidden from it.
 fn render(brief: &str, transcript: &[ChatMessage]) -> String {
-    let turn = |role: &str, content: &str| format!("{IM_START}{role}\n{content}{IM_END}\n");
     let mut out = turn("system", brief);
     if transcript.is_empty() {
         out.push_str(&turn("user", AGENT_GREETING));
@@ -88,13 +87,14 @@ fn render(brief: &str, transcript: &[ChatMessage]) -> String {
             Role::System | Role::Tool => {}
         }
     }
-    out.push_str(&format!("{IM_START}assistant\n"));
+    out.push_str(&reply_opening());
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::chat::IM_END;
     use crate::sampling::Generation;
 
     /// Answers every turn with `reply`, recording the prompts.

@@ -24,8 +24,8 @@ pub struct ModelBenchArgs {
     model: Option<String>,
     /// The precision of the products with the weights: `f32`, or `bf16`
     /// (mixed precision: bfloat16 factors, f32 results and weights; cuda only).
-    #[arg(long, value_enum, default_value_t = PrecisionArg::F32)]
-    precision: PrecisionArg,
+    #[arg(long, default_value = "f32")]
+    precision: Precision,
     /// Forward passes, BATCHxSEQ, comma-separated, or `none`
     /// [default: 1x128,16x1024 on cuda; 1x128 on cpu].
     #[arg(long, value_name = "SHAPES")]
@@ -54,21 +54,6 @@ pub struct ModelBenchArgs {
     /// A JSON line per measurement instead of a table.
     #[arg(long)]
     json: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PrecisionArg {
-    F32,
-    Bf16,
-}
-
-impl From<PrecisionArg> for Precision {
-    fn from(arg: PrecisionArg) -> Self {
-        match arg {
-            PrecisionArg::F32 => Precision::F32,
-            PrecisionArg::Bf16 => Precision::Bf16,
-        }
-    }
 }
 
 /// A comma-separated list, or `none` for an empty one.
@@ -109,7 +94,7 @@ pub fn run(args: ModelBenchArgs) -> Result<ExitCode> {
             .as_deref()
             .map(crate::commands::model::resolve)
             .transpose()?,
-        precision: args.precision.into(),
+        precision: args.precision,
         forward: shapes(args.forward, pick("1x128,16x1024", "1x128"))
             .map_err(anyhow::Error::msg)?,
         train: shapes(args.train, pick("16x1024,64x1024", "2x128")).map_err(anyhow::Error::msg)?,

@@ -36,7 +36,7 @@ use forge_model::tokenizer::ModelTokenizer;
 use forge_rl::advantage::{self, Rollout as Scorable};
 use forge_runtime::Environment;
 use forge_runtime::episode_seed;
-use forge_runtime::trajectory::{EpisodeRecord, TrajectoryWriter};
+use forge_runtime::trajectory::TrajectoryWriter;
 use objective::{LossStats, Scored, Sequence, Surrogate};
 use rollout::{Job, Play, Rollout, Script, Users};
 use serde::{Deserialize, Serialize};
@@ -506,10 +506,16 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         if self.config.rl.kl > 0.0 {
             let dir = self.dir.join(REFERENCE);
             checkpoint::save(&dir, &self.model.valid(), &self.tokenizer)?;
-            let reference = Llama::load(&dir, &self.device)?;
-            self.reference = Some(reference.with_precision(self.config.model.precision)?);
+            self.reference = Some(self.load_reference()?);
         }
         Ok(())
+    }
+
+    /// The policy at the start of RL, as `start_rl` saved it, computing
+    /// at the run's precision.
+    fn load_reference(&self) -> Result<Llama<B::InnerBackend>> {
+        let reference = Llama::load(&self.dir.join(REFERENCE), &self.device)?;
+        Ok(reference.with_precision(self.config.model.precision)?)
     }
 
     fn rl_step(&mut self, rl_step: usize) -> Result<Metrics> {
@@ -538,7 +544,10 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let mut groups: Vec<(usize, usize, Vec<Rollout>)> = Vec::new();
         let (mut drawn, mut all) = (0usize, Vec::<(f64, bool)>::new());
         let (mut sampled_tokens, mut sampled_nll) = (0usize, 0f64);
-        let mut saved = Vec::new();
+        let mut saved = match config.save_rollouts {
+            true => Some(self.episodes_file("rl", step + 1)?),
+            false => None,
+        };
         // Rounds of draws, all of a round's rollouts played as one batch,
         // until dynamic sampling has kept enough tasks or the draws run out.
         let budget = config.tasks_per_step * config.max_draw_factor;
@@ -565,10 +574,10 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             let mut rollouts = play.episodes(&jobs)?.into_iter();
             for (env, task) in tasks {
                 let group: Vec<Rollout> = rollouts.by_ref().take(config.rollouts).collect();
-                if config.save_rollouts {
-                    saved.extend(group.iter().map(|rollout| rollout.record.clone()));
-                }
                 for rollout in &group {
+                    if let Some(file) = &mut saved {
+                        file.write(&rollout.record)?;
+                    }
                     all.push((rollout.reward(), rollout.masked));
                     sampled_tokens += rollout.sampled_tokens();
                     sampled_nll -= rollout
@@ -586,9 +595,6 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             }
         }
         let rollout_seconds = rollout_started.elapsed().as_secs_f64();
-        if config.save_rollouts {
-            self.write_episodes("rl", step + 1, &saved)?;
-        }
         let scorable: Vec<Scorable> = groups
             .iter()
             .flat_map(|(env, task, group)| scorable(*env, *task, group))
@@ -673,18 +679,14 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         })
     }
 
-    /// Writes `records` to `episodes/<kind>-step-NNNNNN.jsonl`, replacing
-    /// the file a resumed run may have left.
-    fn write_episodes(&self, kind: &str, step: usize, records: &[EpisodeRecord]) -> Result<()> {
+    /// A new `episodes/<kind>-step-NNNNNN.jsonl`, replacing the file a
+    /// resumed run may have left.
+    fn episodes_file(&self, kind: &str, step: usize) -> Result<TrajectoryWriter> {
         let dir = self.dir.join(EPISODES);
         std::fs::create_dir_all(&dir)?;
         let path = dir.join(format!("{kind}-step-{step:06}.jsonl"));
         let _ = std::fs::remove_file(&path);
-        let mut writer = TrajectoryWriter::create(&path)?;
-        for record in records {
-            writer.write(record)?;
-        }
-        Ok(())
+        TrajectoryWriter::create(&path)
     }
 
     fn apply(&mut self, lr: f64, grads: GradientsParams) {
@@ -735,7 +737,10 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let episodes = records.len();
         // The episodes themselves, for reading what the policy does (and
         // `forge replay`): one file per evaluation.
-        self.write_episodes("eval", self.position.step, &records)?;
+        let mut file = self.episodes_file("eval", self.position.step)?;
+        for record in &records {
+            file.write(record)?;
+        }
         let success = successes as f64 / episodes.max(1) as f64;
         let metrics = Metrics {
             kind: "eval".into(),
@@ -797,8 +802,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 std::mem::replace(&mut self.optimizer, optimizer(&self.config)).load_record(record);
         }
         if self.position.step > sft_steps && self.config.rl.kl > 0.0 {
-            let reference = Llama::load(&self.dir.join(REFERENCE), &self.device)?;
-            self.reference = Some(reference.with_precision(self.config.model.precision)?);
+            self.reference = Some(self.load_reference()?);
         }
         // Metrics past the checkpoint are re-made by the resumed run.
         let path = self.dir.join(METRICS);

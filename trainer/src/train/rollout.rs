@@ -105,15 +105,10 @@ pub struct Job<'a> {
     pub seed: u64,
 }
 
-/// A turn to decode, from an episode thread to the batcher.
+/// What an episode thread tells the batcher.
 enum Message {
-    Request {
-        row: usize,
-        speaker: Speaker,
-        prompt: Vec<u32>,
-        sampling: Sampling,
-        reply: mpsc::Sender<Generation>,
-    },
+    /// A turn to decode.
+    Request(Pending),
     /// The episode of this thread is over (finished or failed).
     Done,
 }
@@ -129,13 +124,13 @@ impl Generator for Remote {
     fn generate(&mut self, prompt: &[u32], sampling: &Sampling) -> Result<Generation> {
         let (reply, answer) = mpsc::channel();
         self.requests
-            .send(Message::Request {
+            .send(Message::Request(Pending {
                 row: self.row,
                 speaker: self.speaker,
                 prompt: prompt.to_vec(),
                 sampling: sampling.clone(),
                 reply,
-            })
+            }))
             .ok()
             .context("the batcher stopped")?;
         answer.recv().ok().context("the batcher stopped")
@@ -151,7 +146,7 @@ impl Drop for DoneGuard {
     }
 }
 
-/// A turn waiting in the batcher.
+/// A turn to decode, from an episode thread to the batcher.
 struct Pending {
     row: usize,
     speaker: Speaker,
@@ -198,19 +193,7 @@ impl<B: Backend> Play<'_, B> {
                 let mut pending = Vec::new();
                 while pending.len() < live {
                     match inbox.recv() {
-                        Ok(Message::Request {
-                            row,
-                            speaker,
-                            prompt,
-                            sampling,
-                            reply,
-                        }) => pending.push(Pending {
-                            row,
-                            speaker,
-                            prompt,
-                            sampling,
-                            reply,
-                        }),
+                        Ok(Message::Request(turn)) => pending.push(turn),
                         Ok(Message::Done) => live -= 1,
                         // Every episode thread has ended.
                         Err(_) => live = 0,
