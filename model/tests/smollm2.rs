@@ -98,7 +98,7 @@ fn the_tokenizer_round_trips_and_knows_the_chat_tokens() {
     let reference = reference();
     let tokenizer = ModelTokenizer::from_gguf(&gguf).unwrap();
     assert_eq!(
-        tokenizer.tokenizer.get_vocab_size(true) as u64,
+        tokenizer.vocab_size() as u64,
         reference["metadata"]["tokens"].as_u64().unwrap()
     );
     assert_eq!(tokenizer.token_id("<|im_start|>"), Some(1));

@@ -7,7 +7,7 @@ use forge_model::fetch::{self, KNOWN};
 use forge_model::gguf::Gguf;
 use forge_model::tokenizer::ModelTokenizer;
 use forge_trainer::Stop;
-use forge_trainer::chat::{reply_opening, turn};
+use forge_trainer::chat::{ChatText, reply_opening, turn};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -86,8 +86,10 @@ pub fn run(command: ModelCommand) -> Result<ExitCode> {
 }
 
 /// The ChatML turn of a user, and the opening of the assistant's.
-fn chat_prompt(user: &str) -> String {
-    turn("user", user) + &reply_opening()
+fn chat_prompt(user: &str) -> ChatText {
+    let mut prompt = turn("user", user);
+    prompt.push(reply_opening());
+    prompt
 }
 
 fn chat(args: &ChatArgs) -> Result<()> {
@@ -95,7 +97,7 @@ fn chat(args: &ChatArgs) -> Result<()> {
     let tokenizer = forge_trainer::checkpoint::load_tokenizer(&path)?;
     let end = forge_trainer::chat::stop_ids(&tokenizer);
     let model = forge_trainer::load_cpu(&path)?;
-    let prompt = tokenizer.encode(&chat_prompt(&args.prompt))?;
+    let prompt = chat_prompt(&args.prompt).encode(&tokenizer)?;
     let stop = Stop::tokens(&end).strings(&args.stop, &tokenizer);
     let reply = model.generate_greedy(&prompt, args.max_tokens, stop);
     let mut text = tokenizer.decode(&reply)?;
@@ -159,9 +161,7 @@ fn inspect(args: &InspectArgs) -> Result<()> {
         })
         .collect();
     let tokenizer = ModelTokenizer::from_gguf(&gguf).ok();
-    let vocab = tokenizer
-        .as_ref()
-        .map(|tokenizer| tokenizer.tokenizer.get_vocab_size(true));
+    let vocab = tokenizer.as_ref().map(|tokenizer| tokenizer.vocab_size());
     if args.json {
         output::json_line(&json!({
             "version": gguf.version,

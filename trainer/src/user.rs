@@ -4,7 +4,7 @@
 //! [`USER_STOP`]. Its turns come from a [`Generator`], so that the rollout
 //! engine decodes the users of all live episodes as one batch.
 
-use crate::chat::{Generator, reply_opening, turn};
+use crate::chat::{ChatText, Generator, reply_opening, turn};
 use crate::sampling::Sampling;
 use forge_model::tokenizer::ModelTokenizer;
 use forge_runtime::episode::{User, UserTurn};
@@ -38,7 +38,7 @@ impl<'a> ModelUser<'a> {
     }
 
     fn say(&mut self, transcript: &[ChatMessage]) -> anyhow::Result<String> {
-        let prompt = self.tokenizer.encode(&render(&self.brief, transcript))?;
+        let prompt = render(&self.brief, transcript).encode(self.tokenizer)?;
         let sampling = Sampling {
             seed: self.sampling.seed.wrapping_add(self.turns),
             ..self.sampling.clone()
@@ -72,29 +72,29 @@ impl User for ModelUser<'_> {
 /// The prompt of the user's next message in ChatML: its brief as the system
 /// turn, the agent's messages as `user` turns and its own as `assistant`
 /// turns; the agent's tool traffic is hidden from it.
-fn render(brief: &str, transcript: &[ChatMessage]) -> String {
+fn render(brief: &str, transcript: &[ChatMessage]) -> ChatText {
     let mut out = turn("system", brief);
     if transcript.is_empty() {
-        out.push_str(&turn("user", AGENT_GREETING));
+        out.push(turn("user", AGENT_GREETING));
     }
     for message in transcript {
         let Some(content) = message.content.as_deref() else {
             continue;
         };
         match message.role {
-            Role::Assistant => out.push_str(&turn("user", content)),
-            Role::User => out.push_str(&turn("assistant", content)),
+            Role::Assistant => out.push(turn("user", content)),
+            Role::User => out.push(turn("assistant", content)),
             Role::System | Role::Tool => {}
         }
     }
-    out.push_str(&reply_opening());
+    out.push(reply_opening());
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chat::IM_END;
+    use crate::chat::completion;
     use crate::sampling::Generation;
 
     /// Answers every turn with `reply`, recording the prompts.
@@ -119,7 +119,7 @@ mod tests {
         let tokenizer = ModelTokenizer::byte_level();
         let prompts = std::rc::Rc::default();
         let canned = |text: &str| Canned {
-            reply: tokenizer.encode(&format!("{text}{IM_END}")).unwrap(),
+            reply: completion(text).encode(&tokenizer).unwrap(),
             prompts: std::rc::Rc::clone(&prompts),
         };
         let instruction = "You are Ava; turn lamp 3 on.";

@@ -44,7 +44,7 @@ fn a_batch_of_prompts_decodes_as_each_prompt_alone() {
 #[test]
 fn stop_strings_end_a_row_at_the_token_that_completes_them() {
     let tokenizer = forge_model::tokenizer::ModelTokenizer::byte_level();
-    let vocab = tokenizer.tokenizer.get_vocab_size(true);
+    let vocab = tokenizer.vocab_size();
     let model = Llama::<Cpu>::init(LlamaConfig::tiny(vocab), 11, &Default::default());
     let prompt: Vec<u32> = tokenizer.encode("lamp 7 on").unwrap();
     let sampling = Sampling {

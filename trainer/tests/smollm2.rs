@@ -31,6 +31,13 @@ fn logits_match_the_reference_and_greedy_decoding_says_paris() {
         .collect();
     let tokenizer = ModelTokenizer::from_gguf(&Gguf::open(&path).unwrap()).unwrap();
     assert_eq!(tokenizer.encode("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n").unwrap(), prompt);
+    let mut chat = forge_trainer::chat::turn("user", "What is the capital of France?");
+    chat.push(forge_trainer::chat::reply_opening());
+    assert_eq!(
+        chat.encode(&tokenizer).unwrap(),
+        prompt,
+        "the chat template's ids"
+    );
 
     let model = forge_trainer::load_cpu(&path).unwrap();
     // The shape `forge bench model` measures without the file.

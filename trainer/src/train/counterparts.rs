@@ -46,7 +46,7 @@ impl<B: Backend> Counterparts<B> {
             )),
             (UserKind::Model, None) => {
                 let tokenizer = ModelTokenizer::byte_level();
-                let shape = LlamaConfig::tiny(tokenizer.tokenizer.get_vocab_size(true));
+                let shape = LlamaConfig::tiny(tokenizer.vocab_size());
                 let model = Llama::init(shape, config.seed ^ TINY_USER_SEED, device)
                     .with_precision(precision)?;
                 Some((model, tokenizer))

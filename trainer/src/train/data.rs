@@ -2,7 +2,7 @@
 //! held-out tasks, the seeded order in which RL draws training tasks, and the
 //! cold-start SFT data rendered from the training tasks' gold episodes.
 
-use crate::chat::{IM_END, PromptStyle, assistant_text, render};
+use crate::chat::{PromptStyle, assistant_text, completion, render};
 use crate::train::config::{HeldOut, TasksSection};
 use crate::train::objective::{Sequence, Turn};
 use anyhow::{Context, Result};
@@ -198,9 +198,8 @@ pub fn sft_sequences(
                     continue;
                 }
                 let prompt =
-                    tokenizer.encode(&render(&workload.style, tools, &record.messages[..at]))?;
-                let completion =
-                    tokenizer.encode(&format!("{}{IM_END}", assistant_text(message)))?;
+                    render(&workload.style, tools, &record.messages[..at]).encode(tokenizer)?;
+                let completion = completion(&assistant_text(message)).encode(tokenizer)?;
                 turns.push(Turn {
                     logprobs: vec![0.0; completion.len()],
                     prompt,

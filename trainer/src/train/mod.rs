@@ -302,7 +302,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                             heads: model.tiny_heads,
                             kv_heads: model.tiny_kv_heads,
                             ffn: model.tiny_hidden * 3,
-                            ..LlamaConfig::tiny(tokenizer.tokenizer.get_vocab_size(true))
+                            ..LlamaConfig::tiny(tokenizer.vocab_size())
                         };
                         (Llama::init(tiny, config.seed, &device), tokenizer)
                     }
