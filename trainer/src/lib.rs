@@ -10,13 +10,15 @@ pub mod bench;
 pub mod chat;
 pub mod checkpoint;
 pub mod config;
+pub mod kv_cache;
 pub mod llama;
 pub mod sampling;
 pub mod train;
 pub mod user;
 
 pub use config::LlamaConfig;
-pub use llama::{KvCache, Llama, LoadError, Precision, WeightSource, tensor_names};
+pub use kv_cache::KvCache;
+pub use llama::{Llama, LoadError, Precision, WeightSource, tensor_names};
 pub use sampling::{Generation, Sampling, Stop};
 
 /// The CPU backend (tests, small models).

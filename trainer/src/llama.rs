@@ -2,6 +2,7 @@
 //! weights; the forward pass with a KV cache; sampling; log-probs for training.
 
 use crate::config::LlamaConfig;
+use crate::kv_cache::KvCache;
 use crate::sampling::{Generation, Sampling, Stop};
 use burn::module::{Module, Param, ParamId};
 use burn::tensor::activation::{silu, softmax};
@@ -103,25 +104,6 @@ pub struct Llama<B: Backend> {
     norm: Param<Tensor<B, 1>>,
     /// `[hidden, vocab]`; `None` when the output projection is the embedding.
     lm_head: Option<Param<Tensor<B, 2>>>,
-}
-
-/// Keys and values of the positions seen so far, per layer:
-/// `[batch, kv_heads, len, head_dim]`.
-pub struct KvCache<B: Backend> {
-    layers: Vec<Option<(Tensor<B, 4>, Tensor<B, 4>)>>,
-    len: usize,
-    /// Left padding of each row (batched generation), fixed by the first pass.
-    pads: Vec<usize>,
-}
-
-impl<B: Backend> KvCache<B> {
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
 }
 
 /// Where a model's weights come from: the value of each tensor by its
@@ -345,11 +327,7 @@ impl<B: Backend> Llama<B> {
     }
 
     pub fn new_cache(&self) -> KvCache<B> {
-        KvCache {
-            layers: vec![None; self.config.layers],
-            len: 0,
-            pads: Vec::new(),
-        }
+        KvCache::new(self.config.layers)
     }
 
     /// Logits `[tokens, vocab]` for `tokens`, which follow the positions
@@ -405,10 +383,9 @@ impl<B: Backend> Llama<B> {
         let config = &self.config;
         let device = self.device();
         let n = ids.len() / b.max(1);
-        let (hd, start) = (
-            config.head_dim(),
-            cache.as_ref().map_or(0, |cache| cache.len),
-        );
+        let hd = config.head_dim();
+        let mut cache = cache;
+        let start = cache.as_mut().map_or(0, |cache| cache.advance(n));
         let ids = Tensor::<B, 1, Int>::from_data(TensorData::new(ids, [b * n]), &device);
         // Rows of every position, `[b·n, hidden]`: the projections are one
         // matrix product each; only attention needs the batch apart.
@@ -419,11 +396,6 @@ impl<B: Backend> Llama<B> {
         let mask = attention_mask::<B>(n, start, pads, &device)
             .unsqueeze_dim::<5>(1)
             .expand([b, config.kv_heads, group, n, total]);
-        let mut slots = cache.map(|cache| {
-            cache.len += n;
-            cache.pads = pads.to_vec();
-            &mut cache.layers
-        });
         let heads = |t: Tensor<B, 2>, count: usize| t.reshape([b, n, count, hd]).swap_dims(1, 2);
         for (index, layer) in self.layers.iter().enumerate() {
             let h = rms_norm(x.clone(), layer.attn_norm.val(), config.rms_eps);
@@ -437,18 +409,8 @@ impl<B: Backend> Llama<B> {
             let q = rope(heads(q, config.heads), &cos, &sin);
             let k = rope(heads(k, config.kv_heads), &cos, &sin);
             let v = heads(v, config.kv_heads);
-            let (k, v) = match slots.as_deref_mut().map(|slots| &mut slots[index]) {
-                Some(slot) => {
-                    let (k, v) = match slot.take() {
-                        Some((past_k, past_v)) => (
-                            Tensor::cat(vec![past_k, k], 2),
-                            Tensor::cat(vec![past_v, v], 2),
-                        ),
-                        None => (k, v),
-                    };
-                    *slot = Some((k.clone(), v.clone()));
-                    (k, v)
-                }
+            let (k, v) = match cache.as_mut() {
+                Some(cache) => cache.store(index, start, k, v),
                 None => (k, v),
             };
             // GQA: the `group` query heads that share a KV head attend as
@@ -536,6 +498,8 @@ impl<B: Backend> Llama<B> {
         let mut generations = vec![Generation::default(); rows];
         let mut done: Vec<bool> = samplings.iter().map(|s| s.max_tokens == 0).collect();
         let mut cache = self.new_cache();
+        let most = samplings.iter().map(|s| s.max_tokens).max().unwrap_or(0);
+        cache.reserve(longest + most);
         let mut hidden = self.hidden(ids, rows, &pads, Some(&mut cache));
         let mut width = longest;
         let vocab = self.config.vocab;
