@@ -105,6 +105,14 @@ fn the_smoke_run_trains_sft_then_erpo_on_the_cpu() {
             "rl metrics carry {key}"
         );
     }
+    let gaps: Vec<f64> = rl
+        .iter()
+        .filter_map(|m| m["logprob_gap"].as_f64())
+        .collect();
+    assert!(
+        !gaps.is_empty() && gaps.iter().all(|gap| *gap < 1e-4),
+        "sampling and training agree on the sampled tokens' log-probs: {gaps:?}"
+    );
     let sft: Vec<f64> = metrics
         .iter()
         .filter(|m| m["kind"] == "sft")

@@ -11,7 +11,7 @@ use forge_trainer::train::CpuTrain;
 use forge_trainer::train::objective::{
     Scored, Sequence, Span, Surrogate, reference_logprobs, sft_gradients, surrogate_gradients,
 };
-use forge_trainer::{Llama, LlamaConfig};
+use forge_trainer::{Llama, LlamaConfig, Sampling, Stop};
 
 type Model = Llama<CpuTrain>;
 
@@ -68,6 +68,38 @@ fn on_policy(model: &Model, tokens: &[u32], trained: usize) -> Sequence {
         .to_vec()
         .unwrap();
     sequence
+}
+
+/// What the trainer's ratios stand on: the log-probs recorded while sampling
+/// (batched, left-padded, through the KV cache)
+/// are those the training pass computes for the same tokens.
+#[test]
+fn sampled_log_probs_are_the_training_passes() {
+    let model = model().valid();
+    let prompts: [&[u32]; 3] = [&[1, 5, 9, 3, 4, 4, 2], &[1, 6], &[1, 7, 7, 2]];
+    let samplings: Vec<Sampling> = (0..3)
+        .map(|seed| Sampling {
+            temperature: 0.7,
+            top_p: 0.9,
+            max_tokens: 12,
+            seed,
+        })
+        .collect();
+    let generations = model.generate_batch(&prompts, &samplings, Stop::tokens(&[]));
+    for (prompt, generation) in prompts.iter().zip(&generations) {
+        assert_eq!(generation.tokens.len(), 12);
+        let sequence = Sequence {
+            tokens: [*prompt, &generation.tokens].concat(),
+            spans: vec![Span {
+                start: prompt.len(),
+                logprobs: generation.logprobs.clone(),
+            }],
+        };
+        let trained: Vec<f32> = sequence.logprobs(&model, 0.7).into_data().to_vec().unwrap();
+        for (sampled, trained) in generation.logprobs.iter().zip(&trained) {
+            assert!((sampled - trained).abs() < 1e-5, "{sampled} vs {trained}");
+        }
+    }
 }
 
 #[test]

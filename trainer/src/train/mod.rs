@@ -97,6 +97,11 @@ pub struct Metrics {
     pub clipped_share: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kl: Option<f64>,
+    /// RL: mean |log-prob as trained − log-prob as sampled| of the trained
+    /// tokens before the step's first update — how far decoding's numerics
+    /// stray from training's (0 up to rounding; larger in bf16).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logprob_gap: Option<f64>,
     /// RL: the mean negative log-prob of the sampled tokens, an unbiased
     /// estimate of the policy's entropy at the sampling temperature.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -626,7 +631,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let lr = self.config.optim.lr_at(config.lr, rl_step, config.steps);
         let train_started = Instant::now();
         let mut stats = LossStats::default();
-        if valid_advantages.iter().any(|advantage| *advantage != 0.0) {
+        let trained = valid_advantages.iter().any(|advantage| *advantage != 0.0);
+        if trained {
             for update in 0..config.updates_per_batch {
                 let (grads, pass) = objective::surrogate_gradients(
                     &self.model,
@@ -671,6 +677,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             advantage_std: Some(std),
             clipped_share: Some(stats.clipped),
             kl: (config.kl > 0.0).then_some(stats.kl),
+            logprob_gap: trained.then_some(stats.logprob_gap),
             entropy: Some(sampled_nll / sampled_tokens.max(1) as f64),
             rollout_tokens_per_s: Some(sampled_tokens as f64 / rollout_seconds.max(1e-9)),
             episodes_per_s: Some(all.len() as f64 / rollout_seconds.max(1e-9)),

@@ -178,6 +178,12 @@ pub struct LossStats {
     pub clipped: f64,
     /// Mean KL estimate to the reference (k3), when one is kept.
     pub kl: f64,
+    /// Mean absolute difference between the trained tokens' log-probs as
+    /// recomputed for the loss and as recorded when they were sampled. Before
+    /// the first update the weights are those that sampled, so this measures
+    /// how far decoding (KV cache, left padding, batch shape, precision)
+    /// strays from the training forward pass: the ratios' noise floor.
+    pub logprob_gap: f64,
 }
 
 /// Gradients of the token-level SFT cross-entropy over `sequences`,
@@ -252,6 +258,12 @@ where
         let advantage = per_token(&|scored| {
             vec![scored.advantage.unwrap_or_default() as f32; scored.sequence.trained_tokens()]
         });
+        stats.logprob_gap += (new.clone().detach() - old.clone())
+            .abs()
+            .sum()
+            .into_scalar()
+            .elem::<f64>()
+            / total as f64;
         let ratio = (new.clone() - old).exp();
         clipped += ratio
             .clone()
