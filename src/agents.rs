@@ -9,8 +9,8 @@ use forge_llm::{ChatClient, ChatConfig};
 use forge_model::tokenizer::ModelTokenizer;
 use forge_runtime::episode::{EpisodeSettings, Judge, Policy, User};
 use forge_runtime::policy::{
-    GoldPolicy, RandomPolicy, RecordedJudge, ReplayPolicy, ReplayUser, scripted_user,
-    unstable_instruction,
+    GoldPolicy, RandomPolicy, RecordedJudge, ReplayPolicy, ReplayUser, remembered_instruction,
+    scripted_user,
 };
 use forge_runtime::schema::ToolSpec;
 use forge_runtime::trajectory::{self, EpisodeRecord};
@@ -243,7 +243,6 @@ impl Agents {
         task: &PreparedTask,
         seed: u64,
     ) -> Result<(Box<dyn Policy + 'a>, Box<dyn User + 'a>)> {
-        let instruction = &task.task.instruction;
         let recorded = || {
             self.recorded.get(&task.task.id).with_context(|| {
                 format!("the trajectory has no episode of task `{}`", task.task.id)
@@ -278,12 +277,7 @@ impl Agents {
             (_, UserKind::Openai) => Box::new(
                 RemoteUser::new(
                     self.client.as_ref().expect("checked in new"),
-                    unstable_instruction(
-                        instruction,
-                        &task.task.stated_facts(),
-                        self.instability,
-                        seed,
-                    ),
+                    remembered_instruction(&task.task, self.instability, seed),
                 )
                 .with_tools(&self.user_tools)
                 .with_guidelines(self.user_guidelines.as_deref()),

@@ -12,5 +12,5 @@ pub use gold::GoldPolicy;
 pub use random::RandomPolicy;
 pub use replay::{RecordedJudge, ReplayPolicy, ReplayUser};
 pub use scripted_user::{ScriptedUser, scripted_user};
-pub use unstable_user::{UnstableUser, unstable_instruction};
+pub use unstable_user::{UnstableUser, remembered_instruction};
 pub use user_brief::{AGENT_GREETING, USER_STOP, user_brief};

@@ -8,12 +8,7 @@ use anyhow::Result;
 /// `instability` > 0 an [`UnstableUser`] seeded by the episode's `seed`.
 pub fn scripted_user(task: &Task, instability: f64, seed: u64) -> Box<dyn User + Send> {
     match instability > 0.0 {
-        true => Box::new(UnstableUser::new(
-            &task.instruction,
-            &task.stated_facts(),
-            instability,
-            seed,
-        )),
+        true => Box::new(UnstableUser::new(task, instability, seed)),
         false => Box::new(ScriptedUser::new(task.instruction.clone())),
     }
 }

@@ -1,3 +1,4 @@
+use crate::bundle::Task;
 use crate::episode::{User, UserTurn};
 use crate::trajectory::ChatMessage;
 use anyhow::Result;
@@ -13,19 +14,26 @@ pub struct UnstableUser {
 }
 
 impl UnstableUser {
-    /// `facts` are the values the instruction states (see the masking judge).
-    pub fn new(instruction: &str, facts: &[String], instability: f64, seed: u64) -> Self {
+    /// The user of an episode of `task`, seeded by the episode's `seed`.
+    pub fn new(task: &Task, instability: f64, seed: u64) -> Self {
         Self {
-            instruction: unstable_instruction(instruction, facts, instability, seed),
+            instruction: remembered_instruction(task, instability, seed),
         }
     }
+}
+
+/// `task`'s instruction as a user of that `instability` remembers it in the
+/// episode seeded by `seed` ([`unstable_instruction`] over the facts the
+/// instruction states, those the masking judge checks).
+pub fn remembered_instruction(task: &Task, instability: f64, seed: u64) -> String {
+    unstable_instruction(&task.instruction, &task.stated_facts(), instability, seed)
 }
 
 /// `instruction` as an unreliable user remembers it: with probability
 /// `instability` one of `facts` changed (a digit or letter) or replaced by
 /// "(something I don't remember)". Seeded. A user played by a model is given
 /// this instruction, so that it misstates or withholds the fact the same way.
-pub fn unstable_instruction(
+fn unstable_instruction(
     instruction: &str,
     facts: &[String],
     instability: f64,
@@ -91,10 +99,15 @@ mod tests {
     fn instability_changes_or_withholds_one_fact_reproducibly() {
         let instruction = "You are Ava Chen. Your email is ava@example.com.";
         let facts = ["Ava Chen".to_owned(), "ava@example.com".to_owned()];
+        let task: Task = serde_json::from_value(serde_json::json!({
+            "id": "t",
+            "instruction": instruction,
+            "user_facts": {"name": "Ava Chen", "email": "ava@example.com"}
+        }))
+        .unwrap();
+        assert_eq!(task.stated_facts(), facts);
         let said = |instability: f64, seed: u64| {
-            UnstableUser::new(instruction, &facts, instability, seed)
-                .open()
-                .unwrap()
+            UnstableUser::new(&task, instability, seed).open().unwrap()
         };
         assert_eq!(said(0.0, 1), instruction);
         assert_eq!(said(1.0, 7), said(1.0, 7), "seeded");

@@ -14,7 +14,7 @@ use forge_llm::ChatClient;
 use forge_llm::agents::RemoteUser;
 use forge_model::tokenizer::ModelTokenizer;
 use forge_runtime::episode::{EpisodeSettings, User, run_episode};
-use forge_runtime::policy::{scripted_user, unstable_instruction};
+use forge_runtime::policy::{remembered_instruction, scripted_user};
 use forge_runtime::trajectory::EpisodeRecord;
 use forge_runtime::{Environment, PreparedTask};
 use serde_json::Value;
@@ -306,14 +306,7 @@ impl<'a> Script<'a> {
         job: &Job<'_>,
     ) -> Box<dyn User + 'a> {
         let task = &job.task.task;
-        let instruction = || {
-            unstable_instruction(
-                &task.instruction,
-                &task.stated_facts(),
-                self.user_instability,
-                job.seed,
-            )
-        };
+        let instruction = || remembered_instruction(task, self.user_instability, job.seed);
         match self.users {
             Users::Scripted => scripted_user(task, self.user_instability, job.seed),
             Users::Model {
