@@ -154,10 +154,7 @@ impl Refusal {
 fn json_body(body: Result<Bytes, BytesRejection>) -> Result<Value, Refusal> {
     let bytes = body.map_err(|rejection| Refusal {
         status: rejection.status(),
-        code: match rejection.status() {
-            StatusCode::PAYLOAD_TOO_LARGE => "request_too_large",
-            _ => "bad_request",
-        },
+        code: rejection_code(rejection.status()),
         detail: rejection.body_text(),
     })?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -168,6 +165,14 @@ fn json_body(body: Result<Bytes, BytesRejection>) -> Result<Value, Refusal> {
         code: "bad_json",
         detail: format!("the body is not JSON: {err}"),
     })
+}
+
+/// The error code of a body that could not be read.
+fn rejection_code(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::PAYLOAD_TOO_LARGE => "request_too_large",
+        _ => "bad_request",
+    }
 }
 
 async fn health() -> Json<Value> {
@@ -382,12 +387,8 @@ async fn mcp_post(
             Err(err) => return Json(mcp::parse_error(&err.to_string())).into_response(),
         },
         Err(rejection) => {
-            return failure(
-                &app.hub,
-                rejection.status(),
-                "request_too_large",
-                rejection.body_text(),
-            );
+            let code = rejection_code(rejection.status());
+            return failure(&app.hub, rejection.status(), code, rejection.body_text());
         }
     };
     let seed = match query.get("seed").map(|seed| seed.parse::<u64>()) {
@@ -407,6 +408,7 @@ async fn mcp_post(
         seed,
         session_id: None,
         policy: query.get("policy").cloned(),
+        ..OpenRequest::default()
     };
     if let Some(id) = &session
         && !app.hub.contains(id)

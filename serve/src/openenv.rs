@@ -61,13 +61,19 @@ pub fn open_request(data: &Value) -> Result<OpenRequest, StepError> {
         seed,
         session_id: text("episode_id")?,
         policy: text("policy")?,
+        ..OpenRequest::default()
     })
 }
 
 /// Starts an episode: the reset's `{observation, reward, done}`.
 pub fn reset(hub: &Hub, request: OpenRequest) -> Result<Value, ServeError> {
-    let observation = hub.open(request)?;
-    Ok(step_result(json!({}), &observation))
+    hub.open(request)
+        .map(|observation| reset_result(&observation))
+}
+
+/// The answer to a reset that opened `observation`'s episode.
+pub fn reset_result(observation: &Observation) -> Value {
+    step_result(json!({}), observation)
 }
 
 /// Takes one action in session `id`.

@@ -29,6 +29,12 @@ pub struct SessionLimits {
     pub max_sessions: usize,
     /// A session with no request for this long is closed.
     pub idle_timeout: Duration,
+    /// A session whose episode is over, and that no connection holds, is
+    /// closed after this long without a request (or at once when the table
+    /// is full and a new session needs its place): clients of plain HTTP
+    /// cannot close sessions, and finished ones would otherwise take places
+    /// and count as open until the idle timeout.
+    pub finished_linger: Duration,
     /// Most agent actions per second per session (a burst of as many is allowed).
     pub steps_per_second: f64,
     /// Most agent actions per episode.
@@ -40,6 +46,7 @@ impl Default for SessionLimits {
         Self {
             max_sessions: 4096,
             idle_timeout: Duration::from_secs(600),
+            finished_linger: Duration::from_secs(60),
             steps_per_second: 1000.0,
             max_turns: 30,
         }
@@ -60,6 +67,14 @@ pub struct OpenRequest {
     pub session_id: Option<String>,
     /// Recorded as the episode's policy; `remote` otherwise.
     pub policy: Option<String>,
+    /// Refuse (as an unknown session) when `session_id` names no open
+    /// session, rather than opening one: a client attached to a session it
+    /// does not own must not bring it back once it is closed.
+    pub existing_only: bool,
+    /// A connection holds the session (a WebSocket, stdio) and closes it when
+    /// it ends, so a finished episode stays until then; other sessions go
+    /// soon after their episode ends (see [`SessionLimits::finished_linger`]).
+    pub held: bool,
 }
 
 /// The result of a tool call, as the agent sees it.
@@ -154,6 +169,7 @@ struct Session {
     turns: usize,
     last_active: Instant,
     bucket: TokenBucket,
+    held: bool,
     /// Taken out of the table: a request that got hold of it before then
     /// finds it gone.
     closed: bool,
@@ -246,6 +262,27 @@ impl Hub {
                 "a session id has 1 to 128 characters".into(),
             ));
         }
+        // A reset of an open session is one of its requests: it waits its
+        // turn and spends from its rate, whose bucket the new episode keeps.
+        let open = self.table().get(&id).cloned();
+        let bucket = match open {
+            Some(open) => {
+                let mut open = match open.try_lock() {
+                    Ok(open) => open,
+                    Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                    Err(TryLockError::WouldBlock) => return Err(ServeError::Busy(id)),
+                };
+                if !open.bucket.take() {
+                    return Err(ServeError::RateLimited {
+                        id,
+                        rate: self.limits.steps_per_second,
+                    });
+                }
+                open.bucket.clone()
+            }
+            None if request.existing_only => return Err(ServeError::UnknownSession(id)),
+            None => TokenBucket::new(self.limits.steps_per_second),
+        };
         let mut user = (self.users)(prepared, seed);
         let episode = Episode::start(&task.env, prepared, user.as_mut(), settings)
             .map_err(ServeError::Internal)?;
@@ -257,23 +294,38 @@ impl Hub {
             seen: 0,
             turns: 0,
             last_active: Instant::now(),
-            bucket: TokenBucket::new(self.limits.steps_per_second),
+            bucket,
+            held: request.held,
             closed: false,
         };
         let observation = self.observe(&id, &mut session, None);
-        let replaced = {
+        let (replaced, evicted) = {
             let mut table = self.table();
             // Checked under the table's lock, which shutting down holds
             // while it sets the flag: no session slips in after the drain.
             if self.closing.load(Ordering::Relaxed) {
                 return Err(ServeError::ShuttingDown);
             }
-            if !table.contains_key(&id) && table.len() >= self.limits.max_sessions {
-                return Err(ServeError::Full(table.len()));
+            if request.existing_only && !table.contains_key(&id) {
+                return Err(ServeError::UnknownSession(id));
             }
-            table.insert(id.clone(), Arc::new(Mutex::new(session)))
+            let mut evicted = None;
+            if !table.contains_key(&id) && table.len() >= self.limits.max_sessions {
+                evicted = Self::evict_finished(&mut table);
+                if evicted.is_none() {
+                    return Err(ServeError::Full(table.len()));
+                }
+            }
+            (
+                table.insert(id.clone(), Arc::new(Mutex::new(session))),
+                evicted,
+            )
         };
         tracing::debug!(session = %observation.session_id, env = %observation.env, task = %observation.task_id, seed, "episode started");
+        if let Some(evicted) = evicted {
+            self.end(&evicted, "evicted");
+            self.metrics.sessions.dec();
+        }
         match replaced {
             Some(old) => self.end(&old, "closed"),
             None => {
@@ -410,7 +462,11 @@ impl Hub {
                 .iter()
                 .filter(|(_, session)| {
                     let idle = |session: &Session| {
-                        now.duration_since(session.last_active) > self.limits.idle_timeout
+                        let limit = match session.lingers() {
+                            true => self.limits.finished_linger.min(self.limits.idle_timeout),
+                            false => self.limits.idle_timeout,
+                        };
+                        now.duration_since(session.last_active) > limit
                     };
                     match session.try_lock() {
                         Ok(session) => idle(&session),
@@ -468,6 +524,22 @@ impl Hub {
         }
         session.last_active = Instant::now();
         work(&mut session)
+    }
+
+    /// Takes out of a full `table` the finished session, held by no
+    /// connection and busy with no request, that has waited longest.
+    fn evict_finished(
+        table: &mut HashMap<String, Arc<Mutex<Session>>>,
+    ) -> Option<Arc<Mutex<Session>>> {
+        let id = table
+            .iter()
+            .filter_map(|(id, session)| {
+                let session = session.try_lock().ok()?;
+                session.lingers().then_some((session.last_active, id))
+            })
+            .min()
+            .map(|(_, id)| id.clone())?;
+        table.remove(&id)
     }
 
     fn table(&self) -> MutexGuard<'_, HashMap<String, Arc<Mutex<Session>>>> {
@@ -562,8 +634,8 @@ impl Hub {
     }
 
     /// Ends a session taken out of the table. An episode in which the agent
-    /// took no action (a connection's first, replaced by a reset) is not
-    /// worth a record.
+    /// took no action (one a reset replaced, one its client left at once)
+    /// is not worth a record.
     fn end(&self, session: &Arc<Mutex<Session>>, how: &str) {
         let mut session = lock(session);
         session.closed = true;
@@ -578,6 +650,14 @@ impl Hub {
     }
 }
 
+impl Session {
+    /// Whether the session only lingers: its episode is over and no
+    /// connection holds it.
+    fn lingers(&self) -> bool {
+        !self.held && !matches!(self.phase, Phase::Running(_))
+    }
+}
+
 fn lock(session: &Arc<Mutex<Session>>) -> MutexGuard<'_, Session> {
     session
         .lock()
@@ -585,6 +665,7 @@ fn lock(session: &Arc<Mutex<Session>>) -> MutexGuard<'_, Session> {
 }
 
 /// A token bucket: `rate` tokens a second, holding at most `rate`.
+#[derive(Clone)]
 struct TokenBucket {
     rate: f64,
     tokens: f64,

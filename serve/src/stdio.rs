@@ -8,15 +8,14 @@ use anyhow::{Context, Result};
 use std::io::{BufRead, Write};
 
 /// Answers the messages of `input` on `output` until `input` ends, then
-/// closes the episode (which judges and records it).
+/// ends every episode of `hub` (which judges and records them).
 pub fn serve(hub: &Hub, open: &OpenRequest, input: impl BufRead, output: impl Write) -> Result<()> {
     let mut session: Option<String> = None;
     let answered = answer(hub, open, input, output, &mut session);
-    // However the conversation ended — the client left, a pipe broke — the
-    // episode is judged and recorded.
-    if let Some(session) = session {
-        let _ = hub.close(&session);
-    }
+    // However the conversation ended — the client left, a pipe broke — its
+    // episodes are judged and recorded: the one `initialize` opened and any
+    // `openenv/session/create` made.
+    hub.shut_down();
     answered
 }
 

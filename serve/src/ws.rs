@@ -1,5 +1,6 @@
-//! OpenEnv's WebSocket (`GET /ws`): a connection is a session (or, with
-//! `?session_id=`, attaches to one made by `openenv/session/create`); each
+//! OpenEnv's WebSocket (`GET /ws`): a connection is a session, opened by its
+//! first reset (or, with `?session_id=`, attaches to one made by
+//! `openenv/session/create`); each
 //! text frame gets exactly one answer, and a bad frame is answered with an
 //! error while the session goes on.
 
@@ -34,33 +35,54 @@ pub(crate) async fn websocket(
         .on_upgrade(move |socket| ws_session(app, socket, query.get("session_id").cloned()))
 }
 
+/// The session a connection speaks for.
+#[derive(Debug, Clone)]
+struct Link {
+    /// Its id, once there is one: the session attached to at connect, or
+    /// the one the connection opened.
+    id: Option<String>,
+    /// Whether the connection opens its session (and closes it at the end).
+    owned: bool,
+}
+
 async fn ws_session(app: App, mut socket: WebSocket, attach: Option<String>) {
     let hub = app.hub.clone();
-    let (id, owned) = match attach {
-        Some(id) if hub.contains(&id) => (id, false),
+    let mut link = match attach {
+        Some(id) if hub.contains(&id) => Link {
+            id: Some(id),
+            owned: false,
+        },
         Some(id) => {
             let error = ws_error("SESSION_ERROR", &format!("Unknown session_id: {id}"), None);
             return end_ws(socket, Some(error)).await;
         }
-        None => match blocking(&hub, |hub| hub.open(OpenRequest::default())).await {
-            Ok(opened) => (opened.session_id, true),
-            Err(err) => {
-                let code = match err {
-                    ServeError::Full(_) => "CAPACITY_REACHED",
-                    _ => "FACTORY_ERROR",
-                };
-                let extra = json!({"active_sessions": hub.len(), "max_sessions": hub.limits().max_sessions});
-                let error = ws_error(code, &err.to_string(), Some(extra));
-                return end_ws(socket, Some(error)).await;
-            }
+        // The session opens with the first reset, so that the reset's task
+        // and seed apply and no episode is started only to be replaced; a
+        // full server refuses the connection already.
+        None if hub.len() >= hub.limits().max_sessions => {
+            let extra =
+                json!({"active_sessions": hub.len(), "max_sessions": hub.limits().max_sessions});
+            let full = ServeError::Full(hub.len()).to_string();
+            let error = ws_error("CAPACITY_REACHED", &full, Some(extra));
+            return end_ws(socket, Some(error)).await;
+        }
+        None => Link {
+            id: None,
+            owned: true,
         },
     };
+    let idle = hub.limits().idle_timeout;
     let mut stopping = app.stopping.clone();
     loop {
         let message = tokio::select! {
             biased;
             _ = stopping.wait_for(|stop| *stop) => break,
-            message = socket.recv() => message,
+            // A connection silent for the idle timeout ends, as its session
+            // would: otherwise it would stay open for good.
+            message = tokio::time::timeout(idle, socket.recv()) => match message {
+                Ok(message) => message,
+                Err(_) => break,
+            },
         };
         let text = match message {
             Some(Ok(Message::Text(text))) => text,
@@ -74,44 +96,67 @@ async fn ws_session(app: App, mut socket: WebSocket, attach: Option<String>) {
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
             Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
         };
-        let session = id.clone();
-        let reply = blocking(&hub, move |hub| ws_frame(hub, &session, text.as_str())).await;
-        let Some(reply) = reply else { break };
+        let current = link.clone();
+        let reply = blocking(&hub, move |hub| ws_frame(hub, &current, text.as_str())).await;
+        let Some((reply, opened)) = reply else { break };
+        if opened.is_some() {
+            link.id = opened;
+        }
         if socket.send(Message::Text(reply.into())).await.is_err() {
             break;
         }
     }
-    if owned {
+    if let (true, Some(id)) = (link.owned, link.id) {
         let _ = blocking(&hub, move |hub| hub.close(&id)).await;
     }
     end_ws(socket, None).await;
 }
 
-/// The answer to one WebSocket frame; `None` to a `close`.
-fn ws_frame(hub: &Hub, id: &str, text: &str) -> Option<String> {
+/// The answer to one WebSocket frame, and the id of the session it opened
+/// for the connection if it did; `None` to a `close`.
+fn ws_frame(hub: &Hub, link: &Link, text: &str) -> Option<(String, Option<String>)> {
     let frame: Value = match serde_json::from_str(text) {
         Ok(frame) => frame,
         Err(err) => {
-            return Some(ws_error(
-                "INVALID_JSON",
-                &format!("Invalid JSON: {err}"),
-                None,
-            ));
+            let error = ws_error("INVALID_JSON", &format!("Invalid JSON: {err}"), None);
+            return Some((error, None));
         }
     };
     let data = frame.get("data").cloned().unwrap_or_else(|| json!({}));
+    let mut opened = None;
+    // The connection's session; a frame that needs one before any reset
+    // opens it as a reset without fields would.
+    let mut session = |hub: &Hub| -> Result<String, ServeError> {
+        match &link.id {
+            Some(id) => Ok(id.clone()),
+            None => {
+                let observation = hub.open(OpenRequest {
+                    held: true,
+                    ..OpenRequest::default()
+                })?;
+                opened = Some(observation.session_id.clone());
+                Ok(observation.session_id)
+            }
+        }
+    };
     let answer = match frame.get("type").and_then(Value::as_str) {
         Some("reset") => match openenv::open_request(&data) {
-            // The connection's session keeps its id across episodes.
-            Ok(request) => openenv::reset(
-                hub,
-                OpenRequest {
-                    session_id: Some(id.to_owned()),
+            // The connection's session keeps its id across episodes; an
+            // attached one is not brought back once closed.
+            Ok(request) => hub
+                .open(OpenRequest {
+                    session_id: link.id.clone(),
+                    existing_only: !link.owned,
+                    held: link.owned,
                     ..request
-                },
-            )
-            .map(|result| json!({"type": "observation", "data": result}))
-            .map_err(StepError::Refused),
+                })
+                .map(|observation| {
+                    if link.id.is_none() {
+                        opened = Some(observation.session_id.clone());
+                    }
+                    json!({"type": "observation", "data": openenv::reset_result(&observation)})
+                })
+                .map_err(StepError::Refused),
             Err(err) => Err(err),
         },
         Some("step") if frame.get("data").is_none() => {
@@ -122,29 +167,32 @@ fn ws_frame(hub: &Hub, id: &str, text: &str) -> Option<String> {
                 &frame,
             )]))
         }
-        Some("step") => openenv::step(hub, id, &data)
+        Some("step") => session(hub)
+            .map_err(StepError::Refused)
+            .and_then(|id| openenv::step(hub, &id, &data))
             .map(|result| json!({"type": "observation", "data": result})),
-        Some("state") => hub
-            .state(id)
+        Some("state") => session(hub)
+            .and_then(|id| hub.state(&id))
             .map(|state| json!({"type": "state", "data": openenv::state(&state)}))
             .map_err(StepError::Refused),
-        Some("mcp") => {
-            let reply = match mcp::handle(hub, Some(id), &OpenRequest::default(), &data) {
+        Some("mcp") => session(hub).map_err(StepError::Refused).map(|id| {
+            let reply = match mcp::handle(hub, Some(&id), &OpenRequest::default(), &data) {
                 Reply::Response(response) | Reply::Opened { response, .. } => response,
                 Reply::Accepted => Value::Null,
             };
-            Ok(json!({"type": "mcp", "data": reply}))
-        }
+            json!({"type": "mcp", "data": reply})
+        }),
         Some("close") => return None,
         other => {
-            return Some(ws_error(
+            let error = ws_error(
                 "UNKNOWN_TYPE",
                 &format!("Unknown message type: {}", other.unwrap_or("(none)")),
                 None,
-            ));
+            );
+            return Some((error, opened));
         }
     };
-    Some(match answer {
+    let reply = match answer {
         Ok(answer) => answer.to_string(),
         Err(StepError::Invalid(errors)) => ws_error(
             "VALIDATION_ERROR",
@@ -159,7 +207,8 @@ fn ws_frame(hub: &Hub, id: &str, text: &str) -> Option<String> {
             };
             ws_error(code, &err.to_string(), Some(json!({"reason": err.code()})))
         }
-    })
+    };
+    Some((reply, opened))
 }
 
 fn ws_error(code: &str, message: &str, extra: Option<Value>) -> String {

@@ -86,6 +86,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
         steps_per_second: args.rate,
         max_turns: args.max_turns,
+        ..SessionLimits::default()
     };
     let sandbox = sandbox_for(args.max_sessions)?;
     let envs = load(&args, &sandbox)?;
@@ -101,6 +102,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     if args.stdio {
         let open = OpenRequest {
             task_id: args.task.clone(),
+            held: true,
             ..OpenRequest::default()
         };
         let stdin = std::io::stdin().lock();

@@ -352,7 +352,9 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
         (503, Some("too_many_sessions")),
         "{body}"
     );
-    // Restarting a named session is not a new one.
+    // Restarting a named session is not a new one (once its rate allows:
+    // a reset spends from it too).
+    std::thread::sleep(Duration::from_millis(400));
     let (status, _) = post(&server.url("/reset"), &json!({"episode_id": id}));
     assert_eq!(status, 200);
 
@@ -597,6 +599,7 @@ fn dropped_clients_and_idle_sessions_leak_nothing_and_shutdown_records_the_rest(
     wait_until("dropped connections end their sessions", || {
         server.sessions() == 0
     });
+    let mut silent = server.ws("");
     // HTTP sessions nobody closes expire.
     let (_, opened) = post(&server.url("/reset"), &json!({"task_id": "shop-03"}));
     let id = opened["observation"]["metadata"]["session_id"]
@@ -607,6 +610,20 @@ fn dropped_clients_and_idle_sessions_leak_nothing_and_shutdown_records_the_rest(
         &json!({"episode_id": id, "action": {"type": "list_tools"}}),
     );
     wait_until("the idle session expires", || server.sessions() == 0);
+    // So does a connection that never says anything.
+    if let tungstenite::stream::MaybeTlsStream::Plain(stream) = silent.0.get_ref() {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+    }
+    loop {
+        match silent.0.read() {
+            Ok(tungstenite::Message::Close(_)) => break,
+            Ok(_) => continue,
+            Err(tungstenite::Error::Io(err)) => panic!("the silent connection stays open: {err}"),
+            Err(_) => break,
+        }
+    }
     // An episode still open at shutdown is judged and recorded.
     let (_, opened) = post(&server.url("/reset"), &json!({"task_id": "shop-04"}));
     let id = opened["observation"]["metadata"]["session_id"]
@@ -639,6 +656,74 @@ fn dropped_clients_and_idle_sessions_leak_nothing_and_shutdown_records_the_rest(
         example.to_str().unwrap(),
     ]);
     assert!(replay.status.success(), "{}", stderr(&replay));
+}
+
+/// A WebSocket's session opens with its first reset (the reset's task, in
+/// turn from the first); resets spend from the session's rate; a finished
+/// session nothing holds gives way to a new one on a full server; a client
+/// attached to a session it does not own cannot bring it back once closed.
+#[test]
+fn sessions_open_on_reset_pay_for_resets_and_give_way_once_finished() {
+    let server = Server::start(&["--rate", "3", "--max-sessions", "1", "--max-turns", "1"]);
+    let metric = |line: &str| {
+        let (_, metrics) = get(&server.url("/metrics"));
+        metrics.as_str().unwrap().lines().any(|at| at == line)
+    };
+    let mut ws = server.ws("");
+    assert_eq!(server.sessions(), 0, "no episode before the reset");
+    let reset = json!({"type": "reset", "data": {}});
+    let first = ws.send(&reset);
+    assert_eq!(
+        first["data"]["observation"]["metadata"]["task_id"],
+        "shop-01"
+    );
+    assert_eq!(server.sessions(), 1);
+    assert!(metric("forge_sessions_opened_total 1"));
+    let limited = (0..10)
+        .map(|_| ws.send(&reset))
+        .find(|answer| answer["type"] == "error")
+        .expect("resets run out of the session's rate");
+    assert_eq!(limited["data"]["reason"], "rate_limited", "{limited}");
+    // The WebSocket holds the only place, finished or not.
+    let (status, _) = post(&server.url("/reset"), &json!({}));
+    assert_eq!(status, 503);
+    drop(ws);
+    wait_until("the connection's session closes", || server.sessions() == 0);
+
+    // An HTTP episode that is over gives its place to the next.
+    let (status, opened) = post(&server.url("/reset"), &json!({}));
+    assert_eq!(status, 200);
+    let id = opened["observation"]["metadata"]["session_id"].clone();
+    let (_, done) = post(
+        &server.url("/step"),
+        &json!({"episode_id": id, "action": {"type": "call_tool", "tool_name": "get_user", "arguments": {"user_id": "u1"}}}),
+    );
+    assert_eq!(done["done"], true, "{done}");
+    let (status, next) = post(&server.url("/reset"), &json!({}));
+    assert_eq!(status, 200, "{next}");
+    assert_eq!(server.sessions(), 1);
+    assert!(metric("forge_sessions_ended_total{kind=\"evicted\"} 1"));
+
+    // Attached to a session made over MCP, then closed there: a reset
+    // does not bring it back.
+    let rpc = |method: &str, params: Value| {
+        post(
+            &server.url("/mcp"),
+            &json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}),
+        )
+        .1
+    };
+    let next = next["observation"]["metadata"]["session_id"]
+        .as_str()
+        .unwrap();
+    rpc("openenv/session/close", json!({"session_id": next}));
+    let created = rpc("openenv/session/create", json!({}));
+    let attached = created["result"]["session_id"].as_str().unwrap().to_owned();
+    let mut ws = server.ws(&format!("?session_id={attached}"));
+    rpc("openenv/session/close", json!({"session_id": attached}));
+    let refused = ws.send(&reset);
+    assert_eq!(refused["data"]["code"], "SESSION_ERROR", "{refused}");
+    assert_eq!(server.sessions(), 0);
 }
 
 /// OpenEnv's and MCP's own Python clients (`tests/python/requirements.txt`,

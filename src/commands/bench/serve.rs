@@ -315,7 +315,8 @@ async fn start_server(sessions: usize) -> Result<(String, tokio::sync::oneshot::
     Ok((base, stop))
 }
 
-/// Connects (which opens a session) and resets it to a task chosen by `seed`.
+/// Connects and resets, which opens the connection's session on a task
+/// chosen by `seed`.
 async fn open_session(url: &str, seed: usize) -> Result<Socket> {
     let config = WebSocketConfig::default()
         .read_buffer_size(8 << 10)
