@@ -20,6 +20,7 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -48,6 +49,9 @@ pub(crate) struct App {
     /// Becomes true when the server begins to shut down: WebSocket sessions
     /// end at their next message boundary.
     pub(crate) stopping: watch::Receiver<bool>,
+    /// WebSocket connections whose session has not opened yet: they count
+    /// against `--max-sessions` when a connection is let in.
+    pub(crate) waiting: Arc<AtomicUsize>,
 }
 
 /// Serves `hub` on `listener` until `shutdown` resolves; then lets in-flight
@@ -64,6 +68,7 @@ pub async fn serve(
         hub: hub.clone(),
         options: options.clone(),
         stopping,
+        waiting: Arc::default(),
     };
     let reaper = tokio::spawn(expire_idle_sessions(hub.clone()));
     // Agents wait on each answer: send it at once.
@@ -408,6 +413,8 @@ async fn mcp_post(
         seed,
         session_id: None,
         policy: query.get("policy").cloned(),
+        // MCP clients end their sessions (DELETE).
+        held: true,
         ..OpenRequest::default()
     };
     if let Some(id) = &session

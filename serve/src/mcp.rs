@@ -121,6 +121,7 @@ pub fn handle(hub: &Hub, session: Option<&str>, open: &OpenRequest, message: &Va
         "openenv/session/create" => match openenv::open_request(&params) {
             Ok(request) => match hub.open(OpenRequest {
                 session_id: None,
+                held: true,
                 ..request
             }) {
                 Ok(opened) => success(&id, json!({"session_id": opened.session_id})),

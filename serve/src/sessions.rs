@@ -71,9 +71,11 @@ pub struct OpenRequest {
     /// session, rather than opening one: a client attached to a session it
     /// does not own must not bring it back once it is closed.
     pub existing_only: bool,
-    /// A connection holds the session (a WebSocket, stdio) and closes it when
-    /// it ends, so a finished episode stays until then; other sessions go
-    /// soon after their episode ends (see [`SessionLimits::finished_linger`]).
+    /// The client holds the session and can close it (a WebSocket, stdio,
+    /// MCP), so a finished episode stays until it does (or the idle timeout);
+    /// the sessions of plain HTTP, which cannot be closed, go soon after
+    /// their episode ends (see [`SessionLimits::finished_linger`]). A reset
+    /// of a held session keeps it held.
     pub held: bool,
 }
 
@@ -239,6 +241,19 @@ impl Hub {
     /// Starts an episode in a new session (or, when the request names an
     /// open session, in that one, ending its episode first).
     pub fn open(&self, request: OpenRequest) -> Result<Observation, ServeError> {
+        if let Some(id) = &request.session_id
+            && (id.is_empty() || id.len() > 128)
+        {
+            return Err(ServeError::BadRequest(
+                "a session id has 1 to 128 characters".into(),
+            ));
+        }
+        // Before the task is drawn, so that a refused reset takes no turn.
+        let (bucket, held) = match &request.session_id {
+            Some(id) => self.charge_reset(id, request.existing_only)?,
+            None => None,
+        }
+        .unwrap_or_else(|| (TokenBucket::new(self.limits.steps_per_second), false));
         let ordinal = self.resets.fetch_add(1, Ordering::Relaxed);
         let task = self
             .catalog
@@ -257,32 +272,6 @@ impl Hub {
             seed,
         };
         let id = request.session_id.unwrap_or_else(|| self.fresh_id(ordinal));
-        if id.is_empty() || id.len() > 128 {
-            return Err(ServeError::BadRequest(
-                "a session id has 1 to 128 characters".into(),
-            ));
-        }
-        // A reset of an open session is one of its requests: it waits its
-        // turn and spends from its rate, whose bucket the new episode keeps.
-        let open = self.table().get(&id).cloned();
-        let bucket = match open {
-            Some(open) => {
-                let mut open = match open.try_lock() {
-                    Ok(open) => open,
-                    Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-                    Err(TryLockError::WouldBlock) => return Err(ServeError::Busy(id)),
-                };
-                if !open.bucket.take() {
-                    return Err(ServeError::RateLimited {
-                        id,
-                        rate: self.limits.steps_per_second,
-                    });
-                }
-                open.bucket.clone()
-            }
-            None if request.existing_only => return Err(ServeError::UnknownSession(id)),
-            None => TokenBucket::new(self.limits.steps_per_second),
-        };
         let mut user = (self.users)(prepared, seed);
         let episode = Episode::start(&task.env, prepared, user.as_mut(), settings)
             .map_err(ServeError::Internal)?;
@@ -295,7 +284,7 @@ impl Hub {
             turns: 0,
             last_active: Instant::now(),
             bucket,
-            held: request.held,
+            held: held || request.held,
             closed: false,
         };
         let observation = self.observe(&id, &mut session, None);
@@ -334,6 +323,46 @@ impl Hub {
         }
         self.metrics.sessions_opened.inc();
         Ok(observation)
+    }
+
+    /// What a reset of session `id` keeps of it when it is open: its rate,
+    /// from which the reset spends (a reset is one of its requests, and
+    /// waits its turn), and whether a connection holds it. `None` when no
+    /// such session is open (refused when `existing_only`).
+    fn charge_reset(
+        &self,
+        id: &str,
+        existing_only: bool,
+    ) -> Result<Option<(TokenBucket, bool)>, ServeError> {
+        let open = self.table().get(id).cloned();
+        let Some(open) = open else {
+            return match existing_only {
+                true => Err(ServeError::UnknownSession(id.into())),
+                false => Ok(None),
+            };
+        };
+        let mut open = match open.try_lock() {
+            Ok(open) => open,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return Err(ServeError::Busy(id.into())),
+        };
+        if !open.bucket.take() {
+            return Err(ServeError::RateLimited {
+                id: id.into(),
+                rate: self.limits.steps_per_second,
+            });
+        }
+        Ok(Some((open.bucket.clone(), open.held)))
+    }
+
+    /// Whether a new session would find a place: one is free, or a finished
+    /// session nothing holds would give way.
+    pub fn has_room(&self) -> bool {
+        let table = self.table();
+        table.len() < self.limits.max_sessions
+            || table
+                .values()
+                .any(|session| session.try_lock().is_ok_and(|session| session.lingers()))
     }
 
     /// Takes the agent's next action in session `id`.

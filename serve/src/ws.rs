@@ -14,6 +14,7 @@ use axum::extract::{Query, State};
 use axum::response::Response;
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The read buffer of a WebSocket session.
 const BUFFER_BYTES: usize = 8 << 10;
@@ -58,19 +59,24 @@ async fn ws_session(app: App, mut socket: WebSocket, attach: Option<String>) {
         }
         // The session opens with the first reset, so that the reset's task
         // and seed apply and no episode is started only to be replaced; a
-        // full server refuses the connection already.
-        None if hub.len() >= hub.limits().max_sessions => {
-            let extra =
-                json!({"active_sessions": hub.len(), "max_sessions": hub.limits().max_sessions});
-            let full = ServeError::Full(hub.len()).to_string();
-            let error = ws_error("CAPACITY_REACHED", &full, Some(extra));
-            return end_ws(socket, Some(error)).await;
+        // full server (counting the connections still to reset) refuses the
+        // connection already.
+        None => {
+            let waiting = app.waiting.load(Ordering::Relaxed);
+            let max = hub.limits().max_sessions;
+            if !hub.has_room() || hub.len() + waiting >= max {
+                let extra = json!({"active_sessions": hub.len(), "max_sessions": max});
+                let full = ServeError::Full(hub.len()).to_string();
+                let error = ws_error("CAPACITY_REACHED", &full, Some(extra));
+                return end_ws(socket, Some(error)).await;
+            }
+            Link {
+                id: None,
+                owned: true,
+            }
         }
-        None => Link {
-            id: None,
-            owned: true,
-        },
     };
+    let mut waiting = Waiting::new(&app.waiting, link.id.is_none());
     let idle = hub.limits().idle_timeout;
     let mut stopping = app.stopping.clone();
     loop {
@@ -101,6 +107,7 @@ async fn ws_session(app: App, mut socket: WebSocket, attach: Option<String>) {
         let Some((reply, opened)) = reply else { break };
         if opened.is_some() {
             link.id = opened;
+            waiting.end();
         }
         if socket.send(Message::Text(reply.into())).await.is_err() {
             break;
@@ -110,6 +117,33 @@ async fn ws_session(app: App, mut socket: WebSocket, attach: Option<String>) {
         let _ = blocking(&hub, move |hub| hub.close(&id)).await;
     }
     end_ws(socket, None).await;
+}
+
+/// A connection counted as waiting for its session until it has one (or ends).
+struct Waiting<'a> {
+    count: &'a AtomicUsize,
+    counted: bool,
+}
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicUsize, counted: bool) -> Self {
+        if counted {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+        Self { count, counted }
+    }
+
+    fn end(&mut self) {
+        if std::mem::take(&mut self.counted) {
+            self.count.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.end();
+    }
 }
 
 /// The answer to one WebSocket frame, and the id of the session it opened
@@ -147,7 +181,7 @@ fn ws_frame(hub: &Hub, link: &Link, text: &str) -> Option<(String, Option<String
                 .open(OpenRequest {
                     session_id: link.id.clone(),
                     existing_only: !link.owned,
-                    held: link.owned,
+                    held: true,
                     ..request
                 })
                 .map(|observation| {
@@ -203,6 +237,7 @@ fn ws_frame(hub: &Hub, link: &Link, text: &str) -> Option<(String, Option<String
             hub.metrics().refuse(err.code());
             let code = match err {
                 ServeError::UnknownSession(_) => "SESSION_ERROR",
+                ServeError::Full(_) => "CAPACITY_REACHED",
                 _ => "EXECUTION_ERROR",
             };
             ws_error(code, &err.to_string(), Some(json!({"reason": err.code()})))

@@ -671,6 +671,13 @@ fn sessions_open_on_reset_pay_for_resets_and_give_way_once_finished() {
     };
     let mut ws = server.ws("");
     assert_eq!(server.sessions(), 0, "no episode before the reset");
+    // But the connection holds its place.
+    let mut second = server.ws("");
+    let refused = match second.0.read().expect("an answer") {
+        tungstenite::Message::Text(text) => serde_json::from_str::<Value>(text.as_str()).unwrap(),
+        other => panic!("not an error frame: {other:?}"),
+    };
+    assert_eq!(refused["data"]["code"], "CAPACITY_REACHED", "{refused}");
     let reset = json!({"type": "reset", "data": {}});
     let first = ws.send(&reset);
     assert_eq!(

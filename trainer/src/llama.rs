@@ -498,8 +498,11 @@ impl<B: Backend> Llama<B> {
         let mut generations = vec![Generation::default(); rows];
         let mut done: Vec<bool> = samplings.iter().map(|s| s.max_tokens == 0).collect();
         let mut cache = self.new_cache();
+        // Room for the longest prompt and its limit, up to a bound: rows
+        // usually stop long before a generous limit, and past the room the
+        // buffers double.
         let most = samplings.iter().map(|s| s.max_tokens).max().unwrap_or(0);
-        cache.reserve(longest + most);
+        cache.reserve(longest + most.min(MAX_RESERVED_TOKENS));
         let mut hidden = self.hidden(ids, rows, &pads, Some(&mut cache));
         let mut width = longest;
         let vocab = self.config.vocab;
@@ -571,6 +574,10 @@ impl<B: Backend> Llama<B> {
         (table(cos), table(sin))
     }
 }
+
+/// Positions past the prompt that batched generation allocates its KV cache
+/// for at the start.
+const MAX_RESERVED_TOKENS: usize = 1024;
 
 /// Each unfinished row's next token from its logits (`[rows · vocab]`).
 /// Rows are independent, each with its own seeded generator, so a large

@@ -23,7 +23,7 @@ impl UnstableUser {
 }
 
 /// `task`'s instruction as a user of that `instability` remembers it in the
-/// episode seeded by `seed` ([`unstable_instruction`] over the facts the
+/// episode seeded by `seed` (`unstable_instruction` over the facts the
 /// instruction states, those the masking judge checks).
 pub fn remembered_instruction(task: &Task, instability: f64, seed: u64) -> String {
     unstable_instruction(&task.instruction, &task.stated_facts(), instability, seed)

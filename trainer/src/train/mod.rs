@@ -677,7 +677,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             advantage_std: Some(std),
             clipped_share: Some(stats.clipped),
             kl: (config.kl > 0.0).then_some(stats.kl),
-            logprob_gap: trained.then_some(stats.logprob_gap),
+            logprob_gap: (stats.tokens > 0).then_some(stats.logprob_gap),
             entropy: Some(sampled_nll / sampled_tokens.max(1) as f64),
             rollout_tokens_per_s: Some(sampled_tokens as f64 / rollout_seconds.max(1e-9)),
             episodes_per_s: Some(all.len() as f64 / rollout_seconds.max(1e-9)),
