@@ -544,34 +544,45 @@ impl<B: Backend> Llama<B> {
     }
 
     /// cos and sin `[rows, 1, n, head_dim]` for rotate-half RoPE at columns
-    /// `start..start + n` of rows left-padded by `pads`.
+    /// `start..start + n` of rows left-padded by `pads`. The host computes
+    /// one table row per position and the device gathers each column's:
+    /// computing them per row and column would cost a batch of long prompts
+    /// tens of millions of sines and hundreds of megabytes sent to the GPU.
     fn rope_tables(&self, start: usize, n: usize, pads: &[usize]) -> (Tensor<B, 4>, Tensor<B, 4>) {
         let hd = self.config.head_dim();
         let rows = pads.len();
+        // Every column's position (the column less its row's padding) is below this.
+        let positions = start + n;
         let frequencies: Vec<f64> = (0..hd / 2)
             .map(|i| self.config.rope_base.powf(-2.0 * i as f64 / hd as f64))
             .collect();
-        let mut cos = Vec::with_capacity(rows * n * hd);
-        let mut sin = Vec::with_capacity(rows * n * hd);
-        for &pad in pads {
-            for column in start..start + n {
-                let position = column.saturating_sub(pad) as f64;
-                let half = cos.len();
-                for frequency in &frequencies {
-                    let (sine, cosine) = (position * frequency).sin_cos();
-                    cos.push(cosine as f32);
-                    sin.push(sine as f32);
-                }
-                // The same frequencies for both halves of the head.
-                cos.extend_from_within(half..);
-                sin.extend_from_within(half..);
+        let mut cos = Vec::with_capacity(positions * hd);
+        let mut sin = Vec::with_capacity(positions * hd);
+        for position in 0..positions {
+            let half = cos.len();
+            for frequency in &frequencies {
+                let (sine, cosine) = (position as f64 * frequency).sin_cos();
+                cos.push(cosine as f32);
+                sin.push(sine as f32);
             }
+            // The same frequencies for both halves of the head.
+            cos.extend_from_within(half..);
+            sin.extend_from_within(half..);
         }
         let device = self.device();
-        let table = |values: Vec<f32>| {
-            Tensor::<B, 4>::from_data(TensorData::new(values, [rows, 1, n, hd]), &device)
+        let at: Vec<i64> = pads
+            .iter()
+            .flat_map(|&pad| {
+                (start..positions).map(move |column| column.saturating_sub(pad) as i64)
+            })
+            .collect();
+        let at = Tensor::<B, 1, Int>::from_data(TensorData::new(at, [rows * n]), &device);
+        let gathered = |values: Vec<f32>| {
+            Tensor::<B, 2>::from_data(TensorData::new(values, [positions, hd]), &device)
+                .select(0, at.clone())
+                .reshape([rows, 1, n, hd])
         };
-        (table(cos), table(sin))
+        (gathered(cos), gathered(sin))
     }
 }
 
