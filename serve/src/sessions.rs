@@ -355,14 +355,15 @@ impl Hub {
         Ok(Some((open.bucket.clone(), open.held)))
     }
 
-    /// Whether a new session would find a place: one is free, or a finished
-    /// session nothing holds would give way.
-    pub fn has_room(&self) -> bool {
+    /// Places taken by sessions that would not give way to a new one (a
+    /// finished session nothing holds would).
+    pub fn places_taken(&self) -> usize {
         let table = self.table();
-        table.len() < self.limits.max_sessions
-            || table
-                .values()
-                .any(|session| session.try_lock().is_ok_and(|session| session.lingers()))
+        let lingering = table
+            .values()
+            .filter(|session| session.try_lock().is_ok_and(|session| session.lingers()))
+            .count();
+        table.len() - lingering
     }
 
     /// Takes the agent's next action in session `id`.

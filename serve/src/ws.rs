@@ -64,7 +64,7 @@ async fn ws_session(app: App, mut socket: WebSocket, attach: Option<String>) {
         None => {
             let waiting = app.waiting.load(Ordering::Relaxed);
             let max = hub.limits().max_sessions;
-            if !hub.has_room() || hub.len() + waiting >= max {
+            if hub.places_taken() + waiting >= max {
                 let extra = json!({"active_sessions": hub.len(), "max_sessions": max});
                 let full = ServeError::Full(hub.len()).to_string();
                 let error = ws_error("CAPACITY_REACHED", &full, Some(extra));

@@ -697,19 +697,30 @@ fn sessions_open_on_reset_pay_for_resets_and_give_way_once_finished() {
     drop(ws);
     wait_until("the connection's session closes", || server.sessions() == 0);
 
-    // An HTTP episode that is over gives its place to the next.
-    let (status, opened) = post(&server.url("/reset"), &json!({}));
-    assert_eq!(status, 200);
-    let id = opened["observation"]["metadata"]["session_id"].clone();
-    let (_, done) = post(
-        &server.url("/step"),
-        &json!({"episode_id": id, "action": {"type": "call_tool", "tool_name": "get_user", "arguments": {"user_id": "u1"}}}),
-    );
-    assert_eq!(done["done"], true, "{done}");
+    // An HTTP episode that is over gives its place to the next, over a
+    // WebSocket or plain HTTP.
+    let finished_http_episode = || {
+        let (status, opened) = post(&server.url("/reset"), &json!({}));
+        assert_eq!(status, 200);
+        let id = opened["observation"]["metadata"]["session_id"].clone();
+        let (_, done) = post(
+            &server.url("/step"),
+            &json!({"episode_id": id, "action": {"type": "call_tool", "tool_name": "get_user", "arguments": {"user_id": "u1"}}}),
+        );
+        assert_eq!(done["done"], true, "{done}");
+    };
+    finished_http_episode();
+    let mut ws = server.ws("");
+    let opened = ws.send(&reset);
+    assert_eq!(opened["type"], "observation", "{opened}");
+    assert!(metric("forge_sessions_ended_total{kind=\"evicted\"} 1"));
+    drop(ws);
+    wait_until("the connection's session closes", || server.sessions() == 0);
+    finished_http_episode();
     let (status, next) = post(&server.url("/reset"), &json!({}));
     assert_eq!(status, 200, "{next}");
     assert_eq!(server.sessions(), 1);
-    assert!(metric("forge_sessions_ended_total{kind=\"evicted\"} 1"));
+    assert!(metric("forge_sessions_ended_total{kind=\"evicted\"} 2"));
 
     // Attached to a session made over MCP, then closed there: a reset
     // does not bring it back.
