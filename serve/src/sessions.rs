@@ -295,6 +295,7 @@ impl Hub {
             if self.closing.load(Ordering::Relaxed) {
                 return Err(ServeError::ShuttingDown);
             }
+            // Again under the lock: the session may have closed meanwhile.
             if request.existing_only && !table.contains_key(&id) {
                 return Err(ServeError::UnknownSession(id));
             }
@@ -361,7 +362,7 @@ impl Hub {
         let table = self.table();
         let lingering = table
             .values()
-            .filter(|session| session.try_lock().is_ok_and(|session| session.lingers()))
+            .filter(|session| lingering_since(session).is_some())
             .count();
         table.len() - lingering
     }
@@ -563,10 +564,7 @@ impl Hub {
     ) -> Option<Arc<Mutex<Session>>> {
         let id = table
             .iter()
-            .filter_map(|(id, session)| {
-                let session = session.try_lock().ok()?;
-                session.lingers().then_some((session.last_active, id))
-            })
+            .filter_map(|(id, session)| Some((lingering_since(session)?, id)))
             .min()
             .map(|(_, id)| id.clone())?;
         table.remove(&id)
@@ -686,6 +684,13 @@ impl Session {
     fn lingers(&self) -> bool {
         !self.held && !matches!(self.phase, Phase::Running(_))
     }
+}
+
+/// Since when `session` has waited, when it only lingers and no request is
+/// busy with it: a session that would give way to a new one.
+fn lingering_since(session: &Arc<Mutex<Session>>) -> Option<Instant> {
+    let session = session.try_lock().ok()?;
+    session.lingers().then_some(session.last_active)
 }
 
 fn lock(session: &Arc<Mutex<Session>>) -> MutexGuard<'_, Session> {

@@ -10,8 +10,7 @@ use std::io::{BufRead, Write};
 /// Answers the messages of `input` on `output` until `input` ends, then
 /// ends every episode of `hub` (which judges and records them).
 pub fn serve(hub: &Hub, open: &OpenRequest, input: impl BufRead, output: impl Write) -> Result<()> {
-    let mut session: Option<String> = None;
-    let answered = answer(hub, open, input, output, &mut session);
+    let answered = answer(hub, open, input, output);
     // However the conversation ended — the client left, a pipe broke — its
     // episodes are judged and recorded: the one `initialize` opened and any
     // `openenv/session/create` made.
@@ -24,8 +23,9 @@ fn answer(
     open: &OpenRequest,
     input: impl BufRead,
     mut output: impl Write,
-    session: &mut Option<String>,
 ) -> Result<()> {
+    // The session `initialize` opened.
+    let mut session: Option<String> = None;
     for line in input.lines() {
         let line = line.context("reading stdin")?;
         if line.trim().is_empty() {
@@ -42,7 +42,7 @@ fn answer(
                 response,
                 session_id,
             } => {
-                *session = Some(session_id);
+                session = Some(session_id);
                 response
             }
         };

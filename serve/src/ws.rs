@@ -8,7 +8,7 @@ use crate::ServeError;
 use crate::http::{App, blocking};
 use crate::mcp::{self, Reply};
 use crate::openenv::{self, StepError};
-use crate::sessions::{Hub, OpenRequest};
+use crate::sessions::{Hub, Observation, OpenRequest};
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{Query, State};
 use axum::response::Response;
@@ -158,36 +158,31 @@ fn ws_frame(hub: &Hub, link: &Link, text: &str) -> Option<(String, Option<String
     };
     let data = frame.get("data").cloned().unwrap_or_else(|| json!({}));
     let mut opened = None;
+    // Starts an episode in the connection's session, opening it if there is
+    // none yet. It keeps its id across episodes; an attached one is not
+    // brought back once closed.
+    let mut open = |request: OpenRequest| -> Result<Observation, ServeError> {
+        let observation = hub.open(OpenRequest {
+            session_id: link.id.clone(),
+            existing_only: !link.owned,
+            held: true,
+            ..request
+        })?;
+        if link.id.is_none() {
+            opened = Some(observation.session_id.clone());
+        }
+        Ok(observation)
+    };
     // The connection's session; a frame that needs one before any reset
     // opens it as a reset without fields would.
-    let mut session = |hub: &Hub| -> Result<String, ServeError> {
-        match &link.id {
-            Some(id) => Ok(id.clone()),
-            None => {
-                let observation = hub.open(OpenRequest {
-                    held: true,
-                    ..OpenRequest::default()
-                })?;
-                opened = Some(observation.session_id.clone());
-                Ok(observation.session_id)
-            }
-        }
+    let mut session = || match &link.id {
+        Some(id) => Ok(id.clone()),
+        None => open(OpenRequest::default()).map(|observation| observation.session_id),
     };
     let answer = match frame.get("type").and_then(Value::as_str) {
         Some("reset") => match openenv::open_request(&data) {
-            // The connection's session keeps its id across episodes; an
-            // attached one is not brought back once closed.
-            Ok(request) => hub
-                .open(OpenRequest {
-                    session_id: link.id.clone(),
-                    existing_only: !link.owned,
-                    held: true,
-                    ..request
-                })
+            Ok(request) => open(request)
                 .map(|observation| {
-                    if link.id.is_none() {
-                        opened = Some(observation.session_id.clone());
-                    }
                     json!({"type": "observation", "data": openenv::reset_result(&observation)})
                 })
                 .map_err(StepError::Refused),
@@ -201,15 +196,15 @@ fn ws_frame(hub: &Hub, link: &Link, text: &str) -> Option<(String, Option<String
                 &frame,
             )]))
         }
-        Some("step") => session(hub)
+        Some("step") => session()
             .map_err(StepError::Refused)
             .and_then(|id| openenv::step(hub, &id, &data))
             .map(|result| json!({"type": "observation", "data": result})),
-        Some("state") => session(hub)
+        Some("state") => session()
             .and_then(|id| hub.state(&id))
             .map(|state| json!({"type": "state", "data": openenv::state(&state)}))
             .map_err(StepError::Refused),
-        Some("mcp") => session(hub).map_err(StepError::Refused).map(|id| {
+        Some("mcp") => session().map_err(StepError::Refused).map(|id| {
             let reply = match mcp::handle(hub, Some(&id), &OpenRequest::default(), &data) {
                 Reply::Response(response) | Reply::Opened { response, .. } => response,
                 Reply::Accepted => Value::Null,

@@ -98,25 +98,28 @@ enum Piece {
 
 impl ChatText {
     fn control(mut self, token: &'static str) -> Self {
-        self.0.push(Piece::Control(token));
+        self.add(Piece::Control(token));
         self
     }
 
     fn content(mut self, text: &str) -> Self {
-        match self.0.last_mut() {
-            Some(Piece::Content(last)) => last.push_str(text),
-            _ => self.0.push(Piece::Content(text.to_owned())),
-        }
+        self.add(Piece::Content(text.to_owned()));
         self
     }
 
     /// Appends `other`.
     pub fn push(&mut self, other: ChatText) {
         for piece in other.0 {
-            *self = match piece {
-                Piece::Control(token) => std::mem::take(self).control(token),
-                Piece::Content(text) => std::mem::take(self).content(&text),
-            };
+            self.add(piece);
+        }
+    }
+
+    /// Appends `piece`, joining content to content: text between two control
+    /// tokens is one piece, encoded as the whole string's would be.
+    fn add(&mut self, piece: Piece) {
+        match (self.0.last_mut(), piece) {
+            (Some(Piece::Content(last)), Piece::Content(text)) => last.push_str(&text),
+            (_, piece) => self.0.push(piece),
         }
     }
 

@@ -2,6 +2,7 @@
 
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
+use std::ops::Range;
 
 /// Keys and values of the positions a model has read, per layer, in buffers
 /// `[batch, kv_heads, capacity, head_dim]` with room to spare: each pass
@@ -61,38 +62,28 @@ impl<B: Backend> KvCache<B> {
     ) -> (Tensor<B, 4>, Tensor<B, 4>) {
         let [batch, heads, n, width] = keys.dims();
         let end = start + n;
-        let old = self.layers[layer].take();
-        let capacity = match &old {
-            Some([buffer, _]) if buffer.dims()[2] >= end => buffer.dims()[2],
-            Some([buffer, _]) => end.max(2 * buffer.dims()[2]).max(self.reserved),
-            None => end.max(self.reserved),
-        };
-        let written = |buffer: Option<Tensor<B, 4>>, new: Tensor<B, 4>| {
-            let buffer = match buffer {
-                Some(buffer) if buffer.dims()[2] == capacity => buffer,
-                buffer => {
-                    let fresh = Tensor::zeros([batch, heads, capacity, width], &new.device());
-                    match buffer {
-                        Some(old) => fresh.slice_assign(
-                            [0..batch, 0..heads, 0..start, 0..width],
-                            old.slice([0..batch, 0..heads, 0..start, 0..width]),
-                        ),
-                        None => fresh,
-                    }
+        let positions = |range: Range<usize>| [0..batch, 0..heads, range, 0..width];
+        let [key_buffer, value_buffer] = match self.layers[layer].take() {
+            Some(buffers) if buffers[0].dims()[2] >= end => buffers,
+            old => {
+                let doubled = old.as_ref().map_or(0, |[buffer, _]| 2 * buffer.dims()[2]);
+                let capacity = end.max(doubled).max(self.reserved);
+                let device = keys.device();
+                let fresh = || Tensor::zeros([batch, heads, capacity, width], &device);
+                match old {
+                    // What was read so far moves into the larger buffers.
+                    Some(old) => old.map(|buffer| {
+                        fresh().slice_assign(positions(0..start), buffer.slice(positions(0..start)))
+                    }),
+                    None => [fresh(), fresh()],
                 }
-            };
-            // The buffer is this tensor's alone here, so backends write the
-            // new positions into it rather than into a copy.
-            buffer.slice_assign([0..batch, 0..heads, start..end, 0..width], new)
+            }
         };
-        let [old_keys, old_values] = match old {
-            Some([keys, values]) => [Some(keys), Some(values)],
-            None => [None, None],
-        };
-        let keys = written(old_keys, keys);
-        let values = written(old_values, values);
-        let read =
-            |buffer: &Tensor<B, 4>| buffer.clone().slice([0..batch, 0..heads, 0..end, 0..width]);
+        // Each buffer is this cache's alone here, so backends write the new
+        // positions into it rather than into a copy.
+        let keys = key_buffer.slice_assign(positions(start..end), keys);
+        let values = value_buffer.slice_assign(positions(start..end), values);
+        let read = |buffer: &Tensor<B, 4>| buffer.clone().slice(positions(0..end));
         let filled = (read(&keys), read(&values));
         self.layers[layer] = Some([keys, values]);
         filled
