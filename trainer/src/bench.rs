@@ -1,6 +1,8 @@
 //! Throughput of the policy model on a backend: a forward pass, a training
-//! step (forward, backward and AdamW over whole sequences) and batched
-//! decoding with the KV cache. `forge bench model` prints these;
+//! step (forward, backward and AdamW over whole sequences), batched
+//! decoding with the KV cache, and multi-turn conversations decoded as
+//! rollouts decode them (each turn going on from what the last one read)
+//! and, for comparison, with every turn's prompt read whole. `forge bench model` prints these;
 //! `scripts/gpu/bench_torch.py` measures the same shapes in PyTorch, so the
 //! two tables compare directly.
 //!
@@ -9,6 +11,7 @@
 //! download.
 
 use crate::config::LlamaConfig;
+use crate::kv_cache::Prefix;
 use crate::llama::{Llama, Precision};
 use crate::sampling::{Sampling, Stop};
 use crate::train::objective::{Sequence, Span, sft_gradients};
@@ -76,6 +79,12 @@ pub struct BenchSpec {
     pub prompt: usize,
     /// Tokens sampled per decoded row (no stop token ends a row early).
     pub new_tokens: usize,
+    /// Batch sizes of multi-turn conversations: `prompt` tokens, then
+    /// `turns` times `new_tokens` sampled and (but after the last) a
+    /// `message`-token reply appended.
+    pub conversations: Vec<usize>,
+    pub turns: usize,
+    pub message: usize,
     /// Timed repetitions of each measurement, after one untimed warm-up
     /// (which pays for kernel compilation and autotuning on a GPU).
     pub repeats: usize,
@@ -91,11 +100,15 @@ impl BenchSpec {
         if self.micro_batch == 0 {
             bail!("the micro-batch must be at least 1");
         }
-        if self.decode.contains(&0) {
+        if self.decode.contains(&0) || self.conversations.contains(&0) {
             bail!("decoding batch sizes must be at least 1");
         }
-        if !self.decode.is_empty() && (self.prompt == 0 || self.new_tokens == 0) {
+        let decoding = !self.decode.is_empty() || !self.conversations.is_empty();
+        if decoding && (self.prompt == 0 || self.new_tokens == 0) {
             bail!("decoding needs a prompt and new tokens (at least 1 each)");
+        }
+        if !self.conversations.is_empty() && self.turns == 0 {
+            bail!("a conversation needs at least 1 turn");
         }
         Ok(())
     }
@@ -108,6 +121,11 @@ pub enum Phase {
     Forward,
     Train,
     Decode,
+    /// A conversation, each turn going on from what the last one read.
+    Turns,
+    /// The same conversation with each turn's prompt read whole.
+    #[serde(rename = "turns-reread")]
+    TurnsReread,
 }
 
 impl Phase {
@@ -116,6 +134,8 @@ impl Phase {
             Phase::Forward => "forward",
             Phase::Train => "train",
             Phase::Decode => "decode",
+            Phase::Turns => "turns",
+            Phase::TurnsReread => "turns-reread",
         }
     }
 }
@@ -125,10 +145,11 @@ impl Phase {
 pub struct Measurement {
     pub phase: Phase,
     pub batch: usize,
-    /// Sequence length (forward, train); prompt length (decode).
+    /// Sequence length (forward, train); first prompt's length (decode, turns).
     pub seq: usize,
     /// Tokens a repetition processes: every position (forward, train) or
-    /// the sampled tokens (decode, whose time includes the prompt's pass).
+    /// the sampled tokens (decode and turns, whose times include the
+    /// prompts' passes).
     pub tokens: usize,
     pub seconds: f64,
     pub tokens_per_s: f64,
@@ -206,6 +227,11 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
         for &batch in &self.spec.decode {
             record(self.decode(batch));
         }
+        for &batch in &self.spec.conversations {
+            for phase in [Phase::Turns, Phase::TurnsReread] {
+                record(self.conversation(batch, phase));
+            }
+        }
         Ok(measurements)
     }
 
@@ -271,25 +297,69 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
         let model = self.model.valid();
         let prompts: Vec<Vec<u32>> = (0..batch).map(|_| self.tokens(self.spec.prompt)).collect();
         let prompts: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
-        let samplings: Vec<Sampling> = (0..batch as u64)
+        let samplings = self.samplings(batch);
+        let seconds = self.time(|| {
+            // Each step reads the logits back, so the device is idle after.
+            model.generate_batch(&prompts, &samplings, Stop::tokens(&[]));
+        });
+        self.sampled(Phase::Decode, batch, batch * self.spec.new_tokens, seconds)
+    }
+
+    /// A `batch`-row conversation of `turns` turns: `Phase::Turns` goes on
+    /// from each row's prefix as rollouts do, `Phase::TurnsReread` reads
+    /// every prompt whole.
+    fn conversation(&mut self, batch: usize, phase: Phase) -> Measurement {
+        let model = self.model.valid();
+        let first: Vec<Vec<u32>> = (0..batch).map(|_| self.tokens(self.spec.prompt)).collect();
+        let replies: Vec<Vec<Vec<u32>>> = (1..self.spec.turns)
+            .map(|_| (0..batch).map(|_| self.tokens(self.spec.message)).collect())
+            .collect();
+        let samplings = self.samplings(batch);
+        let seconds = self.time(|| {
+            let mut prompts = first.clone();
+            let mut prefixes = vec![Prefix::default(); batch];
+            for turn in 0..self.spec.turns {
+                let rows: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
+                let stop = Stop::tokens(&[]);
+                let generations = match phase {
+                    Phase::Turns => model.continue_batch(&rows, &samplings, stop, &mut prefixes),
+                    _ => model.generate_batch(&rows, &samplings, stop),
+                };
+                if let Some(replies) = replies.get(turn) {
+                    for ((prompt, generation), reply) in
+                        prompts.iter_mut().zip(generations).zip(replies)
+                    {
+                        prompt.extend(generation.tokens);
+                        prompt.extend(reply);
+                    }
+                }
+            }
+        });
+        let tokens = batch * self.spec.turns * self.spec.new_tokens;
+        self.sampled(phase, batch, tokens, seconds)
+    }
+
+    /// Row r's sampler in a decoding measurement: temperature 1, as in rollouts.
+    fn samplings(&self, batch: usize) -> Vec<Sampling> {
+        (0..batch as u64)
             .map(|row| Sampling {
                 temperature: 1.0,
                 top_p: 1.0,
                 max_tokens: self.spec.new_tokens,
                 seed: self.spec.seed ^ row,
             })
-            .collect();
-        let seconds = self.time(|| {
-            // Each step reads the logits back, so the device is idle after.
-            model.generate_batch(&prompts, &samplings, Stop::tokens(&[]));
-        });
+            .collect()
+    }
+
+    /// A decoding measurement of `tokens` sampled tokens.
+    fn sampled(&self, phase: Phase, batch: usize, tokens: usize, seconds: f64) -> Measurement {
         Measurement {
-            phase: Phase::Decode,
+            phase,
             batch,
             seq: self.spec.prompt,
-            tokens: batch * self.spec.new_tokens,
+            tokens,
             seconds,
-            tokens_per_s: (batch * self.spec.new_tokens) as f64 / seconds,
+            tokens_per_s: tokens as f64 / seconds,
             precision: self.spec.precision,
         }
     }
@@ -334,6 +404,9 @@ mod tests {
             decode: vec![1, 3],
             prompt: 4,
             new_tokens: 5,
+            conversations: vec![2],
+            turns: 3,
+            message: 2,
             repeats: 1,
             seed: 0,
         };
@@ -342,10 +415,17 @@ mod tests {
             run(&spec, Accelerator::Cpu, &mut |m| seen.push(m.phase)).expect("the bench runs");
         assert_eq!(
             seen,
-            [Phase::Forward, Phase::Train, Phase::Decode, Phase::Decode]
+            [
+                Phase::Forward,
+                Phase::Train,
+                Phase::Decode,
+                Phase::Decode,
+                Phase::Turns,
+                Phase::TurnsReread
+            ]
         );
         let tokens: Vec<usize> = measurements.iter().map(|m| m.tokens).collect();
-        assert_eq!(tokens, [16, 18, 5, 15]);
+        assert_eq!(tokens, [16, 18, 5, 15, 30, 30]);
         assert!(measurements.iter().all(|m| m.tokens_per_s > 0.0));
         let bf16 = BenchSpec {
             precision: Precision::Bf16,

@@ -10,6 +10,7 @@
 //! which the host answers with a validation error the model can learn from),
 //! never a crash.
 
+use crate::kv_cache::Prefix;
 use crate::sampling::{Sampling, Stop};
 use crate::{Generation, Llama};
 use burn::tensor::backend::Backend;
@@ -280,17 +281,23 @@ pub trait Generator {
     fn generate(&mut self, prompt: &[u32], sampling: &Sampling) -> anyhow::Result<Generation>;
 }
 
-/// The model, called directly.
+/// The model, called directly; what it has read of the conversation is
+/// kept for the next turn.
 struct Direct<'a, B: Backend> {
     model: &'a Llama<B>,
     stop: Vec<u32>,
+    read: Prefix<B>,
 }
 
 impl<B: Backend> Generator for Direct<'_, B> {
     fn generate(&mut self, prompt: &[u32], sampling: &Sampling) -> anyhow::Result<Generation> {
-        Ok(self
-            .model
-            .generate(prompt, sampling, Stop::tokens(&self.stop)))
+        let mut generations = self.model.continue_batch(
+            &[prompt],
+            std::slice::from_ref(sampling),
+            Stop::tokens(&self.stop),
+            std::slice::from_mut(&mut self.read),
+        );
+        Ok(generations.pop().expect("one row"))
     }
 }
 
@@ -321,7 +328,9 @@ impl<'a> ModelPolicy<'a> {
         sampling: Sampling,
     ) -> Self {
         let stop = stop_ids(tokenizer);
-        Self::with_generator(Box::new(Direct { model, stop }), tokenizer, style, sampling)
+        let read = Prefix::default();
+        let direct = Direct { model, stop, read };
+        Self::with_generator(Box::new(direct), tokenizer, style, sampling)
     }
 
     /// The policy whose completions come from `generator`.

@@ -4,6 +4,41 @@ use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 use std::ops::Range;
 
+/// What one sequence has read: its ids, and per layer their keys and values
+/// `[1, kv_heads, ids, head_dim]`. Kept from one turn of a conversation to
+/// the next, it spares the next turn's prompt pass every position the two
+/// prompts share — in a multi-turn episode, all but the newest messages.
+#[derive(Clone)]
+pub struct Prefix<B: Backend> {
+    ids: Vec<u32>,
+    layers: Vec<[Tensor<B, 4>; 2]>,
+}
+
+impl<B: Backend> Default for Prefix<B> {
+    fn default() -> Self {
+        Self {
+            ids: Vec::new(),
+            layers: Vec::new(),
+        }
+    }
+}
+
+impl<B: Backend> Prefix<B> {
+    /// The ids read.
+    pub fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    /// How many leading ids of `prompt` this prefix has read.
+    pub fn shared_with(&self, prompt: &[u32]) -> usize {
+        self.ids
+            .iter()
+            .zip(prompt)
+            .take_while(|(read, id)| read == id)
+            .count()
+    }
+}
+
 /// Keys and values of the positions a model has read, per layer, in buffers
 /// `[batch, kv_heads, capacity, head_dim]` with room to spare: each pass
 /// writes its positions in place, where concatenating would copy the whole
@@ -25,6 +60,75 @@ impl<B: Backend> KvCache<B> {
             len: 0,
             reserved: 0,
         }
+    }
+
+    /// A cache of `start` positions for a batch whose row r holds the first
+    /// `reused[r]` positions of `prefixes[r]` right-aligned at `start` (its
+    /// columns before them are left padding, which no real position
+    /// attends to), with room for `reserve` positions in all.
+    pub(crate) fn with_prefixes(
+        layers: usize,
+        prefixes: &[Prefix<B>],
+        reused: &[usize],
+        start: usize,
+        reserve: usize,
+    ) -> Self {
+        let mut cache = Self::new(layers);
+        cache.reserve(reserve);
+        let Some(model) = reused
+            .iter()
+            .position(|&reused| reused > 0)
+            .map(|row| &prefixes[row])
+        else {
+            return cache;
+        };
+        let rows = prefixes.len();
+        cache.len = start;
+        let capacity = start.max(cache.reserved);
+        for (layer, slot) in cache.layers.iter_mut().enumerate() {
+            let [_, heads, _, width] = model.layers[layer][0].dims();
+            let device = model.layers[layer][0].device();
+            *slot = Some([0, 1].map(|part| {
+                let mut buffer = Tensor::zeros([rows, heads, capacity, width], &device);
+                for (row, (prefix, &reused)) in prefixes.iter().zip(reused).enumerate() {
+                    if reused > 0 {
+                        let read = prefix.layers[layer][part].clone().slice([
+                            0..1,
+                            0..heads,
+                            0..reused,
+                            0..width,
+                        ]);
+                        buffer = buffer.slice_assign(
+                            [row..row + 1, 0..heads, start - reused..start, 0..width],
+                            read,
+                        );
+                    }
+                }
+                buffer
+            }));
+        }
+        cache
+    }
+
+    /// What `row` has read at `columns`: the positions of `ids`.
+    pub(crate) fn prefix(&self, row: usize, columns: Range<usize>, ids: Vec<u32>) -> Prefix<B> {
+        assert_eq!(columns.len(), ids.len(), "an id per column");
+        assert!(columns.end <= self.len, "columns past what was read");
+        if ids.is_empty() {
+            return Prefix::default();
+        }
+        let layers = self
+            .layers
+            .iter()
+            .map(|buffers| {
+                let buffers = buffers.as_ref().expect("every layer has been read");
+                buffers.clone().map(|buffer| {
+                    let [_, heads, _, width] = buffer.dims();
+                    buffer.slice([row..row + 1, 0..heads, columns.clone(), 0..width])
+                })
+            })
+            .collect();
+        Prefix { ids, layers }
     }
 
     pub fn len(&self) -> usize {

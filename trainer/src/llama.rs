@@ -2,7 +2,7 @@
 //! weights; the forward pass with a KV cache; sampling; log-probs for training.
 
 use crate::config::LlamaConfig;
-use crate::kv_cache::KvCache;
+use crate::kv_cache::{KvCache, Prefix};
 use crate::sampling::{Generation, Sampling, Stop};
 use burn::module::{Module, Param, ParamId};
 use burn::tensor::activation::{silu, softmax};
@@ -11,7 +11,7 @@ use burn::tensor::{Bool, DType, FloatDType, Int, Tensor, TensorData};
 use forge_model::gguf::{Gguf, GgufError};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
@@ -477,34 +477,78 @@ impl<B: Backend> Llama<B> {
         samplings: &[Sampling],
         stop: Stop<'_>,
     ) -> Vec<Generation> {
+        let mut prefixes = vec![Prefix::default(); prompts.len()];
+        self.continue_batch(prompts, samplings, stop, &mut prefixes)
+    }
+
+    /// [`Self::generate_batch`] for conversations that go on: row r's prompt
+    /// pass reads only what `prefixes[r]` has not read of its prompt, and
+    /// leaves there what the row has read by the end (its prompt and all
+    /// but the last sampled id), for its next turn. Rows with nothing read
+    /// and the same prompt — sibling rollouts of a task — read it once.
+    pub fn continue_batch(
+        &self,
+        prompts: &[&[u32]],
+        samplings: &[Sampling],
+        stop: Stop<'_>,
+        prefixes: &mut [Prefix<B>],
+    ) -> Vec<Generation> {
         assert_eq!(prompts.len(), samplings.len(), "a sampling per prompt");
+        assert_eq!(prompts.len(), prefixes.len(), "a prefix per prompt");
+        self.read_shared_prompts(prompts, prefixes);
         let rows = prompts.len();
         let longest = prompts.iter().map(|prompt| prompt.len()).max().unwrap_or(0);
         let pads: Vec<usize> = prompts
             .iter()
             .map(|prompt| longest - prompt.len())
             .collect();
+        // Each row reads at least its prompt's last id: its logits pick the
+        // first sampled one. The pass covers the last `width` columns, as
+        // many as the row with the most left to read needs; other rows read
+        // again the end of what they had read (the same keys and values).
+        let unread = |(prompt, prefix): (&&[u32], &Prefix<B>)| {
+            prompt.len()
+                - prefix
+                    .shared_with(prompt)
+                    .min(prompt.len().saturating_sub(1))
+        };
+        let mut width = prompts
+            .iter()
+            .zip(&*prefixes)
+            .map(unread)
+            .max()
+            .unwrap_or(0);
+        let start = longest - width;
+        let reused: Vec<usize> = pads.iter().map(|&pad| start.saturating_sub(pad)).collect();
         let ids = prompts
             .iter()
-            .flat_map(|prompt| {
-                std::iter::repeat_n(0, longest - prompt.len())
-                    .chain(prompt.iter().map(|&id| i64::from(id)))
+            .zip(&pads)
+            .flat_map(|(prompt, &pad)| {
+                (start..longest).map(move |column| {
+                    column
+                        .checked_sub(pad)
+                        .map_or(0, |at| i64::from(prompt[at]))
+                })
             })
             .collect();
+        // Room for the longest prompt and its limit, up to a bound: rows
+        // usually stop long before a generous limit, and past the room the
+        // buffers double.
+        let most = samplings.iter().map(|s| s.max_tokens).max().unwrap_or(0);
+        let mut cache = KvCache::with_prefixes(
+            self.config.layers,
+            prefixes,
+            &reused,
+            start,
+            longest + most.min(MAX_RESERVED_TOKENS),
+        );
         let mut rngs: Vec<ChaCha8Rng> = samplings
             .iter()
             .map(|sampling| ChaCha8Rng::seed_from_u64(sampling.seed))
             .collect();
         let mut generations = vec![Generation::default(); rows];
         let mut done: Vec<bool> = samplings.iter().map(|s| s.max_tokens == 0).collect();
-        let mut cache = self.new_cache();
-        // Room for the longest prompt and its limit, up to a bound: rows
-        // usually stop long before a generous limit, and past the room the
-        // buffers double.
-        let most = samplings.iter().map(|s| s.max_tokens).max().unwrap_or(0);
-        cache.reserve(longest + most.min(MAX_RESERVED_TOKENS));
         let mut hidden = self.hidden(ids, rows, &pads, Some(&mut cache));
-        let mut width = longest;
         let vocab = self.config.vocab;
         let device = self.device();
         while !done.iter().all(|done| *done) {
@@ -540,7 +584,51 @@ impl<B: Backend> Llama<B> {
             hidden = self.hidden(next, rows, &pads, Some(&mut cache));
             width = 1;
         }
+        // Every sampled id but a row's last went into the next pass.
+        for (row, ((prompt, generation), pad)) in
+            prompts.iter().zip(&generations).zip(pads).enumerate()
+        {
+            let sampled = &generation.tokens[..generation.tokens.len().saturating_sub(1)];
+            let ids = [*prompt, sampled].concat();
+            prefixes[row] = cache.prefix(row, pad..pad + ids.len(), ids);
+        }
         generations
+    }
+
+    /// Gives rows that have read nothing of their prompt, and share it with
+    /// another such row, the prompt's keys and values (all but its last id)
+    /// read once for all of them.
+    fn read_shared_prompts(&self, prompts: &[&[u32]], prefixes: &mut [Prefix<B>]) {
+        let mut groups: BTreeMap<&[u32], Vec<usize>> = BTreeMap::new();
+        for (row, (prompt, prefix)) in prompts.iter().zip(&*prefixes).enumerate() {
+            if prompt.len() > 1 && prefix.shared_with(prompt) == 0 {
+                groups.entry(prompt).or_default().push(row);
+            }
+        }
+        groups.retain(|_, rows| rows.len() > 1);
+        if groups.is_empty() {
+            return;
+        }
+        let heads: Vec<&[u32]> = groups
+            .keys()
+            .map(|prompt| &prompt[..prompt.len() - 1])
+            .collect();
+        let reading = Sampling {
+            max_tokens: 0,
+            ..Sampling::greedy()
+        };
+        let mut read = vec![Prefix::default(); heads.len()];
+        self.continue_batch(
+            &heads,
+            &vec![reading; heads.len()],
+            Stop::tokens(&[]),
+            &mut read,
+        );
+        for (rows, read) in groups.into_values().zip(read) {
+            for row in rows {
+                prefixes[row] = read.clone();
+            }
+        }
     }
 
     /// cos and sin `[rows, 1, n, head_dim]` for rotate-half RoPE at columns

@@ -1,7 +1,7 @@
 //! Batched generation: left-padded rows decode exactly as each prompt would
 //! alone, each with its own seeded sampler.
 
-use forge_trainer::{Cpu, Llama, LlamaConfig, Sampling, Stop};
+use forge_trainer::{Cpu, Generation, Llama, LlamaConfig, Prefix, Sampling, Stop};
 
 #[test]
 fn a_batch_of_prompts_decodes_as_each_prompt_alone() {
@@ -36,6 +36,86 @@ fn a_batch_of_prompts_decodes_as_each_prompt_alone() {
     assert_ne!(
         model.generate_batch(&prompts, &reseeded, Stop::tokens(&stop))[0].tokens,
         batch[0].tokens
+    );
+}
+
+/// A conversation that goes on: each row's next prompt pass reads only what
+/// its prefix has not, sibling rows with one prompt read it once, and every
+/// row samples what a pass over its whole prompt would.
+#[test]
+fn turns_that_go_on_read_only_what_is_new_and_sample_as_a_fresh_pass() {
+    let model = Llama::<Cpu>::init(LlamaConfig::tiny(40), 5, &Default::default());
+    let sampling = |seed| Sampling {
+        temperature: 1.0,
+        top_p: 0.95,
+        max_tokens: 5,
+        seed,
+    };
+    let samplings = [sampling(1), sampling(2), sampling(3)];
+    let fresh = |prompts: &[Vec<u32>]| {
+        let prompts: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
+        model.generate_batch(&prompts, &samplings, Stop::tokens(&[]))
+    };
+    let same = |a: &[Generation], b: &[Generation]| {
+        for (a, b) in a.iter().zip(b) {
+            assert_eq!(a.tokens, b.tokens);
+            for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
+                assert!((x - y).abs() < 1e-4, "{x} vs {y}");
+            }
+        }
+    };
+    // Two siblings with one prompt, and another prompt.
+    let first: Vec<Vec<u32>> = vec![vec![1, 5, 9, 3, 4], vec![1, 5, 9, 3, 4], vec![1, 6]];
+    let mut prefixes: Vec<Prefix<Cpu>> = vec![Prefix::default(); 3];
+    let prompts: Vec<&[u32]> = first.iter().map(Vec::as_slice).collect();
+    let turn = model.continue_batch(&prompts, &samplings, Stop::tokens(&[]), &mut prefixes);
+    same(&turn, &fresh(&first));
+    assert_ne!(turn[0].tokens, turn[1].tokens, "siblings sample apart");
+    for ((prefix, prompt), generation) in prefixes.iter().zip(&first).zip(&turn) {
+        let sampled = &generation.tokens[..generation.tokens.len() - 1];
+        assert_eq!(prefix.ids(), [&prompt[..], sampled].concat());
+    }
+    // The next prompts: the reply and a new message; the second row's reply
+    // is re-rendered differently, so its prefix serves only in part.
+    let next: Vec<Vec<u32>> = first
+        .iter()
+        .zip(&turn)
+        .enumerate()
+        .map(|(row, (prompt, generation))| {
+            let mut reply = generation.tokens.clone();
+            if row == 1 {
+                reply[1] = (reply[1] + 1) % 40;
+            }
+            [&prompt[..], &reply, &[2, 7, 7]].concat()
+        })
+        .collect();
+    let prompts: Vec<&[u32]> = next.iter().map(Vec::as_slice).collect();
+    let mut going_on = prefixes.clone();
+    let turn = model.continue_batch(&prompts, &samplings, Stop::tokens(&[]), &mut going_on);
+    same(&turn, &fresh(&next));
+    // The prefixes are read, not recomputed: another model's keys and
+    // values under the same ids change what is sampled.
+    let other = Llama::<Cpu>::init(LlamaConfig::tiny(40), 6, &Default::default());
+    let mut foreign = vec![Prefix::default(); 3];
+    let read: Vec<&[u32]> = prefixes.iter().map(Prefix::ids).collect();
+    let reading = Sampling {
+        max_tokens: 0,
+        ..Sampling::greedy()
+    };
+    other.continue_batch(
+        &read,
+        &[reading.clone(), reading.clone(), reading],
+        Stop::tokens(&[]),
+        &mut foreign,
+    );
+    assert_eq!(foreign.iter().map(Prefix::ids).collect::<Vec<_>>(), read);
+    let misled = model.continue_batch(&prompts, &samplings, Stop::tokens(&[]), &mut foreign);
+    assert_ne!(
+        misled
+            .iter()
+            .map(|g| g.logprobs.clone())
+            .collect::<Vec<_>>(),
+        turn.iter().map(|g| g.logprobs.clone()).collect::<Vec<_>>()
     );
 }
 

@@ -11,7 +11,7 @@ use forge_trainer::train::CpuTrain;
 use forge_trainer::train::objective::{
     Scored, Sequence, Span, Surrogate, reference_logprobs, sft_gradients, surrogate_gradients,
 };
-use forge_trainer::{Llama, LlamaConfig, Sampling, Stop};
+use forge_trainer::{Llama, LlamaConfig, Prefix, Sampling, Stop};
 
 type Model = Llama<CpuTrain>;
 
@@ -71,12 +71,13 @@ fn on_policy(model: &Model, tokens: &[u32], trained: usize) -> Sequence {
 }
 
 /// What the trainer's ratios stand on: the log-probs recorded while sampling
-/// (batched, left-padded, through the KV cache)
-/// are those the training pass computes for the same tokens.
+/// (batched, left-padded, through the KV cache, and in a later turn going
+/// on from what the first one read) are those the training pass computes
+/// for the same tokens.
 #[test]
 fn sampled_log_probs_are_the_training_passes() {
     let model = model().valid();
-    let prompts: [&[u32]; 3] = [&[1, 5, 9, 3, 4, 4, 2], &[1, 6], &[1, 7, 7, 2]];
+    let first: Vec<Vec<u32>> = vec![vec![1, 5, 9, 3, 4, 4, 2], vec![1, 6], vec![1, 7, 7, 2]];
     let samplings: Vec<Sampling> = (0..3)
         .map(|seed| Sampling {
             temperature: 0.7,
@@ -85,19 +86,26 @@ fn sampled_log_probs_are_the_training_passes() {
             seed,
         })
         .collect();
-    let generations = model.generate_batch(&prompts, &samplings, Stop::tokens(&[]));
-    for (prompt, generation) in prompts.iter().zip(&generations) {
-        assert_eq!(generation.tokens.len(), 12);
-        let sequence = Sequence {
-            tokens: [*prompt, &generation.tokens].concat(),
-            spans: vec![Span {
-                start: prompt.len(),
-                logprobs: generation.logprobs.clone(),
-            }],
-        };
-        let trained: Vec<f32> = sequence.logprobs(&model, 0.7).into_data().to_vec().unwrap();
-        for (sampled, trained) in generation.logprobs.iter().zip(&trained) {
-            assert!((sampled - trained).abs() < 1e-5, "{sampled} vs {trained}");
+    let mut prefixes = vec![Prefix::default(); 3];
+    let mut prompts = first;
+    for _turn in 0..2 {
+        let rows: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
+        let generations = model.continue_batch(&rows, &samplings, Stop::tokens(&[]), &mut prefixes);
+        for (prompt, generation) in prompts.iter_mut().zip(&generations) {
+            assert_eq!(generation.tokens.len(), 12);
+            let sequence = Sequence {
+                tokens: [prompt, &generation.tokens[..]].concat(),
+                spans: vec![Span {
+                    start: prompt.len(),
+                    logprobs: generation.logprobs.clone(),
+                }],
+            };
+            let trained: Vec<f32> = sequence.logprobs(&model, 0.7).into_data().to_vec().unwrap();
+            for (sampled, trained) in generation.logprobs.iter().zip(&trained) {
+                assert!((sampled - trained).abs() < 1e-5, "{sampled} vs {trained}");
+            }
+            // The next turn's prompt: this one, the reply, a new message.
+            *prompt = [&sequence.tokens[..], &[2, 8, 8, 3]].concat();
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `forge bench model`: the policy model's throughput — a forward pass, a
-//! training step, batched decoding — on the CPU or a CUDA GPU, in the same
-//! shapes `scripts/gpu/bench_torch.py` measures PyTorch in.
+//! training step, batched decoding, multi-turn conversations — on the CPU
+//! or a CUDA GPU, in the same shapes `scripts/gpu/bench_torch.py` measures
+//! PyTorch in (conversations aside).
 
 use crate::commands::train::Device;
 use crate::output;
@@ -46,6 +47,18 @@ pub struct ModelBenchArgs {
     /// Tokens sampled per decoded row [default: 128 on cuda; 16 on cpu].
     #[arg(long)]
     new_tokens: Option<usize>,
+    /// Batch sizes of multi-turn conversations, or `none`: each measured as
+    /// rollouts decode it (a turn reads only the tokens the last one did
+    /// not) and with every turn's prompt read whole.
+    #[arg(long, value_name = "SIZES", default_value = "none")]
+    conversation: List<usize>,
+    /// Turns per conversation.
+    #[arg(long, default_value_t = 4)]
+    turns: usize,
+    /// Tokens of the reply (a tool result, a user message) appended after
+    /// each turn's sampled tokens.
+    #[arg(long, default_value_t = 32)]
+    message: usize,
     /// Timed repetitions after one warm-up [default: 3 on cuda; 1 on cpu].
     #[arg(long)]
     repeats: Option<usize>,
@@ -106,6 +119,9 @@ pub fn run(args: ModelBenchArgs) -> Result<ExitCode> {
         },
         prompt: args.prompt,
         new_tokens: args.new_tokens.unwrap_or(if gpu { 128 } else { 16 }),
+        conversations: args.conversation.0,
+        turns: args.turns,
+        message: args.message,
         repeats: args.repeats.unwrap_or(if gpu { 3 } else { 1 }),
         seed: args.seed,
     };
@@ -137,6 +153,12 @@ fn shape(m: &Measurement) -> String {
     match m.phase {
         bench::Phase::Decode => format!(
             "batch {}, prompt {}, {} new",
+            m.batch,
+            m.seq,
+            m.tokens / m.batch
+        ),
+        bench::Phase::Turns | bench::Phase::TurnsReread => format!(
+            "batch {}, prompt {}, {} sampled",
             m.batch,
             m.seq,
             m.tokens / m.batch

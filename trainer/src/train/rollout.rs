@@ -4,6 +4,7 @@
 //! whether the masking judge flags the user.
 
 use crate::chat::{Generator, ModelPolicy, PromptStyle, stop_ids};
+use crate::kv_cache::Prefix;
 use crate::sampling::{Sampling, Stop};
 use crate::train::objective::Turn;
 use crate::user::ModelUser;
@@ -18,6 +19,7 @@ use forge_runtime::policy::{remembered_instruction, scripted_user};
 use forge_runtime::trajectory::EpisodeRecord;
 use forge_runtime::{Environment, PreparedTask};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::sync::mpsc;
 
 /// One finished episode of the policy.
@@ -86,7 +88,7 @@ pub enum MaskJudge<'a> {
 }
 
 /// Whose turn a request to the batcher is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Speaker {
     Agent,
     User,
@@ -109,8 +111,8 @@ pub struct Job<'a> {
 enum Message {
     /// A turn to decode.
     Request(Pending),
-    /// The episode of this thread is over (finished or failed).
-    Done,
+    /// The episode of this row is over (finished or failed).
+    Done(usize),
 }
 
 /// An episode thread's generator: its turns go to the batcher.
@@ -138,11 +140,14 @@ impl Generator for Remote {
 }
 
 /// Tells the batcher an episode thread is done, however it ends.
-struct DoneGuard(mpsc::Sender<Message>);
+struct DoneGuard {
+    row: usize,
+    requests: mpsc::Sender<Message>,
+}
 
 impl Drop for DoneGuard {
     fn drop(&mut self) {
-        let _ = self.0.send(Message::Done);
+        let _ = self.requests.send(Message::Done(self.row));
     }
 }
 
@@ -161,7 +166,9 @@ impl<B: Backend> Play<'_, B> {
     /// until every live episode has asked for its next turn — the agent's
     /// or a model user's — and decodes each model's turns as one batch.
     /// Which turns share a batch is therefore fixed by the jobs alone, so
-    /// the results do not depend on thread timing.
+    /// the results do not depend on thread timing. What each speaker of an
+    /// episode has read stays cached until the episode ends, so that its
+    /// next turn's prompt pass reads only the new messages.
     pub fn episodes(&self, jobs: &[Job<'_>]) -> Result<Vec<Rollout>> {
         let stop = stop_ids(self.script.tokenizer);
         let user_stop = match self.script.users {
@@ -178,7 +185,10 @@ impl<B: Backend> Play<'_, B> {
                     let script = self.script.clone();
                     scope.spawn(move || {
                         let record = {
-                            let _done = DoneGuard(requests.clone());
+                            let _done = DoneGuard {
+                                row,
+                                requests: requests.clone(),
+                            };
                             script.play(row, requests, job)
                         };
                         // Judged once the batcher no longer waits for this
@@ -189,12 +199,16 @@ impl<B: Backend> Play<'_, B> {
                 .collect();
             drop(requests);
             let mut live = jobs.len();
+            let mut read = HashMap::new();
             while live > 0 {
                 let mut pending = Vec::new();
                 while pending.len() < live {
                     match inbox.recv() {
                         Ok(Message::Request(turn)) => pending.push(turn),
-                        Ok(Message::Done) => live -= 1,
+                        Ok(Message::Done(row)) => {
+                            live -= 1;
+                            read.retain(|&(done, _), _| done != row);
+                        }
                         // Every episode thread has ended.
                         Err(_) => live = 0,
                     }
@@ -203,12 +217,12 @@ impl<B: Backend> Play<'_, B> {
                 let (agents, users): (Vec<_>, Vec<_>) = pending
                     .into_iter()
                     .partition(|turn| turn.speaker == Speaker::Agent);
-                decode(self.model, agents, &stop);
+                decode(self.model, agents, &stop, &mut read);
                 if !users.is_empty() {
                     let model = self
                         .user_model
                         .expect("model users are played with Play::user_model");
-                    decode(model, users, &user_stop);
+                    decode(model, users, &user_stop, &mut read);
                 }
             }
             threads
@@ -223,14 +237,26 @@ impl<B: Backend> Play<'_, B> {
     }
 }
 
-/// Decodes `turns` with `model` as one batch and answers each.
-fn decode<B: Backend>(model: &Llama<B>, turns: Vec<Pending>, stop: &[u32]) {
+/// Decodes `turns` with `model` as one batch and answers each, going on
+/// from what each speaker has `read` of its episode (which the batch updates).
+fn decode<B: Backend>(
+    model: &Llama<B>,
+    turns: Vec<Pending>,
+    stop: &[u32],
+    read: &mut HashMap<(usize, Speaker), Prefix<B>>,
+) {
     if turns.is_empty() {
         return;
     }
     let prompts: Vec<&[u32]> = turns.iter().map(|turn| &turn.prompt[..]).collect();
     let samplings: Vec<Sampling> = turns.iter().map(|turn| turn.sampling.clone()).collect();
-    let generations = model.generate_batch(&prompts, &samplings, Stop::tokens(stop));
+    let keys: Vec<_> = turns.iter().map(|turn| (turn.row, turn.speaker)).collect();
+    let mut prefixes: Vec<Prefix<B>> = keys
+        .iter()
+        .map(|key| read.remove(key).unwrap_or_default())
+        .collect();
+    let generations = model.continue_batch(&prompts, &samplings, Stop::tokens(stop), &mut prefixes);
+    read.extend(keys.into_iter().zip(prefixes));
     for (turn, generation) in turns.into_iter().zip(generations) {
         // A thread that has gone away no longer needs its turn.
         let _ = turn.reply.send(generation);
