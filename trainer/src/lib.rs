@@ -10,6 +10,7 @@ pub mod bench;
 pub mod chat;
 pub mod checkpoint;
 pub mod config;
+mod draw;
 pub mod kv_cache;
 pub mod llama;
 pub mod sampling;

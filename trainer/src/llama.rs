@@ -2,6 +2,7 @@
 //! weights; the forward pass with a KV cache; sampling; log-probs for training.
 
 use crate::config::LlamaConfig;
+use crate::draw::draw;
 use crate::kv_cache::{KvCache, Prefix};
 use crate::sampling::{Generation, Sampling, Stop};
 use burn::module::{Module, Param, ParamId};
@@ -238,10 +239,22 @@ impl<B: Backend> Llama<B> {
         let vector = |(id, data): (ParamId, TensorData)| {
             Param::initialized(id, Tensor::<B, 1>::from_data(data, device).require_grad())
         };
-        // `[out, in]` → `[in, out]`.
+        // `[out, in]` → `[in, out]`, transposed here rather than viewed
+        // transposed: the CPU backend copies a transposed operand into place
+        // for every product, which made each decoded token copy the model.
         let matrix = |(id, data): (ParamId, TensorData)| {
-            let tensor = Tensor::<B, 2>::from_data(data, device).transpose();
-            Param::initialized(id, tensor.require_grad())
+            let [rows, cols] = data.shape[..] else {
+                unreachable!("`tensor_names` gives matrices two dims")
+            };
+            let values = data.to_vec::<f32>().expect("weights are f32");
+            let mut transposed = vec![0.0; values.len()];
+            for (row, values) in values.chunks_exact(cols).enumerate() {
+                for (col, &value) in values.iter().enumerate() {
+                    transposed[col * rows + row] = value;
+                }
+            }
+            let data = TensorData::new(transposed, [cols, rows]);
+            Param::initialized(id, Tensor::<B, 2>::from_data(data, device).require_grad())
         };
         let embedding = {
             let (id, data) = next();
@@ -549,7 +562,6 @@ impl<B: Backend> Llama<B> {
         let mut generations = vec![Generation::default(); rows];
         let mut done: Vec<bool> = samplings.iter().map(|s| s.max_tokens == 0).collect();
         let mut hidden = self.hidden(ids, rows, &pads, Some(&mut cache));
-        let vocab = self.config.vocab;
         let device = self.device();
         while !done.iter().all(|done| *done) {
             // The last column of each row.
@@ -557,12 +569,8 @@ impl<B: Backend> Llama<B> {
                 .map(|row| (row * width + width - 1) as i64)
                 .collect();
             let last = Tensor::<B, 1, Int>::from_data(TensorData::new(last, [rows]), &device);
-            let logits: Vec<f32> = self
-                .project(hidden.select(0, last))
-                .into_data()
-                .to_vec()
-                .expect("logits are f32");
-            let picks = pick_rows(samplings, &logits, vocab, &mut rngs, &done);
+            let logits = self.project(hidden.select(0, last));
+            let picks = pick_rows(logits, samplings, &mut rngs, &done);
             let mut next = vec![0i64; rows];
             for (row, pick) in picks.into_iter().enumerate() {
                 let Some((token, logprob)) = pick else {
@@ -678,18 +686,87 @@ impl<B: Backend> Llama<B> {
 /// for at the start.
 const MAX_RESERVED_TOKENS: usize = 1024;
 
-/// Each unfinished row's next token from its logits (`[rows · vocab]`).
-/// Rows are independent, each with its own seeded generator, so a large
-/// batch is split across threads without changing any result: ranking a
-/// 49,152-token vocabulary for hundreds of rows is otherwise a serial
-/// bottleneck between GPU steps.
-fn pick_rows(
+/// Each unfinished row's next token from its logits `[rows, vocab]`. Greedy
+/// rows and rows sampling from their whole distribution draw on the device
+/// (see [`crate::draw`]); rows with a nucleus (`top_p` < 1) read their
+/// logits back and are ranked on the host.
+fn pick_rows<B: Backend>(
+    logits: Tensor<B, 2>,
     samplings: &[Sampling],
-    logits: &[f32],
-    vocab: usize,
     rngs: &mut [ChaCha8Rng],
     done: &[bool],
 ) -> Vec<Option<(u32, f32)>> {
+    let rows = samplings.len();
+    let nucleus = |row: usize| samplings[row].temperature > 0.0 && samplings[row].top_p < 1.0;
+    let mut picks = vec![None; rows];
+    let on_host: Vec<usize> = (0..rows)
+        .filter(|&row| !done[row] && nucleus(row))
+        .collect();
+    if on_host.len() < rows {
+        let temperatures: Vec<f32> = samplings
+            .iter()
+            .map(|sampling| match sampling.temperature {
+                temperature if temperature > 0.0 => temperature,
+                // Greedy: the argmax, its log-prob at temperature 1.
+                _ => 1.0,
+            })
+            .collect();
+        // One draw from each sampling row's generator; the others' are unused.
+        let uniforms: Vec<f32> = (0..rows)
+            .map(|row| {
+                let sampling = !done[row] && !nucleus(row) && samplings[row].temperature > 0.0;
+                if sampling {
+                    rngs[row].random_range(f32::EPSILON..1.0)
+                } else {
+                    0.5
+                }
+            })
+            .collect();
+        let draws = draw(logits.clone(), &temperatures, &uniforms);
+        for row in (0..rows).filter(|&row| !done[row] && !nucleus(row)) {
+            picks[row] = Some(if samplings[row].temperature > 0.0 {
+                draws.sampled[row]
+            } else {
+                draws.greedy[row]
+            });
+        }
+    }
+    if !on_host.is_empty() {
+        let vocab = logits.dims()[1];
+        let at: Vec<i64> = on_host.iter().map(|&row| row as i64).collect();
+        let at =
+            Tensor::<B, 1, Int>::from_data(TensorData::new(at, [on_host.len()]), &logits.device());
+        let logits: Vec<f32> = logits
+            .select(0, at)
+            .into_data()
+            .to_vec()
+            .expect("logits are f32");
+        let host_samplings: Vec<&Sampling> = on_host.iter().map(|&row| &samplings[row]).collect();
+        let mut host_rngs: Vec<&mut ChaCha8Rng> = rngs
+            .iter_mut()
+            .enumerate()
+            .filter(|(row, _)| on_host.binary_search(row).is_ok())
+            .map(|(_, rng)| rng)
+            .collect();
+        let host_picks = pick_on_host(&host_samplings, &logits, vocab, &mut host_rngs);
+        for (row, pick) in on_host.into_iter().zip(host_picks) {
+            picks[row] = Some(pick);
+        }
+    }
+    picks
+}
+
+/// Each row's next token from its logits (`[rows · vocab]`), ranked on the
+/// host. Rows are independent, each with its own seeded generator, so a
+/// large batch is split across threads without changing any result:
+/// ranking a 49,152-token vocabulary for hundreds of rows is otherwise a
+/// serial bottleneck between GPU steps.
+fn pick_on_host(
+    samplings: &[&Sampling],
+    logits: &[f32],
+    vocab: usize,
+    rngs: &mut [&mut ChaCha8Rng],
+) -> Vec<(u32, f32)> {
     const PER_THREAD: usize = 1 << 20;
     let rows = rngs.len();
     let threads = std::thread::available_parallelism()
@@ -698,9 +775,9 @@ fn pick_rows(
         .clamp(1, rows.max(1));
     let per_thread = rows.div_ceil(threads).max(1);
     let pick = |row: usize, rng: &mut ChaCha8Rng| {
-        (!done[row]).then(|| samplings[row].pick(&logits[row * vocab..(row + 1) * vocab], rng))
+        samplings[row].pick(&logits[row * vocab..(row + 1) * vocab], rng)
     };
-    let mut picks = vec![None; rows];
+    let mut picks = vec![(0, 0.0); rows];
     std::thread::scope(|scope| {
         for (chunk, (slots, rngs)) in picks
             .chunks_mut(per_thread)

@@ -7,14 +7,19 @@ use forge_trainer::{Cpu, Generation, Llama, LlamaConfig, Prefix, Sampling, Stop}
 fn a_batch_of_prompts_decodes_as_each_prompt_alone() {
     let model = Llama::<Cpu>::init(LlamaConfig::tiny(40), 5, &Default::default());
     let prompts: [&[u32]; 3] = [&[1, 5, 9, 3], &[1, 6], &[1, 7, 7, 7, 7, 2, 8]];
-    let sampling = |seed, max_tokens| Sampling {
+    let sampling = |seed, max_tokens, top_p| Sampling {
         temperature: 1.0,
-        top_p: 0.95,
+        top_p,
         max_tokens,
         seed,
     };
-    // Different limits: rows finish at different columns.
-    let samplings = [sampling(1, 6), sampling(2, 3), sampling(3, 8)];
+    // Different limits: rows finish at different columns. Rows with a
+    // nucleus are ranked on the host, the others drawn on the device.
+    let samplings = [
+        sampling(1, 6, 1.0),
+        sampling(2, 3, 0.95),
+        sampling(3, 8, 1.0),
+    ];
     let stop = [39];
     let batch = model.generate_batch(&prompts, &samplings, Stop::tokens(&stop));
     for ((prompt, sampling), batched) in prompts.iter().zip(&samplings).zip(&batch) {
@@ -32,7 +37,11 @@ fn a_batch_of_prompts_decodes_as_each_prompt_alone() {
         model.generate_batch(&prompts, &samplings, Stop::tokens(&stop)),
         batch
     );
-    let reseeded = [sampling(9, 6), sampling(2, 3), sampling(3, 8)];
+    let reseeded = [
+        sampling(9, 6, 1.0),
+        sampling(2, 3, 0.95),
+        sampling(3, 8, 1.0),
+    ];
     assert_ne!(
         model.generate_batch(&prompts, &reseeded, Stop::tokens(&stop))[0].tokens,
         batch[0].tokens
@@ -45,13 +54,13 @@ fn a_batch_of_prompts_decodes_as_each_prompt_alone() {
 #[test]
 fn turns_that_go_on_read_only_what_is_new_and_sample_as_a_fresh_pass() {
     let model = Llama::<Cpu>::init(LlamaConfig::tiny(40), 5, &Default::default());
-    let sampling = |seed| Sampling {
+    let sampling = |seed, top_p| Sampling {
         temperature: 1.0,
-        top_p: 0.95,
+        top_p,
         max_tokens: 5,
         seed,
     };
-    let samplings = [sampling(1), sampling(2), sampling(3)];
+    let samplings = [sampling(1, 1.0), sampling(2, 1.0), sampling(3, 0.95)];
     let fresh = |prompts: &[Vec<u32>]| {
         let prompts: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
         model.generate_batch(&prompts, &samplings, Stop::tokens(&[]))

@@ -78,10 +78,13 @@ fn on_policy(model: &Model, tokens: &[u32], trained: usize) -> Sequence {
 fn sampled_log_probs_are_the_training_passes() {
     let model = model().valid();
     let first: Vec<Vec<u32>> = vec![vec![1, 5, 9, 3, 4, 4, 2], vec![1, 6], vec![1, 7, 7, 2]];
-    let samplings: Vec<Sampling> = (0..3)
-        .map(|seed| Sampling {
+    // Drawn on the device (whole distribution) and ranked on the host (nucleus).
+    let samplings: Vec<Sampling> = [1.0, 0.9, 1.0]
+        .into_iter()
+        .zip(0..)
+        .map(|(top_p, seed)| Sampling {
             temperature: 0.7,
-            top_p: 0.9,
+            top_p,
             max_tokens: 12,
             seed,
         })
