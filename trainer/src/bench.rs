@@ -2,9 +2,10 @@
 //! step (forward, backward and AdamW over whole sequences), batched
 //! decoding with the KV cache, and multi-turn conversations decoded as
 //! rollouts decode them (each turn going on from what the last one read)
-//! and, for comparison, with every turn's prompt read whole. `forge bench model` prints these;
-//! `scripts/gpu/bench_torch.py` measures the same shapes in PyTorch, so the
-//! two tables compare directly.
+//! and, for comparison, with every turn's prompt read whole. `forge bench
+//! model` prints these; `scripts/gpu/bench_torch.py` measures the same
+//! shapes in PyTorch (conversations aside), so the two tables compare
+//! directly.
 //!
 //! Tokens are random and the weights are random unless a model file is
 //! given: throughput depends on the shapes alone, so the benchmark needs no
@@ -123,7 +124,7 @@ pub enum Phase {
     Decode,
     /// A conversation, each turn going on from what the last one read.
     Turns,
-    /// The same conversation with each turn's prompt read whole.
+    /// A conversation of the same shape with each turn's prompt read whole.
     #[serde(rename = "turns-reread")]
     TurnsReread,
 }
@@ -299,7 +300,7 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
         let prompts: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
         let samplings = self.samplings(batch);
         let seconds = self.time(|| {
-            // Each step reads the logits back, so the device is idle after.
+            // Each step reads its draws back, so the device is idle after.
             model.generate_batch(&prompts, &samplings, Stop::tokens(&[]));
         });
         self.sampled(Phase::Decode, batch, batch * self.spec.new_tokens, seconds)

@@ -28,7 +28,7 @@ pub(crate) struct Draws {
 }
 
 /// The draws from `logits` `[rows, vocab]` at `temperatures[r]` (each > 0),
-/// with `uniforms[r]` in (0, 1) as row r's random number. Log-probabilities
+/// with `uniforms[r]` in (0, 1] as row r's random number. Log-probabilities
 /// are under the tempered distribution.
 pub(crate) fn draw<B: Backend>(
     logits: Tensor<B, 2>,
@@ -76,8 +76,9 @@ pub(crate) fn draw<B: Backend>(
             .reshape([1, BLOCK])
             .expand([rows, BLOCK]))
     .max_dim(1);
-    let offset = count_below(within.cumsum(1) + before.expand([rows, BLOCK]), target)
-        .min_pair(last_possible);
+    // Compared at the block's scale: added to the mass before it, the
+    // smallest probabilities would round away.
+    let offset = count_below(within.cumsum(1), target - before).min_pair(last_possible);
     let sampled = block * BLOCK as i64 + offset;
     let [sampled_ids, greedy_ids, sampled_logprobs, greedy_logprobs] = Transaction::default()
         .register(sampled.clone())

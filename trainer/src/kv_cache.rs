@@ -1,13 +1,15 @@
 //! The key/value cache of decoding.
 
-use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
+use burn::tensor::{Int, Tensor, TensorData};
 use std::ops::Range;
 
 /// What one sequence has read: its ids, and per layer their keys and values
 /// `[1, kv_heads, ids, head_dim]`. Kept from one turn of a conversation to
 /// the next, it spares the next turn's prompt pass every position the two
 /// prompts share — in a multi-turn episode, all but the newest messages.
+/// The keys and values are those of the model (weights and precision) that
+/// read the ids: a prefix is only ever continued by that model.
 #[derive(Clone)]
 pub struct Prefix<B: Backend> {
     ids: Vec<u32>,
@@ -117,14 +119,21 @@ impl<B: Backend> KvCache<B> {
         if ids.is_empty() {
             return Prefix::default();
         }
+        let device = self.layers[0].as_ref().expect("a layer read")[0].device();
+        let at: Vec<i64> = columns.map(|column| column as i64).collect();
+        let at = Tensor::<B, 1, Int>::from_data(TensorData::new(at, [ids.len()]), &device);
         let layers = self
             .layers
             .iter()
             .map(|buffers| {
                 let buffers = buffers.as_ref().expect("every layer has been read");
+                // Gathered into buffers of their own: a GPU backend's slice
+                // may be a view that would keep the whole batch's cache alive.
                 buffers.clone().map(|buffer| {
                     let [_, heads, _, width] = buffer.dims();
-                    buffer.slice([row..row + 1, 0..heads, columns.clone(), 0..width])
+                    buffer
+                        .slice([row..row + 1, 0..heads, 0..self.len, 0..width])
+                        .select(2, at.clone())
                 })
             })
             .collect();

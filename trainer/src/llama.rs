@@ -246,7 +246,7 @@ impl<B: Backend> Llama<B> {
             let [rows, cols] = data.shape[..] else {
                 unreachable!("`tensor_names` gives matrices two dims")
             };
-            let values = data.to_vec::<f32>().expect("weights are f32");
+            let values = data.into_vec::<f32>().expect("weights are f32");
             let mut transposed = vec![0.0; values.len()];
             for (row, values) in values.chunks_exact(cols).enumerate() {
                 for (col, &value) in values.iter().enumerate() {
@@ -519,16 +519,10 @@ impl<B: Backend> Llama<B> {
         // first sampled one. The pass covers the last `width` columns, as
         // many as the row with the most left to read needs; other rows read
         // again the end of what they had read (the same keys and values).
-        let unread = |(prompt, prefix): (&&[u32], &Prefix<B>)| {
-            prompt.len()
-                - prefix
-                    .shared_with(prompt)
-                    .min(prompt.len().saturating_sub(1))
-        };
         let mut width = prompts
             .iter()
             .zip(&*prefixes)
-            .map(unread)
+            .map(|(prompt, prefix)| unread_ids(prompt, prefix))
             .max()
             .unwrap_or(0);
         let start = longest - width;
@@ -555,6 +549,8 @@ impl<B: Backend> Llama<B> {
             start,
             longest + most.min(MAX_RESERVED_TOKENS),
         );
+        // Copied into the cache: the old prefixes need not stay alive beside it.
+        prefixes.fill(Prefix::default());
         let mut rngs: Vec<ChaCha8Rng> = samplings
             .iter()
             .map(|sampling| ChaCha8Rng::seed_from_u64(sampling.seed))
@@ -614,6 +610,22 @@ impl<B: Backend> Llama<B> {
             }
         }
         groups.retain(|_, rows| rows.len() > 1);
+        // A group gains only if its prompt outlasts the batch's prompt pass,
+        // which the other rows' unread ids set: otherwise its rows would read
+        // the whole prompt again anyway.
+        loop {
+            let width = prompts
+                .iter()
+                .zip(&*prefixes)
+                .filter(|(prompt, _)| !groups.contains_key(*prompt))
+                .map(|(prompt, prefix)| unread_ids(prompt, prefix))
+                .fold(1, usize::max);
+            let before = groups.len();
+            groups.retain(|prompt, _| prompt.len() > width);
+            if groups.len() == before {
+                break;
+            }
+        }
         if groups.is_empty() {
             return;
         }
@@ -682,6 +694,15 @@ impl<B: Backend> Llama<B> {
     }
 }
 
+/// The ids of `prompt` a pass must read after `prefix`: at least its last,
+/// whose logits pick the first sampled id.
+fn unread_ids<B: Backend>(prompt: &[u32], prefix: &Prefix<B>) -> usize {
+    prompt.len()
+        - prefix
+            .shared_with(prompt)
+            .min(prompt.len().saturating_sub(1))
+}
+
 /// Positions past the prompt that batched generation allocates its KV cache
 /// for at the start.
 const MAX_RESERVED_TOKENS: usize = 1024;
@@ -702,7 +723,7 @@ fn pick_rows<B: Backend>(
     let on_host: Vec<usize> = (0..rows)
         .filter(|&row| !done[row] && nucleus(row))
         .collect();
-    if on_host.len() < rows {
+    if (0..rows).any(|row| !done[row] && !nucleus(row)) {
         let temperatures: Vec<f32> = samplings
             .iter()
             .map(|sampling| match sampling.temperature {

@@ -26,7 +26,9 @@ impl Sampling {
         }
     }
 
-    /// The next token and its log-probability under the sampling distribution.
+    /// The next token and its log-probability under the sampling
+    /// distribution, chosen on the host. Batched generation uses it for
+    /// rows with a nucleus; it draws the others where their logits are.
     pub fn pick(&self, logits: &[f32], rng: &mut ChaCha8Rng) -> (u32, f32) {
         let temperature = if self.temperature > 0.0 {
             self.temperature

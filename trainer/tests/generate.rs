@@ -102,6 +102,18 @@ fn turns_that_go_on_read_only_what_is_new_and_sample_as_a_fresh_pass() {
     let mut going_on = prefixes.clone();
     let turn = model.continue_batch(&prompts, &samplings, Stop::tokens(&[]), &mut going_on);
     same(&turn, &fresh(&next));
+    // Beside a new row longer than all of them, the rows go on as well.
+    let mut joined = next.clone();
+    joined.push((0..24).map(|at| at % 40).collect());
+    let rows: Vec<&[u32]> = joined.iter().map(Vec::as_slice).collect();
+    let mut with_new = [prefixes.clone(), vec![Prefix::default()]].concat();
+    let four = [samplings.to_vec(), vec![sampling(4, 1.0)]].concat();
+    let beside = model.continue_batch(&rows, &four, Stop::tokens(&[]), &mut with_new);
+    same(&beside[..3], &turn);
+    same(
+        &beside[3..],
+        &model.generate_batch(&rows[3..], &four[3..], Stop::tokens(&[])),
+    );
     // The prefixes are read, not recomputed: another model's keys and
     // values under the same ids change what is sampled.
     let other = Llama::<Cpu>::init(LlamaConfig::tiny(40), 6, &Default::default());
