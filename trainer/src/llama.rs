@@ -491,7 +491,7 @@ impl<B: Backend> Llama<B> {
         stop: Stop<'_>,
     ) -> Vec<Generation> {
         let mut prefixes = vec![Prefix::default(); prompts.len()];
-        self.continue_batch(prompts, samplings, stop, &mut prefixes)
+        self.decode_batch(prompts, samplings, stop, &mut prefixes).0
     }
 
     /// [`Self::generate_batch`] for conversations that go on: row r's prompt
@@ -506,6 +506,28 @@ impl<B: Backend> Llama<B> {
         stop: Stop<'_>,
         prefixes: &mut [Prefix<B>],
     ) -> Vec<Generation> {
+        let (generations, cache, pads) = self.decode_batch(prompts, samplings, stop, prefixes);
+        // Every sampled id but a row's last went into the next pass.
+        for (row, ((prompt, generation), pad)) in
+            prompts.iter().zip(&generations).zip(pads).enumerate()
+        {
+            let sampled = &generation.tokens[..generation.tokens.len().saturating_sub(1)];
+            let ids = [*prompt, sampled].concat();
+            prefixes[row] = cache.prefix(row, pad..pad + ids.len(), ids);
+        }
+        generations
+    }
+
+    /// The batch of [`Self::continue_batch`], going on from `prefixes` (left
+    /// empty), with the cache it read into and each row's left padding
+    /// there: only callers that keep what was read gather it.
+    fn decode_batch(
+        &self,
+        prompts: &[&[u32]],
+        samplings: &[Sampling],
+        stop: Stop<'_>,
+        prefixes: &mut [Prefix<B>],
+    ) -> (Vec<Generation>, KvCache<B>, Vec<usize>) {
         assert_eq!(prompts.len(), samplings.len(), "a sampling per prompt");
         assert_eq!(prompts.len(), prefixes.len(), "a prefix per prompt");
         self.read_shared_prompts(prompts, prefixes);
@@ -588,15 +610,7 @@ impl<B: Backend> Llama<B> {
             hidden = self.hidden(next, rows, &pads, Some(&mut cache));
             width = 1;
         }
-        // Every sampled id but a row's last went into the next pass.
-        for (row, ((prompt, generation), pad)) in
-            prompts.iter().zip(&generations).zip(pads).enumerate()
-        {
-            let sampled = &generation.tokens[..generation.tokens.len().saturating_sub(1)];
-            let ids = [*prompt, sampled].concat();
-            prefixes[row] = cache.prefix(row, pad..pad + ids.len(), ids);
-        }
-        generations
+        (generations, cache, pads)
     }
 
     /// Gives rows that have read nothing of their prompt, and share it with
