@@ -733,11 +733,12 @@ fn pick_rows<B: Backend>(
 ) -> Vec<Option<(u32, f32)>> {
     let rows = samplings.len();
     let nucleus = |row: usize| samplings[row].temperature > 0.0 && samplings[row].top_p < 1.0;
+    let sampled = |row: usize| samplings[row].temperature > 0.0;
     let mut picks = vec![None; rows];
-    let on_host: Vec<usize> = (0..rows)
-        .filter(|&row| !done[row] && nucleus(row))
-        .collect();
-    if (0..rows).any(|row| !done[row] && !nucleus(row)) {
+    let (on_host, on_device): (Vec<usize>, Vec<usize>) = (0..rows)
+        .filter(|&row| !done[row])
+        .partition(|&row| nucleus(row));
+    if !on_device.is_empty() {
         let temperatures: Vec<f32> = samplings
             .iter()
             .map(|sampling| match sampling.temperature {
@@ -747,19 +748,13 @@ fn pick_rows<B: Backend>(
             })
             .collect();
         // One draw from each sampling row's generator; the others' are unused.
-        let uniforms: Vec<f32> = (0..rows)
-            .map(|row| {
-                let sampling = !done[row] && !nucleus(row) && samplings[row].temperature > 0.0;
-                if sampling {
-                    rngs[row].random_range(f32::EPSILON..1.0)
-                } else {
-                    0.5
-                }
-            })
-            .collect();
+        let mut uniforms = vec![0.5; rows];
+        for &row in on_device.iter().filter(|&&row| sampled(row)) {
+            uniforms[row] = rngs[row].random_range(f32::EPSILON..1.0);
+        }
         let draws = draw(logits.clone(), &temperatures, &uniforms);
-        for row in (0..rows).filter(|&row| !done[row] && !nucleus(row)) {
-            picks[row] = Some(if samplings[row].temperature > 0.0 {
+        for row in on_device {
+            picks[row] = Some(if sampled(row) {
                 draws.sampled[row]
             } else {
                 draws.greedy[row]
