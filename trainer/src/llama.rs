@@ -99,7 +99,10 @@ pub struct Llama<B: Backend> {
     pub config: LlamaConfig,
     /// How its products with the weights are computed.
     precision: Precision,
-    /// `[vocab, hidden]`.
+    /// `[hidden, vocab]`: the output head's layout, so that a tied head is
+    /// a plain product (the CPU backend copies a transposed operand for every
+    /// product, which was the whole vocabulary per decoded token); the
+    /// lookup gathers columns.
     embedding: Param<Tensor<B, 2>>,
     layers: Vec<Layer<B>>,
     norm: Param<Tensor<B, 1>>,
@@ -256,10 +259,7 @@ impl<B: Backend> Llama<B> {
             let data = TensorData::new(transposed, [cols, rows]);
             Param::initialized(id, Tensor::<B, 2>::from_data(data, device).require_grad())
         };
-        let embedding = {
-            let (id, data) = next();
-            Param::initialized(id, Tensor::<B, 2>::from_data(data, device).require_grad())
-        };
+        let embedding = matrix(next());
         let layers = (0..config.layers)
             .map(|_| Layer {
                 attn_norm: vector(next()),
@@ -313,7 +313,7 @@ impl<B: Backend> Llama<B> {
     pub fn named_tensors(&self) -> Vec<(String, TensorData)> {
         let matrix = |param: &Param<Tensor<B, 2>>| param.val().transpose().into_data();
         let vector = |param: &Param<Tensor<B, 1>>| param.val().into_data();
-        let mut values = vec![self.embedding.val().into_data()];
+        let mut values = vec![matrix(&self.embedding)];
         for layer in &self.layers {
             values.extend([
                 vector(&layer.attn_norm),
@@ -376,7 +376,7 @@ impl<B: Backend> Llama<B> {
     pub fn project(&self, hidden: Tensor<B, 2>) -> Tensor<B, 2> {
         let lm_head = match &self.lm_head {
             Some(head) => head.val(),
-            None => self.embedding.val().transpose(),
+            None => self.embedding.val(),
         };
         self.product(hidden, lm_head)
     }
@@ -402,7 +402,7 @@ impl<B: Backend> Llama<B> {
         let ids = Tensor::<B, 1, Int>::from_data(TensorData::new(ids, [b * n]), &device);
         // Rows of every position, `[b·n, hidden]`: the projections are one
         // matrix product each; only attention needs the batch apart.
-        let mut x = self.embedding.val().select(0, ids);
+        let mut x = self.embedding.val().select(1, ids).transpose();
         let (cos, sin) = self.rope_tables(start, n, pads);
         let total = start + n;
         let group = config.heads / config.kv_heads;

@@ -15,6 +15,7 @@ pub mod config;
 mod counterparts;
 pub mod data;
 pub mod objective;
+mod optimizer;
 pub mod rollout;
 
 use crate::Cpu;
@@ -25,9 +26,7 @@ use crate::sampling::Sampling;
 use anyhow::{Context, Result, bail};
 use burn::backend::Autodiff;
 use burn::module::AutodiffModule;
-use burn::optim::adaptor::OptimizerAdaptor;
-use burn::optim::{AdamW, AdamWConfig, GradientsParams, Optimizer};
-use burn::record::{BinFileRecorder, FullPrecisionSettings, Recorder};
+use burn::optim::{GradientsParams, Optimizer};
 use burn::tensor::backend::AutodiffBackend;
 use config::TrainConfig;
 use counterparts::Counterparts;
@@ -38,6 +37,7 @@ use forge_runtime::Environment;
 use forge_runtime::episode_seed;
 use forge_runtime::trajectory::TrajectoryWriter;
 use objective::{LossStats, Scored, Sequence, Surrogate};
+use optimizer::AdamOptimizer;
 use rollout::{Job, Play, Rollout, Script, Users};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -49,7 +49,6 @@ pub type CpuTrain = Autodiff<Cpu>;
 /// The training backend on a CUDA GPU.
 #[cfg(feature = "cuda")]
 pub type GpuTrain = Autodiff<crate::Gpu>;
-type AdamOptimizer<B> = OptimizerAdaptor<AdamW, Llama<B>, B>;
 
 /// The stages of a run, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -350,7 +349,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         }
         let counterparts = Counterparts::new(&config, models.user_model, &device)?;
         let mut trainer = Self {
-            optimizer: optimizer(&config),
+            optimizer: optimizer::new(&config.optim),
             counterparts,
             config,
             dir: dir.to_owned(),
@@ -507,7 +506,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
     }
 
     fn start_rl(&mut self) -> Result<()> {
-        self.optimizer = optimizer(&self.config);
+        self.optimizer = optimizer::new(&self.config.optim);
         if self.config.rl.kl > 0.0 {
             let dir = self.dir.join(REFERENCE);
             checkpoint::save(&dir, &self.model.valid(), &self.tokenizer)?;
@@ -783,9 +782,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let name = format!("step-{:06}", self.position.step);
         let dir = self.dir.join(CHECKPOINTS).join(&name);
         self.save_model(&dir)?;
-        BinFileRecorder::<FullPrecisionSettings>::new()
-            .record(self.optimizer.to_record(), dir.join(OPTIMIZER))
-            .map_err(|err| anyhow::anyhow!("writing the optimizer state: {err}"))?;
+        optimizer::save(&self.optimizer, &dir.join(OPTIMIZER))?;
         std::fs::write(dir.join(POSITION), serde_json::to_vec(&self.position)?)?;
         // Only now does the checkpoint become the one to resume from.
         let latest = self.dir.join(CHECKPOINTS).join(LATEST);
@@ -802,11 +799,14 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let sft_steps = self.config.sft.steps;
         // At a stage boundary the next stage starts with a fresh optimizer.
         if self.position.step != sft_steps || sft_steps == 0 {
-            let record = BinFileRecorder::<FullPrecisionSettings>::new()
-                .load(checkpoint.join(OPTIMIZER), &self.device)
-                .map_err(|err| anyhow::anyhow!("reading the optimizer state: {err}"))?;
-            self.optimizer =
-                std::mem::replace(&mut self.optimizer, optimizer(&self.config)).load_record(record);
+            let fresh = optimizer::new(&self.config.optim);
+            let current = std::mem::replace(&mut self.optimizer, fresh);
+            self.optimizer = optimizer::load(
+                current,
+                &self.model,
+                &checkpoint.join(OPTIMIZER),
+                &self.device,
+            )?;
         }
         if self.position.step > sft_steps && self.config.rl.kl > 0.0 {
             self.reference = Some(self.load_reference()?);
@@ -825,20 +825,6 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         std::fs::write(&path, text)?;
         Ok(())
     }
-}
-
-fn optimizer<B: AutodiffBackend>(config: &TrainConfig) -> AdamOptimizer<B> {
-    let optim = &config.optim;
-    let mut adam = AdamWConfig::new()
-        .with_beta_1(optim.beta1)
-        .with_beta_2(optim.beta2)
-        .with_weight_decay(optim.weight_decay);
-    if optim.grad_clip > 0.0 {
-        adam = adam.with_grad_clipping(Some(burn::grad_clipping::GradientClippingConfig::Norm(
-            optim.grad_clip,
-        )));
-    }
-    adam.init()
 }
 
 /// `step` is a multiple of a positive `period` (0 means never).

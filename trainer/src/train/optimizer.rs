@@ -1,0 +1,145 @@
+//! The run's AdamW optimizer, and its state in a checkpoint.
+
+use super::config::OptimSection;
+use crate::llama::Llama;
+use anyhow::{Result, anyhow, bail};
+use burn::grad_clipping::GradientClippingConfig;
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::optim::adaptor::OptimizerAdaptor;
+use burn::optim::{AdamW, AdamWConfig, Optimizer};
+use burn::record::{BinFileRecorder, FullPrecisionSettings, Recorder};
+use burn::tensor::Tensor;
+use burn::tensor::backend::AutodiffBackend;
+use std::path::Path;
+
+pub type AdamOptimizer<B> = OptimizerAdaptor<AdamW, Llama<B>, B>;
+type State<B> = <AdamOptimizer<B> as Optimizer<Llama<B>, B>>::Record;
+
+/// AdamW as `optim` sets it, with gradient clipping by global norm when
+/// `optim.grad_clip` is positive.
+pub fn new<B: AutodiffBackend>(optim: &OptimSection) -> AdamOptimizer<B> {
+    let mut adam = AdamWConfig::new()
+        .with_beta_1(optim.beta1)
+        .with_beta_2(optim.beta2)
+        .with_weight_decay(optim.weight_decay);
+    if optim.grad_clip > 0.0 {
+        adam = adam.with_grad_clipping(Some(GradientClippingConfig::Norm(optim.grad_clip)));
+    }
+    adam.init()
+}
+
+pub fn save<B: AutodiffBackend>(optimizer: &AdamOptimizer<B>, path: &Path) -> Result<()> {
+    BinFileRecorder::<FullPrecisionSettings>::new()
+        .record(optimizer.to_record(), path.to_owned())
+        .map_err(|err| anyhow!("writing the optimizer state {}: {err}", path.display()))
+}
+
+/// `optimizer` carrying the state saved at `path` for `model`.
+///
+/// State whose moments do not have their parameters' shapes (another model's,
+/// or one from before a change of weight layout) is refused here: loaded as
+/// it is, it would only fail at the next step, deep inside the update.
+pub fn load<B: AutodiffBackend>(
+    optimizer: AdamOptimizer<B>,
+    model: &Llama<B>,
+    path: &Path,
+    device: &B::Device,
+) -> Result<AdamOptimizer<B>> {
+    let state: State<B> = BinFileRecorder::<FullPrecisionSettings>::new()
+        .load(path.to_owned(), device)
+        .map_err(|err| anyhow!("reading the optimizer state {}: {err}", path.display()))?;
+    if let Some(mismatch) = first_mismatch(model, &state) {
+        bail!(
+            "the optimizer state {} does not fit the model: {mismatch}; it belongs to another \
+             model or to an older layout of this one, so this run cannot resume from it",
+            path.display()
+        );
+    }
+    Ok(optimizer.load_record(state))
+}
+
+/// The first parameter of `model` whose moments in `state` have another
+/// shape, described; `None` when all fit.
+fn first_mismatch<B: AutodiffBackend>(model: &Llama<B>, state: &State<B>) -> Option<String> {
+    struct Shapes<'a, B: AutodiffBackend> {
+        state: &'a State<B>,
+        path: Vec<String>,
+        mismatch: Option<String>,
+    }
+    impl<B: AutodiffBackend> ModuleVisitor<B> for Shapes<'_, B> {
+        fn enter_module(&mut self, name: &str, _container_type: &str) {
+            self.path.push(name.to_owned());
+        }
+        fn exit_module(&mut self, _name: &str, _container_type: &str) {
+            self.path.pop();
+        }
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            let Some(record) = self.state.get(&param.id) else {
+                return;
+            };
+            if self.mismatch.is_some() {
+                return;
+            }
+            let moment = record.clone().into_state::<D>().momentum.moment_1.shape();
+            let shape = param.val().shape();
+            if moment != shape {
+                self.mismatch = Some(format!(
+                    "`{}` is {shape} but its moments are {moment}",
+                    self.path.join(".")
+                ));
+            }
+        }
+    }
+    let mut shapes = Shapes {
+        state,
+        path: Vec::new(),
+        mismatch: None,
+    };
+    model.visit(&mut shapes);
+    shapes.mismatch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::LlamaConfig;
+    use crate::train::CpuTrain;
+    use burn::optim::GradientsParams;
+
+    /// A model after one AdamW step, and the optimizer that took it.
+    fn stepped(config: LlamaConfig) -> (Llama<CpuTrain>, AdamOptimizer<CpuTrain>) {
+        let device = Default::default();
+        let model = Llama::<CpuTrain>::init(config, 7, &device);
+        let mut optimizer = new::<CpuTrain>(&OptimSection::default());
+        let loss = model.forward_batch(&[&[1, 2, 3]]).sum();
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        let model = optimizer.step(1e-3, model, grads);
+        (model, optimizer)
+    }
+
+    #[test]
+    fn state_resumes_only_into_the_model_it_was_saved_with() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("optimizer");
+        let (model, optimizer) = stepped(LlamaConfig::tiny(32));
+        save(&optimizer, &path).unwrap();
+        let device = Default::default();
+        let fresh = || new::<CpuTrain>(&OptimSection::default());
+        let loaded = load(fresh(), &model, &path, &device).unwrap();
+        assert_eq!(loaded.to_record().len(), optimizer.to_record().len());
+
+        let wider = LlamaConfig {
+            ffn: 2 * LlamaConfig::tiny(32).ffn,
+            ..LlamaConfig::tiny(32)
+        };
+        let other = Llama::<CpuTrain>::init(wider, 7, &device);
+        let Err(err) = load(fresh(), &other, &path, &device) else {
+            panic!("the state of another model was loaded");
+        };
+        let err = err.to_string();
+        assert!(
+            err.contains("does not fit the model") && err.contains("w_gate"),
+            "{err}"
+        );
+    }
+}
