@@ -100,9 +100,9 @@ pub struct Llama<B: Backend> {
     /// How its products with the weights are computed.
     precision: Precision,
     /// `[hidden, vocab]`: the output head's layout, so that a tied head is
-    /// a plain product (the CPU backend copies a transposed operand for every
-    /// product, which was the whole vocabulary per decoded token); the
-    /// lookup gathers columns.
+    /// a plain product (the CPU backend would otherwise lay the transposed
+    /// vocabulary matrix out anew for every decoded token); the lookup
+    /// gathers columns.
     embedding: Param<Tensor<B, 2>>,
     layers: Vec<Layer<B>>,
     norm: Param<Tensor<B, 1>>,
@@ -242,9 +242,9 @@ impl<B: Backend> Llama<B> {
         let vector = |(id, data): (ParamId, TensorData)| {
             Param::initialized(id, Tensor::<B, 1>::from_data(data, device).require_grad())
         };
-        // `[out, in]` → `[in, out]`, transposed here rather than viewed
-        // transposed: the CPU backend copies a transposed operand into place
-        // for every product, which made each decoded token copy the model.
+        // `[out, in]` → `[in, out]`, transposed once here rather than viewed
+        // transposed: the CPU backend lays a transposed operand out anew (a
+        // strided copy of the whole matrix) for every product.
         let matrix = |(id, data): (ParamId, TensorData)| {
             let [rows, cols] = data.shape[..] else {
                 unreachable!("`tensor_names` gives matrices two dims")
