@@ -799,10 +799,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let sft_steps = self.config.sft.steps;
         // At a stage boundary the next stage starts with a fresh optimizer.
         if self.position.step != sft_steps || sft_steps == 0 {
-            let fresh = optimizer::new(&self.config.optim);
-            let current = std::mem::replace(&mut self.optimizer, fresh);
             self.optimizer = optimizer::load(
-                current,
+                &self.config.optim,
                 &self.model,
                 &checkpoint.join(OPTIMIZER),
                 &self.device,
