@@ -732,8 +732,8 @@ fn pick_rows<B: Backend>(
     done: &[bool],
 ) -> Vec<Option<(u32, f32)>> {
     let rows = samplings.len();
-    let nucleus = |row: usize| samplings[row].temperature > 0.0 && samplings[row].top_p < 1.0;
     let sampled = |row: usize| samplings[row].temperature > 0.0;
+    let nucleus = |row: usize| sampled(row) && samplings[row].top_p < 1.0;
     let mut picks = vec![None; rows];
     let (on_host, on_device): (Vec<usize>, Vec<usize>) = (0..rows)
         .filter(|&row| !done[row])
