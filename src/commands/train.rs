@@ -53,8 +53,8 @@ pub struct TrainArgs {
     /// evaluation: runs that must fit a time slot.
     #[arg(long, value_name = "SECS")]
     time_limit: Option<f64>,
-    /// Where to train: the CPU, or the first CUDA GPU (a forge built with
-    /// `--features cuda`).
+    /// Where to train: the CPU, the first CUDA GPU (a forge built with
+    /// `--features cuda`), or a WebGPU adapter (`--features wgpu`).
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     device: Device,
     /// Print the effective config as TOML and exit.
@@ -87,7 +87,11 @@ enum Stage {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Device {
     Cpu,
+    /// The first CUDA GPU (a forge built with `--features cuda`).
     Cuda,
+    /// A WebGPU adapter: another GPU, or a CPU through a software Vulkan
+    /// driver such as lavapipe (a forge built with `--features wgpu`).
+    Wgpu,
 }
 
 impl Device {
@@ -95,6 +99,7 @@ impl Device {
         match self {
             Device::Cpu => Accelerator::Cpu,
             Device::Cuda => Accelerator::Cuda,
+            Device::Wgpu => Accelerator::Wgpu,
         }
     }
 }

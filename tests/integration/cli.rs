@@ -367,6 +367,16 @@ fn bench_model_measures_each_phase_and_names_bad_shapes() {
             stderr(&output)
         );
     }
+    #[cfg(not(feature = "wgpu"))]
+    {
+        let output = forge(&["bench", "model", "--device", "wgpu"]);
+        assert!(!output.status.success());
+        assert!(
+            stderr(&output).contains("--features wgpu"),
+            "{}",
+            stderr(&output)
+        );
+    }
 }
 
 #[test]

@@ -190,6 +190,14 @@ pub fn run(
         Accelerator::Cuda => {
             bail!("this forge was built without CUDA: rebuild it with `--features cuda`")
         }
+        #[cfg(feature = "wgpu")]
+        Accelerator::Wgpu => {
+            Bench::<crate::train::WgpuTrain>::new(spec, crate::wgpu_device()?)?.run(progress)
+        }
+        #[cfg(not(feature = "wgpu"))]
+        Accelerator::Wgpu => {
+            bail!("this forge was built without WebGPU: rebuild it with `--features wgpu`")
+        }
     }
 }
 

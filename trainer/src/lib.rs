@@ -65,3 +65,28 @@ pub fn cuda_device() -> anyhow::Result<burn::backend::cuda::CudaDevice> {
     )?;
     Ok(device)
 }
+
+/// burn's WebGPU backend: the CUDA backend's cubecl kernels for other GPUs
+/// (Vulkan, Metal, DX12), or for a CPU through a software Vulkan driver.
+#[cfg(feature = "wgpu")]
+pub type Wgpu = burn::backend::Wgpu<f32>;
+
+/// The WebGPU adapter wgpu prefers for performance (a discrete GPU first; a
+/// software driver when there is no GPU; `CUBECL_WGPU_DEFAULT_DEVICE`, e.g.
+/// `IntegratedGpu(0)`, picks another), checked by a round trip through it as
+/// the CUDA device is.
+#[cfg(feature = "wgpu")]
+pub fn wgpu_device() -> anyhow::Result<burn::backend::wgpu::WgpuDevice> {
+    use burn::tensor::Tensor;
+    let device = burn::backend::wgpu::WgpuDevice::default();
+    std::panic::catch_unwind(|| Tensor::<Wgpu, 1>::ones([1], &device).into_data()).map_err(
+        |_| {
+            anyhow::anyhow!(
+                "no usable WebGPU adapter: the wgpu backend failed to start (its own message is \
+                 above); --device wgpu needs a Vulkan, Metal or DX12 driver (on Linux without a \
+                 GPU, Mesa's lavapipe: the mesa-vulkan-drivers package)"
+            )
+        },
+    )?;
+    Ok(device)
+}

@@ -1,11 +1,14 @@
 //! Batched generation: left-padded rows decode exactly as each prompt would
 //! alone, each with its own seeded sampler.
 
-use forge_trainer::{Cpu, Generation, Llama, LlamaConfig, Prefix, Sampling, Stop};
+mod backend;
+
+use backend::Backend;
+use forge_trainer::{Generation, Llama, LlamaConfig, Prefix, Sampling, Stop};
 
 #[test]
 fn a_batch_of_prompts_decodes_as_each_prompt_alone() {
-    let model = Llama::<Cpu>::init(LlamaConfig::tiny(40), 5, &Default::default());
+    let model = Llama::<Backend>::init(LlamaConfig::tiny(40), 5, &Default::default());
     let prompts: [&[u32]; 3] = [&[1, 5, 9, 3], &[1, 6], &[1, 7, 7, 7, 7, 2, 8]];
     let sampling = |seed, max_tokens, top_p| Sampling {
         temperature: 1.0,
@@ -53,7 +56,7 @@ fn a_batch_of_prompts_decodes_as_each_prompt_alone() {
 /// row samples what a pass over its whole prompt would.
 #[test]
 fn turns_that_go_on_read_only_what_is_new_and_sample_as_a_fresh_pass() {
-    let model = Llama::<Cpu>::init(LlamaConfig::tiny(40), 5, &Default::default());
+    let model = Llama::<Backend>::init(LlamaConfig::tiny(40), 5, &Default::default());
     let sampling = |seed, top_p| Sampling {
         temperature: 1.0,
         top_p,
@@ -75,7 +78,7 @@ fn turns_that_go_on_read_only_what_is_new_and_sample_as_a_fresh_pass() {
     };
     // Two siblings with one prompt, and another prompt.
     let first: Vec<Vec<u32>> = vec![vec![1, 5, 9, 3, 4], vec![1, 5, 9, 3, 4], vec![1, 6]];
-    let mut prefixes: Vec<Prefix<Cpu>> = vec![Prefix::default(); 3];
+    let mut prefixes: Vec<Prefix<Backend>> = vec![Prefix::default(); 3];
     let prompts: Vec<&[u32]> = first.iter().map(Vec::as_slice).collect();
     let turn = model.continue_batch(&prompts, &samplings, Stop::tokens(&[]), &mut prefixes);
     same(&turn, &fresh(&first));
@@ -116,7 +119,7 @@ fn turns_that_go_on_read_only_what_is_new_and_sample_as_a_fresh_pass() {
     );
     // The prefixes are read, not recomputed: another model's keys and
     // values under the same ids change what is sampled.
-    let other = Llama::<Cpu>::init(LlamaConfig::tiny(40), 6, &Default::default());
+    let other = Llama::<Backend>::init(LlamaConfig::tiny(40), 6, &Default::default());
     let mut foreign = vec![Prefix::default(); 3];
     let read: Vec<&[u32]> = prefixes.iter().map(Prefix::ids).collect();
     let reading = Sampling {
@@ -146,7 +149,7 @@ fn turns_that_go_on_read_only_what_is_new_and_sample_as_a_fresh_pass() {
 fn stop_strings_end_a_row_at_the_token_that_completes_them() {
     let tokenizer = forge_model::tokenizer::ModelTokenizer::byte_level();
     let vocab = tokenizer.vocab_size();
-    let model = Llama::<Cpu>::init(LlamaConfig::tiny(vocab), 11, &Default::default());
+    let model = Llama::<Backend>::init(LlamaConfig::tiny(vocab), 11, &Default::default());
     let prompt: Vec<u32> = tokenizer.encode("lamp 7 on").unwrap();
     let sampling = Sampling {
         temperature: 1.0,

@@ -3,17 +3,19 @@
 //! sequence's probability moves, the clip stops the push past the trust
 //! region, SFT lowers the loss; checkpoints round-trip exactly.
 
+mod backend;
+
+use backend::{Backend, TrainBackend};
 use burn::module::AutodiffModule;
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::tensor::TensorData;
 use forge_model::tokenizer::ModelTokenizer;
-use forge_trainer::train::CpuTrain;
 use forge_trainer::train::objective::{
     Scored, Sequence, Span, Surrogate, reference_logprobs, sft_gradients, surrogate_gradients,
 };
 use forge_trainer::{Llama, LlamaConfig, Prefix, Sampling, Stop};
 
-type Model = Llama<CpuTrain>;
+type Model = Llama<TrainBackend>;
 
 fn model() -> Model {
     Llama::init(LlamaConfig::tiny(40), 7, &Default::default())
@@ -46,7 +48,7 @@ const SURROGATE: Surrogate = Surrogate {
 
 /// `model` after one plain gradient step of size `lr`.
 fn stepped(model: &Model, grads: GradientsParams, lr: f64) -> Model {
-    let mut sgd = SgdConfig::new().init::<CpuTrain, Model>();
+    let mut sgd = SgdConfig::new().init::<TrainBackend, Model>();
     sgd.step(lr, model.clone(), grads)
 }
 
@@ -235,11 +237,11 @@ fn sft_lowers_the_loss_on_its_data() {
 
 #[test]
 fn a_checkpoint_round_trips_exactly_in_hugging_face_layout() {
-    let model = Llama::<forge_trainer::Cpu>::init(LlamaConfig::tiny(259), 3, &Default::default());
+    let model = Llama::<Backend>::init(LlamaConfig::tiny(259), 3, &Default::default());
     let tokenizer = ModelTokenizer::byte_level();
     let dir = tempfile::tempdir().unwrap();
     forge_trainer::checkpoint::save(dir.path(), &model, &tokenizer).unwrap();
-    let loaded = forge_trainer::load_cpu(dir.path()).unwrap();
+    let loaded = backend::load(dir.path()).unwrap();
     assert_eq!(loaded.config, model.config);
     assert_eq!(loaded.named_tensors(), model.named_tensors());
     let tokens = [1, 40, 41, 42];
@@ -258,13 +260,13 @@ fn a_checkpoint_round_trips_exactly_in_hugging_face_layout() {
     let weights = dir.path().join("model.safetensors");
     let bytes = std::fs::read(&weights).unwrap();
     std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
-    let err = forge_trainer::load_cpu(dir.path()).unwrap_err().to_string();
+    let err = backend::load(dir.path()).unwrap_err().to_string();
     assert!(err.contains("model.safetensors"), "{err}");
 }
 
 #[test]
 fn a_batch_of_ragged_rows_gives_each_row_its_own_logits() {
-    let model = Llama::<forge_trainer::Cpu>::init(LlamaConfig::tiny(40), 1, &Default::default());
+    let model = Llama::<Backend>::init(LlamaConfig::tiny(40), 1, &Default::default());
     let (long, short) = ([1u32, 5, 9, 3, 4, 8], [1u32, 6, 2]);
     let batch = model.forward_batch(&[&long, &short]);
     assert_eq!(batch.dims(), [2, 6, 40]);

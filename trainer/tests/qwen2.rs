@@ -3,6 +3,9 @@
 //! unchanged, computes the same logits, and saves it back as a checkpoint
 //! Transformers would load as the same Qwen2.
 
+mod backend;
+
+use backend::Backend;
 use forge_model::tokenizer::ModelTokenizer;
 use forge_trainer::config::Architecture;
 use std::path::Path;
@@ -19,7 +22,7 @@ fn reference() -> (Vec<u32>, Vec<Vec<f64>>) {
     )
 }
 
-fn logits(model: &forge_trainer::Llama<forge_trainer::Cpu>, tokens: &[u32]) -> Vec<f32> {
+fn logits(model: &forge_trainer::Llama<Backend>, tokens: &[u32]) -> Vec<f32> {
     model
         .forward(tokens, &mut model.new_cache())
         .into_data()
@@ -29,7 +32,7 @@ fn logits(model: &forge_trainer::Llama<forge_trainer::Cpu>, tokens: &[u32]) -> V
 
 #[test]
 fn a_transformers_qwen2_checkpoint_gives_transformers_logits() {
-    let model = forge_trainer::load_cpu(Path::new(FIXTURE)).unwrap();
+    let model = backend::load(Path::new(FIXTURE)).unwrap();
     assert_eq!(model.config.architecture, Architecture::Qwen2);
     assert_eq!(model.config.rms_eps, 1e-6);
     let (tokens, expected) = reference();
@@ -48,7 +51,7 @@ fn a_transformers_qwen2_checkpoint_gives_transformers_logits() {
 
 #[test]
 fn a_qwen2_model_saves_as_a_qwen2_checkpoint() {
-    let model = forge_trainer::load_cpu(Path::new(FIXTURE)).unwrap();
+    let model = backend::load(Path::new(FIXTURE)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     forge_trainer::checkpoint::save(dir.path(), &model, &ModelTokenizer::byte_level()).unwrap();
     let config: serde_json::Value =
@@ -72,7 +75,7 @@ fn a_qwen2_model_saves_as_a_qwen2_checkpoint() {
         names(&original),
         "the same tensors, biases included"
     );
-    let reloaded = forge_trainer::load_cpu(dir.path()).unwrap();
+    let reloaded = backend::load(dir.path()).unwrap();
     assert_eq!(reloaded.config, model.config);
     let (tokens, _) = reference();
     assert_eq!(logits(&reloaded, &tokens), logits(&model, &tokens));
@@ -87,7 +90,7 @@ fn sharded_weights_are_named_rather_than_missing() {
     )
     .unwrap();
     std::fs::write(dir.path().join("model.safetensors.index.json"), "{}").unwrap();
-    let err = forge_trainer::load_cpu(dir.path()).unwrap_err().to_string();
+    let err = backend::load(dir.path()).unwrap_err().to_string();
     assert!(err.contains("sharded"), "{err}");
 }
 
@@ -103,7 +106,7 @@ fn a_tensor_the_configured_architecture_does_not_read_is_named() {
         serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     config["model_type"] = "llama".into();
     std::fs::write(&path, config.to_string()).unwrap();
-    let err = forge_trainer::load_cpu(dir.path()).unwrap_err().to_string();
+    let err = backend::load(dir.path()).unwrap_err().to_string();
     assert!(
         err.contains(".bias` has no place in a llama model"),
         "{err}"

@@ -5,6 +5,8 @@
 //! Needs `FORGE_SMOLLM2_GGUF` (set by `.ci/run` after `forge model fetch`);
 //! without it the tests say so and pass.
 
+mod backend;
+
 use forge_model::gguf::Gguf;
 use forge_model::tokenizer::ModelTokenizer;
 use serde_json::Value;
@@ -39,7 +41,7 @@ fn logits_match_the_reference_and_greedy_decoding_says_paris() {
         "the chat template's ids"
     );
 
-    let model = forge_trainer::load_cpu(&path).unwrap();
+    let model = backend::load(&path).unwrap();
     // The shape `forge bench model` measures without the file.
     assert_eq!(model.config, forge_trainer::LlamaConfig::smollm2_135m());
     let logits = model.forward(&prompt, &mut model.new_cache());

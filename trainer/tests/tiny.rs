@@ -3,9 +3,12 @@
 //! implementation of the architecture written here from its definition; and
 //! the same for a Qwen2 (Q/K/V biases, rows in rotate-half layout).
 
+mod backend;
+
+use backend::Backend;
 use burn::tensor::Tensor;
 use forge_model::gguf::{GgufWriter, Value};
-use forge_trainer::{Cpu, Llama, Stop};
+use forge_trainer::{Llama, Stop};
 
 const VOCAB: usize = 40;
 const HIDDEN: usize = 16;
@@ -282,7 +285,7 @@ fn reference(weights: &Weights, tokens: &[u32]) -> Vec<Vec<f64>> {
         .collect()
 }
 
-fn rows(logits: Tensor<Cpu, 2>) -> Vec<Vec<f32>> {
+fn rows(logits: Tensor<Backend, 2>) -> Vec<Vec<f32>> {
     let [n, vocab] = logits.dims();
     let values = logits.into_data().to_vec::<f32>().unwrap();
     (0..n)
@@ -305,7 +308,7 @@ fn matches_the_direct_implementation(family: Family) {
     let path = dir.path().join("tiny.gguf");
     let weights = weights(family);
     write_gguf(&weights, &path);
-    let model: Llama<Cpu> = forge_trainer::load_cpu(&path).unwrap();
+    let model: Llama<Backend> = backend::load(&path).unwrap();
     assert_eq!(model.config.kv_heads, KV_HEADS);
     let tokens = [3u32, 17, 5, 39, 0, 22];
     let expected = reference(&weights, &tokens);
@@ -349,7 +352,7 @@ fn a_wrongly_shaped_tensor_is_named() {
     let mut weights = weights(Family::Llama);
     weights.norm.push(1.0);
     write_gguf(&weights, &path);
-    let err = forge_trainer::load_cpu(&path).expect_err("a bad shape is refused");
+    let err = backend::load(&path).expect_err("a bad shape is refused");
     assert!(err.to_string().contains("output_norm.weight"), "{err}");
 }
 
@@ -361,7 +364,7 @@ fn a_tensor_the_architecture_does_not_read_is_named() {
     let mut weights = weights(Family::Qwen2);
     weights.family = Family::Llama;
     write_gguf(&weights, &path);
-    let err = forge_trainer::load_cpu(&path).expect_err("the biases would be ignored");
+    let err = backend::load(&path).expect_err("the biases would be ignored");
     assert!(err.to_string().contains("blk.0.attn_q.bias"), "{err}");
 }
 
@@ -372,7 +375,7 @@ fn an_architecture_forge_cannot_run_is_named() {
     let mut writer = GgufWriter::default();
     writer.metadata("general.architecture", Value::String("gemma".into()));
     writer.write(&path).unwrap();
-    let err = forge_trainer::load_cpu(&path).expect_err("gemma is not run");
+    let err = backend::load(&path).expect_err("gemma is not run");
     assert!(
         err.to_string().contains("`gemma` is not supported"),
         "{err}"

@@ -1,6 +1,6 @@
 //! `forge bench model`: the policy model's throughput — a forward pass, a
 //! training step, batched decoding, multi-turn conversations — on the CPU
-//! or a CUDA GPU, in the same shapes `scripts/gpu/bench_torch.py` measures
+//! or a GPU, in the same shapes `scripts/gpu/bench_torch.py` measures
 //! PyTorch in (conversations aside).
 
 use crate::commands::train::Device;
@@ -14,8 +14,10 @@ use std::str::FromStr;
 
 #[derive(Args, Debug)]
 pub struct ModelBenchArgs {
-    /// Where to run: the CPU, or the first CUDA GPU (a forge built with
-    /// `--features cuda`). The shapes' defaults depend on it.
+    /// Where to run: the CPU, the first CUDA GPU (a forge built with
+    /// `--features cuda`) or a WebGPU adapter (`--features wgpu`). The
+    /// shapes' defaults depend on it: CUDA's are the H200 targets', the
+    /// others' the CPU's (a WebGPU adapter may be a software one).
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     device: Device,
     /// A model file (GGUF or checkpoint) or a fetched model's name. By
@@ -28,23 +30,23 @@ pub struct ModelBenchArgs {
     #[arg(long, default_value = "f32")]
     precision: Precision,
     /// Forward passes, BATCHxSEQ, comma-separated, or `none`
-    /// [default: 1x128,16x1024 on cuda; 1x128 on cpu].
+    /// [default: 1x128,16x1024 on cuda; 1x128 elsewhere].
     #[arg(long, value_name = "SHAPES")]
     forward: Option<List<Shape>>,
     /// Training steps (forward, backward, AdamW), BATCHxSEQ, or `none`
-    /// [default: 16x1024,64x1024 on cuda; 2x128 on cpu].
+    /// [default: 16x1024,64x1024 on cuda; 2x128 elsewhere].
     #[arg(long, value_name = "SHAPES")]
     train: Option<List<Shape>>,
     /// Sequences per forward and backward pass of a training step.
     #[arg(long, default_value_t = 16)]
     micro_batch: usize,
-    /// Decoding batch sizes, or `none` [default: 1,32,256 on cuda; 1,4 on cpu].
+    /// Decoding batch sizes, or `none` [default: 1,32,256 on cuda; 1,4 elsewhere].
     #[arg(long, value_name = "SIZES")]
     decode: Option<List<usize>>,
     /// Prompt tokens per decoded row.
     #[arg(long, default_value_t = 128)]
     prompt: usize,
-    /// Tokens sampled per decoded row [default: 128 on cuda; 16 on cpu].
+    /// Tokens sampled per decoded row [default: 128 on cuda; 16 elsewhere].
     #[arg(long)]
     new_tokens: Option<usize>,
     /// Batch sizes of multi-turn conversations, or `none`: each measured as
@@ -59,7 +61,7 @@ pub struct ModelBenchArgs {
     /// each turn's sampled tokens.
     #[arg(long, default_value_t = 32)]
     message: usize,
-    /// Timed repetitions after one warm-up [default: 3 on cuda; 1 on cpu].
+    /// Timed repetitions after one warm-up [default: 3 on cuda; 1 elsewhere].
     #[arg(long)]
     repeats: Option<usize>,
     #[arg(long, default_value_t = 0)]

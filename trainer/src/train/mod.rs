@@ -49,6 +49,9 @@ pub type CpuTrain = Autodiff<Cpu>;
 /// The training backend on a CUDA GPU.
 #[cfg(feature = "cuda")]
 pub type GpuTrain = Autodiff<crate::Gpu>;
+/// The training backend on a WebGPU adapter.
+#[cfg(feature = "wgpu")]
+pub type WgpuTrain = Autodiff<crate::Wgpu>;
 
 /// The stages of a run, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,6 +162,9 @@ pub enum Accelerator {
     Cpu,
     /// The first CUDA GPU (needs the `cuda` feature).
     Cuda,
+    /// A WebGPU adapter: another GPU, or a CPU through a software Vulkan
+    /// driver (needs the `wgpu` feature).
+    Wgpu,
 }
 
 /// A run to start or resume.
@@ -213,6 +219,15 @@ pub fn train(spec: RunSpec<'_>, observer: &mut dyn Observer) -> Result<Summary> 
         #[cfg(not(feature = "cuda"))]
         Accelerator::Cuda => {
             bail!("this forge was built without CUDA: rebuild it with `--features cuda`")
+        }
+        #[cfg(feature = "wgpu")]
+        Accelerator::Wgpu => {
+            Trainer::<WgpuTrain>::new(config, dir, envs, models, resume, crate::wgpu_device()?)?
+                .run(observer, limits)
+        }
+        #[cfg(not(feature = "wgpu"))]
+        Accelerator::Wgpu => {
+            bail!("this forge was built without WebGPU: rebuild it with `--features wgpu`")
         }
     }
 }

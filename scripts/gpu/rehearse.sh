@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The GPU code path, tested on a machine without a GPU. The model tests
+# (trainer/tests: logits against the references, SmolLM2's included; batched,
+# cached and multi-turn decoding with the device-side draw; the training
+# objectives through autodiff; checkpoints) run on burn's WebGPU backend,
+# whose cubecl kernels, fusion and autotuning are the CUDA backend's, through
+# Mesa's software Vulkan driver (lavapipe). Run it before spending GPU time
+# on a change to the model, the draw or the objectives: about ten minutes on
+# two cores, after a build of half an hour from a cold cache.
+#   scripts/gpu/rehearse.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+if ! compgen -G '/usr/share/vulkan/icd.d/*.json' > /dev/null; then
+  echo "no Vulkan driver: installing Mesa's (lavapipe)" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mesa-vulkan-drivers > /dev/null
+fi
+# wgpu probes EGL too, which complains without a runtime directory.
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
+# The real SmolLM2 for its logits test (fetched once, then cached).
+FORGE_SMOLLM2_GGUF="${FORGE_SMOLLM2_GGUF:-$(cargo run --release --quiet -- model fetch smollm2-135m)}"
+export FORGE_SMOLLM2_GGUF
+
+# One test at a time: lavapipe spreads each kernel over every core.
+cargo test --release -p forge-trainer --features wgpu \
+  --test tiny --test generate --test objective --test qwen2 --test smollm2 -- --test-threads 1
