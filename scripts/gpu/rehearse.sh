@@ -3,7 +3,8 @@
 # (trainer/tests: logits against the references, SmolLM2's included; batched,
 # cached and multi-turn decoding with the device-side draw; the training
 # objectives through autodiff; checkpoints) run on burn's WebGPU backend,
-# whose cubecl kernels, fusion and autotuning are the CUDA backend's, through
+# whose cubecl kernel sources, fusion and autotuning are the CUDA backend's
+# (compiled to WGSL: tensor cores, NVRTC and bf16 are CUDA's alone), through
 # Mesa's software Vulkan driver (lavapipe). Run it before spending GPU time
 # on a change to the model, the draw or the objectives: about ten minutes on
 # two cores, after a build of half an hour from a cold cache.
@@ -11,10 +12,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-if ! compgen -G '/usr/share/vulkan/icd.d/*.json' > /dev/null; then
+if ! compgen -G '/usr/share/vulkan/icd.d/*.json' > /dev/null \
+  && ! compgen -G '/etc/vulkan/icd.d/*.json' > /dev/null; then
   echo "no Vulkan driver: installing Mesa's (lavapipe)" >&2
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mesa-vulkan-drivers > /dev/null
+  sudo=()
+  (( EUID == 0 )) || sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mesa-vulkan-drivers > /dev/null
 fi
 # wgpu probes EGL too, which complains without a runtime directory.
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
@@ -23,5 +27,4 @@ FORGE_SMOLLM2_GGUF="${FORGE_SMOLLM2_GGUF:-$(cargo run --release --quiet -- model
 export FORGE_SMOLLM2_GGUF
 
 # One test at a time: lavapipe spreads each kernel over every core.
-cargo test --release -p forge-trainer --features wgpu \
-  --test tiny --test generate --test objective --test qwen2 --test smollm2 -- --test-threads 1
+cargo test --release -p forge-trainer --features wgpu --test '*' -- --test-threads 1

@@ -86,6 +86,7 @@ enum Stage {
 /// Where the model runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Device {
+    /// The CPU (burn's ndarray backend).
     Cpu,
     /// The first CUDA GPU (a forge built with `--features cuda`).
     Cuda,

@@ -66,8 +66,9 @@ pub fn cuda_device() -> anyhow::Result<burn::backend::cuda::CudaDevice> {
     Ok(device)
 }
 
-/// burn's WebGPU backend: the CUDA backend's cubecl kernels for other GPUs
-/// (Vulkan, Metal, DX12), or for a CPU through a software Vulkan driver.
+/// burn's WebGPU backend: the CUDA backend's cubecl kernel sources compiled
+/// to WGSL for other GPUs (Vulkan; Metal on macOS), or for a CPU through a
+/// software Vulkan driver.
 #[cfg(feature = "wgpu")]
 pub type Wgpu = burn::backend::Wgpu<f32>;
 
@@ -83,7 +84,7 @@ pub fn wgpu_device() -> anyhow::Result<burn::backend::wgpu::WgpuDevice> {
         |_| {
             anyhow::anyhow!(
                 "no usable WebGPU adapter: the wgpu backend failed to start (its own message is \
-                 above); --device wgpu needs a Vulkan, Metal or DX12 driver (on Linux without a \
+                 above); --device wgpu needs a Vulkan (on macOS, Metal) driver (on Linux without a \
                  GPU, Mesa's lavapipe: the mesa-vulkan-drivers package)"
             )
         },

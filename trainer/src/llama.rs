@@ -58,7 +58,7 @@ pub enum Precision {
     #[default]
     F32,
     /// Factors rounded to bfloat16 (tensor cores), products accumulated and
-    /// returned in f32. Needs a backend with bf16 (CUDA; not the CPU).
+    /// returned in f32. Needs a backend with bf16 (CUDA; not the CPU nor WebGPU).
     Bf16,
 }
 

@@ -20,7 +20,7 @@ pub enum BenchCommand {
     Perf(perf::PerfArgs),
     /// The policy model's throughput: a forward pass, a training step
     /// (forward, backward, AdamW) and batched decoding, in tokens/s, on the
-    /// CPU or a CUDA GPU (compare with `scripts/gpu/bench_torch.py`).
+    /// CPU or a GPU (compare with `scripts/gpu/bench_torch.py`).
     Model(model::ModelBenchArgs),
     /// Replays every task's gold actions of a benchmark suite, printing each
     /// call's output and the final database hash, for comparison with the

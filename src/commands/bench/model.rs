@@ -94,8 +94,8 @@ impl<T: FromStr<Err: std::fmt::Display>> FromStr for List<T> {
 }
 
 pub fn run(args: ModelBenchArgs) -> Result<ExitCode> {
-    let gpu = args.device == Device::Cuda;
-    let pick = |on_gpu: &str, on_cpu: &str| if gpu { on_gpu } else { on_cpu }.to_owned();
+    let cuda = args.device == Device::Cuda;
+    let pick = |on_cuda: &str, elsewhere: &str| if cuda { on_cuda } else { elsewhere }.to_owned();
     let shapes = |list: Option<List<Shape>>, default: String| {
         list.map_or_else(
             || default.parse().map(|List(shapes)| shapes),
@@ -116,15 +116,15 @@ pub fn run(args: ModelBenchArgs) -> Result<ExitCode> {
         micro_batch: args.micro_batch,
         decode: match args.decode {
             Some(List(sizes)) => sizes,
-            None if gpu => vec![1, 32, 256],
+            None if cuda => vec![1, 32, 256],
             None => vec![1, 4],
         },
         prompt: args.prompt,
-        new_tokens: args.new_tokens.unwrap_or(if gpu { 128 } else { 16 }),
+        new_tokens: args.new_tokens.unwrap_or(if cuda { 128 } else { 16 }),
         conversations: args.conversation.0,
         turns: args.turns,
         message: args.message,
-        repeats: args.repeats.unwrap_or(if gpu { 3 } else { 1 }),
+        repeats: args.repeats.unwrap_or(if cuda { 3 } else { 1 }),
         seed: args.seed,
     };
     let json = args.json;
