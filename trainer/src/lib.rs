@@ -47,23 +47,16 @@ pub fn load_gpu(path: &std::path::Path) -> Result<GpuModel, LoadError> {
     Llama::load(path, &Default::default())
 }
 
-/// The first CUDA device, checked by a round trip through it: the backend
-/// panics (on its own device thread) when there is no driver, no GPU or no
-/// NVRTC, which here becomes an error that says what is needed.
+/// The first CUDA device, checked by [`started`]: the backend panics when
+/// there is no driver, no GPU or no NVRTC.
 #[cfg(feature = "cuda")]
 pub fn cuda_device() -> anyhow::Result<burn::backend::cuda::CudaDevice> {
-    use burn::tensor::Tensor;
-    let device = burn::backend::cuda::CudaDevice::default();
-    std::panic::catch_unwind(|| Tensor::<Gpu, 1>::ones([1], &device).into_data()).map_err(
-        |_| {
-            anyhow::anyhow!(
-                "no usable CUDA GPU: the CUDA backend failed to start (its own message is above); \
-                 --device cuda needs an NVIDIA driver, a GPU, and NVRTC with the CUDA headers \
-                 (under CUDA_PATH)"
-            )
-        },
-    )?;
-    Ok(device)
+    started::<Gpu>(
+        Default::default(),
+        "no usable CUDA GPU: the CUDA backend failed to start (its own message is above); \
+         --device cuda needs an NVIDIA driver, a GPU, and NVRTC with the CUDA headers \
+         (under CUDA_PATH)",
+    )
 }
 
 /// burn's WebGPU backend: the CUDA backend's cubecl kernel sources compiled
@@ -74,20 +67,28 @@ pub type Wgpu = burn::backend::Wgpu<f32>;
 
 /// The WebGPU adapter wgpu prefers for performance (a discrete GPU first; a
 /// software driver when there is no GPU; `CUBECL_WGPU_DEFAULT_DEVICE`, e.g.
-/// `IntegratedGpu(0)`, picks another), checked by a round trip through it as
-/// the CUDA device is.
+/// `IntegratedGpu(0)`, picks another), checked by [`started`].
 #[cfg(feature = "wgpu")]
 pub fn wgpu_device() -> anyhow::Result<burn::backend::wgpu::WgpuDevice> {
+    started::<Wgpu>(
+        Default::default(),
+        "no usable WebGPU adapter: the wgpu backend failed to start (its own message is \
+         above); --device wgpu needs a Vulkan (on macOS, Metal) driver (on Linux without a \
+         GPU, Mesa's lavapipe: the mesa-vulkan-drivers package)",
+    )
+}
+
+/// `device`, once a round trip through it has worked. A GPU backend that
+/// cannot start panics (on its own device thread); that panic becomes an
+/// error saying what the device needs (`unusable`).
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+fn started<B: burn::tensor::backend::Backend>(
+    device: B::Device,
+    unusable: &str,
+) -> anyhow::Result<B::Device> {
     use burn::tensor::Tensor;
-    let device = burn::backend::wgpu::WgpuDevice::default();
-    std::panic::catch_unwind(|| Tensor::<Wgpu, 1>::ones([1], &device).into_data()).map_err(
-        |_| {
-            anyhow::anyhow!(
-                "no usable WebGPU adapter: the wgpu backend failed to start (its own message is \
-                 above); --device wgpu needs a Vulkan (on macOS, Metal) driver (on Linux without a \
-                 GPU, Mesa's lavapipe: the mesa-vulkan-drivers package)"
-            )
-        },
-    )?;
+    let round_trip =
+        std::panic::AssertUnwindSafe(|| Tensor::<B, 1>::ones([1], &device).into_data());
+    std::panic::catch_unwind(round_trip).map_err(|_| anyhow::anyhow!("{unusable}"))?;
     Ok(device)
 }
