@@ -14,7 +14,7 @@ pub struct EnvArgs {
     /// example environment when neither this nor `--suite` is given.
     #[arg(long, value_name = "DIR", conflicts_with = "suite")]
     pub env: Option<PathBuf>,
-    /// A benchmark suite (tau-bench/retail, tau-bench/airline, tau2-bench/mock, tau2-bench/airline, tau2-bench/retail, tau2-bench/telecom), read from `--data`.
+    /// A benchmark suite (tau-bench/retail, tau-bench/airline, tau2-bench/mock, tau2-bench/airline, tau2-bench/retail, tau2-bench/telecom, tau2-bench/banking_knowledge), read from `--data`.
     #[arg(long, value_name = "SUITE", requires = "data")]
     pub suite: Option<Suite>,
     /// The benchmark data for `--suite`, laid out like the benchmarks'

@@ -10,6 +10,7 @@ const COMPONENTS: &[(&str, &str)] = &[
     ("forge-suite-tau2-retail", "tau2-retail.wasm"),
     ("forge-suite-tau2-mock", "tau2-mock.wasm"),
     ("forge-suite-tau2-telecom", "tau2-telecom.wasm"),
+    ("forge-suite-tau2-banking", "tau2-banking.wasm"),
 ];
 
 fn main() {
@@ -28,6 +29,7 @@ fn main() {
         "suites/tau2-retail",
         "suites/tau2-mock",
         "suites/tau2-telecom",
+        "suites/tau2-banking",
     ] {
         println!("cargo::rerun-if-changed={}", root.join(path).display());
     }

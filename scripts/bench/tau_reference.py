@@ -10,8 +10,9 @@ so that Forge's Rust re-implementation can be checked against the original.
 Usage:
   tau_reference.py --reference /tmp/ref/tau-bench  --data DATA tau-bench/retail [--split test|train|dev] [--timings]
   tau_reference.py --reference /tmp/ref/tau-bench  --data DATA tau-bench/airline
-  tau_reference.py --reference /tmp/ref/tau2-bench --data DATA tau2-bench/{mock,airline,retail,telecom} [--split NAME]
+  tau_reference.py --reference /tmp/ref/tau2-bench --data DATA tau2-bench/{mock,airline,retail,telecom,banking_knowledge} [--split NAME]
   tau_reference.py --reference /tmp/ref/tau2-bench --data DATA --gold-rewards tau2-bench/<domain> [--split NAME]
+  tau_reference.py --reference /tmp/ref/tau2-bench --data DATA tau2-bench/banking_knowledge --grep PATTERN...
 
 tau-bench line:
   {"task_id": "<split>/<index>", "actions": [{"name", "output"}...],
@@ -28,7 +29,8 @@ tau2-bench line:
    "final_db_sha256", "final_user_db_sha256" (null when the domain has no user DB),
    "db_hash", "user_db_hash" (the reference Environment.get_db_hash()/get_user_db_hash())}
   The gold environment is built as tau2's EnvironmentEvaluator does: fresh environment
-  from the domain's get_environment(), set_state(initialization_data,
+  from the domain's get_environment() (banking_knowledge: with the "grep_only"
+  retrieval variant and the task's read-log allowlist, see tau2_env_kwargs), set_state(initialization_data,
   initialization_actions, message_history), then every evaluation_criteria action via
   Environment.make_tool_call (no sync_tools in between). Outputs are
   Environment.to_json_str(result), or "Error: {e}" when the call raises (as
@@ -60,7 +62,8 @@ Only the Python standard library is needed for tau-bench apart from pydantic (us
 tau_bench.types); tau2-bench needs its runtime deps (pydantic, loguru, addict, deepdiff,
 python-dotenv, toml, PyYAML, docstring-parser), and --gold-rewards also pandas, numpy and
 httpx (the evaluator module imports the reference's registry, which imports its agents and
-user simulators). Heavy/LLM imports are never exercised: a stub `litellm` module (with the
+user simulators); banking_knowledge also needs numpy, openai and requests (imported by
+its retrieval pipelines, never called), and with --gold-rewards rich and rank_bm25. Heavy/LLM imports are never exercised: a stub `litellm` module (with the
 submodules tau2 imports names from) is installed when litellm is not importable, and the
 tau2 package __init__ (which imports the runner/agents/litellm) is bypassed.
 """
@@ -82,7 +85,7 @@ TAU_DB_FILES = {
     "retail": ["orders", "products", "users"],
     "airline": ["flights", "reservations", "users"],
 }
-TAU2_DOMAINS = ["mock", "airline", "retail", "telecom"]
+TAU2_DOMAINS = ["mock", "airline", "retail", "telecom", "banking_knowledge"]
 
 
 def canonical_sha256(obj, default=None):
@@ -302,6 +305,9 @@ def _run_tau2(args, domain, src):
 
     # The registry maps "telecom" to get_environment_manual_policy (= the default).
     make_env = env_mod.get_environment
+    if args.grep:
+        run_grep(args.grep, make_env(retrieval_variant="grep_only"))
+        return
     tasks = env_mod.get_tasks(args.split) if args.split else env_mod.get_tasks(None)
     if args.gold_rewards:
         run_tau2_gold_rewards(args, domain, tasks)
@@ -310,7 +316,7 @@ def _run_tau2(args, domain, src):
     t_start = time.perf_counter()
     n_calls = 0
     for task in tasks:
-        env = make_env()
+        env = make_env(**tau2_env_kwargs(domain, task))
         init_data = init_actions = None
         history = []
         if task.initial_state is not None:
@@ -375,6 +381,57 @@ def _run_tau2(args, domain, src):
         )
 
 
+def run_grep(patterns, env):
+    """One line per pattern: {"pattern", "matches": {doc_id: count} (every
+    document the reference's GrepRetriever counts a match in), "output_sha256"
+    (of the grep tool's answer)}. The answer ranks documents with equal counts
+    in the order the reference read its directory, so a test compares the
+    counts, and the whole answer only where no tie decides the top ten."""
+    import re
+
+    contents = env.tools._grep_pipeline.state["doc_content_map"]
+    for pattern in patterns:
+        try:
+            compiled = re.compile(pattern, re.IGNORECASE)
+        except re.error:
+            compiled = re.compile(re.escape(pattern), re.IGNORECASE)
+        matches = {}
+        # The retriever answers a blank pattern with nothing.
+        for doc_id, content in contents.items() if pattern.strip() else []:
+            found = len(compiled.findall(content))
+            if found:
+                matches[doc_id] = found
+        output = env.tools.grep(pattern)
+        print(
+            json.dumps(
+                {
+                    "pattern": pattern,
+                    "matches": dict(sorted(matches.items())),
+                    "output_sha256": hashlib.sha256(output.encode()).hexdigest(),
+                },
+                ensure_ascii=False,
+            )
+        )
+
+
+def tau2_env_kwargs(domain, task):
+    """What the reference's runner passes a domain's environment constructor
+    for `task` beyond its defaults (runner/build.py, `_build_env_kwargs`).
+
+    banking_knowledge: the retrieval variant "grep_only" (a regex search of
+    the documents; the other variants need embedding models or a shell
+    sandbox), and the task's read-log allowlist: the discoverable tools its
+    gold actions call, whose read-only calls are logged."""
+    if domain != "banking_knowledge":
+        return {}
+    from tau2.runner.build import _derive_read_log_allowlist
+
+    return {
+        "retrieval_variant": "grep_only",
+        "read_log_allowlist": _derive_read_log_allowlist(task),
+    }
+
+
 def run_tau2_gold_rewards(args, domain, tasks):
     """The reference evaluator's reward for each task's gold run (see the module doc)."""
     from copy import deepcopy
@@ -398,7 +455,7 @@ def run_tau2_gold_rewards(args, domain, tasks):
         history = []
         if initial is not None and initial.message_history is not None:
             history = deepcopy(initial.message_history)
-        env = make_env()
+        env = make_env(**tau2_env_kwargs(domain, task))
         env.set_state(
             initialization_data=initial.initialization_data if initial else None,
             initialization_actions=initial.initialization_actions if initial else None,
@@ -452,6 +509,7 @@ def run_tau2_gold_rewards(args, domain, tasks):
                 evaluation_type=EvaluationType.ALL,
                 solo_mode=False,
                 domain=domain,
+                env_kwargs=tau2_env_kwargs(domain, task),
             )
         except Exception as e:  # reported, not fatal: the other tasks still count
             line.update({"reward": None, "error": f"{type(e).__name__}: {e}"})
@@ -491,13 +549,21 @@ def main():
         action="store_true",
         help="tau2-bench: print each task's reward from the reference evaluator for a gold run",
     )
-    p.add_argument("suite", help="tau-bench/{retail,airline} or tau2-bench/{mock,airline,retail,telecom}")
+    p.add_argument(
+        "--grep",
+        nargs="+",
+        metavar="PATTERN",
+        help="tau2-bench/banking_knowledge: print each pattern's knowledge-base matches",
+    )
+    p.add_argument("suite", help="tau-bench/{retail,airline} or tau2-bench/{mock,airline,retail,telecom,banking_knowledge}")
     args = p.parse_args()
     global DIGEST
     DIGEST = args.digest
     bench, _, domain = args.suite.partition("/")
     if args.gold_rewards and bench != "tau2-bench":
         sys.exit("--gold-rewards is for tau2-bench suites")
+    if args.grep and args.suite != "tau2-bench/banking_knowledge":
+        sys.exit("--grep is for tau2-bench/banking_knowledge")
     if bench == "tau-bench" and domain in TAU_SPLITS:
         run_tau(args, domain)
     elif bench == "tau2-bench" and domain in TAU2_DOMAINS:

@@ -16,7 +16,7 @@ pub struct InspectArgs {
     /// An environment bundle directory; the built-in example environment when absent.
     #[arg(value_name = "ENV")]
     env: Option<PathBuf>,
-    /// A benchmark suite instead (tau-bench/retail, tau-bench/airline, tau2-bench/mock, tau2-bench/airline, tau2-bench/retail, tau2-bench/telecom), read from `--data`.
+    /// A benchmark suite instead (tau-bench/retail, tau-bench/airline, tau2-bench/mock, tau2-bench/airline, tau2-bench/retail, tau2-bench/telecom, tau2-bench/banking_knowledge), read from `--data`.
     #[arg(long, value_name = "SUITE", requires = "data", conflicts_with = "env")]
     suite: Option<Suite>,
     /// The benchmark data for `--suite`.

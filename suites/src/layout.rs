@@ -13,6 +13,10 @@
 //! | table `t` | collection `t` | collection `user_db.t` |
 //! | other field `f` | record `f` of collection `db` | record `f` of collection `user_db` |
 //!
+//! Collection [`SESSION`] holds what a toolkit object keeps beside its
+//! database in the reference, and [`DOCUMENTS`] a knowledge base; they
+//! belong to neither database.
+//!
 //! The tools see this layout through the store, and [`databases`] turns a
 //! state back into the two databases the reference hashes.
 
@@ -25,6 +29,14 @@ const AGENT_FIELDS: &str = "db";
 const USER_FIELDS: &str = "user_db";
 /// The prefix of the user database's tables.
 const USER_TABLE_PREFIX: &str = "user_db.";
+/// The collection of what a toolkit keeps outside its database (which
+/// discoverable tools the agent unlocked): part of the state, never of the
+/// databases the reference hashes. The banking component writes it under
+/// the same name (`suites/tau2-banking/src/agent.rs`).
+pub const SESSION: &str = "session";
+/// The collection of a knowledge base's documents, which the tools read and
+/// neither database holds.
+pub const DOCUMENTS: &str = "documents";
 
 /// Which database a part belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +77,9 @@ pub fn databases(state: &State) -> (Value, Option<Value>) {
     let mut user = Map::new();
     let mut has_user = false;
     for (name, collection) in state.collections() {
+        if name == SESSION || name == DOCUMENTS {
+            continue;
+        }
         let records = || -> Map<String, Value> {
             collection
                 .iter()
@@ -128,5 +143,18 @@ mod tests {
     fn a_state_without_user_parts_has_no_user_database() {
         let state = State::from_json(&json!({"flights": {"f1": {}}})).unwrap();
         assert_eq!(databases(&state), (json!({"flights": {"f1": {}}}), None));
+    }
+
+    #[test]
+    fn the_session_belongs_to_neither_database() {
+        let state = State::from_json(&json!({
+            "db": {"users": {"data": {}, "notes": ""}},
+            "session": {"agent": {"unlocked": ["t"]}},
+        }))
+        .unwrap();
+        assert_eq!(
+            databases(&state),
+            (json!({"users": {"data": {}, "notes": ""}}), None)
+        );
     }
 }

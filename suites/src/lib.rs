@@ -31,6 +31,7 @@ pub enum Suite {
     Tau2Airline,
     Tau2Retail,
     Tau2Telecom,
+    Tau2Banking,
 }
 
 impl Suite {
@@ -41,6 +42,7 @@ impl Suite {
         Suite::Tau2Airline,
         Suite::Tau2Retail,
         Suite::Tau2Telecom,
+        Suite::Tau2Banking,
     ];
 
     /// The suite's name on the command line: `tau-bench/retail`.
@@ -52,6 +54,7 @@ impl Suite {
             Self::Tau2Airline => "tau2-bench/airline",
             Self::Tau2Retail => "tau2-bench/retail",
             Self::Tau2Telecom => "tau2-bench/telecom",
+            Self::Tau2Banking => "tau2-bench/banking_knowledge",
         }
     }
 
@@ -67,6 +70,7 @@ impl Suite {
             Self::Tau2Airline => tau2::load(&tau2::AIRLINE, data),
             Self::Tau2Retail => tau2::load(&tau2::RETAIL, data),
             Self::Tau2Telecom => tau2::load(&tau2::TELECOM, data),
+            Self::Tau2Banking => tau2::load(&tau2::BANKING, data),
         }
     }
 }

@@ -1,5 +1,5 @@
-//! τ²-bench (`sierra-research/tau2-bench`): `mock`, `airline`, `retail` and
-//! `telecom`.
+//! τ²-bench (`sierra-research/tau2-bench`): `mock`, `airline`, `retail`,
+//! `telecom` and `banking_knowledge`.
 //!
 //! Layout read from the data directory:
 //!
@@ -7,7 +7,9 @@
 //! tau2-bench/<domain>/db.json|db.toml            the agent's database
 //! tau2-bench/<domain>/user_db.json|user_db.toml  the user's (mock, telecom)
 //! tau2-bench/<domain>/tasks.json                 [{id, user_scenario, initial_state, evaluation_criteria, …}]
-//! tau2-bench/<domain>/policy.md                  the agent policy (telecom: main_policy.md + tech_support_manual.md)
+//!                                                (banking_knowledge: tasks/task_*.json, one task each)
+//! tau2-bench/<domain>/policy.md                  the agent policy (telecom: main_policy.md + tech_support_manual.md;
+//!                                                banking_knowledge: prompts/grep_only.md and its components)
 //! tau2-bench/user_simulator/simulation_guidelines[_tools].md  how a model plays the user (optional)
 //! ```
 //!
@@ -33,15 +35,18 @@ use anyhow::{Context, Result, bail};
 use forge_runtime::bundle::{
     Assertion, FunctionCall, Manifest, RequiredCall, SetupStep, Task, ToolCall,
 };
+use forge_runtime::verify::VerifyRules;
 use forge_runtime::{Actor, Bundle};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// One τ²-bench domain.
 pub struct Domain {
     pub name: &'static str,
+    /// Where its tasks are.
+    pub tasks: TaskFiles,
     /// The agent's database: its file and `DB.model_json_schema()`.
     pub db: Database,
     /// The user's database, in domains whose user has tools.
@@ -51,6 +56,27 @@ pub struct Domain {
     pub component: &'static [u8],
     /// Whether the environment syncs its two sides after every call.
     pub sync: bool,
+    /// Whether the user has tools (without a database of their own, in
+    /// `banking_knowledge`, whose user works on the agent's).
+    pub user_tools: bool,
+    /// Whether the agent works from a knowledge base (`banking_knowledge`):
+    /// its documents (`documents/*.json`) join the state as collection
+    /// `documents`, which every task shares, so a task's
+    /// `initialization_data` is merged in by a set-up step (`update_db`)
+    /// rather than by a state of its own; each task also starts by giving
+    /// the toolkit the read-log allowlist the reference's runner derives
+    /// from the gold actions; and the state check ignores which
+    /// discoverable tools the agent unlocked, which the reference keeps
+    /// outside its database.
+    pub knowledge_base: bool,
+}
+
+/// How a domain's tasks are stored.
+pub enum TaskFiles {
+    /// `tasks.json`, a list.
+    List,
+    /// `tasks/task_*.json`, one file each, taken in name order.
+    PerTask,
 }
 
 /// A database file of a domain and its model's schema.
@@ -61,6 +87,7 @@ pub struct Database {
 
 pub const MOCK: Domain = Domain {
     name: "mock",
+    tasks: TaskFiles::List,
     db: Database {
         file: "db.json",
         schema: include_str!("../tau2-mock/db.schema.json"),
@@ -72,10 +99,13 @@ pub const MOCK: Domain = Domain {
     policy: policy_md,
     component: include_bytes!(concat!(env!("OUT_DIR"), "/tau2-mock.wasm")),
     sync: false,
+    user_tools: true,
+    knowledge_base: false,
 };
 
 pub const AIRLINE: Domain = Domain {
     name: "airline",
+    tasks: TaskFiles::List,
     db: Database {
         file: "db.json",
         schema: include_str!("../tau2-airline/db.schema.json"),
@@ -84,10 +114,13 @@ pub const AIRLINE: Domain = Domain {
     policy: policy_md,
     component: include_bytes!(concat!(env!("OUT_DIR"), "/tau2-airline.wasm")),
     sync: false,
+    user_tools: false,
+    knowledge_base: false,
 };
 
 pub const RETAIL: Domain = Domain {
     name: "retail",
+    tasks: TaskFiles::List,
     db: Database {
         file: "db.json",
         schema: include_str!("../tau2-retail/db.schema.json"),
@@ -96,10 +129,13 @@ pub const RETAIL: Domain = Domain {
     policy: policy_md,
     component: include_bytes!(concat!(env!("OUT_DIR"), "/tau2-retail.wasm")),
     sync: false,
+    user_tools: false,
+    knowledge_base: false,
 };
 
 pub const TELECOM: Domain = Domain {
     name: "telecom",
+    tasks: TaskFiles::List,
     db: Database {
         file: "db.toml",
         schema: include_str!("../tau2-telecom/db.schema.json"),
@@ -111,6 +147,23 @@ pub const TELECOM: Domain = Domain {
     policy: telecom_policy,
     component: include_bytes!(concat!(env!("OUT_DIR"), "/tau2-telecom.wasm")),
     sync: true,
+    user_tools: true,
+    knowledge_base: false,
+};
+
+pub const BANKING: Domain = Domain {
+    name: "banking_knowledge",
+    tasks: TaskFiles::PerTask,
+    db: Database {
+        file: "db.json",
+        schema: include_str!("../tau2-banking/db.schema.json"),
+    },
+    user_db: None,
+    policy: banking_policy,
+    component: include_bytes!(concat!(env!("OUT_DIR"), "/tau2-banking.wasm")),
+    sync: false,
+    user_tools: true,
+    knowledge_base: true,
 };
 
 /// `policy.md`.
@@ -126,6 +179,44 @@ fn telecom_policy(dir: &Path) -> Result<String> {
     Ok(format!(
         "<main_policy>\n{main}\n</main_policy>\n<tech_support_policy>\n{manual}\n</tech_support_policy>"
     ))
+}
+
+/// The banking policy as the reference's "grep_only" retrieval variant
+/// builds it: `prompts/grep_only.md` with each `{{component:NAME}}`
+/// replaced by `prompts/components/NAME.md` — one pass, as the reference's
+/// `re.sub(r"\{\{component:(\w+)\}\}", …)` makes it (a placeholder a component
+/// brings stays as it is, and text that is no placeholder is left alone).
+fn banking_policy(dir: &Path) -> Result<String> {
+    const OPEN: &str = "{{component:";
+    let prompts = dir.join("prompts");
+    let template = read_text(&prompts.join("grep_only.md"))?;
+    let mut policy = String::with_capacity(template.len());
+    let mut rest = template.as_str();
+    while let Some(start) = rest.find(OPEN) {
+        let after = &rest[start + OPEN.len()..];
+        let name_len = after
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        let name = &after[..name_len];
+        if name.is_empty() || !after[name_len..].starts_with("}}") {
+            policy.push_str(&rest[..start + OPEN.len()]);
+            rest = after;
+            continue;
+        }
+        policy.push_str(&rest[..start]);
+        policy.push_str(&read_text(
+            &prompts.join("components").join(format!("{name}.md")),
+        )?);
+        rest = &after[name_len + 2..];
+    }
+    policy.push_str(rest);
+    if policy.trim().is_empty() {
+        bail!(
+            "{}: the policy is empty",
+            prompts.join("grep_only.md").display()
+        );
+    }
+    Ok(policy)
 }
 
 fn read_text(path: &Path) -> Result<String> {
@@ -371,37 +462,124 @@ pub fn load(domain: &Domain, data: &Path) -> Result<Bundle> {
             .map(|database| Loaded::read(&dir, database))
             .transpose()?,
     };
-    let tasks_path = dir.join("tasks.json");
-    let list: Vec<Tau2Task> = serde_json::from_value(read_json(&tasks_path)?)
-        .with_context(|| format!("{}: malformed task list", tasks_path.display()))?;
-    let tasks = list
+    let tasks = read_tasks(&dir, &domain.tasks)?
         .into_iter()
-        .map(|task| {
+        .map(|(path, task)| {
             let id = task.id.clone();
-            convert(task, &databases)
-                .with_context(|| format!("{}: task `{id}`", tasks_path.display()))
+            convert(task, &databases, domain.knowledge_base)
+                .with_context(|| format!("{}: task `{id}`", path.display()))
         })
         .collect::<Result<Vec<_>>>()?;
+    let mut initial_state = databases.state(None, None);
+    if domain.knowledge_base
+        && let Value::Object(state) = &mut initial_state
+    {
+        state.insert(
+            layout::DOCUMENTS.to_owned(),
+            Value::Object(read_documents(&dir.join("documents"))?),
+        );
+    }
+    let verify = if domain.knowledge_base {
+        VerifyRules {
+            ignore_fields: vec![format!("{}.unlocked", layout::SESSION)],
+            ..VerifyRules::default()
+        }
+    } else {
+        VerifyRules::default()
+    };
     Ok(Bundle {
         manifest: Manifest {
             name: format!("tau2-bench-{}", domain.name),
             description: (domain.policy)(&dir)?,
-            verify: Default::default(),
+            verify,
             provenance: Some(json!({"suite": format!("tau2-bench/{}", domain.name)})),
             hashes: None,
             // Malformed calls get the reference's own answers.
             check_arguments: false,
             sync: domain.sync,
-            user_guidelines: user_guidelines(data, domain.user_db.is_some())?,
+            user_guidelines: user_guidelines(data, domain.user_tools)?,
         },
         wasm: Arc::from(domain.component),
-        initial_state: databases.state(None, None),
+        initial_state,
         tasks,
     })
 }
 
+/// The knowledge base (`documents/*.json`, each `{id, title, content}`) as
+/// records `{title, content}` keyed by id. (The reference reads the files
+/// in directory order; the state keeps ids in byte order, which decides
+/// the order of documents a search ranks equal.)
+fn read_documents(dir: &Path) -> Result<Map<String, Value>> {
+    #[derive(Deserialize)]
+    struct Document {
+        id: String,
+        title: String,
+        content: String,
+    }
+    let mut documents = Map::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry
+            .with_context(|| format!("reading {}", dir.display()))?
+            .path();
+        if path.extension().is_none_or(|extension| extension != "json") {
+            continue;
+        }
+        let document: Document = serde_json::from_value(read_json(&path)?).with_context(|| {
+            format!("{}: not a document {{id, title, content}}", path.display())
+        })?;
+        documents.insert(
+            document.id,
+            json!({"title": document.title, "content": document.content}),
+        );
+    }
+    if documents.is_empty() {
+        bail!("{} holds no documents", dir.display());
+    }
+    documents.sort_keys();
+    Ok(documents)
+}
+
+/// The domain's tasks, each with the file it came from.
+fn read_tasks(dir: &Path, files: &TaskFiles) -> Result<Vec<(PathBuf, Tau2Task)>> {
+    let parse = |path: &Path, value: Value| {
+        serde_json::from_value(value).with_context(|| format!("{}: malformed task", path.display()))
+    };
+    match files {
+        TaskFiles::List => {
+            let path = dir.join("tasks.json");
+            let Value::Array(list) = read_json(&path)? else {
+                bail!("{}: not a list of tasks", path.display());
+            };
+            list.into_iter()
+                .map(|task| Ok((path.clone(), parse(&path, task)?)))
+                .collect()
+        }
+        TaskFiles::PerTask => {
+            let tasks_dir = dir.join("tasks");
+            let mut paths: Vec<PathBuf> = std::fs::read_dir(&tasks_dir)
+                .with_context(|| format!("reading {}", tasks_dir.display()))?
+                .map(|entry| entry.map(|entry| entry.path()))
+                .collect::<std::io::Result<_>>()
+                .with_context(|| format!("reading {}", tasks_dir.display()))?;
+            paths.retain(|path| {
+                path.file_name()
+                    .and_then(|name| name.to_str())
+                    .is_some_and(|name| name.starts_with("task_") && name.ends_with(".json"))
+            });
+            paths.sort();
+            paths
+                .into_iter()
+                .map(|path| {
+                    let task = parse(&path, read_json(&path)?)?;
+                    Ok((path, task))
+                })
+                .collect()
+        }
+    }
+}
+
 /// A reference task as a Forge task.
-fn convert(task: Tau2Task, databases: &Databases) -> Result<Task> {
+fn convert(task: Tau2Task, databases: &Databases, knowledge_base: bool) -> Result<Task> {
     let criteria = task.evaluation_criteria.unwrap_or_default();
     let basis = criteria
         .reward_basis
@@ -424,7 +602,7 @@ fn convert(task: Tau2Task, databases: &Databases) -> Result<Task> {
     let state_check =
         counts("DB") && (criteria.actions.is_some() || criteria.env_assertions.is_some());
     let actions = criteria.actions.unwrap_or_default();
-    let gold_actions = actions
+    let gold_actions: Vec<ToolCall> = actions
         .iter()
         .map(|action| {
             Ok(ToolCall {
@@ -475,10 +653,13 @@ fn convert(task: Tau2Task, databases: &Databases) -> Result<Task> {
         true => criteria.nl_assertions.unwrap_or_default(),
         false => Vec::new(),
     };
-    let (initial_state, setup) = match task.initial_state {
-        Some(initial) => initial_state(initial, databases)?,
+    let (initial_state, mut setup) = match task.initial_state {
+        Some(initial) => initial_state(initial, databases, knowledge_base)?,
         None => (None, Vec::new()),
     };
+    if knowledge_base {
+        setup.insert(0, read_log_allowlist(&gold_actions));
+    }
     Ok(Task {
         id: task.id,
         instruction: scenario_text(&task.user_scenario),
@@ -497,6 +678,31 @@ fn convert(task: Tau2Task, databases: &Databases) -> Result<Task> {
     })
 }
 
+/// `KnowledgeTools.set_read_log_allowlist` with the discoverable tools the
+/// gold actions call, as the reference's runner sets it up for every task
+/// (`runner/build.py`, `_derive_read_log_allowlist`): calls of read-only
+/// discoverable tools are logged in the database only when the gold calls
+/// them too, so that a check the task needs still counts and an extra one
+/// does not.
+fn read_log_allowlist(gold_actions: &[ToolCall]) -> SetupStep {
+    let mut names: Vec<&str> = Vec::new();
+    let called = gold_actions
+        .iter()
+        .filter(|action| action.name == "call_discoverable_agent_tool")
+        .filter_map(|action| action.arguments.get("agent_tool_name")?.as_str())
+        .filter(|name| !name.is_empty());
+    for name in called {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    SetupStep::Function(FunctionCall {
+        actor: Actor::Agent,
+        function: "set_read_log_allowlist".to_owned(),
+        arguments: json!({ "allowlist": names }),
+    })
+}
+
 /// The task's own initial state, when its `initialization_data` changes the
 /// databases (merged in as the reference's `update_db` does), and its set-up
 /// steps: the `initialization_actions`, then the tool calls of its
@@ -505,6 +711,7 @@ fn convert(task: Tau2Task, databases: &Databases) -> Result<Task> {
 fn initial_state(
     initial: InitialState,
     databases: &Databases,
+    knowledge_base: bool,
 ) -> Result<(Option<Value>, Vec<SetupStep>)> {
     let mut setup = initial
         .initialization_actions
@@ -533,6 +740,7 @@ fn initial_state(
     let Some(data) = initial.initialization_data else {
         return Ok((None, setup));
     };
+    let data_update = data.agent_data.clone();
     let agent = data
         .agent_data
         .map(|update| databases.agent.merged(&update))
@@ -555,7 +763,25 @@ fn initial_state(
     if agent.is_none() && user.is_none() {
         return Ok((None, setup));
     }
+    if knowledge_base {
+        // Checked above against the model; merged by the component, first
+        // as the reference's `set_state` merges it before any action.
+        if let Some(update) = data_update {
+            setup.insert(0, update_db(update));
+        }
+        return Ok((None, setup));
+    }
     Ok((Some(databases.state(agent.as_ref(), user.as_ref())), setup))
+}
+
+/// `KnowledgeTools.update_db(update)`: a task's `agent_data` merged into the
+/// database as the reference's `update_db` merges it (`addict.Dict.update`).
+fn update_db(update: Map<String, Value>) -> SetupStep {
+    SetupStep::Function(FunctionCall {
+        actor: Actor::Agent,
+        function: "update_db".to_owned(),
+        arguments: json!({ "update_data": update }),
+    })
 }
 
 /// The tool calls of one message of a task's history, as set-up steps: each
@@ -655,6 +881,28 @@ fn indent(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `re.sub(r"\{\{component:(\w+)\}\}", …)` in one pass: what is no
+    /// placeholder stays, and so does a placeholder a component brings.
+    #[test]
+    fn the_banking_policy_fills_in_its_components_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let prompts = dir.path().join("prompts");
+        std::fs::create_dir_all(prompts.join("components")).unwrap();
+        std::fs::write(
+            prompts.join("grep_only.md"),
+            "A {{component:head}} B {{component: x}} {{component:}} {{component:tail",
+        )
+        .unwrap();
+        std::fs::write(prompts.join("components/head.md"), "[{{component:head}}]").unwrap();
+        assert_eq!(
+            banking_policy(dir.path()).unwrap(),
+            "A [{{component:head}}] B {{component: x}} {{component:}} {{component:tail"
+        );
+        std::fs::write(prompts.join("grep_only.md"), "{{component:missing}}").unwrap();
+        let error = format!("{:#}", banking_policy(dir.path()).unwrap_err());
+        assert!(error.contains("missing.md"), "{error}");
+    }
 
     #[test]
     fn merge_updates_dicts_recursively_and_replaces_the_rest() {

@@ -132,10 +132,29 @@ fn tau2_bench_telecom_replays_exactly_as_the_reference() {
     check_against_reference(Suite::Tau2Telecom, "tau2-bench-telecom.jsonl");
 }
 
+#[test]
+fn tau2_bench_banking_knowledge_replays_exactly_as_the_reference() {
+    // The reference's user toolkit works on the agent's database (one
+    // `TransactionalDB` object), so its "user database" hash is the agent's;
+    // Forge's state has no user database apart, and all else must agree.
+    check_against_reference_except(
+        Suite::Tau2Banking,
+        "tau2-bench-banking_knowledge.jsonl",
+        |ours, reference| {
+            let mut shared = reference.clone();
+            shared
+                .as_object_mut()
+                .and_then(|fields| fields.remove("final_user_db_sha256"))
+                .is_some_and(|user_db| user_db == reference["final_db_sha256"])
+                && ours == &shared
+        },
+    );
+}
+
 /// The tasks on which a gold run does not earn reward 1: the reference's own
 /// gold runs (`scripts/bench/tau_reference.py --gold-rewards`, which scores
 /// each task's gold trajectory with the reference evaluator) score 1 on every
-/// τ²-bench task but these two mock tasks, whose assertions need more than
+/// τ²-bench task (banking_knowledge's included) but these two mock tasks, whose assertions need more than
 /// the gold actions (the task is never completed; the notification is never
 /// read).
 const GOLD_RUN_FAILURES: &[&str] = &[
@@ -152,6 +171,7 @@ fn gold_runs_score_as_the_references_gold_runs() {
         Suite::Tau2Airline,
         Suite::Tau2Retail,
         Suite::Tau2Telecom,
+        Suite::Tau2Banking,
     ] {
         let bundle = suite.load(&data_dir()).expect("the suite loads");
         let env = Environment::load(&sandbox, bundle).expect("every gold action runs");
@@ -188,6 +208,145 @@ fn gold_runs_score_as_the_references_gold_runs() {
             unexpected.len(),
             &unexpected[..unexpected.len().min(3)]
         );
+    }
+}
+
+/// banking_knowledge scores the database as the reference does: which
+/// discoverable tools the agent unlocked is no part of it, nor is a call of a
+/// read-only discoverable tool the gold actions do not make (the task's
+/// read-log allowlist); a call of a tool that changes state is.
+#[test]
+fn banking_rewards_ignore_unlocks_and_extra_reads() {
+    use forge_runtime::policy::{GoldPolicy, ScriptedUser};
+    use forge_runtime::{Actor, ToolCall};
+    let sandbox = Sandbox::with_defaults().expect("a sandbox");
+    let bundle = Suite::Tau2Banking
+        .load(&data_dir())
+        .expect("the suite loads");
+    let env = Environment::load(&sandbox, bundle).expect("every gold action runs");
+    let calls_tool = |task: &forge_runtime::Task, tool: &str| {
+        task.gold_actions
+            .iter()
+            .any(|call| call.arguments["agent_tool_name"] == tool)
+    };
+    let read_tool = "get_closure_reason_history_8293";
+    let task = env
+        .tasks()
+        .iter()
+        .find(|task| {
+            task.task.state_check
+                && calls_tool(&task.task, "get_all_user_accounts_by_user_id_3847")
+                && !calls_tool(&task.task, read_tool)
+        })
+        .expect("a task reading accounts");
+    let agent = |name: &str, arguments: Value| ToolCall {
+        name: name.to_owned(),
+        arguments,
+        actor: Actor::Agent,
+    };
+    let unlock = |tool: &str| {
+        agent(
+            "unlock_discoverable_agent_tool",
+            json!({"agent_tool_name": tool}),
+        )
+    };
+    let call = |tool: &str, arguments: &str| {
+        agent(
+            "call_discoverable_agent_tool",
+            json!({"agent_tool_name": tool, "arguments": arguments}),
+        )
+    };
+    let reward = |extra: Vec<ToolCall>| {
+        let mut played = task.task.clone();
+        played.gold_actions.splice(0..0, extra);
+        let mut policy = GoldPolicy::new(&played);
+        let mut user = ScriptedUser::new(played.instruction.clone());
+        let settings = forge_runtime::EpisodeSettings {
+            max_turns: 200,
+            seed: 0,
+        };
+        forge_runtime::run_episode(&env, task, "gold", &mut policy, &mut user, None, settings)
+            .expect("the episode runs")
+            .verdict
+            .reward
+    };
+    assert_eq!(reward(Vec::new()), 1.0);
+    assert_eq!(
+        reward(vec![
+            unlock("example_agent_tool_0000"),
+            unlock(read_tool),
+            call(read_tool, r#"{"credit_card_account_id": "cc_nobody"}"#),
+        ]),
+        1.0,
+        "unlocking and an extra read leave the database as the gold's"
+    );
+    assert_eq!(
+        reward(vec![
+            unlock("example_agent_tool_0000"),
+            call("example_agent_tool_0000", "{}"),
+        ]),
+        0.0,
+        "a tool that changes state is logged"
+    );
+}
+
+/// banking_knowledge's `grep` counts matches in each document as the
+/// reference's `GrepRetriever` does, and ranks them so: the fixture holds the
+/// reference's counts for each pattern (`scripts/bench/tau_reference.py
+/// tau2-bench/banking_knowledge --grep …`), and the sha256 of its whole answer,
+/// checked where no tie decides the top ten (the reference breaks ties in the
+/// order it listed its directory; Forge in id order).
+#[test]
+fn banking_grep_counts_and_ranks_as_the_reference() {
+    let sandbox = Sandbox::with_defaults().expect("a sandbox");
+    let bundle = Suite::Tau2Banking
+        .load(&data_dir())
+        .expect("the suite loads");
+    let env = Environment::load(&sandbox, bundle).expect("every gold action runs");
+    let mut instance = env.component().instance();
+    for case in fixture("tau2-bench-banking_knowledge-grep.jsonl") {
+        let pattern = case["pattern"].as_str().expect("a pattern");
+        let call = forge_runtime::ToolCall::new("grep".to_owned(), json!({ "pattern": pattern }));
+        let answer =
+            forge_runtime::environment::execute(&mut instance, &env.tasks()[0].initial, &call)
+                .observation
+                .content();
+        // (id, score) of each document shown.
+        let shown: Vec<(String, String)> = answer
+            .lines()
+            .filter_map(|line| line.strip_prefix("   ID: "))
+            .zip(
+                answer
+                    .lines()
+                    .filter_map(|line| line.strip_prefix("   Score: ")),
+            )
+            .map(|(id, score)| (id.to_owned(), score.to_owned()))
+            .collect();
+        let mut expected: Vec<(String, u64)> = case["matches"]
+            .as_object()
+            .expect("the counts")
+            .iter()
+            .map(|(id, count)| (id.clone(), count.as_u64().expect("a count")))
+            .collect();
+        expected.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let ties_decide = expected.len() > 10 && expected[9].1 == expected[10].1
+            || expected
+                .windows(2)
+                .take(9)
+                .any(|pair| pair[0].1 == pair[1].1);
+        let expected: Vec<(String, String)> = expected
+            .into_iter()
+            .take(10)
+            .map(|(id, count)| (id, format!("{count}.0000")))
+            .collect();
+        assert_eq!(shown, expected, "pattern {pattern:?}");
+        if !ties_decide {
+            let digest = format!("{:x}", Sha256::digest(answer.as_bytes()));
+            assert_eq!(
+                digest, case["output_sha256"],
+                "pattern {pattern:?}: {answer}"
+            );
+        }
     }
 }
 
@@ -444,6 +603,10 @@ fn tau2_reward_basis_decides_what_is_checked() {
     // mock's 2 set-up steps, plus the tool call of each of its 2 message histories.
     assert_eq!(summary(Suite::Tau2Mock), [8, 3, 2, 4, 0]);
     assert_eq!(summary(Suite::Tau2Telecom), [0, 3674, 32, 18460, 10927]);
+    // banking_knowledge: every task starts with the read-log allowlist of
+    // its gold calls, and the 35 whose `initialization_data` changes the
+    // database merge it in with one more set-up step.
+    assert_eq!(summary(Suite::Tau2Banking), [88, 0, 9, 132, 102]);
 }
 
 /// Malformed calls reach the suites' tools (the host does not check them

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
     /// The suite: tau-bench/retail, tau-bench/airline, tau2-bench/mock,
-    /// tau2-bench/airline, tau2-bench/retail or tau2-bench/telecom.
+    /// tau2-bench/airline, tau2-bench/retail, tau2-bench/telecom or
+    /// tau2-bench/banking_knowledge.
     suite: Suite,
     /// The benchmark data, laid out like the benchmarks' repositories
     /// (`<DIR>/tau-bench/retail/orders.json`, …).
