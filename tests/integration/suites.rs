@@ -200,3 +200,53 @@ fn bad_suite_arguments_are_named() {
     assert!(!output.status.success());
     assert!(stderr(&output).contains("--data"), "{}", stderr(&output));
 }
+
+/// banking_knowledge through the CLI: gold runs (the user's own discoverable
+/// calls and a task whose `initialization_data` is merged by a set-up step
+/// among them) solve their tasks and replay byte-identically, and the agent
+/// is offered `grep` over the knowledge base.
+#[test]
+fn banking_gold_runs_solve_and_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let trajectory = dir.path().join("banking.jsonl");
+    let output = forge(&[
+        "run",
+        "--suite",
+        "tau2-bench/banking_knowledge",
+        "--data",
+        DATA,
+        "--policy",
+        "gold",
+        "--tasks",
+        "task_016,task_026,task_080",
+        "--max-turns",
+        "100",
+        "--out",
+        trajectory.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(json_lines(&output).last().unwrap()["successes"], 3);
+    let output = forge(&[
+        "replay",
+        trajectory.to_str().unwrap(),
+        "--suite",
+        "tau2-bench/banking_knowledge",
+        "--data",
+        DATA,
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    let output = forge(&[
+        "inspect",
+        "--suite",
+        "tau2-bench/banking_knowledge",
+        "--data",
+        DATA,
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let inspected = &json_lines(&output)[0];
+    assert_eq!(inspected["tools"][0]["function"]["name"], "grep");
+    assert_eq!(inspected["tasks"].as_array().map(Vec::len), Some(97));
+}

@@ -184,7 +184,7 @@ pub fn run(
         Accelerator::Cpu => Bench::<CpuTrain>::new(spec, Default::default())?.run(progress),
         #[cfg(feature = "cuda")]
         Accelerator::Cuda => {
-            Bench::<crate::train::GpuTrain>::new(spec, crate::cuda_device()?)?.run(progress)
+            Bench::<crate::train::CudaTrain>::new(spec, crate::cuda_device()?)?.run(progress)
         }
         #[cfg(not(feature = "cuda"))]
         Accelerator::Cuda => {

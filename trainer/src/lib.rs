@@ -35,23 +35,13 @@ pub fn load_cpu(path: &std::path::Path) -> Result<CpuModel, LoadError> {
 
 /// The CUDA backend.
 #[cfg(feature = "cuda")]
-pub type Gpu = burn::backend::Cuda<f32>;
-
-/// A Llama model on the CUDA backend.
-#[cfg(feature = "cuda")]
-pub type GpuModel = Llama<Gpu>;
-
-/// Loads a GGUF model onto the first CUDA device.
-#[cfg(feature = "cuda")]
-pub fn load_gpu(path: &std::path::Path) -> Result<GpuModel, LoadError> {
-    Llama::load(path, &Default::default())
-}
+pub type Cuda = burn::backend::Cuda<f32>;
 
 /// The first CUDA device, checked by [`started`]: the backend panics when
 /// there is no driver, no GPU or no NVRTC.
 #[cfg(feature = "cuda")]
 pub fn cuda_device() -> anyhow::Result<burn::backend::cuda::CudaDevice> {
-    started::<Gpu>(
+    started::<Cuda>(
         Default::default(),
         "no usable CUDA GPU: the CUDA backend failed to start (its own message is above); \
          --device cuda needs an NVIDIA driver, a GPU, and NVRTC with the CUDA headers \

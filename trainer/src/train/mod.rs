@@ -48,7 +48,7 @@ use std::time::{Duration, Instant};
 pub type CpuTrain = Autodiff<Cpu>;
 /// The training backend on a CUDA GPU.
 #[cfg(feature = "cuda")]
-pub type GpuTrain = Autodiff<crate::Gpu>;
+pub type CudaTrain = Autodiff<crate::Cuda>;
 /// The training backend on a WebGPU adapter.
 #[cfg(feature = "wgpu")]
 pub type WgpuTrain = Autodiff<crate::Wgpu>;
@@ -213,7 +213,7 @@ pub fn train(spec: RunSpec<'_>, observer: &mut dyn Observer) -> Result<Summary> 
         }
         #[cfg(feature = "cuda")]
         Accelerator::Cuda => {
-            Trainer::<GpuTrain>::new(config, dir, envs, models, resume, crate::cuda_device()?)?
+            Trainer::<CudaTrain>::new(config, dir, envs, models, resume, crate::cuda_device()?)?
                 .run(observer, limits)
         }
         #[cfg(not(feature = "cuda"))]
