@@ -9,7 +9,7 @@
 //! truthy value that is no string is refused with an `Err` (Python would go
 //! on, and mostly fail on a string method).
 
-use super::{Body, field, invalid_choice};
+use super::{Body, DEBIT_CARDS, field, invalid_choice};
 use crate::dates::{TODAY, parse_mdy, today};
 use crate::db::{Records, Tables};
 use crate::ids;
@@ -72,7 +72,6 @@ pub const TOOLS: &[Body] = &[
     },
 ];
 
-const DEBIT_CARDS: &str = "debit_cards";
 const ACCOUNTS: &str = "accounts";
 
 // ---------------------------------------------------------------------------

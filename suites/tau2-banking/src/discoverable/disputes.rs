@@ -4,7 +4,7 @@
 //! retrieving ATM deposit images, with the placeholder and transfer-protocol
 //! tools that only answer their fixed text.
 
-use super::{Body, find, invalid_choice, one_of, query_by, shows_records};
+use super::{Body, DEBIT_CARDS, find, invalid_choice, one_of, query_by, shows_records};
 use crate::dates::TODAY;
 use crate::db::Tables;
 use crate::ids;
@@ -58,7 +58,6 @@ pub const TOOLS: &[Body] = &[
 const CREDIT_CARD_TRANSACTIONS: &str = "credit_card_transaction_history";
 const CREDIT_CARD_DISPUTES: &str = "transaction_disputes";
 const DEBIT_CARD_DISPUTES: &str = "debit_card_disputes";
-const DEBIT_CARDS: &str = "debit_cards";
 const BANK_TRANSACTIONS: &str = "bank_account_transaction_history";
 
 const MISSING_PARAMETERS: &str = "Error: Missing required parameters.";

@@ -24,6 +24,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::sync::OnceLock;
 
+/// The table of debit cards, which both the card and the dispute tools work on.
+const DEBIT_CARDS: &str = "debit_cards";
+
 /// The body of a discoverable tool: the database, the arguments bound to its
 /// signature, its answer, or the exception it raises (`Raised`) for its
 /// caller to answer: a `TypeError` becomes the caller's "Invalid arguments"
