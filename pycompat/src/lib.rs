@@ -8,11 +8,13 @@
 //! such rule has one definition. It depends on `serde_json` alone, so it builds
 //! for `wasm32-wasip2`.
 
+pub mod dict;
 pub mod eq;
 pub mod expr;
 pub mod json;
 pub mod num;
 
+pub use dict::dict_update;
 pub use eq::py_eq;
 pub use json::{Dumps, dumps, to_canonical, write_float, write_str};
 pub use num::{Num, round};

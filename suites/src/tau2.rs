@@ -32,6 +32,7 @@ use crate::layout::{self, Side};
 use crate::pydantic::Schema;
 use crate::read_json;
 use anyhow::{Context, Result, bail};
+use forge_pycompat::dict_update;
 use forge_runtime::bundle::{
     Assertion, FunctionCall, Manifest, RequiredCall, SetupStep, Task, ToolCall,
 };
@@ -279,7 +280,7 @@ impl Loaded {
     /// does (a recursive dict update, then the model validated again).
     fn merged(&self, update: &Map<String, Value>) -> Result<Map<String, Value>, String> {
         let mut merged = Value::Object(self.db.clone());
-        merge(&mut merged, update);
+        dict_update(&mut merged, update);
         match self.schema.dump(&merged)? {
             Value::Object(db) => Ok(db),
             _ => Err("the database is not an object".into()),
@@ -517,13 +518,7 @@ fn read_documents(dir: &Path) -> Result<Map<String, Value>> {
         content: String,
     }
     let mut documents = Map::new();
-    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let path = entry
-            .with_context(|| format!("reading {}", dir.display()))?
-            .path();
-        if path.extension().is_none_or(|extension| extension != "json") {
-            continue;
-        }
+    for path in json_files(dir, "")? {
         let document: Document = serde_json::from_value(read_json(&path)?).with_context(|| {
             format!("{}: not a document {{id, title, content}}", path.display())
         })?;
@@ -554,28 +549,30 @@ fn read_tasks(dir: &Path, files: &TaskFiles) -> Result<Vec<(PathBuf, Tau2Task)>>
                 .map(|task| Ok((path.clone(), parse(&path, task)?)))
                 .collect()
         }
-        TaskFiles::PerTask => {
-            let tasks_dir = dir.join("tasks");
-            let mut paths: Vec<PathBuf> = std::fs::read_dir(&tasks_dir)
-                .with_context(|| format!("reading {}", tasks_dir.display()))?
-                .map(|entry| entry.map(|entry| entry.path()))
-                .collect::<std::io::Result<_>>()
-                .with_context(|| format!("reading {}", tasks_dir.display()))?;
-            paths.retain(|path| {
-                path.file_name()
-                    .and_then(|name| name.to_str())
-                    .is_some_and(|name| name.starts_with("task_") && name.ends_with(".json"))
-            });
-            paths.sort();
-            paths
-                .into_iter()
-                .map(|path| {
-                    let task = parse(&path, read_json(&path)?)?;
-                    Ok((path, task))
-                })
-                .collect()
-        }
+        TaskFiles::PerTask => json_files(&dir.join("tasks"), "task_")?
+            .into_iter()
+            .map(|path| {
+                let task = parse(&path, read_json(&path)?)?;
+                Ok((path, task))
+            })
+            .collect(),
     }
+}
+
+/// The `{prefix}*.json` files of `dir`, in name order.
+fn json_files(dir: &Path, prefix: &str) -> Result<Vec<PathBuf>> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .map(|entry| entry.map(|entry| entry.path()))
+        .collect::<std::io::Result<_>>()
+        .with_context(|| format!("reading {}", dir.display()))?;
+    paths.retain(|path| {
+        path.file_name()
+            .and_then(|name| name.to_str())
+            .is_some_and(|name| name.starts_with(prefix) && name.ends_with(".json"))
+    });
+    paths.sort();
+    Ok(paths)
 }
 
 /// A reference task as a Forge task.
@@ -740,10 +737,10 @@ fn initial_state(
     let Some(data) = initial.initialization_data else {
         return Ok((None, setup));
     };
-    let data_update = data.agent_data.clone();
     let agent = data
         .agent_data
-        .map(|update| databases.agent.merged(&update))
+        .as_ref()
+        .map(|update| databases.agent.merged(update))
         .transpose()
         .map_err(|error| {
             anyhow::anyhow!("initial_state.initialization_data.agent_data: {error}")
@@ -766,7 +763,7 @@ fn initial_state(
     if knowledge_base {
         // Checked above against the model; merged by the component, first
         // as the reference's `set_state` merges it before any action.
-        if let Some(update) = data_update {
+        if let Some(update) = data.agent_data {
             setup.insert(0, update_db(update));
         }
         return Ok((None, setup));
@@ -810,23 +807,6 @@ fn history_calls(message: &Value) -> Result<Vec<SetupStep>> {
             }))
         })
         .collect()
-}
-
-/// `addict.Dict.update`: a dict merged into a dict recursively, anything
-/// else replaced.
-fn merge(base: &mut Value, update: &Map<String, Value>) {
-    let Value::Object(base) = base else {
-        *base = Value::Object(update.clone());
-        return;
-    };
-    for (key, value) in update {
-        match (base.get_mut(key), value) {
-            (Some(existing @ Value::Object(_)), Value::Object(update)) => merge(existing, update),
-            _ => {
-                base.insert(key.clone(), value.clone());
-            }
-        }
-    }
 }
 
 /// `str(user_scenario)`: what the reference's user simulator reads.
@@ -902,17 +882,6 @@ mod tests {
         std::fs::write(prompts.join("grep_only.md"), "{{component:missing}}").unwrap();
         let error = format!("{:#}", banking_policy(dir.path()).unwrap_err());
         assert!(error.contains("missing.md"), "{error}");
-    }
-
-    #[test]
-    fn merge_updates_dicts_recursively_and_replaces_the_rest() {
-        let mut base = json!({"users": {"u1": {"name": "a", "tags": [1]}, "u2": {}}});
-        let update = json!({"users": {"u1": {"tags": [2], "age": 3}}, "x": 1});
-        merge(&mut base, update.as_object().unwrap());
-        assert_eq!(
-            base,
-            json!({"users": {"u1": {"name": "a", "tags": [2], "age": 3}, "u2": {}}, "x": 1})
-        );
     }
 
     #[test]

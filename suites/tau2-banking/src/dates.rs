@@ -1,6 +1,10 @@
 //! The domain's fixed clock (`utils.get_today`, `get_now`: 2025-11-14
 //! 03:40:00) and the `%m/%d/%Y` dates its records hold.
 
+use crate::py::Raised;
+use forge_tau_guest::type_name;
+use serde_json::Value;
+
 /// `get_today_str()`.
 pub const TODAY: &str = "11/14/2025";
 
@@ -8,26 +12,79 @@ pub const TODAY: &str = "11/14/2025";
 pub type Day = i64;
 
 /// `datetime.strptime(text, "%m/%d/%Y")` as a day; `None` where Python
-/// raises a `ValueError` (month and day take one or two digits, the year
-/// four).
+/// raises a `ValueError`.
 pub fn parse_mdy(text: &str) -> Option<Day> {
-    let mut parts = text.split('/');
-    let (month, day, year) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() {
+    match leading_mdy(text)? {
+        (date, "") => Some(date),
+        _ => None,
+    }
+}
+
+/// `datetime.strptime(value, "%m/%d/%Y")` of a record's value: `None` where
+/// Python raises a `ValueError`, the `TypeError` of a value that is no
+/// string.
+pub fn strptime_mdy(value: &Value) -> Result<Option<Day>, Raised> {
+    match value {
+        Value::String(text) => Ok(parse_mdy(text)),
+        Value::Null => Err(Raised::Type(
+            "strptime() argument 1 must be str, not None".to_owned(),
+        )),
+        other => Err(Raised::Type(format!(
+            "strptime() argument 1 must be str, not {}",
+            type_name(other)
+        ))),
+    }
+}
+
+/// The `%m/%d/%Y` starting `text` as `strptime` reads it (month and day one
+/// or two digits, the day also a space and one digit, the year four digits
+/// and not 0), and what follows it.
+pub fn leading_mdy(text: &str) -> Option<(Day, &str)> {
+    let (month, rest) = number_field(text, 1, 12)?;
+    let rest = rest.strip_prefix('/')?;
+    let (day, rest) = day_field(rest)?;
+    let rest = rest.strip_prefix('/')?;
+    let year: i64 = rest
+        .get(..4)
+        .filter(|year| year.bytes().all(|b| b.is_ascii_digit()))?
+        .parse()
+        .ok()?;
+    if year == 0 || day > days_in_month(year, month) {
         return None;
     }
-    let digits = |part: &str, min: usize, max: usize| {
-        (min..=max).contains(&part.len()) && part.bytes().all(|b| b.is_ascii_digit())
-    };
-    if !digits(month, 1, 2) || !digits(day, 1, 2) || !digits(year, 4, 4) {
+    Some((days_from_civil(year, month, day), &rest[4..]))
+}
+
+/// The ` %H:%M:%S` ending a timestamp (any run of whitespace before it) as
+/// seconds into the day; `None` where `strptime` refuses it.
+pub fn time_of_day(text: &str) -> Option<u32> {
+    let time = text.trim_start();
+    if time.len() == text.len() {
         return None;
     }
-    let (year, month, day): (i64, u32, u32) =
-        (year.parse().ok()?, month.parse().ok()?, day.parse().ok()?);
-    if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month) {
-        return None;
+    let (hours, rest) = number_field(time, 0, 23)?;
+    let (minutes, rest) = number_field(rest.strip_prefix(':')?, 0, 59)?;
+    let (seconds, rest) = number_field(rest.strip_prefix(':')?, 0, 59)?;
+    rest.is_empty()
+        .then_some(hours * 3600 + minutes * 60 + seconds)
+}
+
+/// One to two digits starting `text`, read as `strptime`'s pattern for a
+/// numeric field reads them: their value (within `min..=max`) and the rest.
+fn number_field(text: &str, min: u32, max: u32) -> Option<(u32, &str)> {
+    let digits = text.bytes().take(2).take_while(u8::is_ascii_digit).count();
+    let value: u32 = text.get(..digits)?.parse().ok()?;
+    (min..=max)
+        .contains(&value)
+        .then(|| (value, &text[digits..]))
+}
+
+/// A `%d`: one or two digits `1`-`31`, or a space and one digit.
+fn day_field(text: &str) -> Option<(u32, &str)> {
+    match text.strip_prefix(' ') {
+        Some(rest) => number_field(rest.get(..1)?, 1, 9).map(|(day, _)| (day, &rest[1..])),
+        None => number_field(text, 1, 31),
     }
-    Some(days_from_civil(year, month, day))
 }
 
 /// Today as a day.
@@ -69,7 +126,15 @@ mod tests {
             parse_mdy("3/1/2024").unwrap() - parse_mdy("2/28/2024").unwrap(),
             2
         );
+        assert_eq!(parse_mdy("11/ 5/2025"), parse_mdy("11/5/2025"));
         assert_eq!(parse_mdy("02/30/2025"), None);
+        assert_eq!(parse_mdy("01/01/0000"), None);
         assert_eq!(parse_mdy("2025-11-14"), None);
+        assert_eq!(
+            strptime_mdy(&serde_json::json!(null)),
+            Err(Raised::Type(
+                "strptime() argument 1 must be str, not None".to_owned()
+            ))
+        );
     }
 }

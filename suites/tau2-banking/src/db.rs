@@ -8,6 +8,7 @@
 //! that order, which the host's key order (bytes) would not keep.
 
 use crate::py::py_cmp;
+use forge_pycompat::dict_update;
 use forge_tau_guest::{Data, py_eq, py_str};
 use serde_json::{Map, Value};
 
@@ -139,29 +140,13 @@ pub fn update_db(data: &mut Data<'_>, update: &Map<String, Value>) -> Result<(),
         let Some(mut whole) = data.get(TABLES, table)? else {
             return Err(format!("the database has no table '{table}'"));
         };
-        merge(&mut whole, change);
+        match change {
+            Value::Object(change) => dict_update(&mut whole, change),
+            other => whole = other.clone(),
+        }
         data.put(TABLES, table, &whole)?;
     }
     Ok(())
-}
-
-/// `addict.Dict.update` of one value.
-fn merge(base: &mut Value, change: &Value) {
-    match (base, change) {
-        (Value::Object(base), Value::Object(change)) => {
-            for (key, value) in change {
-                match base.get_mut(key) {
-                    Some(existing) if existing.is_object() && value.is_object() => {
-                        merge(existing, value);
-                    }
-                    _ => {
-                        base.insert(key.clone(), value.clone());
-                    }
-                }
-            }
-        }
-        (base, change) => *base = change.clone(),
-    }
 }
 
 /// `db_query.query_database_tool(database_name, constraints)`: the matching

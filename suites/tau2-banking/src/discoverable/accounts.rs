@@ -5,11 +5,11 @@
 use super::{
     Body, account_balance, find, invalid_choice, is_open, one_of, query_by, shows_records,
 };
-use crate::dates::{Day, TODAY, days_from_civil, parse_mdy, today};
+use crate::dates::{Day, TODAY, days_from_civil, leading_mdy, strptime_mdy, time_of_day, today};
 use crate::db::{Records, Tables};
 use crate::ids::deterministic_id;
 use crate::py::{Raised, dollars, fixed, float, float_str, lower};
-use forge_tau_guest::{Data, Kwargs, Num, py_eq, py_str, truthy, type_name};
+use forge_tau_guest::{Data, Kwargs, Num, py_eq, py_str, truthy};
 use serde_json::{Map, Value, json};
 
 pub const TOOLS: &[Body] = &[
@@ -55,85 +55,10 @@ fn text<'r>(record: &'r Value, field: &str) -> Option<&'r str> {
     record.get(field).and_then(Value::as_str)
 }
 
-// ----- dates, as `datetime.strptime` reads them -----
-
-/// One to two digits starting `text`, read as `strptime`'s pattern for a
-/// numeric field reads them: their value (within `min..=max`) and the rest.
-fn number_field(text: &str, min: u32, max: u32) -> Option<(u32, &str)> {
-    let digits = text.bytes().take(2).take_while(u8::is_ascii_digit).count();
-    let value: u32 = text.get(..digits)?.parse().ok()?;
-    (min..=max)
-        .contains(&value)
-        .then(|| (value, &text[digits..]))
-}
-
-/// The `%m/%d/%Y` starting `text` as `strptime` reads it (year 0 is out of
-/// range), and what follows it.
-fn leading_date(text: &str) -> Option<(Day, &str)> {
-    let (month, rest) = number_field(text, 1, 12)?;
-    let rest = rest.strip_prefix('/')?;
-    let (day, rest) = day_field(rest)?;
-    let rest = rest.strip_prefix('/')?;
-    let year = rest
-        .get(..4)
-        .filter(|year| year.bytes().all(|b| b.is_ascii_digit()))?;
-    if year == "0000" {
-        return None;
-    }
-    let date = parse_mdy(&format!("{month}/{day}/{year}"))?;
-    Some((date, &rest[4..]))
-}
-
-/// A `%d`: one or two digits `1`-`31`, or a space and one digit.
-fn day_field(text: &str) -> Option<(u32, &str)> {
-    match text.strip_prefix(' ') {
-        Some(rest) => number_field(rest.get(..1)?, 1, 9).map(|(day, _)| (day, &rest[1..])),
-        None => number_field(text, 1, 31),
-    }
-}
-
-/// `datetime.strptime(text, "%m/%d/%Y")`; `None` where Python raises a
-/// `ValueError`.
-fn parse_date(text: &str) -> Option<Day> {
-    match leading_date(text)? {
-        (date, "") => Some(date),
-        _ => None,
-    }
-}
-
-/// The ` %H:%M:%S` ending a timestamp (any run of whitespace before it) as
-/// seconds into the day; `None` where `strptime` refuses it.
-fn time_of_day(text: &str) -> Option<u32> {
-    let time = text.trim_start();
-    if time.len() == text.len() {
-        return None;
-    }
-    let (hours, rest) = number_field(time, 0, 23)?;
-    let (minutes, rest) = number_field(rest.strip_prefix(':')?, 0, 59)?;
-    let (seconds, rest) = number_field(rest.strip_prefix(':')?, 0, 59)?;
-    rest.is_empty()
-        .then_some(hours * 3600 + minutes * 60 + seconds)
-}
-
-/// `datetime.strptime(value, "%m/%d/%Y")` of a record's date: `None` where
-/// Python raises a `ValueError`, the `TypeError` of a value that is no string.
-fn record_date(value: &Value) -> Result<Option<Day>, Raised> {
-    match value {
-        Value::String(text) => Ok(parse_date(text)),
-        Value::Null => Err(Raised::Type(
-            "strptime() argument 1 must be str, not None".to_owned(),
-        )),
-        other => Err(Raised::Type(format!(
-            "strptime() argument 1 must be str, not {}",
-            type_name(other)
-        ))),
-    }
-}
-
 /// `(get_now() - datetime.strptime(date_opened, "%m/%d/%Y")).days` (the
 /// clock's 03:40 never adds a day); `None` for a date Python cannot read.
 fn age_in_days(date_opened: &Value) -> Result<Option<i64>, Raised> {
-    Ok(record_date(date_opened)?.map(|opened| today() - opened))
+    Ok(strptime_mdy(date_opened)?.map(|opened| today() - opened))
 }
 
 // ----- open_bank_account_4821 -----
@@ -694,7 +619,7 @@ fn get_bank_account_transactions(data: &mut Data<'_>, kwargs: &Kwargs) -> Answer
 /// `datetime.min` (midnight of 1 January of year 1) when neither reads.
 fn happened_at(record: &Value) -> (Day, u32) {
     let date = record.get("date").map_or_else(String::new, py_str);
-    let moment = leading_date(&date).and_then(|(day, rest)| match rest {
+    let moment = leading_mdy(&date).and_then(|(day, rest)| match rest {
         "" => Some((day, 0)),
         time => time_of_day(time).map(|second| (day, second)),
     });

@@ -10,7 +10,7 @@
 //! on, and mostly fail on a string method).
 
 use super::{Body, DEBIT_CARDS, field, invalid_choice};
-use crate::dates::{TODAY, parse_mdy, today};
+use crate::dates::{TODAY, strptime_mdy, today};
 use crate::db::{Records, Tables};
 use crate::ids;
 use crate::py::{
@@ -1353,13 +1353,7 @@ fn too_young(account: &Value) -> Result<Option<String>, Raised> {
     let Some(opened) = account.get("date_opened").filter(|date| truthy(date)) else {
         return Ok(None);
     };
-    let Some(text) = opened.as_str() else {
-        return Err(Raised::Type(format!(
-            "strptime() argument 1 must be str, not {}",
-            type_name(opened)
-        )));
-    };
-    let Some(opened) = parse_mdy(text) else {
+    let Some(opened) = strptime_mdy(opened)? else {
         return Ok(None);
     };
     let age = today() - opened;
