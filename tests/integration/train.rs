@@ -256,6 +256,14 @@ fn bad_configs_and_run_directories_are_refused_clearly() {
         stderr(&output)
     );
 
+    std::fs::write(&config, "[sft]\ntask_fraction = 0.0\n").unwrap();
+    let output = train(&["--config", config.to_str().unwrap(), "--run-dir", run]);
+    assert!(
+        stderr(&output).contains("sft.task_fraction"),
+        "{}",
+        stderr(&output)
+    );
+
     // bf16 products need the GPU backend; the CPU run says so.
     std::fs::write(&config, "[model]\nprecision = \"bf16\"\n").unwrap();
     let output = train(&[

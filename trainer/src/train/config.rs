@@ -123,6 +123,12 @@ pub struct SftSection {
     /// Assistant turns per step.
     pub batch: usize,
     pub lr: f64,
+    /// The share of each environment's training tasks whose gold episodes
+    /// SFT learns from (the first of the seeded shuffle); RL draws from all
+    /// of them. Below 1, RL meets tasks SFT never showed — the setting in
+    /// which gold trajectories are scarce and verifiable rewards are not,
+    /// where what RL adds to SFT can be measured.
+    pub task_fraction: f64,
 }
 
 impl Default for SftSection {
@@ -131,6 +137,7 @@ impl Default for SftSection {
             steps: 100,
             batch: 16,
             lr: 1e-4,
+            task_fraction: 1.0,
         }
     }
 }
@@ -384,6 +391,7 @@ impl TrainConfig {
                 steps: 400,
                 batch: 8,
                 lr: 3e-3,
+                ..SftSection::default()
             },
             // Rollouts a little cooler than the policy, so that a tiny model
             // succeeds often enough to learn from; a KL anchor and a small
@@ -417,7 +425,7 @@ impl TrainConfig {
     /// Refuses settings that cannot run, naming the key.
     pub fn validate(&self) -> Result<(), String> {
         let user = &self.user;
-        let checks: [(bool, &str); 16] = [
+        let checks: [(bool, &str); 17] = [
             (
                 self.optim.micro_batch > 0,
                 "optim.micro_batch must be positive",
@@ -430,6 +438,10 @@ impl TrainConfig {
             (
                 self.sft.steps == 0 || self.sft.batch > 0,
                 "sft.batch must be positive",
+            ),
+            (
+                self.sft.task_fraction > 0.0 && self.sft.task_fraction <= 1.0,
+                "sft.task_fraction must be in (0, 1]",
             ),
             (
                 self.rl.steps == 0 || (self.rl.tasks_per_step > 0 && self.rl.rollouts > 1),

@@ -68,6 +68,19 @@ impl<'a> Workload<'a> {
     pub fn task(&self, index: usize) -> &'a PreparedTask {
         &self.env.tasks()[index]
     }
+
+    /// The training tasks whose gold episodes SFT learns from: the first
+    /// `fraction` of them, in the seeded order of the split.
+    pub fn sft_tasks(&self, fraction: f64) -> &[usize] {
+        leading_share(&self.train, fraction)
+    }
+}
+
+/// The first `fraction` of `tasks`, rounded up: a positive fraction of a
+/// non-empty list keeps at least one.
+fn leading_share(tasks: &[usize], fraction: f64) -> &[usize] {
+    let wanted = (fraction * tasks.len() as f64).ceil() as usize;
+    &tasks[..wanted.min(tasks.len())]
 }
 
 /// Holds out tasks, in `order`, only while every tool and argument value of
@@ -167,17 +180,19 @@ pub fn permutation(len: usize, seed: u64, epoch: usize) -> Vec<usize> {
     order
 }
 
-/// The gold episode of every training task, as token sequences whose
-/// trained spans are the assistant's turns (each followed by [`IM_END`]).
+/// The gold episode of each SFT task (`fraction` of every environment's
+/// training tasks), as token sequences whose trained spans are the
+/// assistant's turns (each followed by [`IM_END`]).
 pub fn sft_sequences(
     workloads: &[Workload<'_>],
+    fraction: f64,
     tokenizer: &ModelTokenizer,
     max_turns: usize,
 ) -> Result<Vec<Sequence>> {
     let mut sequences = Vec::new();
     for workload in workloads {
         let tools = workload.env.component().tools();
-        for &index in &workload.train {
+        for &index in workload.sft_tasks(fraction) {
             let task = workload.task(index);
             let mut policy = GoldPolicy::new(&task.task);
             let mut user = ScriptedUser::new(&task.task.instruction);
@@ -261,6 +276,16 @@ mod tests {
         // Asking for more than qualify holds out what does.
         let (_, heldout) = covered_split(&features, &[0, 1, 2, 3, 4], 4);
         assert_eq!(heldout, vec![0, 3]);
+    }
+
+    #[test]
+    fn sft_learns_from_the_leading_share_of_the_training_tasks() {
+        let train: Vec<usize> = (0..22).rev().collect();
+        assert_eq!(leading_share(&train, 1.0), &train[..]);
+        assert_eq!(leading_share(&train, 0.5), &train[..11]);
+        assert_eq!(leading_share(&train, 0.3), &train[..7], "6.6 rounds up");
+        assert_eq!(leading_share(&train, 0.01), &train[..1]);
+        assert!(leading_share(&[], 0.5).is_empty());
     }
 
     #[test]

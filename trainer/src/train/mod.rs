@@ -405,6 +405,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let sft_data = if self.position.step < sft_steps {
             data::sft_sequences(
                 &self.workloads,
+                self.config.sft.task_fraction,
                 &self.tokenizer,
                 self.config.tasks.max_turns,
             )?
