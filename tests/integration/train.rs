@@ -241,28 +241,19 @@ fn an_interrupted_run_resumes_exactly() {
 fn bad_configs_and_run_directories_are_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("bad.toml");
-    std::fs::write(&config, "[rl]\nclipp = 0.3\n").unwrap();
     let run = dir.path().join("run");
     let run = run.to_str().unwrap();
-    let output = train(&["--config", config.to_str().unwrap(), "--run-dir", run]);
-    assert!(!output.status.success());
-    assert!(stderr(&output).contains("clipp"), "{}", stderr(&output));
-
-    std::fs::write(&config, "[rl]\nrollouts = 1\n").unwrap();
-    let output = train(&["--config", config.to_str().unwrap(), "--run-dir", run]);
-    assert!(
-        stderr(&output).contains("rl.rollouts"),
-        "{}",
-        stderr(&output)
-    );
-
-    std::fs::write(&config, "[sft]\ntask_fraction = 0.0\n").unwrap();
-    let output = train(&["--config", config.to_str().unwrap(), "--run-dir", run]);
-    assert!(
-        stderr(&output).contains("sft.task_fraction"),
-        "{}",
-        stderr(&output)
-    );
+    // An unknown key, then impossible values: each refused, naming the key.
+    for (text, key) in [
+        ("[rl]\nclipp = 0.3\n", "clipp"),
+        ("[rl]\nrollouts = 1\n", "rl.rollouts"),
+        ("[sft]\ntask_fraction = 0.0\n", "sft.task_fraction"),
+    ] {
+        std::fs::write(&config, text).unwrap();
+        let output = train(&["--config", config.to_str().unwrap(), "--run-dir", run]);
+        assert!(!output.status.success(), "{key}");
+        assert!(stderr(&output).contains(key), "{}", stderr(&output));
+    }
 
     // bf16 products need the GPU backend; the CPU run says so.
     std::fs::write(&config, "[model]\nprecision = \"bf16\"\n").unwrap();

@@ -68,16 +68,11 @@ impl<'a> Workload<'a> {
     pub fn task(&self, index: usize) -> &'a PreparedTask {
         &self.env.tasks()[index]
     }
-
-    /// The training tasks whose gold episodes SFT learns from: the first
-    /// `fraction` of them, in the seeded order of the split.
-    pub fn sft_tasks(&self, fraction: f64) -> &[usize] {
-        leading_share(&self.train, fraction)
-    }
 }
 
 /// The first `fraction` of `tasks`, rounded up: a positive fraction of a
-/// non-empty list keeps at least one.
+/// non-empty list keeps at least one. SFT learns from this share of each
+/// environment's training tasks, in the seeded order of the split.
 fn leading_share(tasks: &[usize], fraction: f64) -> &[usize] {
     let wanted = (fraction * tasks.len() as f64).ceil() as usize;
     &tasks[..wanted.min(tasks.len())]
@@ -192,7 +187,7 @@ pub fn sft_sequences(
     let mut sequences = Vec::new();
     for workload in workloads {
         let tools = workload.env.component().tools();
-        for &index in workload.sft_tasks(fraction) {
+        for &index in leading_share(&workload.train, fraction) {
             let task = workload.task(index);
             let mut policy = GoldPolicy::new(&task.task);
             let mut user = ScriptedUser::new(&task.task.instruction);
