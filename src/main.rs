@@ -7,6 +7,7 @@ mod commands;
 mod envs;
 mod metrics;
 mod output;
+mod shutdown;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -175,29 +175,7 @@ async fn listen(hub: Arc<Hub>, addr: SocketAddr, options: HttpOptions) -> Result
         "forge serve: listening on http://{bound} — {}; OpenEnv at /ws (and /reset, /step, /state), MCP at /mcp, /healthz, /metrics",
         envs.join(", ")
     );
-    forge_serve::http::serve(hub, listener, options, shutdown_signal()).await
-}
-
-/// Ctrl-C or SIGTERM (what `kubectl delete` and `docker stop` send).
-async fn shutdown_signal() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = interrupt => {}
-        _ = terminate => {}
-    }
+    forge_serve::http::serve(hub, listener, options, crate::shutdown::signal()).await
 }
 
 fn load(args: &ServeArgs, sandbox: &Sandbox) -> Result<Vec<Environment>> {

@@ -1,6 +1,6 @@
 //! `forge train`: SFT then ERPO on environments, into a run directory.
 
-use crate::output;
+use crate::{output, shutdown};
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use forge_runtime::{Bundle, Environment, Sandbox};
@@ -40,8 +40,10 @@ pub struct TrainArgs {
     /// from `model.init`, e.g. the `final/` directory of a `--stage sft` run.
     #[arg(long, value_enum, default_value_t = Stage::All)]
     stage: Stage,
-    /// Continue the run in `--run-dir` from its latest checkpoint, with the
-    /// config it was started with.
+    /// Continue the run in `--run-dir` from its latest checkpoint (from its
+    /// start, if it stopped before one), with the config it was started with.
+    /// Ctrl-C or SIGTERM stops a run after the step under way with a
+    /// checkpoint to continue from.
     #[arg(long)]
     resume: bool,
     /// Stop after this many steps (with a checkpoint to `--resume` from):
@@ -142,6 +144,15 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
         std::fs::write(args.run_dir.join(CONFIG_FILE), toml::to_string(&config)?)?;
     }
     let mut observer = Progress::new(config.sft.steps + config.rl.steps, args.json);
+    let bar = observer.bar.clone();
+    let interrupt = shutdown::flag(move || {
+        bar.suspend(|| {
+            eprintln!(
+                "stopping after this step, with a checkpoint to --resume from (again to quit at once)"
+            )
+        })
+    })
+    .context("listening for Ctrl-C")?;
     let spec = RunSpec {
         config,
         dir: &args.run_dir,
@@ -155,6 +166,7 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
             .map(Duration::try_from_secs_f64)
             .transpose()
             .context("--time-limit must be a finite number of seconds, at least 0")?,
+        interrupt: Some(&interrupt),
         accelerator: args.device.accelerator(),
     };
     let summary = train(spec, &mut observer)?;
@@ -188,7 +200,11 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
             args.run_dir.join("metrics.jsonl").display()
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if summary.interrupted {
+        ExitCode::from(shutdown::INTERRUPTED)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// The preset, overlaid with the config file; on resume, the run's own config.

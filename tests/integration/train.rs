@@ -1,5 +1,5 @@
-//! `forge train` end to end on the CPU: the smoke run trains SFT then ERPO, an interrupted
-//! run resumes exactly, bad configs and run directories are refused clearly, rollouts are
+//! `forge train` end to end on the CPU: the smoke run trains SFT then ERPO, a run stopped
+//! by a step limit, a time limit, Ctrl-C or a kill resumes exactly, bad configs and run directories are refused clearly, rollouts are
 //! played against model users and judged by a model, and the prepared GPU run's script
 //! works (on a tiny model).
 
@@ -7,6 +7,8 @@ use crate::common::{export_example, forge, forge_cache_dir, json_lines, stderr, 
 use crate::llm_stub::{StubServer, completion};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 fn train(args: &[&str]) -> std::process::Output {
     let mut all = vec!["train"];
@@ -149,6 +151,11 @@ fn as_strs(args: &[String]) -> Vec<&str> {
     args.iter().map(String::as_str).collect()
 }
 
+/// The trained model's weights file, byte for byte.
+fn final_weights(run: &Path) -> Vec<u8> {
+    std::fs::read(run.join("final/model.safetensors")).unwrap()
+}
+
 fn without_timing(path: &Path) -> Vec<Value> {
     jsonl(path)
         .into_iter()
@@ -208,8 +215,8 @@ fn an_interrupted_run_resumes_exactly() {
         without_timing(&parts.join("metrics.jsonl"))
     );
     assert_eq!(
-        std::fs::read(whole.join("final/model.safetensors")).unwrap(),
-        std::fs::read(parts.join("final/model.safetensors")).unwrap(),
+        final_weights(&whole),
+        final_weights(&parts),
         "the resumed run ends with the same weights"
     );
 
@@ -231,9 +238,82 @@ fn an_interrupted_run_resumes_exactly() {
     let resume = ["--run-dir", timed.to_str().unwrap(), "--resume", "--json"];
     assert_eq!(summary(&train(&resume))["complete"], true);
     assert_eq!(
-        std::fs::read(whole.join("final/model.safetensors")).unwrap(),
-        std::fs::read(timed.join("final/model.safetensors")).unwrap(),
+        final_weights(&whole),
+        final_weights(&timed),
         "a run stopped by its time limit resumes exactly"
+    );
+
+    // Ctrl-C (SIGINT) once a step is done stops the run after the step
+    // under way, with a checkpoint and exit status 130; resuming finishes
+    // it with the same weights.
+    let signalled = dir.path().join("signalled");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_forge"))
+        .arg("train")
+        .args(args(&signalled))
+        .env("FORGE_CACHE_DIR", forge_cache_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let metrics = signalled.join("metrics.jsonl");
+    while !std::fs::read_to_string(&metrics).is_ok_and(|text| text.contains("\"sft\"")) {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended unsignalled"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", stderr(&output));
+    assert!(stderr(&output).contains("--resume"), "{}", stderr(&output));
+    let stopped = json_lines(&output).pop().expect("a summary line");
+    assert_eq!(
+        (stopped["interrupted"].clone(), stopped["complete"].clone()),
+        (true.into(), false.into())
+    );
+    let latest = std::fs::read_to_string(signalled.join("checkpoints/latest")).unwrap();
+    assert_eq!(
+        latest,
+        format!("step-{:06}", stopped["steps"].as_u64().unwrap())
+    );
+    let resume = [
+        "--run-dir",
+        signalled.to_str().unwrap(),
+        "--resume",
+        "--json",
+    ];
+    assert_eq!(summary(&train(&resume))["complete"], true);
+    assert_eq!(
+        final_weights(&whole),
+        final_weights(&signalled),
+        "a signalled run resumes exactly"
+    );
+
+    // A run killed before its first checkpoint (here: one whose checkpoint
+    // is gone) resumes from its start, logging each step once.
+    let killed = dir.path().join("killed");
+    let mut first = args(&killed);
+    first.extend(["--max-steps".to_owned(), "1".to_owned()]);
+    summary(&train(&as_strs(&first)));
+    std::fs::remove_dir_all(killed.join("checkpoints")).unwrap();
+    let resume = ["--run-dir", killed.to_str().unwrap(), "--resume", "--json"];
+    assert_eq!(summary(&train(&resume))["complete"], true);
+    assert_eq!(
+        without_timing(&whole.join("metrics.jsonl")),
+        without_timing(&killed.join("metrics.jsonl"))
+    );
+    assert_eq!(
+        final_weights(&whole),
+        final_weights(&killed),
+        "a run restarted from its start ends with the same weights"
     );
 }
 
@@ -333,7 +413,7 @@ fn the_gpu_training_script_runs_on_the_cpu() {
     )
     .unwrap();
     let runs = dir.path().join("runs");
-    let output = std::process::Command::new("bash")
+    let output = Command::new("bash")
         .arg("scripts/gpu/train-smollm2.sh")
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env("FORGE", env!("CARGO_BIN_EXE_forge"))

@@ -42,6 +42,7 @@ use rollout::{Job, Play, Rollout, Script, Users};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The training backend: autodiff over the CPU backend.
@@ -143,6 +144,8 @@ pub struct Summary {
     pub steps: usize,
     pub total_steps: usize,
     pub complete: bool,
+    /// Stopped early by [`RunSpec::interrupt`].
+    pub interrupted: bool,
     pub heldout_tasks: usize,
     /// Before the first step (absent when `eval.at_start` is off).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -183,6 +186,9 @@ pub struct RunSpec<'a> {
     /// Stop once the next step, if it took as long as the last, would end
     /// after this much time (with a checkpoint and an evaluation).
     pub time_limit: Option<Duration>,
+    /// Set from outside (a signal handler) to stop after the current step,
+    /// with a checkpoint.
+    pub interrupt: Option<&'a AtomicBool>,
     pub accelerator: Accelerator,
 }
 
@@ -198,6 +204,7 @@ pub fn train(spec: RunSpec<'_>, observer: &mut dyn Observer) -> Result<Summary> 
         resume,
         max_steps,
         time_limit,
+        interrupt,
         accelerator,
     } = spec;
     let models = Models { init, user_model };
@@ -205,6 +212,7 @@ pub fn train(spec: RunSpec<'_>, observer: &mut dyn Observer) -> Result<Summary> 
         max_steps,
         // A limit too far off to represent is no limit.
         deadline: time_limit.and_then(|limit| Instant::now().checked_add(limit)),
+        interrupt,
     };
     match accelerator {
         Accelerator::Cpu => {
@@ -241,13 +249,23 @@ pub struct Models<'a> {
     pub user_model: Option<&'a Path>,
 }
 
-/// Where a run stops before its end, to be resumed: long runs in bounded jobs.
+/// Where a run stops before its end, to be resumed: long runs in bounded
+/// jobs, and runs stopped by hand or by a job scheduler.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Limits {
+pub struct Limits<'a> {
     /// After this many more steps.
     pub max_steps: Option<usize>,
     /// Before a step that, taking as long as the last, would end after this.
     pub deadline: Option<Instant>,
+    /// After the step during which this was set.
+    pub interrupt: Option<&'a AtomicBool>,
+}
+
+impl Limits<'_> {
+    fn interrupted(&self) -> bool {
+        self.interrupt
+            .is_some_and(|flag| flag.load(Ordering::Relaxed))
+    }
 }
 
 /// A training run on backend `B`.
@@ -265,6 +283,8 @@ pub struct Trainer<'a, B: AutodiffBackend> {
     counterparts: Counterparts<B::InnerBackend>,
     device: B::Device,
     position: Position,
+    /// The step of the latest checkpoint, not to be written twice.
+    checkpointed: Option<usize>,
 }
 
 const METRICS: &str = "metrics.jsonl";
@@ -277,7 +297,8 @@ const EPISODES: &str = "episodes";
 
 impl<'a, B: AutodiffBackend> Trainer<'a, B> {
     /// A fresh run in `dir` (which must hold no earlier run), or — with
-    /// `resume` — the continuation of the run there from its latest checkpoint.
+    /// `resume` — the continuation of the run there from its latest
+    /// checkpoint (from its start, when it was stopped before the first).
     /// `models` are the files of the policy to start from and of a model
     /// user.
     pub fn new(
@@ -300,12 +321,12 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 let position: Position = read_json(&checkpoint.join(POSITION))?;
                 (model, tokenizer, position)
             }
-            (None, true) => bail!("{} holds no checkpoint to resume from", dir.display()),
             (Some(_), false) => bail!(
                 "{} already holds a run: pass --resume to continue it, or choose another directory",
                 dir.display()
             ),
-            (None, false) => {
+            // A run stopped before its first checkpoint resumes from its start.
+            (None, _) => {
                 let (model, tokenizer) = match models.init {
                     Some(path) => (
                         Llama::load(path, &device)
@@ -331,6 +352,15 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         };
         let model = model.with_precision(config.model.precision)?;
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        if resume && latest.is_none() {
+            // What the stopped run logged, the restart logs again.
+            match std::fs::remove_file(dir.join(METRICS)) {
+                Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(err).context("clearing the stopped run's metrics");
+                }
+                _ => {}
+            }
+        }
         // The agent learns from gold dialogues in which it makes every call;
         // tasks whose user makes tool calls of its own need a simulated user
         // that does, which training does not have.
@@ -375,6 +405,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             reference: None,
             device,
             position,
+            checkpointed: latest.as_ref().filter(|_| resume).map(|_| position.step),
         };
         if let Some(checkpoint) = latest.filter(|_| resume) {
             trainer.restore(&checkpoint)?;
@@ -412,8 +443,10 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         } else {
             Vec::new()
         };
+        let mut interrupted = false;
         while self.position.step < total {
-            if stop_at == Some(self.position.step) {
+            interrupted = limits.interrupted();
+            if interrupted || stop_at == Some(self.position.step) {
                 self.save_checkpoint(observer)?;
                 break;
             }
@@ -479,6 +512,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             steps: self.position.step,
             total_steps: total,
             complete,
+            interrupted,
             heldout_tasks: self.heldout_tasks(),
             heldout_success_before: success_at(0),
             heldout_success_after_sft: (sft_steps > 0).then(|| success_at(sft_steps)).flatten(),
@@ -794,7 +828,10 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         checkpoint::save_prompt(dir, &self.config.model.prompt)
     }
 
-    fn save_checkpoint(&self, observer: &mut dyn Observer) -> Result<()> {
+    fn save_checkpoint(&mut self, observer: &mut dyn Observer) -> Result<()> {
+        if self.checkpointed == Some(self.position.step) {
+            return Ok(());
+        }
         let name = format!("step-{:06}", self.position.step);
         let dir = self.dir.join(CHECKPOINTS).join(&name);
         self.save_model(&dir)?;
@@ -805,6 +842,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let staged = self.dir.join(CHECKPOINTS).join(format!("{LATEST}.partial"));
         std::fs::write(&staged, &name)?;
         std::fs::rename(&staged, &latest)?;
+        self.checkpointed = Some(self.position.step);
         observer.checkpoint(&dir);
         Ok(())
     }

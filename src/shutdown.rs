@@ -1,0 +1,55 @@
+//! Stopping on Ctrl-C or SIGTERM (what `kubectl delete`, `docker stop` and
+//! job schedulers send): long-running commands finish what they are doing
+//! and leave their work in a state to continue from.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Ctrl-C or SIGTERM, whichever comes first.
+pub async fn signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = interrupt => {}
+        _ = terminate => {}
+    }
+}
+
+/// Exit status of a process stopped by a signal it handled (128 + SIGINT).
+pub const INTERRUPTED: u8 = 130;
+
+/// A flag that the first Ctrl-C or SIGTERM sets, for synchronous work to
+/// poll at its next safe point; `on_first` runs then (to say what happens
+/// next). A second signal ends the process at once, for when the safe point
+/// is too far off.
+pub fn flag(on_first: impl FnOnce() + Send + 'static) -> std::io::Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let set = Arc::clone(&flag);
+    std::thread::Builder::new()
+        .name("forge-shutdown".into())
+        .spawn(move || {
+            runtime.block_on(async {
+                signal().await;
+                set.store(true, Ordering::Relaxed);
+                on_first();
+                signal().await;
+                std::process::exit(i32::from(INTERRUPTED));
+            })
+        })?;
+    Ok(flag)
+}
