@@ -336,8 +336,12 @@ fn synthesize(docs: &[AnyDoc], config: &SynthConfig, out: &Path, quiet: bool) ->
 }
 
 /// The progress bar: steps, with the latest loss, reward and held-out success.
+/// Where stderr is no terminal (a job's log file), the bar cannot draw, so
+/// each evaluation and checkpoint is a line there instead.
 struct Progress {
     bar: ProgressBar,
+    /// Lines instead of the bar.
+    log: bool,
     loss: Option<f64>,
     reward: Option<f64>,
     heldout: Option<f64>,
@@ -345,8 +349,10 @@ struct Progress {
 
 impl Progress {
     fn new(total: usize, quiet: bool) -> Self {
+        let bar = output::progress(total as u64, quiet);
         Self {
-            bar: output::progress(total as u64, quiet),
+            log: !quiet && bar.is_hidden(),
+            bar,
             loss: None,
             reward: None,
             heldout: None,
@@ -355,7 +361,7 @@ impl Progress {
 }
 
 impl Observer for Progress {
-    fn metrics(&mut self, metrics: &Metrics, _: usize) {
+    fn metrics(&mut self, metrics: &Metrics, total_steps: usize) {
         match metrics.kind.as_str() {
             "eval" => self.heldout = metrics.heldout_success,
             kind => {
@@ -369,12 +375,27 @@ impl Observer for Progress {
         let show = |label: &str, value: Option<f64>| {
             value.map_or(String::new(), |value| format!("{label} {value:.3}  "))
         };
-        self.bar.set_message(format!(
+        let message = format!(
             "{}{}{}",
             show("loss", self.loss),
             show("reward", self.reward),
             show("held-out", self.heldout)
-        ));
+        );
+        if self.log && metrics.kind == "eval" {
+            eprintln!(
+                "step {}/{}  {}",
+                metrics.step,
+                total_steps,
+                message.trim_end()
+            );
+        }
+        self.bar.set_message(message);
+    }
+
+    fn checkpoint(&mut self, dir: &Path) {
+        if self.log {
+            eprintln!("checkpoint {}", dir.display());
+        }
     }
 }
 

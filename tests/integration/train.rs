@@ -304,8 +304,14 @@ fn an_interrupted_run_resumes_exactly() {
     first.extend(["--max-steps".to_owned(), "1".to_owned()]);
     summary(&train(&as_strs(&first)));
     std::fs::remove_dir_all(killed.join("checkpoints")).unwrap();
-    let resume = ["--run-dir", killed.to_str().unwrap(), "--resume", "--json"];
-    assert_eq!(summary(&train(&resume))["complete"], true);
+    let output = train(&["--run-dir", killed.to_str().unwrap(), "--resume"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    // With no terminal to draw the bar on, evaluations and checkpoints are
+    // lines of the log.
+    let log = stderr(&output);
+    for line in ["step 0/5  held-out 0.000", "step 5/5  loss", "checkpoint "] {
+        assert!(log.contains(line), "{line:?} in {log}");
+    }
     assert_eq!(
         without_timing(&whole.join("metrics.jsonl")),
         without_timing(&killed.join("metrics.jsonl"))
