@@ -60,13 +60,16 @@ pub fn forge_cache_dir() -> PathBuf {
     target_dir().join("forge-test-cache")
 }
 
+/// The `forge` binary with a private component cache, to run or spawn.
+pub fn forge_command() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_forge"));
+    command.env("FORGE_CACHE_DIR", forge_cache_dir());
+    command
+}
+
 /// Runs the `forge` binary with a private component cache.
 pub fn forge(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_forge"))
-        .args(args)
-        .env("FORGE_CACHE_DIR", forge_cache_dir())
-        .output()
-        .expect("running forge")
+    forge_command().args(args).output().expect("running forge")
 }
 
 pub fn stdout(output: &Output) -> String {

@@ -1,9 +1,11 @@
 //! `forge train` end to end on the CPU: the smoke run trains SFT then ERPO, a run stopped
-//! by a step limit, a time limit, Ctrl-C or a kill resumes exactly, bad configs and run directories are refused clearly, rollouts are
-//! played against model users and judged by a model, and the prepared GPU run's script
-//! works (on a tiny model).
+//! by a step limit, a time limit, Ctrl-C or a kill resumes exactly, bad configs and run
+//! directories are refused clearly, rollouts are played against model users and judged by a
+//! model, and the prepared GPU run's script works (on a tiny model).
 
-use crate::common::{export_example, forge, forge_cache_dir, json_lines, stderr, stdout};
+use crate::common::{
+    export_example, forge, forge_cache_dir, forge_command, json_lines, stderr, stdout,
+};
 use crate::llm_stub::{StubServer, completion};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -247,10 +249,9 @@ fn an_interrupted_run_resumes_exactly() {
     // under way, with a checkpoint and exit status 130; resuming finishes
     // it with the same weights.
     let signalled = dir.path().join("signalled");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_forge"))
+    let mut child = forge_command()
         .arg("train")
         .args(args(&signalled))
-        .env("FORGE_CACHE_DIR", forge_cache_dir())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

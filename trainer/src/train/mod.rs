@@ -405,9 +405,9 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             reference: None,
             device,
             position,
-            checkpointed: latest.as_ref().filter(|_| resume).map(|_| position.step),
+            checkpointed: latest.as_ref().map(|_| position.step),
         };
-        if let Some(checkpoint) = latest.filter(|_| resume) {
+        if let Some(checkpoint) = latest {
             trainer.restore(&checkpoint)?;
         }
         Ok(trainer)
