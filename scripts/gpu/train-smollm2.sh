@@ -101,7 +101,7 @@ python3 - "$OUT" sft "${rl[@]}" <<'PY'
 import json, pathlib, sys
 out, names = pathlib.Path(sys.argv[1]), sys.argv[2:]
 print(f"{'run':<24} {'steps':>5} {'before':>7} {'after':>7} {'rl reward':>10} {'masked':>7} "
-      f"{'rollout tok/s':>14} {'train tok/s':>12} {'lp gap':>7} {'s':>6}")
+      f"{'rollout tok/s':>14} {'train tok/s':>12} {'lp gap':>7} {'max |g|':>8} {'s':>6}")
 curves = {}
 for name in names:
     path = out / name / "metrics.jsonl"
@@ -122,9 +122,11 @@ for name in names:
     seconds = sum(l.get("seconds", 0) for l in lines)
     # The largest gap between sampled and retrained log-probs (decoding's numerics).
     gap = max((l["logprob_gap"] for l in rl if "logprob_gap" in l), default=float("nan"))
+    # The largest gradient norm (before clipping): spikes mark an unstable run.
+    grad = max((l["grad_norm"] for l in steps if "grad_norm" in l), default=float("nan"))
     print(f"{name:<24} {len(steps):>5} {first:>7.3f} {last:>7.3f} {mean('reward', rl):>10.3f} "
           f"{mean('masked_share', rl):>7.3f} {mean('rollout_tokens_per_s', rl):>14.0f} "
-          f"{mean('train_tokens_per_s', steps):>12.0f} {gap:>7.4f} {seconds:>6.0f}")
+          f"{mean('train_tokens_per_s', steps):>12.0f} {gap:>7.4f} {grad:>8.3f} {seconds:>6.0f}")
 for phase in ["sft", "rl"]:
     path = out / f"gpu-{phase}.csv"
     samples = []

@@ -1,7 +1,9 @@
 //! `forge serve` end to end: the real binary on a loopback port, driven over
 //! OpenEnv's HTTP and WebSocket API and MCP, as remote agents drive it.
 
-use crate::common::{export_example, forge, guest_component, stderr, stdout};
+use crate::common::{
+    export_example, forge, forge_cache_dir, forge_command, guest_component, stderr, stdout,
+};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -16,11 +18,10 @@ struct Server {
 
 impl Server {
     fn start(args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_forge"))
+        let mut child = forge_command()
             .arg("serve")
             .args(["--port", "0"])
             .args(args)
-            .env("FORGE_CACHE_DIR", cache_dir())
             .env("FORGE_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -75,10 +76,6 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn cache_dir() -> std::path::PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("forge-test-cache")
 }
 
 struct Ws(tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<std::net::TcpStream>>);
@@ -463,10 +460,9 @@ fn mcp_clients_list_and_call_an_episodes_tools() {
 fn mcp_over_stdio_serves_one_episode_and_records_it() {
     let dir = tempfile::tempdir().unwrap();
     let trajectories = dir.path().join("stdio.jsonl");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_forge"))
+    let mut child = forge_command()
         .args(["serve", "--stdio", "--task", "shop-01", "--out"])
         .arg(&trajectories)
-        .env("FORGE_CACHE_DIR", cache_dir())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -768,7 +764,7 @@ fn python_clients_from_pypi_drive_forge_serve() {
             .arg(scripts.join("mcp_clients.py"))
             .arg(server.url("/mcp"))
             .arg(env!("CARGO_BIN_EXE_forge"))
-            .env("FORGE_CACHE_DIR", cache_dir())
+            .env("FORGE_CACHE_DIR", forge_cache_dir())
             .output()
             .unwrap(),
     ];

@@ -101,6 +101,7 @@ fn the_smoke_run_trains_sft_then_erpo_on_the_cpu() {
         "reward",
         "masked_share",
         "advantage_std",
+        "grad_norm",
         "entropy",
         "episodes_per_s",
     ] {
@@ -123,6 +124,13 @@ fn the_smoke_run_trains_sft_then_erpo_on_the_cpu() {
         .map(|m| m["loss"].as_f64().unwrap())
         .collect();
     assert!(sft.last().unwrap() < &(sft[0] / 10.0), "SFT fits: {sft:?}");
+    assert!(
+        metrics
+            .iter()
+            .filter(|m| m["kind"] == "sft")
+            .all(|m| m["grad_norm"].as_f64().is_some_and(|norm| norm > 0.0)),
+        "every SFT step logs its gradient's norm"
+    );
     assert!(run.join("curves.svg").is_file());
     // The trained model plays through `forge run`, prompted as it was trained.
     let trajectories = dir.path().join("run.jsonl");
@@ -448,6 +456,19 @@ fn the_gpu_training_script_runs_on_the_cpu() {
         assert_eq!(
             row.split_whitespace().nth(1),
             Some(steps.to_string().as_str()),
+            "{row}"
+        );
+        // The largest gradient norm: the untrained tiny model's RL step may
+        // have nothing to learn from, and then no gradient.
+        let grad_norm: f64 = row
+            .split_whitespace()
+            .rev()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            grad_norm > 0.0 || (run != "sft" && grad_norm == 0.0),
             "{row}"
         );
     }

@@ -79,6 +79,10 @@ pub struct Metrics {
     /// Trained tokens per second of the step's optimisation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub train_tokens_per_s: Option<f64>,
+    /// The L2 norm of the step's gradient before clipping (RL: of its first
+    /// update, whose loss `loss` is; 0 for a step with nothing to learn).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grad_norm: Option<f64>,
     /// RL: mean reward and success share over every rollout of the step.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reward: Option<f64>,
@@ -541,7 +545,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             .lr_at(self.config.sft.lr, step, self.config.sft.steps);
         let (grads, stats) =
             objective::sft_gradients(&self.model, &sequences, self.config.optim.micro_batch);
-        self.apply(lr, grads);
+        let grad_norm = self.apply(lr, grads);
         let seconds = started.elapsed().as_secs_f64();
         Ok(Metrics {
             kind: "sft".into(),
@@ -550,6 +554,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             loss: Some(stats.loss),
             tokens: Some(stats.tokens),
             train_tokens_per_s: Some(stats.tokens as f64 / seconds),
+            grad_norm: Some(grad_norm),
             seconds: Some(seconds),
             ..Metrics::default()
         })
@@ -680,6 +685,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let lr = self.config.optim.lr_at(config.lr, rl_step, config.steps);
         let train_started = Instant::now();
         let mut stats = LossStats::default();
+        let mut grad_norm = 0.0;
         let trained = valid_advantages.iter().any(|advantage| *advantage != 0.0);
         if trained {
             for update in 0..config.updates_per_batch {
@@ -693,9 +699,10 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                     },
                     self.config.optim.micro_batch,
                 );
-                self.apply(lr, grads);
+                let norm = self.apply(lr, grads);
                 if update == 0 {
                     stats = pass;
+                    grad_norm = norm;
                 } else {
                     stats.tokens += pass.tokens;
                     stats.clipped = pass.clipped;
@@ -715,6 +722,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             loss: Some(stats.loss),
             tokens: Some(stats.tokens),
             train_tokens_per_s: Some(stats.tokens as f64 / train_seconds.max(1e-9)),
+            grad_norm: Some(grad_norm),
             reward: Some(all.iter().map(|(reward, _)| reward).sum::<f64>() / rollouts),
             success: Some(
                 all.iter().filter(|(reward, _)| *reward >= 1.0).count() as f64 / rollouts,
@@ -745,9 +753,12 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         TrajectoryWriter::create(&path)
     }
 
-    fn apply(&mut self, lr: f64, grads: GradientsParams) {
+    /// One optimizer step; returns the gradient's norm before clipping.
+    fn apply(&mut self, lr: f64, grads: GradientsParams) -> f64 {
+        let norm = optimizer::grad_norm(&self.model, &grads);
         // Cloning a module shares its tensors; the step returns the updated one.
         self.model = self.optimizer.step(lr, self.model.clone(), grads);
+        norm
     }
 
     /// Greedy episodes of every held-out task; logs the success share.

@@ -7,10 +7,10 @@ use burn::grad_clipping::GradientClippingConfig;
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::record::{AdaptorRecord, AdaptorRecordV1};
-use burn::optim::{AdamW, AdamWConfig, Optimizer};
+use burn::optim::{AdamW, AdamWConfig, GradientsParams, Optimizer};
 use burn::record::{BinFileRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{Shape, Tensor};
+use burn::tensor::{ElementConversion, Shape, Tensor};
 use std::path::Path;
 
 pub type AdamOptimizer<B> = OptimizerAdaptor<AdamW, Llama<B>, B>;
@@ -27,6 +27,34 @@ pub fn new<B: AutodiffBackend>(optim: &OptimSection) -> AdamOptimizer<B> {
         adam = adam.with_grad_clipping(Some(GradientClippingConfig::Norm(optim.grad_clip)));
     }
     adam.init()
+}
+
+/// The L2 norm of the whole gradient `grads` of `model`, before clipping:
+/// the step-size diagnostic every trainer logs (a spike or a steady climb
+/// is an unstable run long before the reward shows it). The squares are
+/// summed on the device and read back once.
+pub fn grad_norm<B: AutodiffBackend>(model: &Llama<B>, grads: &GradientsParams) -> f64 {
+    struct Squares<'a, B: AutodiffBackend> {
+        grads: &'a GradientsParams,
+        sum: Option<Tensor<B::InnerBackend, 1>>,
+    }
+    impl<B: AutodiffBackend> ModuleVisitor<B> for Squares<'_, B> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            let Some(grad) = self.grads.get::<B::InnerBackend, D>(param.id) else {
+                return;
+            };
+            let squares = grad.powi_scalar(2).sum();
+            self.sum = Some(match self.sum.take() {
+                Some(sum) => sum + squares,
+                None => squares,
+            });
+        }
+    }
+    let mut squares = Squares::<B> { grads, sum: None };
+    model.visit(&mut squares);
+    squares
+        .sum
+        .map_or(0.0, |sum| sum.into_scalar().elem::<f64>().sqrt())
 }
 
 pub fn save<B: AutodiffBackend>(optimizer: &AdamOptimizer<B>, path: &Path) -> Result<()> {
@@ -128,6 +156,24 @@ mod tests {
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         let model = optimizer.step(1e-3, model, grads);
         (model, optimizer)
+    }
+
+    #[test]
+    fn the_gradient_norm_is_the_l2_norm_of_the_whole_gradient() {
+        let device = Default::default();
+        let model = Llama::<CpuTrain>::init(LlamaConfig::tiny(32), 7, &device);
+        let norm_of = |scale: f32| {
+            let loss = model.forward_batch(&[&[1, 2, 3]]).sum().mul_scalar(scale);
+            grad_norm(
+                &model,
+                &GradientsParams::from_grads(loss.backward(), &model),
+            )
+        };
+        let (once, thrice) = (norm_of(1.0), norm_of(3.0));
+        assert!(once.is_finite() && once > 0.0, "{once}");
+        // A norm, not a sum of squares: it scales with the loss.
+        assert!((thrice / once - 3.0).abs() < 1e-4, "{once} {thrice}");
+        assert_eq!(grad_norm(&model, &GradientsParams::new()), 0.0);
     }
 
     #[test]
