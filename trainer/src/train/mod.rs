@@ -545,7 +545,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             .lr_at(self.config.sft.lr, step, self.config.sft.steps);
         let (grads, stats) =
             objective::sft_gradients(&self.model, &sequences, self.config.optim.micro_batch);
-        let grad_norm = self.apply(lr, grads);
+        let grad_norm = optimizer::grad_norm(&self.model, &grads);
+        self.apply(lr, grads);
         let seconds = started.elapsed().as_secs_f64();
         Ok(Metrics {
             kind: "sft".into(),
@@ -699,14 +700,14 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                     },
                     self.config.optim.micro_batch,
                 );
-                let norm = self.apply(lr, grads);
                 if update == 0 {
+                    grad_norm = optimizer::grad_norm(&self.model, &grads);
                     stats = pass;
-                    grad_norm = norm;
                 } else {
                     stats.tokens += pass.tokens;
                     stats.clipped = pass.clipped;
                 }
+                self.apply(lr, grads);
             }
         }
         let train_seconds = train_started.elapsed().as_secs_f64();
@@ -753,12 +754,9 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         TrajectoryWriter::create(&path)
     }
 
-    /// One optimizer step; returns the gradient's norm before clipping.
-    fn apply(&mut self, lr: f64, grads: GradientsParams) -> f64 {
-        let norm = optimizer::grad_norm(&self.model, &grads);
+    fn apply(&mut self, lr: f64, grads: GradientsParams) {
         // Cloning a module shares its tensors; the step returns the updated one.
         self.model = self.optimizer.step(lr, self.model.clone(), grads);
-        norm
     }
 
     /// Greedy episodes of every held-out task; logs the success share.
