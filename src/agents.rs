@@ -1,12 +1,12 @@
 //! Choosing the agent and the simulated user of episodes (`forge run`,
 //! `forge eval`).
 
+use crate::commands::train::Device;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use forge_llm::agents::{RemotePolicy, RemoteUser};
 use forge_llm::judge::ModelJudge;
 use forge_llm::{ChatClient, ChatConfig};
-use forge_model::tokenizer::ModelTokenizer;
 use forge_runtime::episode::{EpisodeSettings, Judge, Policy, User};
 use forge_runtime::policy::{
     GoldPolicy, RandomPolicy, RecordedJudge, ReplayPolicy, ReplayUser, remembered_instruction,
@@ -15,10 +15,14 @@ use forge_runtime::policy::{
 use forge_runtime::schema::ToolSpec;
 use forge_runtime::trajectory::{self, EpisodeRecord};
 use forge_runtime::{Actor, Environment, PreparedTask};
-use forge_trainer::Sampling;
-use forge_trainer::chat::{ModelPolicy, PromptSettings, PromptStyle};
+use forge_trainer::accelerator::Accelerator;
+use forge_trainer::chat::{PromptSettings, PromptStyle};
+use forge_trainer::episodes::LocalPlay;
+use forge_trainer::train::rollout::{Job, Users};
+use forge_trainer::{Precision, Sampling};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 #[derive(Args, Debug, Clone)]
 pub struct AgentArgs {
@@ -58,6 +62,18 @@ pub struct AgentArgs {
     /// `--policy model`: most tokens per turn.
     #[arg(long, default_value_t = 256)]
     pub max_new_tokens: usize,
+    /// `--policy model`: where the model runs (`cuda` and `wgpu` need a
+    /// forge built with that feature).
+    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    pub device: Device,
+    /// `--policy model`: the precision of the products with the weights:
+    /// `f32`, or `bf16` (mixed precision; cuda only).
+    #[arg(long, default_value = "f32")]
+    pub precision: Precision,
+    /// `--policy model`: episodes played at once, their turns decoded as one
+    /// batch (the same batch size gives the same episodes).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch: u64,
     /// Most requests in flight to the endpoint at once (`forge eval
     /// --concurrency` runs episodes in parallel).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..))]
@@ -112,13 +128,14 @@ pub struct Agents {
     local: Option<LocalModel>,
 }
 
-/// A local model and its tokenizer, loaded once for all episodes.
+/// A local model, loaded onto its device when its episodes are played.
 struct LocalModel {
     name: String,
     path: PathBuf,
-    model: forge_trainer::CpuModel,
-    tokenizer: ModelTokenizer,
     sampling: Sampling,
+    accelerator: Accelerator,
+    precision: Precision,
+    batch: usize,
 }
 
 impl Agents {
@@ -131,9 +148,6 @@ impl Agents {
                     .clone()
                     .unwrap_or_else(|| "smollm2-135m".to_owned());
                 let path = crate::commands::model::resolve(&name)?;
-                let tokenizer = forge_trainer::checkpoint::load_tokenizer(&path)?;
-                let model = forge_trainer::load_cpu(&path)
-                    .with_context(|| format!("loading {}", path.display()))?;
                 let sampling = Sampling {
                     temperature: args.temperature,
                     top_p: args.top_p,
@@ -143,9 +157,10 @@ impl Agents {
                 Some(LocalModel {
                     name,
                     path,
-                    model,
-                    tokenizer,
                     sampling,
+                    accelerator: args.device.accelerator(),
+                    precision: args.precision,
+                    batch: args.batch as usize,
                 })
             }
             _ => None,
@@ -216,25 +231,74 @@ impl Agents {
         self.client.as_ref()
     }
 
-    /// Runs one episode of `task` with a fresh policy, user and judge.
-    pub fn run_episode(
+    /// Plays one episode of each `(task, seed)`, handing each record to
+    /// `finished` as it ends: a local model's in batches on its device, in
+    /// order; any other policy's on `threads` threads at a time, each with a
+    /// fresh policy, user and judge, in the order they end (in order on one
+    /// thread). The first error stops the rest.
+    pub fn play(
         &self,
         env: &Environment,
-        task: &PreparedTask,
-        settings: EpisodeSettings,
-    ) -> Result<EpisodeRecord> {
-        let (mut policy, mut user) = self.make(task, settings.seed)?;
-        let mut judge = self.judge(task);
-        forge_runtime::run_episode(
-            env,
-            task,
-            &self.label(),
-            policy.as_mut(),
-            user.as_mut(),
-            judge.as_mut().map(|judge| judge.as_mut() as &mut dyn Judge),
-            settings,
-        )
-        .with_context(|| format!("task `{}`", task.task.id))
+        episodes: &[(&PreparedTask, u64)],
+        max_turns: usize,
+        threads: usize,
+        mut finished: impl FnMut(EpisodeRecord) -> Result<()>,
+    ) -> Result<()> {
+        if let Some(local) = &self.local {
+            return self.play_local(local, env, episodes, max_turns, &mut finished);
+        }
+        let run_one = |(task, seed): (&PreparedTask, u64)| {
+            let (mut policy, mut user) = self.make(task, seed)?;
+            let mut judge = self.judge(task);
+            forge_runtime::run_episode(
+                env,
+                task,
+                &self.label(),
+                policy.as_mut(),
+                user.as_mut(),
+                judge.as_mut().map(|judge| judge.as_mut() as &mut dyn Judge),
+                EpisodeSettings { max_turns, seed },
+            )
+            .with_context(|| format!("task `{}`", task.task.id))
+        };
+        in_parallel(episodes, threads, run_one, finished)
+    }
+
+    fn play_local(
+        &self,
+        local: &LocalModel,
+        env: &Environment,
+        episodes: &[(&PreparedTask, u64)],
+        max_turns: usize,
+        finished: &mut dyn FnMut(EpisodeRecord) -> Result<()>,
+    ) -> Result<()> {
+        let jobs: Vec<Job<'_>> = episodes
+            .iter()
+            .map(|&(task, seed)| Job {
+                env,
+                style: &self.style,
+                task,
+                seed,
+            })
+            .collect();
+        let users = match self.user {
+            UserKind::Scripted => Users::Scripted,
+            UserKind::Openai => Users::Remote(self.client.as_ref().expect("checked in new")),
+        };
+        let label = self.label();
+        let spec = LocalPlay {
+            model: &local.path,
+            policy: &label,
+            accelerator: local.accelerator,
+            precision: local.precision,
+            sampling: local.sampling.clone(),
+            max_turns,
+            batch: local.batch,
+            user_instability: self.instability,
+            users,
+            nl_judge: self.judge.as_ref(),
+        };
+        forge_trainer::episodes::play(&spec, &jobs, finished)
     }
 
     /// The policy and user of one episode of `task`.
@@ -256,19 +320,7 @@ impl Agents {
                 self.client.as_ref().expect("checked in new"),
                 self.style.system.clone(),
             )),
-            PolicyKind::Model => {
-                let local = self.local.as_ref().expect("loaded in new");
-                let sampling = Sampling {
-                    seed,
-                    ..local.sampling.clone()
-                };
-                Box::new(ModelPolicy::new(
-                    &local.model,
-                    &local.tokenizer,
-                    self.style.clone(),
-                    sampling,
-                ))
-            }
+            PolicyKind::Model => unreachable!("a local model's episodes are played in batches"),
         };
         let user: Box<dyn User + 'a> = match (self.policy, self.user) {
             // A replayed episode replays its user too.
@@ -309,4 +361,44 @@ fn recorded_by_task(path: &Path) -> Result<BTreeMap<String, EpisodeRecord>> {
         by_task.entry(record.task_id.clone()).or_insert(record);
     }
     Ok(by_task)
+}
+
+/// Runs `run` on every job, `threads` at a time, handing each result to
+/// `finished` on this thread as it comes; the first error stops the rest.
+fn in_parallel<J: Copy + Send + Sync, R: Send>(
+    jobs: &[J],
+    threads: usize,
+    run: impl Fn(J) -> Result<R> + Sync,
+    mut finished: impl FnMut(R) -> Result<()>,
+) -> Result<()> {
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let (sender, results) = std::sync::mpsc::channel();
+        for _ in 0..threads.min(jobs.len()) {
+            let sender = sender.clone();
+            let (next, failed, run) = (&next, &failed, &run);
+            scope.spawn(move || {
+                while !failed.load(Ordering::Relaxed) {
+                    let Some(&job) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                        break;
+                    };
+                    let result = run(job);
+                    failed.fetch_or(result.is_err(), Ordering::Relaxed);
+                    if sender.send(result).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(sender);
+        let mut outcome = Ok(());
+        for result in results {
+            if let Err(err) = result.and_then(&mut finished) {
+                failed.store(true, Ordering::Relaxed);
+                outcome = outcome.and(Err(err));
+            }
+        }
+        outcome
+    })
 }

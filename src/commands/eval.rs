@@ -19,7 +19,6 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 #[derive(Args, Debug)]
 pub struct EvalArgs {
@@ -96,14 +95,8 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         .filter(|(task, seed)| !done.contains_key(&(task.task.id.clone(), *seed)))
         .collect();
     progress.inc(total - pending.len() as u64);
-    let run_one = |(task, seed): (&PreparedTask, u64)| {
-        let settings = EpisodeSettings {
-            max_turns: args.max_turns,
-            seed,
-        };
-        agents.run_episode(&env, task, settings)
-    };
-    in_parallel(&pending, args.concurrency as usize, run_one, |record| {
+    let threads = args.concurrency as usize;
+    agents.play(&env, &pending, args.max_turns, threads, |record| {
         writer.write(&record)?;
         progress.inc(1);
         done.insert((record.task_id.clone(), record.seed), record);
@@ -200,46 +193,6 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Runs `run` on every job, `threads` at a time, handing each result to
-/// `finished` on this thread as it comes; the first error stops the rest.
-fn in_parallel<J: Copy + Send + Sync, R: Send>(
-    jobs: &[J],
-    threads: usize,
-    run: impl Fn(J) -> Result<R> + Sync,
-    mut finished: impl FnMut(R) -> Result<()>,
-) -> Result<()> {
-    let next = AtomicUsize::new(0);
-    let failed = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        let (sender, results) = std::sync::mpsc::channel();
-        for _ in 0..threads.min(jobs.len()) {
-            let sender = sender.clone();
-            let (next, failed, run) = (&next, &failed, &run);
-            scope.spawn(move || {
-                while !failed.load(Ordering::Relaxed) {
-                    let Some(&job) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                        break;
-                    };
-                    let result = run(job);
-                    failed.fetch_or(result.is_err(), Ordering::Relaxed);
-                    if sender.send(result).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        drop(sender);
-        let mut outcome = Ok(());
-        for result in results {
-            if let Err(err) = result.and_then(&mut finished) {
-                failed.store(true, Ordering::Relaxed);
-                outcome = outcome.and(Err(err));
-            }
-        }
-        outcome
-    })
 }
 
 /// pass^k against k with its confidence band, as SVG.

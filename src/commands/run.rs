@@ -56,29 +56,31 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
 
     let total = tasks.len() as u64 * args.trials;
     let progress = output::progress(total, args.json);
-    let mut records = Vec::with_capacity(total as usize);
-    for task in &tasks {
-        for trial in 0..args.trials {
-            let seed = episode_seed(args.seed, &task.task.id, trial);
-            let settings = EpisodeSettings {
-                max_turns: args.max_turns,
-                seed,
-            };
-            let record = agents.run_episode(&env, task, settings)?;
-            if let Some(writer) = &mut writer {
-                writer.write(&record)?;
-            }
-            if args.json {
-                output::json_line(&episode_json(&record, trial));
-            }
-            progress.set_message(format!(
-                "{} reward {}",
-                record.task_id, record.verdict.reward
-            ));
-            progress.inc(1);
-            records.push((trial, record));
+    let trials: Vec<u64> = tasks.iter().flat_map(|_| 0..args.trials).collect();
+    let episodes: Vec<(&PreparedTask, u64)> = tasks
+        .iter()
+        .flat_map(|task| {
+            (0..args.trials).map(|trial| (*task, episode_seed(args.seed, &task.task.id, trial)))
+        })
+        .collect();
+    let mut records = Vec::with_capacity(episodes.len());
+    // On one thread, records come in the order of `episodes`.
+    agents.play(&env, &episodes, args.max_turns, 1, |record| {
+        let trial = trials[records.len()];
+        if let Some(writer) = &mut writer {
+            writer.write(&record)?;
         }
-    }
+        if args.json {
+            output::json_line(&episode_json(&record, trial));
+        }
+        progress.set_message(format!(
+            "{} reward {}",
+            record.task_id, record.verdict.reward
+        ));
+        progress.inc(1);
+        records.push((trial, record));
+        Ok(())
+    })?;
     progress.finish_and_clear();
     report(&env, &args, &label, &records);
     Ok(ExitCode::SUCCESS)

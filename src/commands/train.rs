@@ -7,9 +7,10 @@ use forge_runtime::{Bundle, Environment, Sandbox};
 use forge_synth::SynthConfig;
 use forge_synth::compile::Compiler;
 use forge_synth::llm::AnyDoc;
+use forge_trainer::accelerator::Accelerator;
 use forge_trainer::train::config::TrainConfig;
 use forge_trainer::train::config::UserKind;
-use forge_trainer::train::{Accelerator, Metrics, Observer, RunSpec, read_metrics, train};
+use forge_trainer::train::{Metrics, Observer, RunSpec, read_metrics, train};
 use indicatif::ProgressBar;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -87,7 +88,7 @@ enum Stage {
 
 /// Where the model runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum Device {
+pub enum Device {
     /// The CPU (burn's ndarray backend).
     Cpu,
     /// The first CUDA GPU (a forge built with `--features cuda`).
@@ -98,7 +99,7 @@ pub(crate) enum Device {
 }
 
 impl Device {
-    pub(crate) fn accelerator(self) -> Accelerator {
+    pub fn accelerator(self) -> Accelerator {
         match self {
             Device::Cpu => Accelerator::Cpu,
             Device::Cuda => Accelerator::Cuda,

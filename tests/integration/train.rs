@@ -639,3 +639,136 @@ fn rollouts_are_played_against_model_users_and_judged_by_a_model() {
                 .is_some_and(|prompt| prompt.contains("The facts it was given:\n- "))
     }));
 }
+
+#[test]
+fn a_trained_model_plays_forge_run_and_eval_in_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let shop = export_example(dir.path());
+    let model = short_rl_run(dir.path(), "tiny", &shop, "").join("final");
+    let local = [
+        "--env",
+        shop.to_str().unwrap(),
+        "--policy",
+        "model",
+        "--model",
+        model.to_str().unwrap(),
+    ];
+    let play = |command: &str, out: &Path, extra: &[&str]| {
+        let mut args = vec![command];
+        args.extend_from_slice(&local);
+        args.extend_from_slice(&[
+            "--tasks",
+            "shop-01,shop-02,shop-03",
+            "--trials",
+            "2",
+            "--temperature",
+            "1",
+            "--max-new-tokens",
+            "8",
+            "--max-turns",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ]);
+        args.extend_from_slice(extra);
+        let output = forge(&args);
+        assert!(output.status.success(), "{}", stderr(&output));
+        output
+    };
+
+    // Six episodes in batches of four: two batches, recorded in task and
+    // trial order, each with the tokens it sampled.
+    let first = dir.path().join("first.jsonl");
+    let lines = json_lines(&play("run", &first, &["--batch", "4"]));
+    let order: Vec<(&str, u64)> = lines[..6]
+        .iter()
+        .map(|line| {
+            (
+                line["task_id"].as_str().unwrap(),
+                line["trial"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("shop-01", 0),
+            ("shop-01", 1),
+            ("shop-02", 0),
+            ("shop-02", 1),
+            ("shop-03", 0),
+            ("shop-03", 1)
+        ]
+    );
+    assert_eq!(lines[6]["episodes"], 6);
+    let records = jsonl(&first);
+    assert_eq!(records.len(), 6);
+    for record in &records {
+        let label = format!("model:{}", model.display());
+        assert_eq!(record["policy"].as_str(), Some(label.as_str()));
+        let turn = &record["policy_trace"]["turns"][0];
+        assert_eq!(
+            turn["ids"].as_array().unwrap().len(),
+            turn["logprobs"].as_array().unwrap().len()
+        );
+    }
+    // Trials differ by their seeds; the same seed and batch size replay them.
+    assert_ne!(records[0]["messages"], records[1]["messages"]);
+    let again = dir.path().join("again.jsonl");
+    play("run", &again, &["--batch", "4"]);
+    assert_eq!(
+        std::fs::read(&first).unwrap(),
+        std::fs::read(&again).unwrap()
+    );
+
+    // forge eval plays the same way, and a second eval finds every trial done.
+    let evals = dir.path().join("eval");
+    let report = json_lines(&play("eval", &evals, &["--batch", "3"]))
+        .pop()
+        .unwrap();
+    assert_eq!(report["tasks"], 3, "{report}");
+    let trajectories = |dir: &Path| -> usize {
+        walk(dir)
+            .iter()
+            .filter(|path| path.ends_with("trajectories.jsonl"))
+            .map(|path| jsonl(path).len())
+            .sum()
+    };
+    assert_eq!(trajectories(&evals), 6);
+    play("eval", &evals, &["--batch", "3"]);
+    assert_eq!(
+        trajectories(&evals),
+        6,
+        "a resumed eval plays nothing again"
+    );
+
+    // Mixed precision needs a backend with bf16, which the CPU's lacks.
+    let output = forge(&[&["run"], &local[..], &["--precision", "bf16"]].concat());
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("bf16"), "{}", stderr(&output));
+    // A device this build lacks is refused, naming the feature.
+    if !cfg!(feature = "cuda") {
+        let output = forge(&[&["run"], &local[..], &["--device", "cuda"]].concat());
+        assert!(!output.status.success());
+        assert!(
+            stderr(&output).contains("--features cuda"),
+            "{}",
+            stderr(&output)
+        );
+    }
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}

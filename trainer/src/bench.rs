@@ -11,12 +11,12 @@
 //! given: throughput depends on the shapes alone, so the benchmark needs no
 //! download.
 
+use crate::accelerator::{self, Accelerator, OnBackend};
 use crate::config::LlamaConfig;
 use crate::kv_cache::Prefix;
 use crate::llama::{Llama, Precision};
 use crate::sampling::{Sampling, Stop};
 use crate::train::objective::{Sequence, Span, sft_gradients};
-use crate::train::{Accelerator, CpuTrain};
 use anyhow::{Result, bail};
 use burn::module::AutodiffModule;
 use burn::optim::{AdamWConfig, Optimizer};
@@ -180,24 +180,20 @@ pub fn run(
     progress: &mut dyn FnMut(&Measurement),
 ) -> Result<Vec<Measurement>> {
     spec.validate()?;
-    match accelerator {
-        Accelerator::Cpu => Bench::<CpuTrain>::new(spec, Default::default())?.run(progress),
-        #[cfg(feature = "cuda")]
-        Accelerator::Cuda => {
-            Bench::<crate::train::CudaTrain>::new(spec, crate::cuda_device()?)?.run(progress)
-        }
-        #[cfg(not(feature = "cuda"))]
-        Accelerator::Cuda => {
-            bail!("this forge was built without CUDA: rebuild it with `--features cuda`")
-        }
-        #[cfg(feature = "wgpu")]
-        Accelerator::Wgpu => {
-            Bench::<crate::train::WgpuTrain>::new(spec, crate::wgpu_device()?)?.run(progress)
-        }
-        #[cfg(not(feature = "wgpu"))]
-        Accelerator::Wgpu => {
-            bail!("this forge was built without WebGPU: rebuild it with `--features wgpu`")
-        }
+    accelerator::on(accelerator, Measuring { spec, progress })
+}
+
+/// A bench, to be run on the backend [`accelerator::on`] picks.
+struct Measuring<'a, 'p> {
+    spec: &'a BenchSpec,
+    progress: &'p mut dyn FnMut(&Measurement),
+}
+
+impl OnBackend for Measuring<'_, '_> {
+    type Output = Vec<Measurement>;
+
+    fn run<B: AutodiffBackend>(self, device: B::Device) -> Result<Vec<Measurement>> {
+        Bench::<B>::new(self.spec, device)?.run(self.progress)
     }
 }
 

@@ -6,11 +6,13 @@
 //! instantiations ([`CpuModel`]) so that the backend generics are compiled
 //! here once and the rest of Forge does not rebuild them.
 
+pub mod accelerator;
 pub mod bench;
 pub mod chat;
 pub mod checkpoint;
 pub mod config;
 mod draw;
+pub mod episodes;
 pub mod kv_cache;
 pub mod llama;
 pub mod sampling;

@@ -19,6 +19,7 @@ mod optimizer;
 pub mod rollout;
 
 use crate::Cpu;
+use crate::accelerator::{self, Accelerator, OnBackend};
 use crate::checkpoint;
 use crate::config::LlamaConfig;
 use crate::llama::Llama;
@@ -163,17 +164,6 @@ pub struct Summary {
     pub seconds: f64,
 }
 
-/// Where a run trains.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Accelerator {
-    Cpu,
-    /// The first CUDA GPU (needs the `cuda` feature).
-    Cuda,
-    /// A WebGPU adapter: another GPU, or a CPU through a software Vulkan
-    /// driver (needs the `wgpu` feature).
-    Wgpu,
-}
-
 /// A run to start or resume.
 pub struct RunSpec<'a> {
     pub config: TrainConfig,
@@ -218,29 +208,42 @@ pub fn train(spec: RunSpec<'_>, observer: &mut dyn Observer) -> Result<Summary> 
         deadline: time_limit.and_then(|limit| Instant::now().checked_add(limit)),
         interrupt,
     };
-    match accelerator {
-        Accelerator::Cpu => {
-            Trainer::<CpuTrain>::new(config, dir, envs, models, resume, Default::default())?
-                .run(observer, limits)
-        }
-        #[cfg(feature = "cuda")]
-        Accelerator::Cuda => {
-            Trainer::<CudaTrain>::new(config, dir, envs, models, resume, crate::cuda_device()?)?
-                .run(observer, limits)
-        }
-        #[cfg(not(feature = "cuda"))]
-        Accelerator::Cuda => {
-            bail!("this forge was built without CUDA: rebuild it with `--features cuda`")
-        }
-        #[cfg(feature = "wgpu")]
-        Accelerator::Wgpu => {
-            Trainer::<WgpuTrain>::new(config, dir, envs, models, resume, crate::wgpu_device()?)?
-                .run(observer, limits)
-        }
-        #[cfg(not(feature = "wgpu"))]
-        Accelerator::Wgpu => {
-            bail!("this forge was built without WebGPU: rebuild it with `--features wgpu`")
-        }
+    let work = Training {
+        config,
+        dir,
+        envs,
+        models,
+        resume,
+        observer,
+        limits,
+    };
+    accelerator::on(accelerator, work)
+}
+
+/// A run, to be started on the backend [`accelerator::on`] picks.
+struct Training<'a, 'o> {
+    config: TrainConfig,
+    dir: &'a Path,
+    envs: &'a [Environment],
+    models: Models<'a>,
+    resume: bool,
+    observer: &'o mut dyn Observer,
+    limits: Limits<'a>,
+}
+
+impl OnBackend for Training<'_, '_> {
+    type Output = Summary;
+
+    fn run<B: AutodiffBackend>(self, device: B::Device) -> Result<Summary> {
+        Trainer::<B>::new(
+            self.config,
+            self.dir,
+            self.envs,
+            self.models,
+            self.resume,
+            device,
+        )?
+        .run(self.observer, self.limits)
     }
 }
 
@@ -298,6 +301,8 @@ const OPTIMIZER: &str = "optimizer";
 const POSITION: &str = "position.json";
 const REFERENCE: &str = "reference";
 const EPISODES: &str = "episodes";
+/// The policy's name in the records of rollouts and evaluations.
+const POLICY: &str = "model";
 
 impl<'a, B: AutodiffBackend> Trainer<'a, B> {
     /// A fresh run in `dir` (which must hold no earlier run), or — with
@@ -587,6 +592,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             model: &policy,
             user_model: self.counterparts.user_model(),
             script: Script {
+                policy: POLICY,
                 tokenizer: &self.tokenizer,
                 sampling: Sampling {
                     temperature: config.temperature,
@@ -598,6 +604,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 user_instability: config.user_instability,
                 users: self.counterparts.users(),
                 judge: self.counterparts.judge(config.masking),
+                nl_judge: None,
             },
         };
         let run_seed = self.config.seed ^ (step as u64).wrapping_mul(0x2545_f491_4f6c_dd1d);
@@ -767,6 +774,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             model: &policy,
             user_model: None,
             script: Script {
+                policy: POLICY,
                 tokenizer: &self.tokenizer,
                 sampling: Sampling {
                     max_tokens: self.config.eval.max_new_tokens,
@@ -776,6 +784,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 user_instability: 0.0,
                 users: Users::Scripted,
                 judge: None,
+                nl_judge: None,
             },
         };
         let jobs: Vec<Job<'_>> = self

@@ -13,11 +13,12 @@ use anyhow::{Context, Result};
 use burn::tensor::backend::Backend;
 use forge_llm::ChatClient;
 use forge_llm::agents::RemoteUser;
+use forge_llm::judge::ModelJudge;
 use forge_model::tokenizer::ModelTokenizer;
-use forge_runtime::episode::{EpisodeSettings, User, run_episode};
+use forge_runtime::episode::{EpisodeSettings, Judge, User, run_episode};
 use forge_runtime::policy::{remembered_instruction, scripted_user};
 use forge_runtime::trajectory::EpisodeRecord;
-use forge_runtime::{Environment, PreparedTask};
+use forge_runtime::{Actor, Environment, PreparedTask};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::mpsc;
@@ -52,6 +53,8 @@ pub struct Play<'a, B: Backend> {
 /// Everything about an episode but the models: what the episode threads share.
 #[derive(Clone)]
 pub struct Script<'a> {
+    /// The policy's name in the episodes' records.
+    pub policy: &'a str,
     pub tokenizer: &'a ModelTokenizer,
     pub sampling: Sampling,
     pub max_turns: usize,
@@ -60,6 +63,8 @@ pub struct Script<'a> {
     pub users: Users<'a>,
     /// The masking judge, when episodes are judged.
     pub judge: Option<MaskJudge<'a>>,
+    /// The model that judges the tasks' NL assertions, when there is one.
+    pub nl_judge: Option<&'a ChatClient>,
 }
 
 /// Who plays the simulated user.
@@ -74,7 +79,8 @@ pub enum Users<'a> {
         temperature: f32,
         max_tokens: usize,
     },
-    /// A model behind an OpenAI-compatible endpoint.
+    /// A model behind an OpenAI-compatible endpoint, briefed with the
+    /// environment's user guidelines and offered the user's own tools.
     Remote(&'a ChatClient),
 }
 
@@ -288,13 +294,14 @@ impl<'a> Script<'a> {
             max_turns: self.max_turns,
             seed: job.seed,
         };
+        let mut nl_judge = self.nl_judge.map(ModelJudge::new);
         run_episode(
             job.env,
             task,
-            "model",
+            self.policy,
             &mut policy,
             user.as_mut(),
-            None,
+            nl_judge.as_mut().map(|judge| judge as &mut dyn Judge),
             settings,
         )
         .with_context(|| format!("episode of task `{}`", task.task.id))
@@ -358,7 +365,11 @@ impl<'a> Script<'a> {
                     sampling,
                 ))
             }
-            Users::Remote(client) => Box::new(RemoteUser::new(client, instruction())),
+            Users::Remote(client) => Box::new(
+                RemoteUser::new(client, instruction())
+                    .with_tools(job.env.component().tools_of(Actor::User))
+                    .with_guidelines(job.env.bundle().manifest.user_guidelines.as_deref()),
+            ),
         }
     }
 }
