@@ -71,9 +71,11 @@ pub struct AgentArgs {
     #[arg(long, default_value = "f32")]
     pub precision: Precision,
     /// `--policy model`: episodes played at once, their turns decoded as one
-    /// batch (the same batch size gives the same episodes).
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
-    pub batch: u64,
+    /// batch (the same batch size gives the same episodes) [default: 64 on a
+    /// GPU; 1 on the CPU, where one thread computes a batch no faster than
+    /// its rows one by one, and padding the prompts to one length costs more].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch: Option<u64>,
     /// Most requests in flight to the endpoint at once (`forge eval
     /// --concurrency` runs episodes in parallel).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..))]
@@ -160,7 +162,13 @@ impl Agents {
                     sampling,
                     accelerator: args.device.accelerator(),
                     precision: args.precision,
-                    batch: args.batch as usize,
+                    batch: args.batch.map_or(
+                        match args.device {
+                            Device::Cpu => 1,
+                            Device::Cuda | Device::Wgpu => 64,
+                        },
+                        |batch| batch as usize,
+                    ),
                 })
             }
             _ => None,

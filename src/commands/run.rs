@@ -56,7 +56,6 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
 
     let total = tasks.len() as u64 * args.trials;
     let progress = output::progress(total, args.json);
-    let trials: Vec<u64> = tasks.iter().flat_map(|_| 0..args.trials).collect();
     let episodes: Vec<(&PreparedTask, u64)> = tasks
         .iter()
         .flat_map(|task| {
@@ -64,9 +63,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         })
         .collect();
     let mut records = Vec::with_capacity(episodes.len());
-    // On one thread, records come in the order of `episodes`.
+    // On one thread, records come in the order of `episodes`: by task, then trial.
     agents.play(&env, &episodes, args.max_turns, 1, |record| {
-        let trial = trials[records.len()];
+        let trial = records.len() as u64 % args.trials;
         if let Some(writer) = &mut writer {
             writer.write(&record)?;
         }

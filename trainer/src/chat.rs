@@ -10,10 +10,8 @@
 //! which the host answers with a validation error the model can learn from),
 //! never a crash.
 
-use crate::kv_cache::Prefix;
-use crate::sampling::{Sampling, Stop};
-use crate::{Generation, Llama};
-use burn::tensor::backend::Backend;
+use crate::Generation;
+use crate::sampling::Sampling;
 use forge_model::tokenizer::{ModelTokenizer, TokenizerError};
 use forge_runtime::bundle::ToolCall;
 use forge_runtime::episode::{Action, Policy};
@@ -275,30 +273,10 @@ fn quoted_after(text: &str, key: &str) -> Option<String> {
     Some(rest[..rest.find('"')?].to_owned())
 }
 
-/// Where a policy's completions come from: the model on this thread, or a
-/// batcher that decodes many episodes' turns together.
+/// Where a policy's completions come from: the rollout engine's batcher,
+/// which decodes many episodes' turns together.
 pub trait Generator {
     fn generate(&mut self, prompt: &[u32], sampling: &Sampling) -> anyhow::Result<Generation>;
-}
-
-/// The model, called directly; what it has read of the conversation is
-/// kept for the next turn.
-struct Direct<'a, B: Backend> {
-    model: &'a Llama<B>,
-    stop: Vec<u32>,
-    read: Prefix<B>,
-}
-
-impl<B: Backend> Generator for Direct<'_, B> {
-    fn generate(&mut self, prompt: &[u32], sampling: &Sampling) -> anyhow::Result<Generation> {
-        let mut generations = self.model.continue_batch(
-            &[prompt],
-            std::slice::from_ref(sampling),
-            Stop::tokens(&self.stop),
-            std::slice::from_mut(&mut self.read),
-        );
-        Ok(generations.pop().expect("one row"))
-    }
 }
 
 /// The ids that end an assistant turn.
@@ -320,19 +298,6 @@ pub struct ModelPolicy<'a> {
 }
 
 impl<'a> ModelPolicy<'a> {
-    /// The policy of `model`, decoding on this thread.
-    pub fn new<B: Backend>(
-        model: &'a Llama<B>,
-        tokenizer: &'a ModelTokenizer,
-        style: PromptStyle,
-        sampling: Sampling,
-    ) -> Self {
-        let stop = stop_ids(tokenizer);
-        let read = Prefix::default();
-        let direct = Direct { model, stop, read };
-        Self::with_generator(Box::new(direct), tokenizer, style, sampling)
-    }
-
     /// The policy whose completions come from `generator`.
     pub fn with_generator(
         generator: Box<dyn Generator + 'a>,
