@@ -11,6 +11,7 @@ pub mod bench;
 pub mod chat;
 pub mod checkpoint;
 pub mod config;
+mod cpu_product;
 mod draw;
 pub mod episodes;
 pub mod kv_cache;

@@ -2,6 +2,7 @@
 //! weights; the forward pass with a KV cache; sampling; log-probs for training.
 
 use crate::config::LlamaConfig;
+use crate::cpu_product;
 use crate::draw::draw;
 use crate::kv_cache::{KvCache, Prefix};
 use crate::sampling::{Generation, Sampling, Stop};
@@ -853,7 +854,7 @@ fn product_in<B: Backend, const D: usize>(
     dtype: Option<FloatDType>,
 ) -> Tensor<B, D> {
     match dtype {
-        None => x.matmul(w),
+        None => cpu_product::product(x, w),
         Some(dtype) => {
             let result = x.dtype();
             x.cast(dtype).matmul(w.cast(dtype)).cast(result)
