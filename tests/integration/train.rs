@@ -722,6 +722,28 @@ fn a_trained_model_plays_forge_run_and_eval_in_batches() {
         std::fs::read(&again).unwrap()
     );
 
+    // One at a time, each episode after the first begins from what the one
+    // before read of its prompt, and plays as it did in the batch of four
+    // (the same tokens; log-probs equal up to rounding).
+    let single = dir.path().join("single.jsonl");
+    play("run", &single, &["--batch", "1"]);
+    for (batched, alone) in records.iter().zip(&jsonl(&single)) {
+        let turns = |record: &Value| record["policy_trace"]["turns"].as_array().unwrap().clone();
+        assert_eq!(turns(batched).len(), turns(alone).len());
+        for (a, b) in turns(batched).iter().zip(&turns(alone)) {
+            assert_eq!(a["ids"], b["ids"]);
+            for (x, y) in a["logprobs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .zip(b["logprobs"].as_array().unwrap())
+            {
+                let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+                assert!((x - y).abs() < 1e-4, "{x} vs {y}");
+            }
+        }
+    }
+
     // forge eval plays the same way, and a second eval finds every trial done.
     let evals = dir.path().join("eval");
     let report = json_lines(&play("eval", &evals, &["--batch", "3"]))

@@ -23,8 +23,9 @@ pub struct LocalPlay<'a> {
     pub precision: Precision,
     pub sampling: Sampling,
     pub max_turns: usize,
-    /// Episodes decoded together. Their turns share batches, so the same
-    /// `batch` gives the same episodes; another may round a logit
+    /// Episodes decoded together. Their turns share batches, and each batch
+    /// begins from what the one before read of its first prompts, so the
+    /// same `batch` gives the same episodes; another may round a logit
     /// differently and so, rarely, draw another token.
     pub batch: usize,
     pub user_instability: f64,
@@ -67,10 +68,10 @@ impl OnBackend for Playing<'_, '_> {
             .and_then(|model| model.with_precision(spec.precision))
             .with_context(|| format!("loading {}", spec.model.display()))?;
         let tokenizer = checkpoint::load_tokenizer(spec.model)?;
-        let play = Play {
-            model: &model,
-            user_model: None,
-            script: Script {
+        let play = Play::new(
+            &model,
+            None,
+            Script {
                 policy: spec.policy,
                 tokenizer: &tokenizer,
                 sampling: spec.sampling.clone(),
@@ -80,7 +81,7 @@ impl OnBackend for Playing<'_, '_> {
                 judge: None,
                 nl_judge: spec.nl_judge,
             },
-        };
+        );
         for batch in self.jobs.chunks(spec.batch.max(1)) {
             for rollout in play.episodes(batch)? {
                 (self.finished)(rollout.record)?;

@@ -39,6 +39,99 @@ impl<B: Backend> Prefix<B> {
             .take_while(|(read, id)| read == id)
             .count()
     }
+
+    /// What this prefix read of its first `n` ids (all of it when it read fewer).
+    pub fn truncated(&self, n: usize) -> Self {
+        if n >= self.ids.len() {
+            return self.clone();
+        }
+        let layers = self
+            .layers
+            .iter()
+            .map(|parts| {
+                parts.clone().map(|part| {
+                    let [_, heads, _, width] = part.dims();
+                    part.slice([0..1, 0..heads, 0..n, 0..width])
+                })
+            })
+            .collect();
+        Self {
+            ids: self.ids[..n].to_vec(),
+            layers,
+        }
+    }
+}
+
+/// The first prompts of the latest conversations, read, for new ones that
+/// begin alike: the tasks of an environment share their system prompt (its
+/// tool schemas run to a thousand tokens and more), the trials of a task
+/// their whole first prompt. A batch reads each prompt its rows share once
+/// ([`crate::Llama::continue_batch`]); the pool carries what was read over
+/// to the batches after it — to the next episode, when episodes are played
+/// one at a time as on the CPU. Like a [`Prefix`], it holds one model's
+/// keys and values.
+pub struct PrefixPool<B: Backend> {
+    /// Least recently used first; none holds the ids of another entirely.
+    prefixes: Vec<Prefix<B>>,
+    capacity: usize,
+}
+
+impl<B: Backend> PrefixPool<B> {
+    /// A pool of at most `capacity` prefixes (none when it is 0).
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            prefixes: Vec::new(),
+            capacity,
+        }
+    }
+
+    /// Holds at most `capacity` prefixes from now on, dropping the least
+    /// recently used beyond that.
+    pub fn set_capacity(&mut self, capacity: usize) {
+        self.capacity = capacity;
+        let excess = self.prefixes.len().saturating_sub(capacity);
+        self.prefixes.drain(..excess);
+    }
+
+    /// The pooled prefix that has read the most leading ids of `prompt` (the
+    /// latest used of equals), or an empty one when none has read any.
+    pub fn longest(&mut self, prompt: &[u32]) -> Prefix<B> {
+        let best = self
+            .prefixes
+            .iter()
+            .enumerate()
+            .map(|(at, prefix)| (prefix.shared_with(prompt), at))
+            .max();
+        match best {
+            Some((shared, at)) if shared > 0 => {
+                let prefix = self.prefixes.remove(at);
+                self.prefixes.push(prefix.clone());
+                prefix
+            }
+            _ => Prefix::default(),
+        }
+    }
+
+    /// Pools `prefix`, unless a pooled one has read all its ids (which is
+    /// used anew instead); pooled prefixes whose ids it has all read go.
+    pub fn keep(&mut self, prefix: Prefix<B>) {
+        if prefix.ids.is_empty() || self.capacity == 0 {
+            return;
+        }
+        let covers = |a: &Prefix<B>, b: &Prefix<B>| a.shared_with(&b.ids) == b.ids.len();
+        if let Some(at) = self
+            .prefixes
+            .iter()
+            .position(|pooled| covers(pooled, &prefix))
+        {
+            let pooled = self.prefixes.remove(at);
+            self.prefixes.push(pooled);
+            return;
+        }
+        self.prefixes.retain(|pooled| !covers(&prefix, pooled));
+        self.prefixes.push(prefix);
+        self.set_capacity(self.capacity);
+    }
 }
 
 /// Keys and values of the positions a model has read, per layer, in buffers
@@ -233,5 +326,70 @@ mod tests {
             read += n;
         }
         assert_eq!(cache.len(), 12);
+    }
+
+    fn read(ids: &[u32]) -> Prefix<NdArray> {
+        Prefix {
+            ids: ids.to_vec(),
+            layers: vec![[positions(0, ids.len()), positions(0, ids.len())]],
+        }
+    }
+
+    fn pooled(pool: &PrefixPool<NdArray>) -> Vec<Vec<u32>> {
+        pool.prefixes
+            .iter()
+            .map(|prefix| prefix.ids.clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_truncated_prefix_keeps_its_first_positions() {
+        let prefix = read(&[4, 5, 6, 7]);
+        let head = prefix.truncated(2);
+        assert_eq!(head.ids(), [4, 5]);
+        assert_eq!(
+            head.layers[0][1].clone().into_data(),
+            positions(0, 2).into_data()
+        );
+        assert_eq!(prefix.truncated(9).ids(), prefix.ids());
+    }
+
+    #[test]
+    fn the_pool_serves_the_longest_shared_prefix_and_keeps_the_latest() {
+        let mut pool = PrefixPool::new(2);
+        assert!(pool.longest(&[1, 2]).ids().is_empty(), "an empty pool");
+        pool.keep(read(&[1, 2, 3, 4]));
+        pool.keep(read(&[1, 2, 9]));
+        assert_eq!(pool.longest(&[1, 2, 3, 8]).ids(), [1, 2, 3, 4]);
+        assert_eq!(pool.longest(&[1, 2, 9, 9]).ids(), [1, 2, 9]);
+        assert!(pool.longest(&[7, 1, 2]).ids().is_empty(), "nothing shared");
+        // Serving made [1, 2, 9] the latest used: a third prefix evicts the other.
+        pool.keep(read(&[5, 6]));
+        assert_eq!(pooled(&pool), [vec![1, 2, 9], vec![5, 6]]);
+        // Equal shares go to the latest used.
+        pool.keep(read(&[1, 2, 8]));
+        pool.keep(read(&[1, 2, 7]));
+        assert_eq!(pool.longest(&[1, 2]).ids(), [1, 2, 7]);
+        assert_eq!(pool.longest(&[1, 2, 8]).ids(), [1, 2, 8]);
+        assert_eq!(pool.longest(&[1, 2]).ids(), [1, 2, 8]);
+    }
+
+    #[test]
+    fn the_pool_holds_no_prefix_another_contains() {
+        let mut pool = PrefixPool::new(3);
+        pool.keep(read(&[1, 2]));
+        pool.keep(read(&[3]));
+        // A longer read of the same ids replaces the shorter one…
+        pool.keep(read(&[1, 2, 3]));
+        assert_eq!(pooled(&pool), [vec![3], vec![1, 2, 3]]);
+        // …and one already contained only counts as a use.
+        pool.keep(read(&[3]));
+        pool.keep(read(&[1, 2]));
+        assert_eq!(pooled(&pool), [vec![3], vec![1, 2, 3]]);
+        pool.set_capacity(1);
+        assert_eq!(pooled(&pool), [vec![1, 2, 3]]);
+        let mut none = PrefixPool::new(0);
+        none.keep(read(&[1]));
+        assert!(pooled(&none).is_empty());
     }
 }

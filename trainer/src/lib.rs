@@ -21,7 +21,7 @@ pub mod train;
 pub mod user;
 
 pub use config::LlamaConfig;
-pub use kv_cache::{KvCache, Prefix};
+pub use kv_cache::{KvCache, Prefix, PrefixPool};
 pub use llama::{Llama, LoadError, Precision, WeightSource, tensor_names};
 pub use sampling::{Generation, Sampling, Stop};
 

@@ -614,29 +614,36 @@ impl<B: Backend> Llama<B> {
         (generations, cache, pads)
     }
 
-    /// Gives rows that have read nothing of their prompt, and share it with
-    /// another such row, the prompt's keys and values (all but its last id)
-    /// read once for all of them.
+    /// Gives rows with the same prompt that have read as much of it — sibling
+    /// rollouts of a task, from nothing or from one pooled prefix — the rest
+    /// of the prompt's keys and values (all but its last id) read once for
+    /// all of them.
     fn read_shared_prompts(&self, prompts: &[&[u32]], prefixes: &mut [Prefix<B>]) {
-        let mut groups: BTreeMap<&[u32], Vec<usize>> = BTreeMap::new();
+        let mut groups: BTreeMap<(&[u32], usize), Vec<usize>> = BTreeMap::new();
         for (row, (prompt, prefix)) in prompts.iter().zip(&*prefixes).enumerate() {
-            if prompt.len() > 1 && prefix.shared_with(prompt) == 0 {
-                groups.entry(prompt).or_default().push(row);
+            let read = prefix.shared_with(prompt);
+            if read + 1 < prompt.len() {
+                groups.entry((prompt, read)).or_default().push(row);
             }
         }
         groups.retain(|_, rows| rows.len() > 1);
-        // A group gains only if its prompt outlasts the batch's prompt pass,
-        // which the other rows' unread ids set: otherwise its rows would read
-        // the whole prompt again anyway.
+        // A group gains only if what it has left to read outlasts the
+        // batch's prompt pass, which the other rows' unread ids set:
+        // otherwise its rows would read all of it again anyway.
         loop {
+            let mut grouped = vec![false; prompts.len()];
+            for row in groups.values().flatten() {
+                grouped[*row] = true;
+            }
             let width = prompts
                 .iter()
                 .zip(&*prefixes)
-                .filter(|(prompt, _)| !groups.contains_key(*prompt))
-                .map(|(prompt, prefix)| unread_ids(prompt, prefix))
+                .zip(grouped)
+                .filter(|(_, grouped)| !grouped)
+                .map(|((prompt, prefix), _)| unread_ids(prompt, prefix))
                 .fold(1, usize::max);
             let before = groups.len();
-            groups.retain(|prompt, _| prompt.len() > width);
+            groups.retain(|(prompt, read), _| prompt.len() - read > width);
             if groups.len() == before {
                 break;
             }
@@ -644,22 +651,23 @@ impl<B: Backend> Llama<B> {
         if groups.is_empty() {
             return;
         }
-        let heads: Vec<&[u32]> = groups
-            .keys()
-            .map(|prompt| &prompt[..prompt.len() - 1])
+        let (keys, rows): (Vec<_>, Vec<_>) = groups.into_iter().unzip();
+        let heads: Vec<&[u32]> = keys
+            .iter()
+            .map(|(prompt, _)| &prompt[..prompt.len() - 1])
             .collect();
         let reading = Sampling {
             max_tokens: 0,
             ..Sampling::greedy()
         };
-        let mut read = vec![Prefix::default(); heads.len()];
+        let mut read: Vec<Prefix<B>> = rows.iter().map(|rows| prefixes[rows[0]].clone()).collect();
         self.continue_batch(
             &heads,
             &vec![reading; heads.len()],
             Stop::tokens(&[]),
             &mut read,
         );
-        for (rows, read) in groups.into_values().zip(read) {
+        for (rows, read) in rows.into_iter().zip(read) {
             for row in rows {
                 prefixes[row] = read.clone();
             }

@@ -4,7 +4,7 @@
 mod backend;
 
 use backend::Backend;
-use forge_trainer::{Generation, Llama, LlamaConfig, Prefix, Sampling, Stop};
+use forge_trainer::{Generation, Llama, LlamaConfig, Prefix, PrefixPool, Sampling, Stop};
 
 #[test]
 fn a_batch_of_prompts_decodes_as_each_prompt_alone() {
@@ -141,6 +141,82 @@ fn turns_that_go_on_read_only_what_is_new_and_sample_as_a_fresh_pass() {
             .collect::<Vec<_>>(),
         turn.iter().map(|g| g.logprobs.clone()).collect::<Vec<_>>()
     );
+}
+
+/// First prompts that begin like an earlier one go on from the pool's
+/// longest prefix of them; siblings that begin from one prefix read the rest
+/// of their prompt once, from there; and every row samples what a pass over
+/// its whole prompt would.
+#[test]
+fn first_prompts_go_on_from_the_pool_of_earlier_ones() {
+    let model = Llama::<Backend>::init(LlamaConfig::tiny(40), 5, &Default::default());
+    let sampling = |seed| Sampling {
+        temperature: 1.0,
+        top_p: 1.0,
+        max_tokens: 5,
+        seed,
+    };
+    let samplings = [sampling(1), sampling(2), sampling(3)];
+    let system: Vec<u32> = (0..12).map(|at| (7 * at + 1) % 40).collect();
+    let task = |tail: &[u32]| [&system[..], tail].concat();
+    let (first, second) = (task(&[3, 4, 5]), task(&[9, 9]));
+    let reading = Sampling {
+        max_tokens: 0,
+        ..Sampling::greedy()
+    };
+    // What `model` read of the first task's prompt, pooled.
+    let read_by = |model: &Llama<Backend>| {
+        let mut read = vec![Prefix::default()];
+        model.continue_batch(
+            &[&first],
+            std::slice::from_ref(&reading),
+            Stop::tokens(&[]),
+            &mut read,
+        );
+        let mut pool = PrefixPool::new(2);
+        pool.keep(read.remove(0));
+        pool
+    };
+    let logprobs = |generations: &[Generation]| -> Vec<Vec<f32>> {
+        generations.iter().map(|g| g.logprobs.clone()).collect()
+    };
+
+    // Two siblings of another task share the system prompt with the pooled
+    // one; a trial of the same task shares all of it.
+    let prompts = [&second[..], &second[..], &first[..]];
+    let mut pool = read_by(&model);
+    let mut begun: Vec<Prefix<Backend>> = prompts.iter().map(|p| pool.longest(p)).collect();
+    assert_eq!(begun[0].shared_with(&second), system.len());
+    assert_eq!(begun[2].ids(), first);
+    let turn = model.continue_batch(&prompts, &samplings, Stop::tokens(&[]), &mut begun);
+    let fresh = model.generate_batch(&prompts, &samplings, Stop::tokens(&[]));
+    for (a, b) in turn.iter().zip(&fresh) {
+        assert_eq!(a.tokens, b.tokens);
+        for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
+            assert!((x - y).abs() < 1e-4, "{x} vs {y}");
+        }
+    }
+
+    // The siblings read their rest from the pooled keys and values: those of
+    // another model under the same ids mislead both of them alike, as they
+    // do a row alone.
+    let other = Llama::<Backend>::init(LlamaConfig::tiny(40), 6, &Default::default());
+    let mut foreign = read_by(&other);
+    let mut begun: Vec<Prefix<Backend>> = prompts[..2].iter().map(|p| foreign.longest(p)).collect();
+    let misled = model.continue_batch(
+        &prompts[..2],
+        &samplings[..2],
+        Stop::tokens(&[]),
+        &mut begun,
+    );
+    let mut alone = vec![foreign.longest(&second)];
+    let misled_alone =
+        model.continue_batch(&[&second], &samplings[1..2], Stop::tokens(&[]), &mut alone);
+    assert_eq!(misled[1].tokens, misled_alone[0].tokens);
+    for (x, y) in misled[1].logprobs.iter().zip(&misled_alone[0].logprobs) {
+        assert!((x - y).abs() < 1e-5, "{x} vs {y}");
+    }
+    assert_ne!(logprobs(&misled), logprobs(&fresh[..2]));
 }
 
 /// A stop string ends a row at the token that completes it, wherever the

@@ -588,10 +588,10 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let step = self.position.step;
         let policy = self.model.valid();
         let rollout_started = Instant::now();
-        let play = Play {
-            model: &policy,
-            user_model: self.counterparts.user_model(),
-            script: Script {
+        let play = Play::new(
+            &policy,
+            self.counterparts.user_model(),
+            Script {
                 policy: POLICY,
                 tokenizer: &self.tokenizer,
                 sampling: Sampling {
@@ -606,7 +606,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 judge: self.counterparts.judge(config.masking),
                 nl_judge: None,
             },
-        };
+        );
         let run_seed = self.config.seed ^ (step as u64).wrapping_mul(0x2545_f491_4f6c_dd1d);
         let mut groups: Vec<(usize, usize, Vec<Rollout>)> = Vec::new();
         let (mut drawn, mut all) = (0usize, Vec::<(f64, bool)>::new());
@@ -770,10 +770,10 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
     fn evaluate(&mut self, observer: &mut dyn Observer) -> Result<f64> {
         let started = Instant::now();
         let policy = self.model.valid();
-        let play = Play {
-            model: &policy,
-            user_model: None,
-            script: Script {
+        let play = Play::new(
+            &policy,
+            None,
+            Script {
                 policy: POLICY,
                 tokenizer: &self.tokenizer,
                 sampling: Sampling {
@@ -786,7 +786,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 judge: None,
                 nl_judge: None,
             },
-        };
+        );
         let jobs: Vec<Job<'_>> = self
             .workloads
             .iter()

@@ -4,7 +4,7 @@
 //! whether the masking judge flags the user.
 
 use crate::chat::{Generator, ModelPolicy, PromptStyle, stop_ids};
-use crate::kv_cache::Prefix;
+use crate::kv_cache::{Prefix, PrefixPool};
 use crate::sampling::{Sampling, Stop};
 use crate::train::objective::Turn;
 use crate::user::ModelUser;
@@ -20,6 +20,7 @@ use forge_runtime::policy::{remembered_instruction, scripted_user};
 use forge_runtime::trajectory::EpisodeRecord;
 use forge_runtime::{Actor, Environment, PreparedTask};
 use serde_json::Value;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::mpsc;
 
@@ -44,10 +45,13 @@ impl Rollout {
 
 /// How episodes are played.
 pub struct Play<'a, B: Backend> {
-    pub model: &'a Llama<B>,
+    model: &'a Llama<B>,
     /// The model playing the user, with [`Users::Model`].
-    pub user_model: Option<&'a Llama<B>>,
-    pub script: Script<'a>,
+    user_model: Option<&'a Llama<B>>,
+    script: Script<'a>,
+    /// What the latest episodes read of their first prompts, the agent's
+    /// and the user model's: the next batch's episodes begin from there.
+    first_prompts: RefCell<[PrefixPool<B>; 2]>,
 }
 
 /// Everything about an episode but the models: what the episode threads share.
@@ -166,7 +170,18 @@ struct Pending {
     reply: mpsc::Sender<Generation>,
 }
 
-impl<B: Backend> Play<'_, B> {
+impl<'a, B: Backend> Play<'a, B> {
+    /// Episodes of `model`, against `user_model` where [`Script::users`]
+    /// is [`Users::Model`].
+    pub fn new(model: &'a Llama<B>, user_model: Option<&'a Llama<B>>, script: Script<'a>) -> Self {
+        Self {
+            model,
+            user_model,
+            script,
+            first_prompts: RefCell::new([PrefixPool::new(0), PrefixPool::new(0)]),
+        }
+    }
+
     /// Plays `jobs`, each episode on its own thread (tools run in parallel),
     /// while this thread decodes the models' turns: each round it waits
     /// until every live episode has asked for its next turn — the agent's
@@ -174,8 +189,15 @@ impl<B: Backend> Play<'_, B> {
     /// Which turns share a batch is therefore fixed by the jobs alone, so
     /// the results do not depend on thread timing. What each speaker of an
     /// episode has read stays cached until the episode ends, so that its
-    /// next turn's prompt pass reads only the new messages.
+    /// next turn's prompt pass reads only the new messages. What the latest
+    /// episodes (as many as `jobs` holds) read of their first prompts stays
+    /// pooled for the episodes of later calls, which begin from the longest
+    /// pooled prefix of their own first prompt.
     pub fn episodes(&self, jobs: &[Job<'_>]) -> Result<Vec<Rollout>> {
+        let mut first_prompts = self.first_prompts.borrow_mut();
+        let [agent_prompts, user_prompts] = &mut *first_prompts;
+        agent_prompts.set_capacity(jobs.len());
+        user_prompts.set_capacity(jobs.len());
         let stop = stop_ids(self.script.tokenizer);
         let user_stop = match self.script.users {
             Users::Model { tokenizer, .. } => stop_ids(tokenizer),
@@ -223,12 +245,12 @@ impl<B: Backend> Play<'_, B> {
                 let (agents, users): (Vec<_>, Vec<_>) = pending
                     .into_iter()
                     .partition(|turn| turn.speaker == Speaker::Agent);
-                decode(self.model, agents, &stop, &mut read);
+                decode(self.model, agents, &stop, &mut read, agent_prompts);
                 if !users.is_empty() {
                     let model = self
                         .user_model
                         .expect("model users are played with Play::user_model");
-                    decode(model, users, &user_stop, &mut read);
+                    decode(model, users, &user_stop, &mut read, user_prompts);
                 }
             }
             threads
@@ -244,12 +266,15 @@ impl<B: Backend> Play<'_, B> {
 }
 
 /// Decodes `turns` with `model` as one batch and answers each, going on
-/// from what each speaker has `read` of its episode (which the batch updates).
+/// from what each speaker has `read` of its episode (which the batch
+/// updates) or, for a first turn, from the longest prefix of its prompt in
+/// `first_prompts` (which then pools what it read of its prompt).
 fn decode<B: Backend>(
     model: &Llama<B>,
     turns: Vec<Pending>,
     stop: &[u32],
     read: &mut HashMap<(usize, Speaker), Prefix<B>>,
+    first_prompts: &mut PrefixPool<B>,
 ) {
     if turns.is_empty() {
         return;
@@ -257,11 +282,21 @@ fn decode<B: Backend>(
     let prompts: Vec<&[u32]> = turns.iter().map(|turn| &turn.prompt[..]).collect();
     let samplings: Vec<Sampling> = turns.iter().map(|turn| turn.sampling.clone()).collect();
     let keys: Vec<_> = turns.iter().map(|turn| (turn.row, turn.speaker)).collect();
+    let firsts: Vec<bool> = keys.iter().map(|key| !read.contains_key(key)).collect();
     let mut prefixes: Vec<Prefix<B>> = keys
         .iter()
-        .map(|key| read.remove(key).unwrap_or_default())
+        .zip(&prompts)
+        .map(|(key, prompt)| {
+            read.remove(key)
+                .unwrap_or_else(|| first_prompts.longest(prompt))
+        })
         .collect();
     let generations = model.continue_batch(&prompts, &samplings, Stop::tokens(stop), &mut prefixes);
+    for ((prefix, prompt), first) in prefixes.iter().zip(&prompts).zip(firsts) {
+        if first {
+            first_prompts.keep(prefix.truncated(prompt.len()));
+        }
+    }
     read.extend(keys.into_iter().zip(prefixes));
     for (turn, generation) in turns.into_iter().zip(generations) {
         // A thread that has gone away no longer needs its turn.
