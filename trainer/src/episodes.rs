@@ -7,7 +7,7 @@ use crate::checkpoint;
 use crate::llama::{Llama, Precision};
 use crate::sampling::Sampling;
 use crate::train::rollout::{Job, Play, Script, Users};
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use burn::tensor::backend::AutodiffBackend;
 use forge_llm::ChatClient;
 use forge_runtime::trajectory::EpisodeRecord;
@@ -29,7 +29,8 @@ pub struct LocalPlay<'a> {
     /// differently and so, rarely, draw another token.
     pub batch: usize,
     pub user_instability: f64,
-    /// `Users::Scripted` or `Users::Remote` (a local model user is training's).
+    /// `Users::Scripted` or `Users::Remote`: a local model user is
+    /// training's, and [`play`] refuses it.
     pub users: Users<'a>,
     /// The model that judges the tasks' NL assertions, when there is one.
     pub nl_judge: Option<&'a ChatClient>,
@@ -42,6 +43,12 @@ pub fn play(
     jobs: &[Job<'_>],
     finished: &mut dyn FnMut(EpisodeRecord) -> Result<()>,
 ) -> Result<()> {
+    if let Users::Model { .. } = spec.users {
+        bail!(
+            "a local model plays the user only in training's rollouts; \
+             episodes outside training take a scripted user or one at an endpoint"
+        );
+    }
     accelerator::on(
         spec.accelerator,
         Playing {
@@ -88,5 +95,34 @@ impl OnBackend for Playing<'_, '_> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use forge_model::tokenizer::ModelTokenizer;
+
+    #[test]
+    fn a_local_model_user_is_refused_before_anything_loads() {
+        let tokenizer = ModelTokenizer::byte_level();
+        let spec = LocalPlay {
+            model: Path::new("no-such-model.gguf"),
+            policy: "model",
+            accelerator: Accelerator::Cpu,
+            precision: Precision::F32,
+            sampling: Sampling::greedy(),
+            max_turns: 1,
+            batch: 1,
+            user_instability: 0.0,
+            users: Users::Model {
+                tokenizer: &tokenizer,
+                temperature: 1.0,
+                max_tokens: 8,
+            },
+            nl_judge: None,
+        };
+        let error = play(&spec, &[], &mut |_| Ok(())).unwrap_err();
+        assert!(error.to_string().contains("only in training"), "{error}");
     }
 }
