@@ -33,11 +33,7 @@ impl<B: Backend> Prefix<B> {
 
     /// How many leading ids of `prompt` this prefix has read.
     pub fn shared_with(&self, prompt: &[u32]) -> usize {
-        self.ids
-            .iter()
-            .zip(prompt)
-            .take_while(|(read, id)| read == id)
-            .count()
+        shared_len(&self.ids, prompt)
     }
 
     /// What this prefix read of its first `n` ids (all of it when it read fewer).
@@ -132,6 +128,11 @@ impl<B: Backend> PrefixPool<B> {
         self.prefixes.push(prefix);
         self.set_capacity(self.capacity);
     }
+}
+
+/// How many leading ids `a` and `b` share.
+pub(crate) fn shared_len(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(a, b)| a == b).count()
 }
 
 /// Keys and values of the positions a model has read, per layer, in buffers

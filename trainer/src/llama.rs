@@ -4,7 +4,7 @@
 use crate::config::LlamaConfig;
 use crate::cpu_product;
 use crate::draw::draw;
-use crate::kv_cache::{KvCache, Prefix};
+use crate::kv_cache::{KvCache, Prefix, shared_len};
 use crate::sampling::{Generation, Sampling, Stop};
 use burn::module::{Module, Param, ParamId};
 use burn::tensor::activation::{silu, softmax};
@@ -531,6 +531,7 @@ impl<B: Backend> Llama<B> {
     ) -> (Vec<Generation>, KvCache<B>, Vec<usize>) {
         assert_eq!(prompts.len(), samplings.len(), "a sampling per prompt");
         assert_eq!(prompts.len(), prefixes.len(), "a prefix per prompt");
+        self.read_common_beginnings(prompts, prefixes);
         self.read_shared_prompts(prompts, prefixes);
         let rows = prompts.len();
         let longest = prompts.iter().map(|prompt| prompt.len()).max().unwrap_or(0);
@@ -614,10 +615,50 @@ impl<B: Backend> Llama<B> {
         (generations, cache, pads)
     }
 
+    /// Gives rows that have read nothing of their different prompts, which
+    /// begin alike — the tasks of one environment, whose system prompt
+    /// holds the tool schemas — the keys and values of what their prompts
+    /// share, read once for each such cluster of rows.
+    fn read_common_beginnings(&self, prompts: &[&[u32]], prefixes: &mut [Prefix<B>]) {
+        let mut fresh: Vec<usize> = (0..prompts.len())
+            .filter(|&row| prompts[row].len() > 1 && prefixes[row].shared_with(prompts[row]) == 0)
+            .collect();
+        fresh.sort_by_key(|&row| prompts[row]);
+        // In that order, a cluster goes on while a prompt shares at least
+        // half of the shorter one with the one before; it holds `common`
+        // ids that all of its prompts share.
+        let mut clusters: Vec<(usize, Vec<usize>)> = Vec::new();
+        for row in fresh {
+            let prompt = prompts[row];
+            if let Some((common, rows)) = clusters.last_mut() {
+                let before = prompts[*rows.last().expect("a cluster has rows")];
+                let shared = shared_len(before, prompt);
+                if 2 * shared >= before.len().min(prompt.len()) {
+                    *common = (*common).min(shared);
+                    rows.push(row);
+                    continue;
+                }
+            }
+            clusters.push((prompt.len(), vec![row]));
+        }
+        let groups = clusters
+            .into_iter()
+            // Rows of one prompt alone are `read_shared_prompts`' to group.
+            .filter(|(common, rows)| rows.iter().any(|&row| prompts[row].len() > *common))
+            .map(|(common, rows)| {
+                // Each row reads at least its prompt's last id in the pass.
+                let shortest = rows.iter().map(|&row| prompts[row].len()).min();
+                let head = common.min(shortest.unwrap_or(0) - 1);
+                (&prompts[rows[0]][..head], rows)
+            })
+            .collect();
+        self.read_for_groups(prompts, prefixes, groups);
+    }
+
     /// Gives rows with the same prompt that have read as much of it — sibling
-    /// rollouts of a task, from nothing or from one pooled prefix — the rest
-    /// of the prompt's keys and values (all but its last id) read once for
-    /// all of them.
+    /// rollouts of a task, from nothing, a pooled prefix or a common
+    /// beginning — the rest of the prompt's keys and values (all but its
+    /// last id) read once for all of them.
     fn read_shared_prompts(&self, prompts: &[&[u32]], prefixes: &mut [Prefix<B>]) {
         let mut groups: BTreeMap<(&[u32], usize), Vec<usize>> = BTreeMap::new();
         for (row, (prompt, prefix)) in prompts.iter().zip(&*prefixes).enumerate() {
@@ -626,14 +667,32 @@ impl<B: Backend> Llama<B> {
                 groups.entry((prompt, read)).or_default().push(row);
             }
         }
-        groups.retain(|_, rows| rows.len() > 1);
-        // A group gains only if what it has left to read outlasts the
-        // batch's prompt pass, which the other rows' unread ids set:
-        // otherwise its rows would read all of it again anyway.
+        let groups = groups
+            .into_iter()
+            .filter(|(_, rows)| rows.len() > 1)
+            .map(|((prompt, _), rows)| (&prompt[..prompt.len() - 1], rows))
+            .collect();
+        self.read_for_groups(prompts, prefixes, groups);
+    }
+
+    /// Reads once for each group its `head`, which begins all its rows'
+    /// prompts, going on from what its first row has read (all of its rows
+    /// have read as much of the head), and gives the group's rows what was
+    /// read. A group gains only if one of its rows has more to read than
+    /// the batch's prompt pass, which the other rows' unread ids set:
+    /// otherwise its rows would read all of it again anyway.
+    fn read_for_groups(
+        &self,
+        prompts: &[&[u32]],
+        prefixes: &mut [Prefix<B>],
+        mut groups: Vec<(&[u32], Vec<usize>)>,
+    ) {
         loop {
             let mut grouped = vec![false; prompts.len()];
-            for row in groups.values().flatten() {
-                grouped[*row] = true;
+            for (_, rows) in &groups {
+                for &row in rows {
+                    grouped[row] = true;
+                }
             }
             let width = prompts
                 .iter()
@@ -643,7 +702,10 @@ impl<B: Backend> Llama<B> {
                 .map(|((prompt, prefix), _)| unread_ids(prompt, prefix))
                 .fold(1, usize::max);
             let before = groups.len();
-            groups.retain(|(prompt, read), _| prompt.len() - read > width);
+            groups.retain(|(_, rows)| {
+                rows.iter()
+                    .any(|&row| unread_ids(prompts[row], &prefixes[row]) > width)
+            });
             if groups.len() == before {
                 break;
             }
@@ -651,11 +713,7 @@ impl<B: Backend> Llama<B> {
         if groups.is_empty() {
             return;
         }
-        let (keys, rows): (Vec<_>, Vec<_>) = groups.into_iter().unzip();
-        let heads: Vec<&[u32]> = keys
-            .iter()
-            .map(|(prompt, _)| &prompt[..prompt.len() - 1])
-            .collect();
+        let (heads, rows): (Vec<&[u32]>, Vec<Vec<usize>>) = groups.into_iter().unzip();
         let reading = Sampling {
             max_tokens: 0,
             ..Sampling::greedy()

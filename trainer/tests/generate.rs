@@ -143,6 +143,41 @@ fn turns_that_go_on_read_only_what_is_new_and_sample_as_a_fresh_pass() {
     );
 }
 
+/// Different prompts that begin alike (the tasks of one environment) read
+/// what they share once, siblings among them the rest of theirs once, and
+/// every row samples what it would alone.
+#[test]
+fn prompts_that_begin_alike_sample_as_each_alone() {
+    let model = Llama::<Backend>::init(LlamaConfig::tiny(40), 5, &Default::default());
+    let system: Vec<u32> = (0..12).map(|at| (7 * at + 1) % 40).collect();
+    let task = |tail: &[u32]| [&system[..], tail].concat();
+    let (first, second) = (task(&[3, 4, 5]), task(&[9]));
+    // Ordered apart, beside a prompt that begins otherwise and a row that
+    // is all system prompt.
+    let prompts: [&[u32]; 5] = [&first, &[2, 2, 3], &second, &first, &system];
+    let samplings: Vec<Sampling> = (0..5)
+        .map(|seed| Sampling {
+            temperature: 1.0,
+            top_p: 1.0,
+            max_tokens: 5,
+            seed,
+        })
+        .collect();
+    let mut prefixes = vec![Prefix::default(); 5];
+    let batch = model.continue_batch(&prompts, &samplings, Stop::tokens(&[]), &mut prefixes);
+    for (((prompt, sampling), batched), prefix) in
+        prompts.iter().zip(&samplings).zip(&batch).zip(&prefixes)
+    {
+        let alone = model.generate(prompt, sampling, Stop::tokens(&[]));
+        assert_eq!(batched.tokens, alone.tokens);
+        for (a, b) in batched.logprobs.iter().zip(&alone.logprobs) {
+            assert!((a - b).abs() < 1e-4, "{a} vs {b}");
+        }
+        let sampled = &batched.tokens[..batched.tokens.len() - 1];
+        assert_eq!(prefix.ids(), [prompt, sampled].concat());
+    }
+}
+
 /// First prompts that begin like an earlier one go on from the pool's
 /// longest prefix of them; siblings that begin from one prefix read the rest
 /// of their prompt once, from there; and every row samples what a pass over
