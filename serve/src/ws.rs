@@ -14,6 +14,7 @@ use axum::extract::{Query, State};
 use axum::response::Response;
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The read buffer of a WebSocket session.
@@ -26,6 +27,15 @@ pub(crate) async fn websocket(
     upgrade: WebSocketUpgrade,
 ) -> Response {
     let limit = app.options.max_request_bytes;
+    let attach = query.get("session_id").cloned();
+    // A new connection takes its place before the handshake completes:
+    // taken once the upgraded connection runs, a client that has connected
+    // could not count on it, and another let in after it could pass a full
+    // server.
+    let place = match attach {
+        Some(_) => Some(Waiting::uncounted(&app)),
+        None => Waiting::reserve(&app),
+    };
     // Small buffers: thousands of sessions mostly wait, and a message
     // larger than the buffer still arrives whole.
     upgrade
@@ -33,7 +43,7 @@ pub(crate) async fn websocket(
         .write_buffer_size(0)
         .max_message_size(limit)
         .max_frame_size(limit)
-        .on_upgrade(move |socket| ws_session(app, socket, query.get("session_id").cloned()))
+        .on_upgrade(move |socket| ws_session(app, socket, attach, place))
 }
 
 /// The session a connection speaks for.
@@ -46,8 +56,22 @@ struct Link {
     owned: bool,
 }
 
-async fn ws_session(app: App, mut socket: WebSocket, attach: Option<String>) {
+/// A connection, attached to the session `attach` names or to open its own
+/// in the `place` it was given (`None`: the server was full).
+async fn ws_session(
+    app: App,
+    mut socket: WebSocket,
+    attach: Option<String>,
+    place: Option<Waiting>,
+) {
     let hub = app.hub.clone();
+    let Some(mut waiting) = place else {
+        let max = hub.limits().max_sessions;
+        let extra = json!({"active_sessions": hub.len(), "max_sessions": max});
+        let full = ServeError::Full(hub.len()).to_string();
+        let error = ws_error("CAPACITY_REACHED", &full, Some(extra));
+        return end_ws(socket, Some(error)).await;
+    };
     let mut link = match attach {
         Some(id) if hub.contains(&id) => Link {
             id: Some(id),
@@ -59,24 +83,13 @@ async fn ws_session(app: App, mut socket: WebSocket, attach: Option<String>) {
         }
         // The session opens with the first reset, so that the reset's task
         // and seed apply and no episode is started only to be replaced; a
-        // full server (counting the connections still to reset) refuses the
+        // full server (counting the connections still to reset) refused the
         // connection already.
-        None => {
-            let waiting = app.waiting.load(Ordering::Relaxed);
-            let max = hub.limits().max_sessions;
-            if hub.places_taken() + waiting >= max {
-                let extra = json!({"active_sessions": hub.len(), "max_sessions": max});
-                let full = ServeError::Full(hub.len()).to_string();
-                let error = ws_error("CAPACITY_REACHED", &full, Some(extra));
-                return end_ws(socket, Some(error)).await;
-            }
-            Link {
-                id: None,
-                owned: true,
-            }
-        }
+        None => Link {
+            id: None,
+            owned: true,
+        },
     };
-    let mut waiting = Waiting::new(&app.waiting, link.id.is_none());
     let idle = hub.limits().idle_timeout;
     let mut stopping = app.stopping.clone();
     loop {
@@ -120,17 +133,32 @@ async fn ws_session(app: App, mut socket: WebSocket, attach: Option<String>) {
 }
 
 /// A connection counted as waiting for its session until it has one (or ends).
-struct Waiting<'a> {
-    count: &'a AtomicUsize,
+struct Waiting {
+    count: Arc<AtomicUsize>,
     counted: bool,
 }
 
-impl<'a> Waiting<'a> {
-    fn new(count: &'a AtomicUsize, counted: bool) -> Self {
-        if counted {
-            count.fetch_add(1, Ordering::Relaxed);
+impl Waiting {
+    /// Counts a new connection in, if the server has a place for it: its
+    /// sessions and the connections still to open theirs are fewer than
+    /// `--max-sessions`. Counting and checking in one step, two connections
+    /// never both take the last place.
+    fn reserve(app: &App) -> Option<Self> {
+        let before = app.waiting.fetch_add(1, Ordering::Relaxed);
+        let place = Self {
+            count: app.waiting.clone(),
+            counted: true,
+        };
+        // Dropped, a place refused counts out again.
+        (app.hub.places_taken() + before < app.hub.limits().max_sessions).then_some(place)
+    }
+
+    /// A connection attached to a session that exists: it takes no place.
+    fn uncounted(app: &App) -> Self {
+        Self {
+            count: app.waiting.clone(),
+            counted: false,
         }
-        Self { count, counted }
     }
 
     fn end(&mut self) {
@@ -140,7 +168,7 @@ impl<'a> Waiting<'a> {
     }
 }
 
-impl Drop for Waiting<'_> {
+impl Drop for Waiting {
     fn drop(&mut self) {
         self.end();
     }
