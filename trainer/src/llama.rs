@@ -648,7 +648,7 @@ impl<B: Backend> Llama<B> {
             .map(|(common, rows)| {
                 // Each row reads at least its prompt's last id in the pass.
                 let shortest = rows.iter().map(|&row| prompts[row].len()).min();
-                let head = common.min(shortest.unwrap_or(0) - 1);
+                let head = common.min(shortest.expect("a cluster has rows") - 1);
                 (&prompts[rows[0]][..head], rows)
             })
             .collect();
