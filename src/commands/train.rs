@@ -22,8 +22,10 @@ const SMOKE_DOC: &str = include_str!("../../env-templates/train/lamps.toml");
 #[derive(Args, Debug)]
 pub struct TrainArgs {
     /// The run directory: config, metrics, checkpoints, the final model, curves.
-    #[arg(long, value_name = "DIR")]
-    run_dir: PathBuf,
+    /// Only `--print-config` goes without one (with one and `--resume`, it
+    /// prints the run's saved config).
+    #[arg(long, value_name = "DIR", required_unless_present = "print_config")]
+    run_dir: Option<PathBuf>,
     /// A TOML file of hyper-parameters (see `--print-config` for every key
     /// and its default); keys it leaves out keep the preset's value. Repeat
     /// it to layer files, later ones winning.
@@ -45,7 +47,7 @@ pub struct TrainArgs {
     /// start, if it stopped before one), with the config it was started with.
     /// Ctrl-C or SIGTERM stops a run after the step under way with a
     /// checkpoint to continue from.
-    #[arg(long)]
+    #[arg(long, requires = "run_dir")]
     resume: bool,
     /// Stop after this many steps (with a checkpoint to `--resume` from):
     /// long runs in bounded jobs.
@@ -108,6 +110,14 @@ impl Device {
     }
 }
 
+impl TrainArgs {
+    fn run_dir(&self) -> &Path {
+        self.run_dir
+            .as_deref()
+            .expect("clap requires --run-dir unless --print-config")
+    }
+}
+
 const CONFIG_FILE: &str = "config.toml";
 const ENVS_FILE: &str = "envs.json";
 
@@ -117,14 +127,14 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
         print!("{}", toml::to_string(&config)?);
         return Ok(ExitCode::SUCCESS);
     }
-    if !args.resume && args.run_dir.join(CONFIG_FILE).exists() {
+    let run_dir = args.run_dir();
+    if !args.resume && run_dir.join(CONFIG_FILE).exists() {
         bail!(
             "{} already holds a run: pass --resume to continue it, or choose another --run-dir",
-            args.run_dir.display()
+            run_dir.display()
         );
     }
-    std::fs::create_dir_all(&args.run_dir)
-        .with_context(|| format!("creating {}", args.run_dir.display()))?;
+    std::fs::create_dir_all(run_dir).with_context(|| format!("creating {}", run_dir.display()))?;
     let sandbox = Sandbox::with_defaults()?;
     let bundles = bundles(&args, &config)?;
     let envs = bundles
@@ -142,7 +152,7 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
         _ => None,
     };
     if !args.resume {
-        std::fs::write(args.run_dir.join(CONFIG_FILE), toml::to_string(&config)?)?;
+        std::fs::write(run_dir.join(CONFIG_FILE), toml::to_string(&config)?)?;
     }
     let mut observer = Progress::new(config.sft.steps + config.rl.steps, args.json);
     let bar = observer.bar.clone();
@@ -156,7 +166,7 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
     .context("listening for Ctrl-C")?;
     let spec = RunSpec {
         config,
-        dir: &args.run_dir,
+        dir: run_dir,
         envs: &envs,
         init: init.as_deref(),
         user_model: user_model.as_deref(),
@@ -172,8 +182,8 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
     };
     let summary = train(spec, &mut observer)?;
     observer.bar.finish_and_clear();
-    let curves = args.run_dir.join("curves.svg");
-    plot(&read_metrics(&args.run_dir.join("metrics.jsonl"))?, &curves)?;
+    let curves = run_dir.join("curves.svg");
+    plot(&read_metrics(&run_dir.join("metrics.jsonl"))?, &curves)?;
     if args.json {
         output::json_line(&serde_json::to_value(&summary)?);
     } else if !summary.complete {
@@ -181,7 +191,7 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
             "stopped at step {} of {}; continue with `forge train --run-dir {} --resume`",
             summary.steps,
             summary.total_steps,
-            args.run_dir.display()
+            run_dir.display()
         );
     } else {
         let before = summary
@@ -196,9 +206,9 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
         );
         println!(
             "model: {}\ncurves: {}\nmetrics: {}",
-            args.run_dir.join("final").display(),
+            run_dir.join("final").display(),
             curves.display(),
-            args.run_dir.join("metrics.jsonl").display()
+            run_dir.join("metrics.jsonl").display()
         );
     }
     Ok(if summary.interrupted {
@@ -210,8 +220,8 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
 
 /// The preset, overlaid with the config file; on resume, the run's own config.
 fn effective_config(args: &TrainArgs) -> Result<TrainConfig> {
-    let saved = args.run_dir.join(CONFIG_FILE);
     if args.resume {
+        let saved = args.run_dir().join(CONFIG_FILE);
         if !args.config.is_empty() || args.stage != Stage::All {
             bail!("--resume continues with the run's own {CONFIG_FILE}; drop --config and --stage");
         }
@@ -268,7 +278,7 @@ fn merge(base: &mut toml::Table, overlay: toml::Table) {
 /// The directories are recorded in the run (`envs.json`), where `--resume`
 /// finds them again.
 fn bundles(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<Bundle>> {
-    let record = args.run_dir.join(ENVS_FILE);
+    let record = args.run_dir().join(ENVS_FILE);
     let dirs = if args.resume {
         if !args.env.is_empty() {
             bail!("--resume trains on the run's own environments; drop --env");
@@ -314,7 +324,7 @@ fn synthesized(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<PathBuf>> {
             },
         ),
     };
-    let out = std::path::absolute(args.run_dir.join("envs"))?;
+    let out = std::path::absolute(args.run_dir().join("envs"))?;
     synthesize(&docs, &synth, &out, args.json)?;
     Ok(docs.iter().map(|doc| out.join(doc.name())).collect())
 }

@@ -375,23 +375,19 @@ fn bad_configs_and_run_directories_are_refused_clearly() {
         stderr(&output)
     );
 
-    let output = train(&["--preset", "smoke", "--print-config", "--run-dir", run]);
+    // `--print-config` needs no run directory; a run needs one.
+    let output = train(&["--preset", "smoke", "--print-config"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let printed: toml::Table = toml::from_str(&stdout(&output)).unwrap();
     assert_eq!(printed["model"]["init"].as_str(), Some("tiny"));
     assert_eq!(printed["tasks"]["heldout"].as_str(), Some("covered"));
+    let output = train(&["--preset", "smoke"]);
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("--run-dir"), "{}", stderr(&output));
 
     // `--stage` runs one stage: the other's steps are zero in the saved config.
     for (stage, zeroed, kept) in [("sft", "rl", "sft"), ("rl", "sft", "rl")] {
-        let output = train(&[
-            "--preset",
-            "smoke",
-            "--stage",
-            stage,
-            "--print-config",
-            "--run-dir",
-            run,
-        ]);
+        let output = train(&["--preset", "smoke", "--stage", stage, "--print-config"]);
         assert!(output.status.success(), "{}", stderr(&output));
         let printed: toml::Table = toml::from_str(&stdout(&output)).unwrap();
         assert_eq!(
