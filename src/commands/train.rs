@@ -194,15 +194,24 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
             run_dir.display()
         );
     } else {
-        let before = summary
-            .heldout_success_before
-            .map_or(String::new(), |value| format!("before {value:.3}, "));
-        let after_sft = summary
-            .heldout_success_after_sft
-            .map_or(String::new(), |value| format!("after SFT {value:.3}, "));
+        let evaluated = match summary.heldout_success_after {
+            None => "no task held out".to_owned(),
+            Some(after) => {
+                let before = summary
+                    .heldout_success_before
+                    .map_or(String::new(), |value| format!("before {value:.3}, "));
+                let after_sft = summary
+                    .heldout_success_after_sft
+                    .map_or(String::new(), |value| format!("after SFT {value:.3}, "));
+                format!(
+                    "held-out success ({} tasks): {before}{after_sft}after {after:.3}",
+                    summary.heldout_tasks
+                )
+            }
+        };
         println!(
-            "{} steps in {:.0} s; held-out success ({} tasks): {before}{after_sft}after {:.3}",
-            summary.steps, summary.seconds, summary.heldout_tasks, summary.heldout_success_after
+            "{} steps in {:.0} s; {evaluated}",
+            summary.steps, summary.seconds
         );
         println!(
             "model: {}\ncurves: {}\nmetrics: {}",

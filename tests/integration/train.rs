@@ -403,6 +403,35 @@ fn bad_configs_and_run_directories_are_refused_clearly() {
 }
 
 #[test]
+fn a_run_that_holds_out_no_task_reports_no_held_out_success() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("all.toml");
+    std::fs::write(
+        &config,
+        "[tasks]\nheldout_fraction = 0.0\n[sft]\nsteps = 2\n[rl]\nsteps = 1\n",
+    )
+    .unwrap();
+    let run = dir.path().join("run");
+    let summary = summary(&train(&[
+        "--preset",
+        "smoke",
+        "--config",
+        config.to_str().unwrap(),
+        "--run-dir",
+        run.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(summary["complete"], true);
+    assert_eq!(summary["heldout_tasks"], 0);
+    // Not a success rate of 0: no rate at all.
+    assert!(summary["heldout_success_after"].is_null(), "{summary}");
+    assert!(summary["heldout_success_after_sft"].is_null(), "{summary}");
+    let metrics = jsonl(&run.join("metrics.jsonl"));
+    assert!(metrics.iter().all(|m| m["kind"] != "eval"));
+    assert_eq!(metrics.len(), 3, "two SFT steps and one RL step");
+}
+
+#[test]
 fn the_gpu_training_script_runs_on_the_cpu() {
     // Its plumbing, with a tiny model and a small overlay: SFT under a time
     // limit, then four RL runs from the SFT model side by side, then the table.

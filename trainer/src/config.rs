@@ -195,7 +195,7 @@ impl LlamaConfig {
 
     /// The config, if its numbers describe a model the decoder can run, a
     /// head width stated as the one implied by the others no longer explicit.
-    fn checked(mut self) -> Result<Self, LoadError> {
+    pub(crate) fn checked(mut self) -> Result<Self, LoadError> {
         let sizes = [
             self.vocab,
             self.hidden,

@@ -3,7 +3,9 @@
 //! the one used).
 
 use crate::chat::{PromptSettings, ToolListing};
-use crate::llama::Precision;
+use crate::config::LlamaConfig;
+use crate::llama::{LoadError, Precision};
+use forge_model::tokenizer::ModelTokenizer;
 use forge_rl::advantage::Scaling;
 use serde::{Deserialize, Serialize};
 
@@ -21,7 +23,8 @@ pub struct TrainConfig {
     pub judge: JudgeSection,
     pub optim: OptimSection,
     pub eval: EvalSection,
-    /// Save a checkpoint every this many steps (and at the end of each stage).
+    /// Save a checkpoint every this many steps (and at the end of each
+    /// stage; 0: only there).
     pub checkpoint_every: usize,
 }
 
@@ -76,6 +79,22 @@ impl Default for ModelSection {
             precision: Precision::F32,
             prompt: PromptSettings::default(),
         }
+    }
+}
+
+impl ModelSection {
+    /// The shape of the tiny model (`init = "tiny"`) for a tokenizer of
+    /// `vocab` tokens, if the decoder can run it.
+    pub fn tiny_shape(&self, vocab: usize) -> Result<LlamaConfig, LoadError> {
+        LlamaConfig {
+            hidden: self.tiny_hidden,
+            layers: self.tiny_layers,
+            heads: self.tiny_heads,
+            kv_heads: self.tiny_kv_heads,
+            ffn: self.tiny_hidden * 3,
+            ..LlamaConfig::tiny(vocab)
+        }
+        .checked()
     }
 }
 
@@ -422,49 +441,69 @@ impl TrainConfig {
         }
     }
 
-    /// Refuses settings that cannot run, naming the key.
+    /// Refuses settings that cannot run, or that would run to no purpose
+    /// (a negative rate, a clip that clips everything), naming the key.
     pub fn validate(&self) -> Result<(), String> {
-        let user = &self.user;
-        let checks: [(bool, &str); 17] = [
+        let (model, tasks, sft, rl, user, optim) = (
+            &self.model,
+            &self.tasks,
+            &self.sft,
+            &self.rl,
+            &self.user,
+            &self.optim,
+        );
+        let checks: &[(bool, &str)] = &[
+            (optim.micro_batch > 0, "optim.micro_batch must be positive"),
             (
-                self.optim.micro_batch > 0,
-                "optim.micro_batch must be positive",
-            ),
-            (
-                (0.0..1.0).contains(&self.tasks.heldout_fraction),
+                (0.0..1.0).contains(&tasks.heldout_fraction),
                 "tasks.heldout_fraction must be in [0, 1)",
             ),
-            (self.tasks.max_turns > 0, "tasks.max_turns must be positive"),
+            (tasks.max_turns > 0, "tasks.max_turns must be positive"),
             (
-                self.sft.steps == 0 || self.sft.batch > 0,
+                sft.steps == 0 || sft.batch > 0,
                 "sft.batch must be positive",
             ),
             (
-                self.sft.task_fraction > 0.0 && self.sft.task_fraction <= 1.0,
+                sft.steps == 0 || positive(sft.lr),
+                "sft.lr must be a positive number",
+            ),
+            (
+                sft.task_fraction > 0.0 && sft.task_fraction <= 1.0,
                 "sft.task_fraction must be in (0, 1]",
             ),
             (
-                self.rl.steps == 0 || (self.rl.tasks_per_step > 0 && self.rl.rollouts > 1),
+                rl.steps == 0 || (rl.tasks_per_step > 0 && rl.rollouts > 1),
                 "rl.tasks_per_step must be positive and rl.rollouts at least 2",
             ),
             (
-                self.rl.max_draw_factor > 0,
+                rl.steps == 0 || positive(rl.lr),
+                "rl.lr must be a positive number",
+            ),
+            (
+                rl.max_draw_factor > 0,
                 "rl.max_draw_factor must be positive",
             ),
             (
-                self.rl.temperature > 0.0,
-                "rl.temperature must be positive (rollouts are sampled)",
+                positive(f64::from(rl.temperature)),
+                "rl.temperature must be a positive number (rollouts are sampled)",
             ),
             (
-                self.rl.top_p > 0.0 && self.rl.top_p <= 1.0,
+                rl.top_p > 0.0 && rl.top_p <= 1.0,
                 "rl.top_p must be in (0, 1]",
             ),
+            (rl.max_new_tokens > 0, "rl.max_new_tokens must be positive"),
             (
-                (0.0..=1.0).contains(&self.rl.user_instability),
+                positive(rl.eps),
+                "rl.eps must be a positive number (it keeps a group of equal rewards from dividing by zero)",
+            ),
+            (positive(rl.clip), "rl.clip must be a positive number"),
+            (at_least_zero(rl.kl), "rl.kl must be a number, at least 0"),
+            (
+                (0.0..=1.0).contains(&rl.user_instability),
                 "rl.user_instability must be in [0, 1]",
             ),
             (
-                self.rl.updates_per_batch > 0,
+                rl.updates_per_batch > 0,
                 "rl.updates_per_batch must be positive",
             ),
             (
@@ -476,7 +515,8 @@ impl TrainConfig {
                 "user.base_url must name the endpoint of the model that plays the user",
             ),
             (
-                user.kind != UserKind::Model || (user.temperature > 0.0 && user.max_new_tokens > 0),
+                user.kind != UserKind::Model
+                    || (positive(user.temperature) && user.max_new_tokens > 0),
                 "user.temperature and user.max_new_tokens must be positive",
             ),
             (
@@ -488,15 +528,50 @@ impl TrainConfig {
                 "judge.base_url must name the judge model's endpoint",
             ),
             (
-                self.judge.kind == JudgeKind::Rule || self.rl.masking,
+                self.judge.kind == JudgeKind::Rule || rl.masking,
                 "judge.kind = \"openai\" judges for masking: set rl.masking = true",
             ),
+            (
+                (0.0..1.0).contains(&optim.beta1) && (0.0..1.0).contains(&optim.beta2),
+                "optim.beta1 and optim.beta2 must be in [0, 1)",
+            ),
+            (
+                at_least_zero(f64::from(optim.weight_decay)),
+                "optim.weight_decay must be a number, at least 0",
+            ),
+            (
+                at_least_zero(f64::from(optim.grad_clip)),
+                "optim.grad_clip must be a number, at least 0 (0: off)",
+            ),
+            (
+                (0.0..=1.0).contains(&optim.min_lr_ratio),
+                "optim.min_lr_ratio must be in [0, 1]",
+            ),
+            (
+                self.eval.max_new_tokens > 0,
+                "eval.max_new_tokens must be positive",
+            ),
         ];
-        match checks.iter().find(|(ok, _)| !ok) {
-            Some((_, message)) => Err((*message).to_owned()),
-            None => Ok(()),
+        if let Some((_, message)) = checks.iter().find(|(ok, _)| !ok) {
+            return Err((*message).to_owned());
         }
+        if model.init == "tiny" {
+            model
+                .tiny_shape(ModelTokenizer::byte_level().vocab_size())
+                .map_err(|err| format!("model.tiny_*: {err}"))?;
+        }
+        Ok(())
     }
+}
+
+/// A finite number above 0.
+fn positive(value: f64) -> bool {
+    value.is_finite() && value > 0.0
+}
+
+/// A finite number, 0 or more.
+fn at_least_zero(value: f64) -> bool {
+    value.is_finite() && value >= 0.0
 }
 
 #[cfg(test)]
@@ -514,6 +589,45 @@ mod tests {
         assert!((optim.lr_at(1.0, 2, 12) - 1.0).abs() < 1e-12);
         assert!((optim.lr_at(1.0, 12, 12) - 0.1).abs() < 1e-12);
         assert!(optim.lr_at(1.0, 7, 12) < 1.0 && optim.lr_at(1.0, 7, 12) > 0.1);
+    }
+
+    #[test]
+    fn settings_that_cannot_run_are_refused_naming_the_key() {
+        for (overlay, key) in [
+            ("[sft]\nlr = -0.001", "sft.lr"),
+            ("[rl]\nlr = inf", "rl.lr"),
+            ("[rl]\ntemperature = nan", "rl.temperature"),
+            ("[rl]\nclip = -0.2", "rl.clip"),
+            ("[rl]\nkl = nan", "rl.kl"),
+            ("[rl]\neps = 0.0", "rl.eps"),
+            ("[rl]\nmax_new_tokens = 0", "rl.max_new_tokens"),
+            ("[optim]\nbeta2 = 1.5", "optim.beta1 and optim.beta2"),
+            ("[optim]\nweight_decay = -0.1", "optim.weight_decay"),
+            ("[optim]\ngrad_clip = -1.0", "optim.grad_clip"),
+            ("[optim]\nmin_lr_ratio = 2.0", "optim.min_lr_ratio"),
+            ("[eval]\nmax_new_tokens = 0", "eval.max_new_tokens"),
+            ("[model]\ninit = \"tiny\"\ntiny_heads = 3", "model.tiny_*"),
+            (
+                "[model]\ninit = \"tiny\"\ntiny_kv_heads = 3",
+                "model.tiny_*",
+            ),
+            ("[model]\ninit = \"tiny\"\ntiny_layers = 0", "model.tiny_*"),
+        ] {
+            let config: TrainConfig = toml::from_str(overlay).unwrap();
+            let err = config
+                .validate()
+                .expect_err(&format!("{overlay} is refused"));
+            assert!(err.starts_with(key), "{overlay}: {err}");
+        }
+        // The tiny model's shape is no concern of a run that starts from a file,
+        // and a stage that does not run needs no rate.
+        let config: TrainConfig =
+            toml::from_str("[model]\ninit = \"smollm2-135m\"\ntiny_heads = 3").unwrap();
+        assert_eq!(config.validate(), Ok(()));
+        let config: TrainConfig = toml::from_str("[sft]\nsteps = 0\nlr = 0.0").unwrap();
+        assert_eq!(config.validate(), Ok(()));
+        assert_eq!(TrainConfig::default().validate(), Ok(()));
+        assert_eq!(TrainConfig::smoke().validate(), Ok(()));
     }
 
     #[test]

@@ -21,7 +21,6 @@ pub mod rollout;
 use crate::Cpu;
 use crate::accelerator::{self, Accelerator, OnBackend};
 use crate::checkpoint;
-use crate::config::LlamaConfig;
 use crate::llama::Llama;
 use crate::sampling::Sampling;
 use anyhow::{Context, Result, bail};
@@ -157,8 +156,9 @@ pub struct Summary {
     pub heldout_success_before: Option<f64>,
     /// After the SFT stage (absent without one).
     pub heldout_success_after_sft: Option<f64>,
-    /// At the latest evaluation (the end of a complete run).
-    pub heldout_success_after: f64,
+    /// At the latest evaluation (the end of a complete run; absent when no
+    /// task is held out).
+    pub heldout_success_after: Option<f64>,
     /// The trained model (a complete run's).
     pub final_model: Option<PathBuf>,
     pub seconds: f64,
@@ -344,15 +344,10 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                     ),
                     None => {
                         let tokenizer = ModelTokenizer::byte_level();
-                        let model = &config.model;
-                        let tiny = LlamaConfig {
-                            hidden: model.tiny_hidden,
-                            layers: model.tiny_layers,
-                            heads: model.tiny_heads,
-                            kv_heads: model.tiny_kv_heads,
-                            ffn: model.tiny_hidden * 3,
-                            ..LlamaConfig::tiny(tokenizer.vocab_size())
-                        };
+                        let tiny = config
+                            .model
+                            .tiny_shape(tokenizer.vocab_size())
+                            .context("model.tiny_*")?;
                         (Llama::init(tiny, config.seed, &device), tokenizer)
                     }
                 };
@@ -525,7 +520,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             heldout_tasks: self.heldout_tasks(),
             heldout_success_before: success_at(0),
             heldout_success_after_sft: (sft_steps > 0).then(|| success_at(sft_steps)).flatten(),
-            heldout_success_after: latest.unwrap_or_default(),
+            heldout_success_after: latest,
             final_model: complete.then_some(final_model),
             seconds: started.elapsed().as_secs_f64(),
         })
@@ -767,7 +762,12 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
     }
 
     /// Greedy episodes of every held-out task; logs the success share.
-    fn evaluate(&mut self, observer: &mut dyn Observer) -> Result<f64> {
+    /// Plays the held-out tasks greedily and logs their success rate; with
+    /// none held out (`tasks.heldout_fraction = 0`), there is nothing to log.
+    fn evaluate(&mut self, observer: &mut dyn Observer) -> Result<()> {
+        if self.heldout_tasks() == 0 {
+            return Ok(());
+        }
         let started = Instant::now();
         let policy = self.model.valid();
         let play = Play::new(
@@ -815,16 +815,14 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         for record in &records {
             file.write(record)?;
         }
-        let success = successes as f64 / episodes.max(1) as f64;
         let metrics = Metrics {
             kind: "eval".into(),
             step: self.position.step,
-            heldout_success: Some(success),
+            heldout_success: Some(successes as f64 / episodes as f64),
             seconds: Some(started.elapsed().as_secs_f64()),
             ..Metrics::default()
         };
-        self.record(&metrics, observer)?;
-        Ok(success)
+        self.record(&metrics, observer)
     }
 
     fn record(&self, metrics: &Metrics, observer: &mut dyn Observer) -> Result<()> {
