@@ -54,13 +54,13 @@ pub struct AgentArgs {
     #[arg(long)]
     pub model: Option<String>,
     /// `--policy model`: sampling temperature (0 is greedy).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = temperature)]
     pub temperature: f32,
-    /// `--policy model`: nucleus sampling mass.
-    #[arg(long, default_value_t = 1.0)]
+    /// `--policy model`: nucleus sampling mass, in (0, 1].
+    #[arg(long, default_value_t = 1.0, value_parser = nucleus_mass)]
     pub top_p: f32,
     /// `--policy model`: most tokens per turn.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = at_least_one)]
     pub max_new_tokens: usize,
     /// `--policy model`: where the model runs (`cuda` and `wgpu` need a
     /// forge built with that feature).
@@ -96,6 +96,31 @@ fn probability(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(value) if (0.0..=1.0).contains(&value) => Ok(value),
         _ => Err(format!("`{text}` is not a probability between 0 and 1")),
+    }
+}
+
+fn temperature(text: &str) -> Result<f32, String> {
+    match text.parse::<f32>() {
+        Ok(value) if value.is_finite() && value >= 0.0 => Ok(value),
+        _ => Err(format!(
+            "`{text}` is not a temperature: a number, 0 (greedy) or more"
+        )),
+    }
+}
+
+fn nucleus_mass(text: &str) -> Result<f32, String> {
+    match text.parse::<f32>() {
+        Ok(value) if value > 0.0 && value <= 1.0 => Ok(value),
+        _ => Err(format!(
+            "`{text}` is not a nucleus mass: a number above 0, at most 1"
+        )),
+    }
+}
+
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(value) if value >= 1 => Ok(value),
+        _ => Err(format!("`{text}` is not a whole number of at least 1")),
     }
 }
 

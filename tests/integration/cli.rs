@@ -276,6 +276,25 @@ fn bad_input_gets_errors_that_name_the_problem() {
 
     let output = forge(&["run", "--policy", "replay"]);
     assert!(!output.status.success(), "--policy replay needs --from");
+
+    // Settings under which no episode could mean anything are refused before
+    // any is played, the flag and the value named.
+    for (flag, value) in [
+        ("--temperature", "-1"),
+        ("--temperature", "nan"),
+        ("--top-p", "0"),
+        ("--max-new-tokens", "0"),
+    ] {
+        for command in ["run", "eval"] {
+            let output = forge(&[command, &format!("{flag}={value}")]);
+            assert!(!output.status.success(), "{command} {flag}={value}");
+            let message = stderr(&output);
+            assert!(
+                message.contains(flag) && message.contains(&format!("`{value}`")),
+                "{command} {flag}={value}: {message}"
+            );
+        }
+    }
 }
 
 #[test]
