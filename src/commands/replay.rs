@@ -2,7 +2,7 @@
 
 use crate::envs::EnvArgs;
 use crate::output;
-use anyhow::Result;
+use anyhow::{Result, anyhow};
 use clap::Args;
 use forge_runtime::replay::replay_episode;
 use forge_runtime::{Sandbox, trajectory};
@@ -35,8 +35,19 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
     let env = args.env.load(&sandbox)?;
     let mut diverged = 0;
     for (index, record) in file.episodes.iter().enumerate() {
-        let divergence = replay_episode(&env, record)?;
         let line = index + 1;
+        let divergence = replay_episode(&env, record).map_err(|err| {
+            let recorded_on = &record.environment.name;
+            let hint = if *recorded_on == env.name() {
+                String::new()
+            } else {
+                // A training run's episodes: their bundles are in the run.
+                format!(
+                    "; replay it with `--env DIR` naming the `{recorded_on}` bundle (a `forge train` run lists its bundles in envs.json), or `--suite`"
+                )
+            };
+            anyhow!("line {line} of {}: {err:#}{hint}", args.file.display())
+        })?;
         if args.json {
             output::json_line(&json!({
                 "line": line,

@@ -154,6 +154,24 @@ fn the_smoke_run_trains_sft_then_erpo_on_the_cpu() {
         "{record}"
     );
     assert!(record["steps"][0]["tool"].is_string(), "{record}");
+
+    // An evaluation's episodes replay byte-identically on the run's bundle;
+    // on another environment the error says which one to name.
+    let evaluated = run.join(format!("episodes/eval-step-{steps:06}.jsonl"));
+    let output = forge(&[
+        "replay",
+        evaluated.to_str().unwrap(),
+        "--env",
+        run.join("envs/lamps").to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let output = forge(&["replay", evaluated.to_str().unwrap()]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("naming the `lamps` bundle"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 /// Timing fields differ between runs; everything else must not.
