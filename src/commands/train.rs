@@ -209,10 +209,12 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
                 )
             }
         };
-        println!(
-            "{} steps in {:.0} s; {evaluated}",
-            summary.steps, summary.seconds
-        );
+        let done = if summary.steps_run == 0 && summary.steps > 0 {
+            format!("complete already: {} steps", summary.steps)
+        } else {
+            format!("{} steps in {:.0} s", summary.steps_run, summary.seconds)
+        };
+        println!("{done}; {evaluated}");
         println!(
             "model: {}\ncurves: {}\nmetrics: {}",
             run_dir.join("final").display(),

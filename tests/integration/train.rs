@@ -236,8 +236,20 @@ fn an_interrupted_run_resumes_exactly() {
         "--max-steps",
         "2",
     ];
-    assert_eq!(summary(&train(&resume))["steps"], 4);
+    let resumed = summary(&train(&resume));
+    assert_eq!(
+        (resumed["steps"].clone(), resumed["steps_run"].clone()),
+        (4.into(), 2.into())
+    );
     assert_eq!(summary(&train(&resume[..4]))["complete"], true);
+    // Resuming a complete run does nothing, and says so.
+    let output = train(&resume[..3]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).starts_with("complete already"),
+        "{}",
+        stdout(&output)
+    );
     assert_eq!(
         without_timing(&whole.join("metrics.jsonl")),
         without_timing(&parts.join("metrics.jsonl"))

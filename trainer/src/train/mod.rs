@@ -147,6 +147,8 @@ pub struct Summary {
     /// Steps done, of `total_steps`; the run is `complete` when they agree.
     pub steps: usize,
     pub total_steps: usize,
+    /// Steps done by this call, in `seconds` (0 when a run resumed complete).
+    pub steps_run: usize,
     pub complete: bool,
     /// Stopped early by [`RunSpec::interrupt`].
     pub interrupted: bool,
@@ -431,7 +433,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
     /// still reports where it got to).
     pub fn run(&mut self, observer: &mut dyn Observer, limits: Limits) -> Result<Summary> {
         let started = Instant::now();
-        let stop_at = limits.max_steps.map(|steps| self.position.step + steps);
+        let first_step = self.position.step;
+        let stop_at = limits.max_steps.map(|steps| first_step + steps);
         let sft_steps = self.config.sft.steps;
         let total = self.total_steps();
         if self.position.step == 0 && self.config.eval.at_start {
@@ -515,6 +518,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         Ok(Summary {
             steps: self.position.step,
             total_steps: total,
+            steps_run: self.position.step - first_step,
             complete,
             interrupted,
             heldout_tasks: self.heldout_tasks(),
