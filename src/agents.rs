@@ -93,34 +93,43 @@ pub struct AgentArgs {
 }
 
 fn probability(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(value) if (0.0..=1.0).contains(&value) => Ok(value),
-        _ => Err(format!("`{text}` is not a probability between 0 and 1")),
-    }
+    number_where(
+        text,
+        |p| (0.0..=1.0).contains(p),
+        "a probability between 0 and 1",
+    )
 }
 
 fn temperature(text: &str) -> Result<f32, String> {
-    match text.parse::<f32>() {
-        Ok(value) if value.is_finite() && value >= 0.0 => Ok(value),
-        _ => Err(format!(
-            "`{text}` is not a temperature: a number, 0 (greedy) or more"
-        )),
-    }
+    number_where(
+        text,
+        |t: &f32| t.is_finite() && *t >= 0.0,
+        "a temperature: a number, 0 (greedy) or more",
+    )
 }
 
 fn nucleus_mass(text: &str) -> Result<f32, String> {
-    match text.parse::<f32>() {
-        Ok(value) if value > 0.0 && value <= 1.0 => Ok(value),
-        _ => Err(format!(
-            "`{text}` is not a nucleus mass: a number above 0, at most 1"
-        )),
-    }
+    number_where(
+        text,
+        |p| *p > 0.0 && *p <= 1.0,
+        "a nucleus mass: a number above 0, at most 1",
+    )
 }
 
 fn at_least_one(text: &str) -> Result<usize, String> {
-    match text.parse::<usize>() {
-        Ok(value) if value >= 1 => Ok(value),
-        _ => Err(format!("`{text}` is not a whole number of at least 1")),
+    number_where(text, |n| *n >= 1, "a whole number of at least 1")
+}
+
+/// A flag's number, if it parses and `accept` takes it; otherwise an error
+/// naming the text and what was `expected`.
+fn number_where<T: std::str::FromStr>(
+    text: &str,
+    accept: impl Fn(&T) -> bool,
+    expected: &str,
+) -> Result<T, String> {
+    match text.parse::<T>() {
+        Ok(value) if accept(&value) => Ok(value),
+        _ => Err(format!("`{text}` is not {expected}")),
     }
 }
 

@@ -765,8 +765,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         self.model = self.optimizer.step(lr, self.model.clone(), grads);
     }
 
-    /// Greedy episodes of every held-out task; logs the success share.
-    /// Plays the held-out tasks greedily and logs their success rate; with
+    /// Greedy episodes of every held-out task; logs the success share. With
     /// none held out (`tasks.heldout_fraction = 0`), there is nothing to log.
     fn evaluate(&mut self, observer: &mut dyn Observer) -> Result<()> {
         if self.heldout_tasks() == 0 {
