@@ -92,7 +92,7 @@ pub struct AgentArgs {
     pub judge_base_url: Option<String>,
 }
 
-fn probability(text: &str) -> Result<f64, String> {
+pub(crate) fn probability(text: &str) -> Result<f64, String> {
     number_where(
         text,
         |p| (0.0..=1.0).contains(p),
@@ -116,8 +116,16 @@ fn nucleus_mass(text: &str) -> Result<f32, String> {
     )
 }
 
-fn at_least_one(text: &str) -> Result<usize, String> {
+pub(crate) fn at_least_one(text: &str) -> Result<usize, String> {
     number_where(text, |n| *n >= 1, "a whole number of at least 1")
+}
+
+pub(crate) fn positive(text: &str) -> Result<f64, String> {
+    number_where(
+        text,
+        |x: &f64| x.is_finite() && *x > 0.0,
+        "a positive number",
+    )
 }
 
 /// A flag's number, if it parses and `accept` takes it; otherwise an error

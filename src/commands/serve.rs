@@ -1,8 +1,9 @@
 //! `forge serve`: environments for agents and trainers elsewhere, over the
 //! OpenEnv HTTP/WebSocket API and MCP (Streamable HTTP, or stdio).
 
+use crate::agents::{at_least_one, positive, probability};
 use crate::builtin;
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use forge_runtime::policy::scripted_user;
 use forge_runtime::{Bundle, Environment, Limits, Sandbox, TrajectoryWriter};
@@ -41,26 +42,26 @@ pub struct ServeArgs {
     #[arg(long, requires = "stdio")]
     task: Option<String>,
     /// Most sessions open at once.
-    #[arg(long, default_value_t = SessionLimits::default().max_sessions)]
+    #[arg(long, default_value_t = SessionLimits::default().max_sessions, value_parser = at_least_one)]
     max_sessions: usize,
     /// Seconds without a request after which a session is closed.
-    #[arg(long, default_value_t = SessionLimits::default().idle_timeout.as_secs())]
+    #[arg(long, default_value_t = SessionLimits::default().idle_timeout.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
     idle_timeout: u64,
     /// Most agent actions per second per session.
-    #[arg(long, default_value_t = SessionLimits::default().steps_per_second)]
+    #[arg(long, default_value_t = SessionLimits::default().steps_per_second, value_parser = positive)]
     rate: f64,
     /// Largest request body or WebSocket message, in bytes.
     #[arg(long, default_value_t = HttpOptions::default().max_request_bytes)]
     max_request_bytes: usize,
     /// Most agent actions per episode.
-    #[arg(long, default_value_t = SessionLimits::default().max_turns)]
+    #[arg(long, default_value_t = SessionLimits::default().max_turns, value_parser = at_least_one)]
     max_turns: usize,
     /// Append every ended episode's trajectory to this JSONL file.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
     /// The probability that the scripted user misstates or withholds one of
     /// its facts (see `forge run --user-instability`).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = probability)]
     user_instability: f64,
     /// Log lines as JSON objects (for log collectors) or as text.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
@@ -75,15 +76,9 @@ enum LogFormat {
 
 pub fn run(args: ServeArgs) -> Result<ExitCode> {
     init_logs(args.log_format);
-    if !(0.0..=1.0).contains(&args.user_instability) {
-        bail!("--user-instability must be a probability between 0 and 1");
-    }
-    if !args.rate.is_finite() || args.rate <= 0.0 || args.max_sessions == 0 || args.max_turns == 0 {
-        bail!("--rate, --max-sessions and --max-turns must be positive");
-    }
     let limits = SessionLimits {
         max_sessions: args.max_sessions,
-        idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
+        idle_timeout: Duration::from_secs(args.idle_timeout),
         steps_per_second: args.rate,
         max_turns: args.max_turns,
         ..SessionLimits::default()

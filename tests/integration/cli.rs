@@ -295,6 +295,24 @@ fn bad_input_gets_errors_that_name_the_problem() {
             );
         }
     }
+    // So are limits under which `forge serve` could serve nothing, before
+    // it listens.
+    for (flag, value) in [
+        ("--user-instability", "1.5"),
+        ("--rate", "0"),
+        ("--rate", "inf"),
+        ("--max-sessions", "0"),
+        ("--max-turns", "0"),
+        ("--idle-timeout", "0"),
+    ] {
+        let output = forge(&["serve", "--port", "0", &format!("{flag}={value}")]);
+        assert!(!output.status.success(), "serve {flag}={value}");
+        let message = stderr(&output);
+        assert!(
+            message.contains(flag) && message.contains(value),
+            "serve {flag}={value}: {message}"
+        );
+    }
 }
 
 #[test]
