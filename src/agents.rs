@@ -281,6 +281,44 @@ impl Agents {
         self.client.as_ref()
     }
 
+    /// Everything besides the task and the seed that decides how an episode
+    /// plays out: an evaluation resumed under other settings must not count
+    /// the episodes it finds as its own. Settings that only change how fast
+    /// episodes run (requests in flight, threads) are left out.
+    pub fn settings(&self) -> serde_json::Value {
+        let endpoint = |client: &ChatClient| {
+            serde_json::json!({
+                "base_url": client.config().base_url,
+                "model": client.config().model,
+                "temperature": client.config().temperature,
+            })
+        };
+        let mut settings = serde_json::json!({
+            "policy": self.label(),
+            "user": format!("{:?}", self.user).to_lowercase(),
+            "user_instability": self.instability,
+            "endpoint": self.client.as_ref().map(endpoint),
+            "judge": self.judge.as_ref().map(endpoint),
+        });
+        if self.policy == PolicyKind::Replay {
+            let recorded = serde_json::to_value(&self.recorded).expect("records serialise");
+            settings["replayed_sha256"] = forge_runtime::canonical::sha256_hex(&recorded).into();
+        }
+        if let Some(local) = &self.local {
+            settings["model"] = serde_json::json!({
+                "path": local.path,
+                "temperature": local.sampling.temperature,
+                "top_p": local.sampling.top_p,
+                "max_new_tokens": local.sampling.max_tokens,
+                // Batch shape, device and precision change the rounding.
+                "device": format!("{:?}", local.accelerator).to_lowercase(),
+                "precision": local.precision,
+                "batch": local.batch,
+            });
+        }
+        settings
+    }
+
     /// Plays one episode of each `(task, seed)`, handing each record to
     /// `finished` as it ends: a local model's in batches on its device, in
     /// order; any other policy's on `threads` threads at a time, each with a

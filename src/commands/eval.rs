@@ -6,7 +6,7 @@ use crate::agents::{AgentArgs, Agents};
 use crate::envs::EnvArgs;
 use crate::metrics::{self, flip_rate, pass_hat_k};
 use crate::output;
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use forge_runtime::episode::EpisodeSettings;
 use forge_runtime::trajectory::{self, EpisodeRecord};
@@ -14,10 +14,10 @@ use forge_runtime::{PreparedTask, Sandbox, TrajectoryWriter, episode_seed};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
@@ -74,15 +74,18 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         .join(label.replace(['/', ':', ' '], "_"));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let trajectories = dir.join("trajectories.jsonl");
+    let mut settings = agents.settings();
+    settings["max_turns"] = args.max_turns.into();
+    claim(&dir, &settings)?;
 
-    // Resume: an episode is identified by its task and seed.
+    // Resume: an episode is identified by its task and seed (the settings
+    // being the same).
     let mut done: BTreeMap<(String, u64), EpisodeRecord> = BTreeMap::new();
     if trajectories.exists() {
         for record in trajectory::read(&trajectories)?.episodes {
             done.insert((record.task_id.clone(), record.seed), record);
         }
     }
-    let resumed = done.len();
     let mut writer = TrajectoryWriter::append(&trajectories)?;
     let total = tasks.len() as u64 * args.trials;
     let progress = output::progress(total, args.json);
@@ -94,7 +97,8 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         })
         .filter(|(task, seed)| !done.contains_key(&(task.task.id.clone(), *seed)))
         .collect();
-    progress.inc(total - pending.len() as u64);
+    let (ran, resumed) = (pending.len(), total as usize - pending.len());
+    progress.inc(resumed as u64);
     let threads = args.concurrency as usize;
     agents.play(&env, &pending, args.max_turns, threads, |record| {
         writer.write(&record)?;
@@ -102,6 +106,10 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         done.insert((record.task_id.clone(), record.seed), record);
         Ok(())
     })?;
+    drop(writer);
+    if ran > 0 {
+        in_canonical_order(&trajectories, &done)?;
+    }
     let mut outcomes: BTreeMap<String, Vec<bool>> = BTreeMap::new();
     for task in &tasks {
         for trial in 0..args.trials {
@@ -159,7 +167,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         "policy": label,
         "tasks": outcomes.len(),
         "trials": args.trials,
-        "episodes_run": done.len() - resumed,
+        "episodes_run": ran,
         "episodes_resumed": resumed,
         "pass_hat_k": pass,
         "mean_flip_rate": mean_flip,
@@ -187,12 +195,85 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
             env.name(),
             outcomes.len(),
             args.trials,
-            done.len() - resumed,
+            ran,
             resumed,
             dir.display()
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The settings file of an evaluation directory.
+const SETTINGS: &str = "settings.json";
+
+/// Makes `dir` the evaluation of `settings`: a new directory records them,
+/// one that holds episodes must have been played under the same.
+fn claim(dir: &Path, settings: &Value) -> Result<()> {
+    let path = dir.join(SETTINGS);
+    let recorded: Value = match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .with_context(|| format!("{}: not an evaluation's settings", path.display()))?,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            if dir.join("trajectories.jsonl").exists() {
+                bail!(
+                    "{} holds episodes but no {SETTINGS} saying how they were played: \
+                     pass another --out",
+                    dir.display()
+                );
+            }
+            std::fs::write(&path, serde_json::to_vec_pretty(settings)?)
+                .with_context(|| format!("writing {}", path.display()))?;
+            return Ok(());
+        }
+        Err(err) => return Err(err).with_context(|| format!("reading {}", path.display())),
+    };
+    if let Some((key, then, now)) = first_difference("", &recorded, settings) {
+        bail!(
+            "{} holds episodes played with other settings (`{key}`: {then} then, {now} now), \
+             which this evaluation would count as its own: pass another --out",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// The first key (dotted path) whose value differs between `a` and `b`.
+fn first_difference(at: &str, a: &Value, b: &Value) -> Option<(String, Value, Value)> {
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            keys.into_iter().find_map(|key| {
+                let path = if at.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{at}.{key}")
+                };
+                first_difference(
+                    &path,
+                    a.get(key).unwrap_or(&Value::Null),
+                    b.get(key).unwrap_or(&Value::Null),
+                )
+            })
+        }
+        _ => (a != b).then(|| (at.to_owned(), a.clone(), b.clone())),
+    }
+}
+
+/// Rewrites `path` with `records` in the order of their keys (task, seed),
+/// whatever order concurrent episodes finished in: the same evaluation
+/// gives the same bytes. Written beside and renamed over, so an
+/// interruption leaves the old file whole.
+fn in_canonical_order(path: &Path, records: &BTreeMap<(String, u64), EpisodeRecord>) -> Result<()> {
+    let staged = path.with_extension("jsonl.partial");
+    // What an interrupted rewrite left is a copy of records the file holds.
+    let _ = std::fs::remove_file(&staged);
+    let mut writer = TrajectoryWriter::create(&staged)?;
+    for record in records.values() {
+        writer.write(record)?;
+    }
+    drop(writer);
+    std::fs::rename(&staged, path)
+        .with_context(|| format!("replacing {} with {}", path.display(), staged.display()))
 }
 
 /// pass^k against k with its confidence band, as SVG.
