@@ -7,7 +7,8 @@
 //!
 //! Appending is crash-safe: each episode is written as one complete line and
 //! synced before the next starts, a reader skips (and reports) a torn last line,
-//! and a writer reopening such a file first cuts the torn tail off.
+//! and a writer reopening such a file first cuts the torn tail off. A last
+//! line that only lacks its newline but holds a whole record is not torn.
 
 use crate::bundle::Actor;
 use crate::verify::Verdict;
@@ -230,8 +231,10 @@ impl TrajectoryWriter {
         })
     }
 
-    /// Opens `path` for appending (creating it), first cutting off a torn last
-    /// line left by a killed process.
+    /// Opens `path` for appending (creating it). A torn last line left by a
+    /// killed process is cut off first; a last record that only lacks its
+    /// newline (an edited file) is kept and ended. A file that does not begin
+    /// with a trajectory record is refused rather than appended to or cut.
     pub fn append(path: &Path) -> Result<Self> {
         let mut file = OpenOptions::new()
             .read(true)
@@ -239,9 +242,32 @@ impl TrajectoryWriter {
             .create(true)
             .open(path)
             .with_context(|| format!("opening {}", path.display()))?;
+        let len = file.metadata()?.len();
+        if len > 0 {
+            let mut first = String::new();
+            BufReader::new(&mut file)
+                .read_line(&mut first)
+                .with_context(|| format!("reading {}", path.display()))?;
+            if serde_json::from_str::<EpisodeRecord>(&first).is_err() {
+                bail!(
+                    "{} is not a trajectory file (its first line is not an episode record): \
+                     refusing to append to it",
+                    path.display()
+                );
+            }
+        }
         let complete = complete_prefix_len(&mut file)?;
-        if complete < file.metadata()?.len() {
-            file.set_len(complete)?;
+        if complete < len {
+            let mut tail = String::new();
+            file.seek(SeekFrom::Start(complete))?;
+            file.read_to_string(&mut tail)
+                .with_context(|| format!("reading {}", path.display()))?;
+            if serde_json::from_str::<EpisodeRecord>(&tail).is_ok() {
+                file.write_all(b"\n")
+                    .with_context(|| format!("writing to {}", path.display()))?;
+            } else {
+                file.set_len(complete)?;
+            }
         }
         Ok(Self {
             file,
@@ -306,7 +332,9 @@ pub fn read(path: &Path) -> Result<TrajectoryFile> {
             });
         }
         number += 1;
-        if !line.ends_with('\n') {
+        // A last line without its newline is torn, unless it holds a whole
+        // record (a file edited by hand).
+        if !line.ends_with('\n') && serde_json::from_str::<EpisodeRecord>(&line).is_err() {
             return Ok(TrajectoryFile {
                 episodes,
                 torn_tail: true,

@@ -2,7 +2,7 @@
 
 use crate::envs::EnvArgs;
 use crate::output;
-use anyhow::{Result, anyhow};
+use anyhow::{Result, anyhow, bail};
 use clap::Args;
 use forge_runtime::replay::replay_episode;
 use forge_runtime::{Sandbox, trajectory};
@@ -28,6 +28,12 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
     if file.torn_tail {
         eprintln!(
             "warning: {} ends with a torn line (a run was killed while writing it); it is skipped",
+            args.file.display()
+        );
+    }
+    if file.episodes.is_empty() {
+        bail!(
+            "{} holds no episode, so there is nothing to replay",
             args.file.display()
         );
     }

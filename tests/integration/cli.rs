@@ -161,7 +161,7 @@ fn replay_policy_reproduces_the_recorded_rewards() {
 }
 
 #[test]
-fn a_torn_last_line_is_skipped_and_cut_before_appending() {
+fn a_torn_last_line_is_skipped_and_cut_before_appending_and_a_whole_one_kept() {
     let dir = tempfile::tempdir().unwrap();
     let path = record(dir.path(), "gold");
     let complete = std::fs::read_to_string(&path).unwrap();
@@ -186,6 +186,51 @@ fn a_torn_last_line_is_skipped_and_cut_before_appending() {
     assert!(appended.starts_with(&complete));
     assert_eq!(appended.lines().count(), episodes + 1);
     assert!(forge(&["replay", path.to_str().unwrap()]).status.success());
+
+    // A last record that only lacks its newline (an edited file) is whole:
+    // it is replayed, and appending ends it rather than cutting it.
+    std::fs::write(&path, complete.trim_end()).unwrap();
+    let output = forge(&["replay", path.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(!stderr(&output).contains("torn line"));
+    assert!(stdout(&output).contains(&format!("{episodes} episodes replayed")));
+    let output = forge(&[
+        "run",
+        "--tasks",
+        "shop-01",
+        "--out",
+        path.to_str().unwrap(),
+        "--append",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let appended = std::fs::read_to_string(&path).unwrap();
+    assert!(appended.starts_with(&complete));
+    assert_eq!(appended.lines().count(), episodes + 1);
+
+    // A file that is not a trajectory file is neither appended to nor cut,
+    // and one without an episode proves nothing.
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "my notes\nthe last line").unwrap();
+    let output = forge(&["run", "--out", notes.to_str().unwrap(), "--append"]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("is not a trajectory file"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "my notes\nthe last line"
+    );
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let output = forge(&["replay", empty.to_str().unwrap()]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("holds no episode"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
