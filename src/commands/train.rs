@@ -120,6 +120,7 @@ impl TrainArgs {
 
 const CONFIG_FILE: &str = "config.toml";
 const ENVS_FILE: &str = "envs.json";
+const METRICS_FILE: &str = "metrics.jsonl";
 
 pub fn run(args: TrainArgs) -> Result<ExitCode> {
     let config = effective_config(&args)?;
@@ -128,12 +129,49 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let run_dir = args.run_dir();
-    if !args.resume && run_dir.join(CONFIG_FILE).exists() {
+    let time_limit = args
+        .time_limit
+        .map(Duration::try_from_secs_f64)
+        .transpose()
+        .context("--time-limit must be a finite number of seconds, at least 0")?;
+    if args.resume {
+        return start(&args, config, time_limit);
+    }
+    if run_dir.join(CONFIG_FILE).exists() {
         bail!(
             "{} already holds a run: pass --resume to continue it, or choose another --run-dir",
             run_dir.display()
         );
     }
+    let existed = run_dir.exists();
+    if existed
+        && std::fs::read_dir(run_dir)
+            .with_context(|| format!("reading {}", run_dir.display()))?
+            .next()
+            .is_some()
+    {
+        bail!(
+            "{} is not empty and holds no run: a new run needs an empty or new --run-dir",
+            run_dir.display()
+        );
+    }
+    let outcome = start(&args, config, time_limit);
+    // A run that failed before recording anything (a setting the backend
+    // refuses, a model that does not load) leaves nothing behind, so that
+    // the same command can be run again once the cause is fixed.
+    let recorded = std::fs::metadata(run_dir.join(METRICS_FILE)).is_ok_and(|meta| meta.len() > 0);
+    if outcome.is_err() && !recorded {
+        let _ = std::fs::remove_dir_all(run_dir);
+        if existed {
+            let _ = std::fs::create_dir(run_dir);
+        }
+    }
+    outcome
+}
+
+/// Trains in `args`' run directory (new and empty, or a run to resume).
+fn start(args: &TrainArgs, config: TrainConfig, time_limit: Option<Duration>) -> Result<ExitCode> {
+    let run_dir = args.run_dir();
     std::fs::create_dir_all(run_dir).with_context(|| format!("creating {}", run_dir.display()))?;
     let sandbox = Sandbox::with_defaults()?;
     let bundles = bundles(&args, &config)?;
@@ -172,18 +210,14 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
         user_model: user_model.as_deref(),
         resume: args.resume,
         max_steps: args.max_steps.map(|steps| steps as usize),
-        time_limit: args
-            .time_limit
-            .map(Duration::try_from_secs_f64)
-            .transpose()
-            .context("--time-limit must be a finite number of seconds, at least 0")?,
+        time_limit,
         interrupt: Some(&interrupt),
         accelerator: args.device.accelerator(),
     };
     let summary = train(spec, &mut observer)?;
     observer.bar.finish_and_clear();
     let curves = run_dir.join("curves.svg");
-    plot(&read_metrics(&run_dir.join("metrics.jsonl"))?, &curves)?;
+    plot(&read_metrics(&run_dir.join(METRICS_FILE))?, &curves)?;
     if args.json {
         output::json_line(&serde_json::to_value(&summary)?);
     } else if !summary.complete {
@@ -219,7 +253,7 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
             "model: {}\ncurves: {}\nmetrics: {}",
             run_dir.join("final").display(),
             curves.display(),
-            run_dir.join("metrics.jsonl").display()
+            run_dir.join(METRICS_FILE).display()
         );
     }
     Ok(if summary.interrupted {

@@ -228,6 +228,11 @@ fn an_interrupted_run_resumes_exactly() {
         (stopped["complete"].clone(), stopped["steps"].clone()),
         (false.into(), 2.into())
     );
+    // A run killed while writing a metrics line leaves half of it.
+    let metrics = parts.join("metrics.jsonl");
+    let mut text = std::fs::read_to_string(&metrics).unwrap();
+    text.push_str("{\"kind\":\"sf");
+    std::fs::write(&metrics, text).unwrap();
     let resume = [
         "--run-dir",
         parts.to_str().unwrap(),
@@ -380,21 +385,41 @@ fn bad_configs_and_run_directories_are_refused_clearly() {
         assert!(stderr(&output).contains(key), "{}", stderr(&output));
     }
 
-    // bf16 products need the GPU backend; the CPU run says so.
+    // bf16 products need the GPU backend; the CPU run says so, and leaves
+    // nothing behind that would stand in the way of running it again.
     std::fs::write(&config, "[model]\nprecision = \"bf16\"\n").unwrap();
+    let bf16 = dir.path().join("bf16");
     let output = train(&[
         "--preset",
         "smoke",
         "--config",
         config.to_str().unwrap(),
         "--run-dir",
-        dir.path().join("bf16").to_str().unwrap(),
+        bf16.to_str().unwrap(),
     ]);
     assert!(!output.status.success());
     assert!(
         stderr(&output).contains("--device cuda"),
         "{}",
         stderr(&output)
+    );
+    assert!(!bf16.exists(), "a run that never started is not kept");
+
+    // A new run refuses a directory that holds anything but a run: it
+    // would write over the files there.
+    let busy = dir.path().join("busy");
+    std::fs::create_dir(&busy).unwrap();
+    std::fs::write(busy.join("metrics.jsonl"), "mine\n").unwrap();
+    let output = train(&["--preset", "smoke", "--run-dir", busy.to_str().unwrap()]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("is not empty and holds no run"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        std::fs::read_to_string(busy.join("metrics.jsonl")).unwrap(),
+        "mine\n"
     );
 
     let output = train(&["--run-dir", run, "--resume"]);

@@ -893,7 +893,10 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             text.push_str(&serde_json::to_string(&metrics)?);
             text.push('\n');
         }
-        std::fs::write(&path, text)?;
+        // Replaced in one step: a kill mid-write leaves the old lines.
+        let staged = self.dir.join(format!("{METRICS}.partial"));
+        std::fs::write(&staged, text).with_context(|| format!("writing {}", staged.display()))?;
+        std::fs::rename(&staged, &path).with_context(|| format!("replacing {}", path.display()))?;
         Ok(())
     }
 }
@@ -931,24 +934,34 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
-/// The lines of a run's `metrics.jsonl` (none if it does not exist yet).
+/// The lines of a run's `metrics.jsonl` (none if it does not exist yet). A
+/// last line cut short (the run was killed while writing it) is left out:
+/// it lies past the last checkpoint, and the resumed run writes it again.
 pub fn read_metrics(path: &Path) -> Result<Vec<Metrics>> {
     if !path.exists() {
         return Ok(Vec::new());
     }
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(index, line)| {
-            serde_json::from_str(line).with_context(|| {
-                format!(
-                    "{} line {}: not a metrics record",
-                    path.display(),
-                    index + 1
-                )
-            })
-        })
-        .collect()
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let mut metrics = Vec::with_capacity(lines.len());
+    for (index, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str(line) {
+            Ok(record) => metrics.push(record),
+            Err(_) if index + 1 == lines.len() && !line.ends_with('\n') => break,
+            Err(err) => {
+                return Err(err).with_context(|| {
+                    format!(
+                        "{} line {}: not a metrics record",
+                        path.display(),
+                        index + 1
+                    )
+                });
+            }
+        }
+    }
+    Ok(metrics)
 }
