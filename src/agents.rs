@@ -2,6 +2,7 @@
 //! `forge eval`).
 
 use crate::commands::train::Device;
+use crate::flags::{at_least_one, nucleus_mass, probability, temperature};
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use forge_llm::agents::{RemotePolicy, RemoteUser};
@@ -90,55 +91,6 @@ pub struct AgentArgs {
     /// The judge's endpoint; `--base-url` when not given.
     #[arg(long, value_name = "URL", requires = "judge_model")]
     pub judge_base_url: Option<String>,
-}
-
-pub(crate) fn probability(text: &str) -> Result<f64, String> {
-    number_where(
-        text,
-        |p| (0.0..=1.0).contains(p),
-        "a probability between 0 and 1",
-    )
-}
-
-fn temperature(text: &str) -> Result<f32, String> {
-    number_where(
-        text,
-        |t: &f32| t.is_finite() && *t >= 0.0,
-        "a temperature: a number, 0 (greedy) or more",
-    )
-}
-
-fn nucleus_mass(text: &str) -> Result<f32, String> {
-    number_where(
-        text,
-        |p| *p > 0.0 && *p <= 1.0,
-        "a nucleus mass: a number above 0, at most 1",
-    )
-}
-
-pub(crate) fn at_least_one(text: &str) -> Result<usize, String> {
-    number_where(text, |n| *n >= 1, "a whole number of at least 1")
-}
-
-pub(crate) fn positive(text: &str) -> Result<f64, String> {
-    number_where(
-        text,
-        |x: &f64| x.is_finite() && *x > 0.0,
-        "a positive number",
-    )
-}
-
-/// A flag's number, if it parses and `accept` takes it; otherwise an error
-/// naming the text and what was `expected`.
-fn number_where<T: std::str::FromStr>(
-    text: &str,
-    accept: impl Fn(&T) -> bool,
-    expected: &str,
-) -> Result<T, String> {
-    match text.parse::<T>() {
-        Ok(value) if accept(&value) => Ok(value),
-        _ => Err(format!("`{text}` is not {expected}")),
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -5,6 +5,7 @@ mod agents;
 mod builtin;
 mod commands;
 mod envs;
+mod flags;
 mod metrics;
 mod output;
 mod shutdown;

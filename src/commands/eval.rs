@@ -4,6 +4,7 @@
 
 use crate::agents::{AgentArgs, Agents};
 use crate::envs::EnvArgs;
+use crate::flags::MOST_TRIALS;
 use crate::metrics::{self, flip_rate, pass_hat_k};
 use crate::output;
 use anyhow::{Context, Result, bail};
@@ -27,7 +28,7 @@ pub struct EvalArgs {
     #[command(flatten)]
     agents: AgentArgs,
     /// Trials per task (pass^k is reported for k = 1..trials).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=MOST_TRIALS))]
     trials: u64,
     /// `all`, or task ids separated by commas.
     #[arg(long, default_value = "all")]

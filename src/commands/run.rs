@@ -2,6 +2,7 @@
 
 use crate::agents::{AgentArgs, Agents};
 use crate::envs::EnvArgs;
+use crate::flags::MOST_TRIALS;
 use crate::metrics;
 use crate::output;
 use anyhow::{Context, Result, bail};
@@ -26,7 +27,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Episodes per task.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=MOST_TRIALS))]
     trials: u64,
     /// Most agent actions per episode.
     #[arg(long, default_value_t = EpisodeSettings::default().max_turns)]

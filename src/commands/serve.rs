@@ -1,8 +1,8 @@
 //! `forge serve`: environments for agents and trainers elsewhere, over the
 //! OpenEnv HTTP/WebSocket API and MCP (Streamable HTTP, or stdio).
 
-use crate::agents::{at_least_one, positive, probability};
 use crate::builtin;
+use crate::flags::{at_least_one, positive, probability};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use forge_runtime::policy::scripted_user;

@@ -341,21 +341,27 @@ fn bad_input_gets_errors_that_name_the_problem() {
         }
     }
     // So are limits under which `forge serve` could serve nothing, before
-    // it listens.
-    for (flag, value) in [
-        ("--user-instability", "1.5"),
-        ("--rate", "0"),
-        ("--rate", "inf"),
-        ("--max-sessions", "0"),
-        ("--max-turns", "0"),
-        ("--idle-timeout", "0"),
+    // it listens, and measurements or trial counts that could only crash.
+    for (command, flag, value) in [
+        (&["serve", "--port", "0"][..], "--user-instability", "1.5"),
+        (&["serve", "--port", "0"], "--rate", "0"),
+        (&["serve", "--port", "0"], "--rate", "inf"),
+        (&["serve", "--port", "0"], "--max-sessions", "0"),
+        (&["serve", "--port", "0"], "--max-turns", "0"),
+        (&["serve", "--port", "0"], "--idle-timeout", "0"),
+        (&["bench", "perf"], "--calls", "0"),
+        (&["bench", "perf"], "--seconds", "nan"),
+        (&["bench", "serve"], "--seconds", "1e30"),
+        (&["bench", "serve"], "--sessions", "0"),
+        (&["run"], "--trials", "18446744073709551615"),
+        (&["eval", "--out", "unused"], "--trials", "100001"),
     ] {
-        let output = forge(&["serve", "--port", "0", &format!("{flag}={value}")]);
-        assert!(!output.status.success(), "serve {flag}={value}");
+        let output = forge(&[command, &[&format!("{flag}={value}")]].concat());
+        assert!(!output.status.success(), "{command:?} {flag}={value}");
         let message = stderr(&output);
         assert!(
-            message.contains(flag) && message.contains(value),
-            "serve {flag}={value}: {message}"
+            message.contains(flag) && message.contains(value) && !message.contains("panicked"),
+            "{command:?} {flag}={value}: {message}"
         );
     }
 }

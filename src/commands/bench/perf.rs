@@ -3,6 +3,7 @@
 
 use super::{Row, micros, percentile};
 use crate::builtin;
+use crate::flags::{at_least_one, seconds};
 use anyhow::{Context, Result};
 use clap::Args;
 use forge_runtime::bundle::ToolCall;
@@ -17,10 +18,10 @@ use std::time::{Duration, Instant};
 #[derive(Args, Debug)]
 pub struct PerfArgs {
     /// Calls per latency measurement.
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = 20_000, value_parser = at_least_one)]
     calls: usize,
     /// Seconds per throughput measurement.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = seconds)]
     seconds: f64,
     /// Print one JSON object instead of a table.
     #[arg(long)]

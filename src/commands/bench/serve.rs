@@ -10,6 +10,7 @@
 
 use super::{Row, micros, percentile, report};
 use crate::commands::serve::{hub_for, runtime, sandbox_for};
+use crate::flags::{at_least_one, seconds};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use forge_serve::SessionLimits;
@@ -24,13 +25,13 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 #[derive(Args, Debug)]
 pub struct ServeBenchArgs {
     /// Sessions to open and hold at once.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 2000, value_parser = at_least_one)]
     sessions: usize,
     /// Requests in flight at once.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = at_least_one)]
     concurrency: usize,
     /// Seconds of steps.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, value_parser = seconds)]
     seconds: f64,
     /// Load this running server (`http://host:port`) instead of one started
     /// in this process.
@@ -62,9 +63,6 @@ struct Tally {
 }
 
 pub fn run(args: ServeBenchArgs) -> Result<ExitCode> {
-    if args.sessions == 0 || args.concurrency == 0 || args.seconds <= 0.0 {
-        bail!("--sessions, --concurrency and --seconds must be positive");
-    }
     let arguments: Value =
         serde_json::from_str(&args.arguments).context("--arguments is not JSON")?;
     let step = json!({"type": "step", "data": {"type": "call_tool", "tool_name": args.tool, "arguments": arguments}})

@@ -1,0 +1,69 @@
+//! Parsers of the CLI's numeric flags: a value that cannot mean anything
+//! (a probability of 1.5, a temperature of NaN, 0 sessions) is refused by
+//! clap, naming the flag and the value, before any work starts.
+
+pub(crate) fn probability(text: &str) -> Result<f64, String> {
+    number_where(
+        text,
+        |p| (0.0..=1.0).contains(p),
+        "a probability between 0 and 1",
+    )
+}
+
+pub(crate) fn temperature(text: &str) -> Result<f32, String> {
+    number_where(
+        text,
+        |t: &f32| t.is_finite() && *t >= 0.0,
+        "a temperature: a number, 0 (greedy) or more",
+    )
+}
+
+pub(crate) fn nucleus_mass(text: &str) -> Result<f32, String> {
+    number_where(
+        text,
+        |p| *p > 0.0 && *p <= 1.0,
+        "a nucleus mass: a number above 0, at most 1",
+    )
+}
+
+pub(crate) fn at_least_one(text: &str) -> Result<usize, String> {
+    number_where(text, |n| *n >= 1, "a whole number of at least 1")
+}
+
+pub(crate) fn positive(text: &str) -> Result<f64, String> {
+    number_where(
+        text,
+        |x: &f64| x.is_finite() && *x > 0.0,
+        "a positive number",
+    )
+}
+
+/// A flag's number, if it parses and `accept` takes it; otherwise an error
+/// naming the text and what was `expected`.
+fn number_where<T: std::str::FromStr>(
+    text: &str,
+    accept: impl Fn(&T) -> bool,
+    expected: &str,
+) -> Result<T, String> {
+    match text.parse::<T>() {
+        Ok(value) if accept(&value) => Ok(value),
+        _ => Err(format!("`{text}` is not {expected}")),
+    }
+}
+
+/// The longest a measurement may be asked to run: a year. Deadlines are
+/// instants, which a longer duration could carry past what the clock holds.
+const MOST_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+
+/// Seconds of a measurement: above 0, at most a year.
+pub(crate) fn seconds(text: &str) -> Result<f64, String> {
+    number_where(
+        text,
+        |x: &f64| *x > 0.0 && *x <= MOST_SECONDS,
+        "a number of seconds above 0, at most a year (31536000)",
+    )
+}
+
+/// The most trials per task of `forge run` and `forge eval`: every episode's
+/// record is held until the report, so a mistyped count would exhaust memory.
+pub(crate) const MOST_TRIALS: u64 = 100_000;
