@@ -264,6 +264,11 @@ fn an_interrupted_run_resumes_exactly() {
         final_weights(&parts),
         "the resumed run ends with the same weights"
     );
+    let optimizer = |run: &Path| std::fs::read(run.join("checkpoints/step-000004/optimizer.bin"));
+    assert!(
+        optimizer(&whole).unwrap() == optimizer(&parts).unwrap(),
+        "and the same optimizer state, byte for byte"
+    );
 
     // A time limit stops the run after its step, evaluated and checkpointed;
     // resuming finishes it with the same weights as an uninterrupted run.

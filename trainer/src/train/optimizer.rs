@@ -8,9 +8,10 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::record::{AdaptorRecord, AdaptorRecordV1};
 use burn::optim::{AdamW, AdamWConfig, GradientsParams, Optimizer};
-use burn::record::{BinFileRecorder, FullPrecisionSettings, Recorder};
+use burn::record::{BinFileRecorder, BurnRecord, FullPrecisionSettings, Record, Recorder};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{ElementConversion, Shape, Tensor};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 pub type AdamOptimizer<B> = OptimizerAdaptor<AdamW, Llama<B>, B>;
@@ -57,10 +58,24 @@ pub fn grad_norm<B: AutodiffBackend>(model: &Llama<B>, grads: &GradientsParams) 
         .map_or(0.0, |sum| sum.into_scalar().elem::<f64>().sqrt())
 }
 
+type StateRecorder = BinFileRecorder<FullPrecisionSettings>;
+
+/// Writes `optimizer`'s state to `path`, its parameters in the order of
+/// their ids: burn keeps them in a `HashMap`, whose order changes from one
+/// process to the next, and the same run must give the same bytes. A map
+/// reads back the same whichever order it was written in.
 pub fn save<B: AutodiffBackend>(optimizer: &AdamOptimizer<B>, path: &Path) -> Result<()> {
-    BinFileRecorder::<FullPrecisionSettings>::new()
-        .record(optimizer.to_record(), path.to_owned())
-        .map_err(|err| anyhow!("writing the optimizer state {}: {err}", path.display()))
+    let by_id: BTreeMap<_, _> = optimizer
+        .to_record()
+        .into_item::<FullPrecisionSettings>()
+        .into_iter()
+        .collect();
+    Recorder::<B>::save_item(
+        &StateRecorder::new(),
+        BurnRecord::<_, B>::new::<StateRecorder>(by_id),
+        path.to_owned(),
+    )
+    .map_err(|err| anyhow!("writing the optimizer state {}: {err}", path.display()))
 }
 
 /// The optimizer of [`new`] carrying the state saved at `path` for `model`.
@@ -74,7 +89,7 @@ pub fn load<B: AutodiffBackend>(
     path: &Path,
     device: &B::Device,
 ) -> Result<AdamOptimizer<B>> {
-    let state: State<B> = BinFileRecorder::<FullPrecisionSettings>::new()
+    let state: State<B> = StateRecorder::new()
         .load(path.to_owned(), device)
         .map_err(|err| anyhow!("reading the optimizer state {}: {err}", path.display()))?;
     if let Some(mismatch) = first_mismatch(model, &state) {
