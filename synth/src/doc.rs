@@ -102,7 +102,21 @@ impl FieldType {
             Self::Boolean => "boolean",
         }
     }
+
+    /// Whether `value` is of this type.
+    pub fn admits(self, value: &Value) -> bool {
+        match self {
+            Self::String => value.is_string(),
+            Self::Integer => value.is_i64() || value.is_u64(),
+            Self::Number => value.is_number(),
+            Self::Boolean => value.is_boolean(),
+        }
+    }
 }
+
+/// The most records a collection's initial state holds: enough for any
+/// task, few enough that synthesis and every episode's state stay small.
+pub const MOST_RECORDS: usize = 10_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -310,8 +324,9 @@ impl DomainDoc {
                 "collection name `{name}` must be lower-case letters, digits, `-` or `_`"
             );
             ensure!(
-                collection.count > 0,
-                "collection `{name}`: count must be at least 1"
+                (1..=MOST_RECORDS).contains(&collection.count),
+                "collection `{name}`: count {} is not between 1 and {MOST_RECORDS}",
+                collection.count
             );
             ensure!(
                 !collection.fields.contains_key(&collection.key_field),
@@ -330,6 +345,35 @@ impl DomainDoc {
                         field.kind == FieldType::String,
                         "{}: a reference must be a string",
                         at()
+                    );
+                    ensure!(
+                        target != name,
+                        "{}: references its own collection, whose keys do not exist yet when \
+                         its records are made",
+                        at()
+                    );
+                }
+                if let Some(choices) = &field.choices {
+                    ensure!(!choices.is_empty(), "{}: `enum` lists no value", at());
+                    if let Some(wrong) = choices.iter().find(|choice| !field.kind.admits(choice)) {
+                        bail!(
+                            "{}: enum value {wrong} is not of its type, {}",
+                            at(),
+                            field.kind.json_schema_type()
+                        );
+                    }
+                }
+                let distinct = match (&field.choices, field.kind) {
+                    (Some(choices), _) => Some(choices.len()),
+                    (None, FieldType::Boolean) => Some(2),
+                    _ => None,
+                };
+                if let Some(distinct) = distinct.filter(|_| field.unique) {
+                    ensure!(
+                        distinct >= collection.count,
+                        "{}: unique, but it takes only {distinct} values for {} records",
+                        at(),
+                        collection.count
                     );
                 }
                 if let Some(generator) = &field.generator {
@@ -420,6 +464,59 @@ impl DomainDoc {
                     change.field
                 );
             }
+        }
+        if let Some(intent) = &tool.intent {
+            self.check_intent(tool, intent)
+                .with_context(|| format!("intent `{intent}`"))?;
+        }
+        Ok(())
+    }
+
+    /// Every placeholder of an intent must name a value its tasks have: a
+    /// misspelt one would leave the tool out of every task without a word.
+    /// `{field}` is a field of the target record (of the arguments, for a
+    /// `create`); `{collection.field}` a field of a record the target
+    /// references.
+    fn check_intent(&self, tool: &ToolDoc, intent: &str) -> Result<()> {
+        let known = |name: &str| match tool.kind {
+            ToolKind::Create => tool.params.iter().any(|param| param == name),
+            _ => self.field(&tool.collection, name).is_some(),
+        };
+        let mut rest = intent;
+        while let Some(open) = rest.find('{') {
+            let close = open
+                + rest[open..]
+                    .find('}')
+                    .context("a `{` is not closed by a `}`")?;
+            let placeholder = &rest[open + 1..close];
+            match placeholder.split_once('.') {
+                None => ensure!(
+                    known(placeholder),
+                    "`{{{placeholder}}}` is not {}",
+                    match tool.kind {
+                        ToolKind::Create => "one of the tool's params",
+                        _ => "a field of the tool's collection",
+                    }
+                ),
+                Some((collection, field)) => {
+                    let referenced =
+                        self.collections[&tool.collection]
+                            .fields
+                            .iter()
+                            .any(|(name, doc)| {
+                                doc.references.as_deref() == Some(collection) && known(name)
+                            });
+                    ensure!(
+                        referenced,
+                        "`{{{placeholder}}}`: the target record references no `{collection}`"
+                    );
+                    ensure!(
+                        self.field(collection, field).is_some(),
+                        "`{{{placeholder}}}`: `{collection}` has no field `{field}`"
+                    );
+                }
+            }
+            rest = &rest[close + 1..];
         }
         Ok(())
     }
@@ -519,6 +616,78 @@ description = "Find a driver."
         let generator = BASE.replace("generator = \"person_name\"", "generator = \"nickname\"");
         let doc: DomainDoc = toml::from_str(&generator).unwrap();
         assert!(format!("{:#}", doc.check().unwrap_err()).contains("unknown generator `nickname`"));
+    }
+
+    #[test]
+    fn values_the_initial_state_cannot_hold_are_refused() {
+        let refused = |from: &str, to: &str, expected: &str| {
+            let doc: DomainDoc = toml::from_str(&BASE.replace(from, to)).unwrap();
+            let message = format!("{:#}", doc.check().unwrap_err());
+            assert!(message.contains(expected), "{to}: {message}");
+        };
+        let zone = "fields.zone = { type = \"string\", enum = [\"A\", \"B\"] }";
+        refused(
+            zone,
+            "fields.zone = { type = \"string\", enum = [] }",
+            "`enum` lists no value",
+        );
+        refused(
+            zone,
+            "fields.zone = { type = \"integer\", enum = [\"A\"] }",
+            "enum value \"A\" is not of its type, integer",
+        );
+        // Five permits cannot each have their own of two zones or two
+        // booleans: drawing them would never end.
+        refused(
+            zone,
+            "fields.zone = { type = \"string\", enum = [\"A\", \"B\"], unique = true }",
+            "unique, but it takes only 2 values for 5 records",
+        );
+        refused(
+            zone,
+            "fields.zone = { type = \"boolean\", unique = true }",
+            "unique, but it takes only 2 values for 5 records",
+        );
+        refused(
+            "count = 5\nfields.driver_id",
+            "count = 100000\nfields.driver_id",
+            "count 100000 is not between 1 and 10000",
+        );
+        refused(
+            "fields.driver_id = { type = \"string\", ref = \"drivers\" }",
+            "fields.driver_id = { type = \"string\", ref = \"permits\" }",
+            "references its own collection",
+        );
+    }
+
+    #[test]
+    fn intents_name_only_values_their_tasks_have() {
+        let tool = |kind: &str, extra: &str, intent: &str| {
+            format!(
+                "[[tools]]\nname = \"x\"\nkind = \"{kind}\"\ncollection = \"permits\"\n{extra}description = \"\"\nintent = \"{intent}\"\n"
+            )
+        };
+        let create = |intent: &str| tool("create", "params = [\"driver_id\", \"zone\"]\n", intent);
+        parse(&create("a permit in zone {zone} for {drivers.name}")).unwrap();
+        parse(&tool(
+            "delete",
+            "",
+            "drop permit {permit_id} of zone {zone}",
+        ))
+        .unwrap();
+        assert!(
+            error(&create("a permit in zone {zoen}"))
+                .contains("`{zoen}` is not one of the tool's params")
+        );
+        assert!(
+            error(&tool("delete", "", "drop {colour}"))
+                .contains("`{colour}` is not a field of the tool's collection")
+        );
+        assert!(error(&create("for {drivers.nick}")).contains("`drivers` has no field `nick`"));
+        assert!(
+            error(&create("for {cars.name}")).contains("the target record references no `cars`")
+        );
+        assert!(error(&create("in zone {zone")).contains("a `{` is not closed by a `}`"));
     }
 
     #[test]

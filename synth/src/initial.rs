@@ -4,7 +4,7 @@
 
 use crate::doc::{DomainDoc, FieldDoc, FieldType};
 use crate::values;
-use anyhow::Result;
+use anyhow::{Result, bail};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Map, Value};
@@ -36,10 +36,21 @@ pub fn initial_state(doc: &DomainDoc, seed: u64) -> Result<Value> {
                         attempt += 1;
                         value = match (attempt < 50, &value) {
                             (true, _) => field_value(field, &state, &record, &mut rng),
-                            (false, Value::String(text)) => {
+                            // Free text may be told apart by a number; a
+                            // value from a set (an enum, dates, numbers)
+                            // may not leave it.
+                            (false, Value::String(text))
+                                if field.choices.is_none()
+                                    && field.generator.as_deref() != Some("date") =>
+                            {
                                 Value::String(format!("{text} {attempt}"))
                             }
-                            (false, other) => other.clone(),
+                            (false, _) => bail!(
+                                "collection `{name}`, field `{field_name}`: unique, but 50 draws \
+                                 found no value the first {} records do not hold; widen its \
+                                 values or lower the count",
+                                index - 1
+                            ),
                         };
                     }
                     seen.insert(value.to_string());
