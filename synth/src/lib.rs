@@ -135,9 +135,9 @@ pub fn synthesize(
     if config.max_requirements == 0 {
         bail!("max_requirements must be at least 1: a task needs a requirement");
     }
-    let names: BTreeSet<&str> = docs.iter().map(llm::AnyDoc::name).collect();
-    if names.len() != docs.len() {
-        bail!("two docs have the same domain name");
+    let mut names = BTreeSet::new();
+    if let Some(twice) = docs.iter().map(llm::AnyDoc::name).find(|name| !names.insert(*name)) {
+        bail!("two docs name the domain `{twice}`: each bundle is named by its domain");
     }
     // Stage 1 for plain docs: the model annotates them.
     let mut annotated: Vec<std::result::Result<DomainDoc, anyhow::Error>> = Vec::new();
