@@ -136,7 +136,11 @@ pub fn synthesize(
         bail!("max_requirements must be at least 1: a task needs a requirement");
     }
     let mut names = BTreeSet::new();
-    if let Some(twice) = docs.iter().map(llm::AnyDoc::name).find(|name| !names.insert(*name)) {
+    if let Some(twice) = docs
+        .iter()
+        .map(llm::AnyDoc::name)
+        .find(|name| !names.insert(*name))
+    {
         bail!("two docs name the domain `{twice}`: each bundle is named by its domain");
     }
     // Stage 1 for plain docs: the model annotates them.

@@ -383,6 +383,8 @@ fn bad_configs_and_run_directories_are_refused_clearly() {
         ("[rl]\nclipp = 0.3\n", "clipp"),
         ("[rl]\nrollouts = 1\n", "rl.rollouts"),
         ("[sft]\ntask_fraction = 0.0\n", "sft.task_fraction"),
+        ("[model]\ntools = \"verbose\"\n", "model.tools"),
+        ("[model]\nsystem = 5\n", "model.system"),
     ] {
         std::fs::write(&config, text).unwrap();
         let output = train(&["--config", config.to_str().unwrap(), "--run-dir", run]);

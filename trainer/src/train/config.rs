@@ -61,11 +61,11 @@ pub struct ModelSection {
     /// rollouts included): `f32`, or `bf16` — mixed precision, the weights
     /// and optimizer in f32; needs `--device cuda`.
     pub precision: Precision,
-    /// The system prompt (`system`, empty for the default agent
-    /// instructions of each environment's service) and how it lists the
-    /// tools (`tools`: `schemas` or `compact`).
-    #[serde(flatten)]
-    pub prompt: PromptSettings,
+    /// The system prompt, empty for the default agent instructions of each
+    /// environment's service.
+    pub system: String,
+    /// How the system prompt lists the tools: `schemas` or `compact`.
+    pub tools: ToolListing,
 }
 
 impl Default for ModelSection {
@@ -77,12 +77,21 @@ impl Default for ModelSection {
             tiny_heads: 4,
             tiny_kv_heads: 2,
             precision: Precision::F32,
-            prompt: PromptSettings::default(),
+            system: String::new(),
+            tools: ToolListing::default(),
         }
     }
 }
 
 impl ModelSection {
+    /// How the model is prompted, as its checkpoints record it.
+    pub fn prompt(&self) -> PromptSettings {
+        PromptSettings {
+            system: self.system.clone(),
+            tools: self.tools,
+        }
+    }
+
     /// The shape of the tiny model (`init = "tiny"`) for a tokenizer of
     /// `vocab` tokens, if the decoder can run it.
     pub fn tiny_shape(&self, vocab: usize) -> Result<LlamaConfig, LoadError> {
@@ -395,10 +404,8 @@ impl TrainConfig {
         Self {
             model: ModelSection {
                 init: "tiny".into(),
-                prompt: PromptSettings {
-                    system: "Lamp switchboard agent.".into(),
-                    tools: ToolListing::Compact,
-                },
+                system: "Lamp switchboard agent.".into(),
+                tools: ToolListing::Compact,
                 ..ModelSection::default()
             },
             tasks: TasksSection {

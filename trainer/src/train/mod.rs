@@ -389,7 +389,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             .map(|env| {
                 let style = config
                     .model
-                    .prompt
+                    .prompt()
                     .style(&env.bundle().manifest.description);
                 Workload::split(env, style, &config.tasks, config.seed)
             })
@@ -844,7 +844,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
     /// The model, its tokenizer and how it is prompted, loadable by `--policy model`.
     fn save_model(&self, dir: &Path) -> Result<()> {
         checkpoint::save(dir, &self.model.valid(), &self.tokenizer)?;
-        checkpoint::save_prompt(dir, &self.config.model.prompt)
+        checkpoint::save_prompt(dir, &self.config.model.prompt())
     }
 
     fn save_checkpoint(&mut self, observer: &mut dyn Observer) -> Result<()> {
