@@ -160,15 +160,40 @@ fn first_difference(recorded: &EpisodeRecord, replayed: &EpisodeRecord) -> Optio
         ..recorded.clone()
     };
     if &recorded_without_trace != replayed {
-        return episode(format!(
-            "the verdict or episode metadata differs: recorded reward {} (termination {:?}), replayed reward {} (termination {:?})",
-            recorded.verdict.reward,
-            recorded.termination,
-            replayed.verdict.reward,
-            replayed.termination
-        ));
+        return episode(metadata_difference(&recorded_without_trace, replayed));
     }
     None
+}
+
+/// Names the first field of two records that differs, with both values as
+/// JSON (shortened), as the trajectory file spells them.
+fn metadata_difference(recorded: &EpisodeRecord, replayed: &EpisodeRecord) -> String {
+    let as_object = |record: &EpisodeRecord| match serde_json::to_value(record) {
+        Ok(serde_json::Value::Object(fields)) => fields,
+        _ => serde_json::Map::new(),
+    };
+    let (recorded, replayed) = (as_object(recorded), as_object(replayed));
+    let shown = |value: Option<&serde_json::Value>| {
+        let text = value.map_or_else(|| "nothing".to_owned(), serde_json::Value::to_string);
+        match text.char_indices().nth(160) {
+            Some((cut, _)) => format!("{}…", &text[..cut]),
+            None => text,
+        }
+    };
+    recorded
+        .keys()
+        .chain(replayed.keys())
+        .find(|key| recorded.get(*key) != replayed.get(*key))
+        .map_or_else(
+            || "the episode metadata differs".to_owned(),
+            |key| {
+                format!(
+                    "`{key}` differs: recorded {}, replayed {}",
+                    shown(recorded.get(key)),
+                    shown(replayed.get(key))
+                )
+            },
+        )
 }
 
 fn describe(message: Option<&crate::trajectory::ChatMessage>) -> String {

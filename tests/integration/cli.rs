@@ -150,6 +150,21 @@ fn replay_names_the_step_where_a_changed_result_diverges() {
     assert_eq!(lines[0]["divergence"]["step"], 2);
     assert_eq!(lines[1]["identical"], true);
     assert_eq!(summary(&lines)["diverged"], 1);
+
+    // A changed field outside the steps is named, as the file spells it.
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let mut episode: Value = serde_json::from_str(&lines[0]).unwrap();
+    episode["environment"]["name"] = "elsewhere".into();
+    lines[0] = episode.to_string();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let output = forge(&["replay", path.to_str().unwrap()]);
+    assert!(!output.status.success());
+    assert!(
+        stdout(&output).contains("`environment` differs: recorded {")
+            && stdout(&output).contains("\"name\":\"elsewhere\""),
+        "{}",
+        stdout(&output)
+    );
 }
 
 #[test]
