@@ -174,7 +174,7 @@ fn start(args: &TrainArgs, config: TrainConfig, time_limit: Option<Duration>) ->
     let run_dir = args.run_dir();
     std::fs::create_dir_all(run_dir).with_context(|| format!("creating {}", run_dir.display()))?;
     let sandbox = Sandbox::with_defaults()?;
-    let bundles = bundles(&args, &config)?;
+    let bundles = bundles(args, &config)?;
     let envs = bundles
         .into_iter()
         .map(|bundle| Environment::load(&sandbox, bundle))
