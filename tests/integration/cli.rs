@@ -188,18 +188,22 @@ fn a_torn_last_line_is_skipped_and_cut_before_appending_and_a_whole_one_kept() {
     assert!(stderr(&output).contains("torn line"));
     assert!(stdout(&output).contains(&format!("{episodes} episodes replayed")));
 
-    let output = forge(&[
-        "run",
-        "--tasks",
-        "shop-01",
-        "--out",
-        path.to_str().unwrap(),
-        "--append",
-    ]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let appended = std::fs::read_to_string(&path).unwrap();
-    assert!(appended.starts_with(&complete));
-    assert_eq!(appended.lines().count(), episodes + 1);
+    // Appending one episode keeps every complete one before it.
+    let append_one = || {
+        let output = forge(&[
+            "run",
+            "--tasks",
+            "shop-01",
+            "--out",
+            path.to_str().unwrap(),
+            "--append",
+        ]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let appended = std::fs::read_to_string(&path).unwrap();
+        assert!(appended.starts_with(&complete));
+        assert_eq!(appended.lines().count(), episodes + 1);
+    };
+    append_one();
     assert!(forge(&["replay", path.to_str().unwrap()]).status.success());
 
     // A last record that only lacks its newline (an edited file) is whole:
@@ -209,18 +213,7 @@ fn a_torn_last_line_is_skipped_and_cut_before_appending_and_a_whole_one_kept() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(!stderr(&output).contains("torn line"));
     assert!(stdout(&output).contains(&format!("{episodes} episodes replayed")));
-    let output = forge(&[
-        "run",
-        "--tasks",
-        "shop-01",
-        "--out",
-        path.to_str().unwrap(),
-        "--append",
-    ]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let appended = std::fs::read_to_string(&path).unwrap();
-    assert!(appended.starts_with(&complete));
-    assert_eq!(appended.lines().count(), episodes + 1);
+    append_one();
 
     // A file that is not a trajectory file is neither appended to nor cut,
     // and one without an episode proves nothing.
