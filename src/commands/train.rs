@@ -320,32 +320,112 @@ fn merge(base: &mut toml::Table, overlay: toml::Table) {
 
 /// The bundles to train on: `--env`, or the preset's synthesized domains
 /// (written under the run directory, so the run keeps what it trained on).
-/// The directories are recorded in the run (`envs.json`), where `--resume`
-/// finds them again.
+/// They are recorded in the run (`envs.json`) with their content hashes,
+/// where `--resume` finds them again and refuses one that has changed: its
+/// tasks (and so the held-out split) would no longer be the run's.
 fn bundles(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<Bundle>> {
-    let record = args.run_dir().join(ENVS_FILE);
-    let dirs = if args.resume {
+    let run_dir = args.run_dir();
+    let record = run_dir.join(ENVS_FILE);
+    if args.resume {
         if !args.env.is_empty() {
             bail!("--resume trains on the run's own environments; drop --env");
         }
         let text = std::fs::read_to_string(&record)
             .with_context(|| format!("reading {} to resume the run", record.display()))?;
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", record.display()))?
-    } else if !args.env.is_empty() {
+        let recorded: Vec<RecordedBundle> =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", record.display()))?;
+        return recorded
+            .iter()
+            .map(|recorded| recorded.read(run_dir))
+            .collect();
+    }
+    let dirs = if args.env.is_empty() {
+        synthesized(args, config)?
+    } else {
         args.env
             .iter()
             .map(|dir| std::path::absolute(dir).unwrap_or_else(|_| dir.clone()))
             .collect()
-    } else {
-        synthesized(args, config)?
     };
-    std::fs::write(&record, serde_json::to_string_pretty(&dirs)?)?;
-    dirs.iter()
-        .map(|dir: &PathBuf| {
+    let bundles = dirs
+        .iter()
+        .map(|dir| {
             Bundle::read_dir(dir)
                 .with_context(|| format!("reading the environment bundle {}", dir.display()))
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    let absolute_run_dir = std::path::absolute(run_dir)?;
+    let recorded: Vec<RecordedBundle> = dirs
+        .iter()
+        .zip(&bundles)
+        .map(|(dir, bundle)| RecordedBundle {
+            // Inside the run directory, relative to it: the run can move.
+            dir: dir
+                .strip_prefix(&absolute_run_dir)
+                .unwrap_or(dir)
+                .to_owned(),
+            content_hash: Some(bundle.content_hash()),
+        })
+        .collect();
+    std::fs::write(&record, serde_json::to_string_pretty(&recorded)?)
+        .with_context(|| format!("writing {}", record.display()))?;
+    Ok(bundles)
+}
+
+/// A bundle a run trains on, as `envs.json` records it.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(from = "RecordedForm")]
+struct RecordedBundle {
+    /// Relative to the run directory when the bundle lies inside it.
+    dir: PathBuf,
+    /// Absent in runs recorded before hashes were.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content_hash: Option<String>,
+}
+
+/// `envs.json` entries: objects, or the bare paths of earlier runs.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum RecordedForm {
+    Path(PathBuf),
+    Bundle {
+        dir: PathBuf,
+        content_hash: Option<String>,
+    },
+}
+
+impl From<RecordedForm> for RecordedBundle {
+    fn from(form: RecordedForm) -> Self {
+        match form {
+            RecordedForm::Path(dir) => Self {
+                dir,
+                content_hash: None,
+            },
+            RecordedForm::Bundle { dir, content_hash } => Self { dir, content_hash },
+        }
+    }
+}
+
+impl RecordedBundle {
+    /// The bundle, as it was when the run started.
+    fn read(&self, run_dir: &Path) -> Result<Bundle> {
+        let dir = run_dir.join(&self.dir);
+        let bundle = Bundle::read_dir(&dir)
+            .with_context(|| format!("reading the environment bundle {}", dir.display()))?;
+        if let Some(recorded) = &self.content_hash
+            && *recorded != bundle.content_hash()
+        {
+            bail!(
+                "the environment bundle {} has changed since the run started (content hash {} \
+                 then, {} now): its tasks and held-out split would not be the run's, so it \
+                 cannot be resumed on it",
+                dir.display(),
+                &recorded[..12.min(recorded.len())],
+                &bundle.content_hash()[..12]
+            );
+        }
+        Ok(bundle)
+    }
 }
 
 /// The preset's domains, synthesized into the run directory.

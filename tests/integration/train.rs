@@ -353,6 +353,12 @@ fn an_interrupted_run_resumes_exactly() {
     first.extend(["--max-steps".to_owned(), "1".to_owned()]);
     summary(&train(&as_strs(&first)));
     std::fs::remove_dir_all(killed.join("checkpoints")).unwrap();
+    // A run directory moves with the bundles synthesized into it.
+    let killed = {
+        let moved = dir.path().join("moved");
+        std::fs::rename(&killed, &moved).unwrap();
+        moved
+    };
     let output = train(&["--run-dir", killed.to_str().unwrap(), "--resume"]);
     assert!(output.status.success(), "{}", stderr(&output));
     // With no terminal to draw the bar on, evaluations and checkpoints are
@@ -369,6 +375,43 @@ fn an_interrupted_run_resumes_exactly() {
         final_weights(&whole),
         final_weights(&killed),
         "a run restarted from its start ends with the same weights"
+    );
+
+    // A bundle changed under a stopped run is refused on resume: its tasks,
+    // and so the held-out split, would not be the run's.
+    let bundle = dir.path().join("lamps");
+    assert!(
+        Command::new("cp")
+            .arg("-r")
+            .arg(whole.join("envs/lamps"))
+            .arg(&bundle)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let changed = dir.path().join("changed");
+    let mut first = args(&changed);
+    first.extend([
+        "--env".to_owned(),
+        bundle.to_str().unwrap().to_owned(),
+        "--max-steps".to_owned(),
+        "1".to_owned(),
+    ]);
+    summary(&train(&as_strs(&first)));
+    let tasks = std::fs::read_to_string(bundle.join("tasks.jsonl")).unwrap();
+    let fewer: Vec<&str> = tasks.lines().skip(1).collect();
+    std::fs::write(bundle.join("tasks.jsonl"), fewer.join("\n") + "\n").unwrap();
+    // As re-synthesized: the manifest's file hashes no longer pin the tasks.
+    let manifest = bundle.join("manifest.json");
+    let mut fields: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    fields.as_object_mut().unwrap().remove("hashes");
+    std::fs::write(&manifest, fields.to_string()).unwrap();
+    let output = train(&["--run-dir", changed.to_str().unwrap(), "--resume"]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("has changed since the run started"),
+        "{}",
+        stderr(&output)
     );
 }
 
