@@ -4,7 +4,7 @@
 
 use crate::agents::{AgentArgs, Agents};
 use crate::envs::EnvArgs;
-use crate::flags::MOST_TRIALS;
+use crate::flags::{MOST_TRIALS, at_least_one};
 use crate::metrics::{self, flip_rate, pass_hat_k};
 use crate::output;
 use anyhow::{Context, Result, bail};
@@ -43,7 +43,7 @@ pub struct EvalArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     concurrency: u64,
     /// Bootstrap resamples for the confidence intervals.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = at_least_one)]
     bootstrap: usize,
     /// Results go to DIR/<environment content hash>/<policy>/; finished trials
     /// found there are not run again.

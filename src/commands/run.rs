@@ -88,13 +88,21 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
 
 pub fn select_tasks<'a>(env: &'a Environment, selection: &str) -> Result<Vec<&'a PreparedTask>> {
     if selection == "all" {
+        if env.tasks().is_empty() {
+            bail!("environment `{}` has no tasks", env.name());
+        }
         return Ok(env.tasks().iter().collect());
     }
+    let mut seen = std::collections::BTreeSet::new();
     selection
         .split(',')
         .map(str::trim)
         .filter(|id| !id.is_empty())
         .map(|id| {
+            if !seen.insert(id) {
+                // Its episodes would be the same ones again (same seeds).
+                bail!("--tasks `{selection}` names `{id}` twice");
+            }
             env.task(id).with_context(|| {
                 format!(
                     "environment `{}` has no task `{id}` (see `forge inspect`)",

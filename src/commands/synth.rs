@@ -1,5 +1,6 @@
 //! `forge synth`: domain docs in, verified environment bundles out.
 
+use crate::flags::at_least_one;
 use crate::output;
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -31,7 +32,7 @@ pub struct SynthArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Tasks to keep per domain.
-    #[arg(long, default_value_t = SynthConfig::default().tasks)]
+    #[arg(long, default_value_t = SynthConfig::default().tasks, value_parser = at_least_one)]
     tasks: usize,
     /// Random-policy episodes per task in verification.
     #[arg(long, default_value_t = SynthConfig::default().random_trials)]

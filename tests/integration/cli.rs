@@ -363,6 +363,9 @@ fn bad_input_gets_errors_that_name_the_problem() {
         (&["bench", "serve"], "--sessions", "0"),
         (&["run"], "--trials", "18446744073709551615"),
         (&["eval", "--out", "unused"], "--trials", "100001"),
+        (&["eval", "--out", "unused"], "--bootstrap", "0"),
+        (&["synth", "--all", "--out", "unused"], "--tasks", "0"),
+        (&["run"], "--tasks", "shop-01,shop-01"),
     ] {
         let output = forge(&[command, &[&format!("{flag}={value}")]].concat());
         assert!(!output.status.success(), "{command:?} {flag}={value}");
