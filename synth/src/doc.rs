@@ -114,6 +114,28 @@ impl FieldType {
     }
 }
 
+/// A piece of an intent template: literal text, or a `{placeholder}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TemplatePart<'a> {
+    Text(&'a str),
+    Placeholder(&'a str),
+}
+
+/// The pieces of an intent template, in order; `None` when a `{` is not
+/// closed.
+pub fn template_parts(template: &str) -> Option<Vec<TemplatePart<'_>>> {
+    let mut parts = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let close = open + rest[open..].find('}')?;
+        parts.push(TemplatePart::Text(&rest[..open]));
+        parts.push(TemplatePart::Placeholder(&rest[open + 1..close]));
+        rest = &rest[close + 1..];
+    }
+    parts.push(TemplatePart::Text(rest));
+    Some(parts)
+}
+
 /// The most records a collection's initial state holds: enough for any
 /// task, few enough that synthesis and every episode's state stay small.
 pub const MOST_RECORDS: usize = 10_000;
@@ -482,13 +504,11 @@ impl DomainDoc {
             ToolKind::Create => tool.params.iter().any(|param| param == name),
             _ => self.field(&tool.collection, name).is_some(),
         };
-        let mut rest = intent;
-        while let Some(open) = rest.find('{') {
-            let close = open
-                + rest[open..]
-                    .find('}')
-                    .context("a `{` is not closed by a `}`")?;
-            let placeholder = &rest[open + 1..close];
+        let parts = template_parts(intent).context("a `{` is not closed by a `}`")?;
+        for part in parts {
+            let TemplatePart::Placeholder(placeholder) = part else {
+                continue;
+            };
             match placeholder.split_once('.') {
                 None => ensure!(
                     known(placeholder),
@@ -499,15 +519,9 @@ impl DomainDoc {
                     }
                 ),
                 Some((collection, field)) => {
-                    let referenced =
-                        self.collections[&tool.collection]
-                            .fields
-                            .iter()
-                            .any(|(name, doc)| {
-                                doc.references.as_deref() == Some(collection) && known(name)
-                            });
                     ensure!(
-                        referenced,
+                        self.reference_field(tool, collection)
+                            .is_some_and(|name| known(name)),
                         "`{{{placeholder}}}`: the target record references no `{collection}`"
                     );
                     ensure!(
@@ -516,9 +530,19 @@ impl DomainDoc {
                     );
                 }
             }
-            rest = &rest[close + 1..];
         }
         Ok(())
+    }
+
+    /// The field of `tool`'s collection that references `collection` (the
+    /// first, if several do): through it an intent's
+    /// `{collection.field}` is looked up.
+    pub fn reference_field(&self, tool: &ToolDoc, collection: &str) -> Option<&String> {
+        self.collections[&tool.collection]
+            .fields
+            .iter()
+            .find(|(_, field)| field.references.as_deref() == Some(collection))
+            .map(|(name, _)| name)
     }
 
     /// The collection a `via` reference field of a tool's target points to.

@@ -28,7 +28,7 @@
 //! 6. the instruction says who the user is, what they want and what they know
 //!    — never the tool sequence; read requirements become required outputs.
 
-use crate::doc::{DomainDoc, FieldType, ToolDoc, ToolKind};
+use crate::doc::{DomainDoc, FieldType, TemplatePart, ToolDoc, ToolKind, template_parts};
 use crate::initial::field_value;
 use forge_runtime::bundle::ToolCall;
 use forge_runtime::environment::{Observation, execute};
@@ -239,7 +239,7 @@ impl<'a> Session<'a> {
             None => target.get(placeholder).cloned(),
             Some((collection, field)) => {
                 let key = target
-                    .get(via_field(doc, tool, collection)?)?
+                    .get(doc.reference_field(tool, collection)?)?
                     .as_str()?
                     .to_owned();
                 let record = self.record(collection, &key)?;
@@ -282,24 +282,13 @@ fn know(facts: &mut Map<String, Value>, key: String, value: &Value) {
 /// `resolve` gives for it; `None` when one cannot be resolved.
 fn fill(template: &str, mut resolve: impl FnMut(&str) -> Option<Value>) -> Option<String> {
     let mut out = String::new();
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let close = open + rest[open..].find('}')?;
-        out.push_str(&text(&resolve(&rest[open + 1..close])?));
-        rest = &rest[close + 1..];
+    for part in template_parts(template)? {
+        match part {
+            TemplatePart::Text(literal) => out.push_str(literal),
+            TemplatePart::Placeholder(placeholder) => out.push_str(&text(&resolve(placeholder)?)),
+        }
     }
-    out.push_str(rest);
     Some(out)
-}
-
-/// The reference field of `tool`'s collection that points at `collection`.
-fn via_field<'a>(doc: &'a DomainDoc, tool: &ToolDoc, collection: &str) -> Option<&'a String> {
-    doc.collections[&tool.collection]
-        .fields
-        .iter()
-        .find(|(_, field)| field.references.as_deref() == Some(collection))
-        .map(|(name, _)| name)
 }
 
 /// A session's progress before a requirement attempt.
@@ -619,7 +608,7 @@ impl<'a> TaskGenerator<'a> {
             None => record.get(placeholder).cloned(),
             Some((collection, field)) => {
                 let key = record
-                    .get(via_field(self.doc, tool, collection)?)?
+                    .get(self.doc.reference_field(tool, collection)?)?
                     .as_str()?;
                 session.record(collection, key)?.get(field).cloned()
             }
