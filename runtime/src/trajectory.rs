@@ -332,9 +332,10 @@ pub fn read(path: &Path) -> Result<TrajectoryFile> {
             });
         }
         number += 1;
+        let parsed = serde_json::from_str::<EpisodeRecord>(&line);
         // A last line without its newline is torn, unless it holds a whole
         // record (a file edited by hand).
-        if !line.ends_with('\n') && serde_json::from_str::<EpisodeRecord>(&line).is_err() {
+        if !line.ends_with('\n') && parsed.is_err() {
             return Ok(TrajectoryFile {
                 episodes,
                 torn_tail: true,
@@ -343,7 +344,7 @@ pub fn read(path: &Path) -> Result<TrajectoryFile> {
         if line.trim().is_empty() {
             continue;
         }
-        let record: EpisodeRecord = serde_json::from_str(&line).with_context(|| {
+        let record = parsed.with_context(|| {
             format!(
                 "{} line {number} is not a trajectory record",
                 path.display()

@@ -2,7 +2,8 @@
 //! edit, or pass to `--env`.
 
 use crate::builtin;
-use anyhow::{Context, Result, bail};
+use crate::commands::holds_files;
+use anyhow::{Result, bail};
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,15 +15,7 @@ pub struct ExampleArgs {
 }
 
 pub fn run(args: ExampleArgs) -> Result<ExitCode> {
-    let listing = match args.dir.exists() {
-        true => Some(
-            args.dir
-                .read_dir()
-                .with_context(|| format!("reading {}", args.dir.display()))?,
-        ),
-        false => None,
-    };
-    if listing.is_some_and(|mut entries| entries.next().is_some()) {
+    if holds_files(&args.dir)? {
         bail!("{} exists and is not empty", args.dir.display());
     }
     builtin::example_bundle().write_dir(&args.dir)?;

@@ -10,3 +10,18 @@ pub mod run;
 pub mod serve;
 pub mod synth;
 pub mod train;
+
+use anyhow::{Context, Result};
+use std::path::Path;
+
+/// Whether `dir` exists and holds anything: a command that writes a new
+/// directory refuses one that does, rather than write over what is there.
+pub(crate) fn holds_files(dir: &Path) -> Result<bool> {
+    if !dir.exists() {
+        return Ok(false);
+    }
+    let mut entries = dir
+        .read_dir()
+        .with_context(|| format!("reading {}", dir.display()))?;
+    Ok(entries.next().is_some())
+}

@@ -1,5 +1,6 @@
 //! `forge train`: SFT then ERPO on environments, into a run directory.
 
+use crate::commands::holds_files;
 use crate::{output, shutdown};
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
@@ -144,12 +145,7 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
         );
     }
     let existed = run_dir.exists();
-    if existed
-        && std::fs::read_dir(run_dir)
-            .with_context(|| format!("reading {}", run_dir.display()))?
-            .next()
-            .is_some()
-    {
+    if holds_files(run_dir)? {
         bail!(
             "{} is not empty and holds no run: a new run needs an empty or new --run-dir",
             run_dir.display()
@@ -349,10 +345,7 @@ fn bundles(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<Bundle>> {
     };
     let bundles = dirs
         .iter()
-        .map(|dir| {
-            Bundle::read_dir(dir)
-                .with_context(|| format!("reading the environment bundle {}", dir.display()))
-        })
+        .map(|dir| read_bundle(dir))
         .collect::<Result<Vec<_>>>()?;
     let absolute_run_dir = std::path::absolute(run_dir)?;
     let recorded: Vec<RecordedBundle> = dirs
@@ -370,6 +363,11 @@ fn bundles(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<Bundle>> {
     std::fs::write(&record, serde_json::to_string_pretty(&recorded)?)
         .with_context(|| format!("writing {}", record.display()))?;
     Ok(bundles)
+}
+
+fn read_bundle(dir: &Path) -> Result<Bundle> {
+    Bundle::read_dir(dir)
+        .with_context(|| format!("reading the environment bundle {}", dir.display()))
 }
 
 /// A bundle a run trains on, as `envs.json` records it.
@@ -410,8 +408,7 @@ impl RecordedBundle {
     /// The bundle, as it was when the run started.
     fn read(&self, run_dir: &Path) -> Result<Bundle> {
         let dir = run_dir.join(&self.dir);
-        let bundle = Bundle::read_dir(&dir)
-            .with_context(|| format!("reading the environment bundle {}", dir.display()))?;
+        let bundle = read_bundle(&dir)?;
         if let Some(recorded) = &self.content_hash
             && *recorded != bundle.content_hash()
         {

@@ -58,7 +58,9 @@ pub fn save<B: Backend>(
     Ok(())
 }
 
-fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+/// Writes `bytes` beside `path` and renames them over it: a process killed
+/// mid-write leaves the old file whole.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     use anyhow::Context;
     let staged = PathBuf::from(format!("{}.partial", path.display()));
     std::fs::write(&staged, bytes).with_context(|| format!("writing {}", staged.display()))?;

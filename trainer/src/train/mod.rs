@@ -857,10 +857,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         optimizer::save(&self.optimizer, &dir.join(OPTIMIZER))?;
         std::fs::write(dir.join(POSITION), serde_json::to_vec(&self.position)?)?;
         // Only now does the checkpoint become the one to resume from.
-        let latest = self.dir.join(CHECKPOINTS).join(LATEST);
-        let staged = self.dir.join(CHECKPOINTS).join(format!("{LATEST}.partial"));
-        std::fs::write(&staged, &name)?;
-        std::fs::rename(&staged, &latest)?;
+        checkpoint::write_atomically(&self.dir.join(CHECKPOINTS).join(LATEST), name.as_bytes())?;
         self.checkpointed = Some(self.position.step);
         observer.checkpoint(&dir);
         Ok(())
@@ -893,11 +890,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             text.push_str(&serde_json::to_string(&metrics)?);
             text.push('\n');
         }
-        // Replaced in one step: a kill mid-write leaves the old lines.
-        let staged = self.dir.join(format!("{METRICS}.partial"));
-        std::fs::write(&staged, text).with_context(|| format!("writing {}", staged.display()))?;
-        std::fs::rename(&staged, &path).with_context(|| format!("replacing {}", path.display()))?;
-        Ok(())
+        checkpoint::write_atomically(&path, text.as_bytes())
     }
 }
 
