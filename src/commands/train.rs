@@ -177,7 +177,7 @@ fn start(args: &TrainArgs, config: TrainConfig, time_limit: Option<Duration>) ->
         .collect::<Result<Vec<_>>>()?;
     let init = match config.model.init.as_str() {
         "tiny" => None,
-        name => Some(crate::commands::model::resolve(name)?),
+        name => Some(crate::commands::model::resolve(name).context("model.init")?),
     };
     let user_model = match (config.user.kind, config.user.model.as_str()) {
         (UserKind::Model, name) if name != "tiny" => {

@@ -17,7 +17,7 @@ use crate::kv_cache::Prefix;
 use crate::llama::{Llama, Precision};
 use crate::sampling::{Sampling, Stop};
 use crate::train::objective::{Sequence, Span, sft_gradients};
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use burn::module::AutodiffModule;
 use burn::optim::{AdamWConfig, Optimizer};
 use burn::tensor::backend::{AutodiffBackend, Backend};
@@ -205,7 +205,9 @@ struct Bench<'a, B: AutodiffBackend> {
 impl<'a, B: AutodiffBackend> Bench<'a, B> {
     fn new(spec: &'a BenchSpec, device: B::Device) -> Result<Self> {
         let model = match &spec.weights {
-            Some(path) => Llama::load(path, &device)?,
+            Some(path) => {
+                Llama::load(path, &device).with_context(|| format!("loading {}", path.display()))?
+            }
             None => Llama::init(spec.config.clone(), spec.seed, &device),
         }
         .with_precision(spec.precision)?;

@@ -99,7 +99,8 @@ pub fn load_tokenizer(path: &Path) -> Result<ModelTokenizer, LoadError> {
             id("eos_token_id"),
         )
     } else {
-        ModelTokenizer::from_gguf(&Gguf::open(path)?)
+        let gguf = Gguf::open(path).map_err(|err| checkpoint_error(path, err))?;
+        ModelTokenizer::from_gguf(&gguf)
     }
     .map_err(|err| checkpoint_error(path, err))?;
     if tokenizer.token_id(crate::chat::IM_END).is_none() {
@@ -111,8 +112,17 @@ pub fn load_tokenizer(path: &Path) -> Result<ModelTokenizer, LoadError> {
     Ok(tokenizer)
 }
 
-fn read_config_json(dir: &Path) -> Result<serde_json::Value, LoadError> {
+/// A checkpoint directory's `config.json`, as written.
+pub fn read_config_json(dir: &Path) -> Result<serde_json::Value, LoadError> {
     let path = dir.join(CONFIG);
+    if !path.exists() {
+        return Err(checkpoint_error(
+            dir,
+            format!(
+                "not a checkpoint directory: it has no {CONFIG} (a checkpoint holds {CONFIG}, {WEIGHTS} and {TOKENIZER})"
+            ),
+        ));
+    }
     let text = std::fs::read_to_string(&path).map_err(|err| checkpoint_error(&path, err))?;
     serde_json::from_str(&text).map_err(|err| checkpoint_error(&path, err))
 }
@@ -152,6 +162,18 @@ impl SafetensorsSource {
     pub fn names(&self) -> Vec<String> {
         let file = SafeTensors::deserialize(&self.bytes).expect("checked when opened");
         file.names().into_iter().map(str::to_owned).collect()
+    }
+
+    /// The dtype (as safetensors names it) and element count of each tensor.
+    pub fn tensor_types(&self) -> Vec<(String, u64)> {
+        let file = SafeTensors::deserialize(&self.bytes).expect("checked when opened");
+        file.tensors()
+            .into_iter()
+            .map(|(_, view)| {
+                let elements = view.shape().iter().map(|&dim| dim as u64).product();
+                (format!("{:?}", view.dtype()), elements)
+            })
+            .collect()
     }
 }
 
