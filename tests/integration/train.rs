@@ -132,6 +132,25 @@ fn the_smoke_run_trains_sft_then_erpo_on_the_cpu() {
         "every SFT step logs its gradient's norm"
     );
     assert!(run.join("curves.svg").is_file());
+    // `forge model` reads the trained checkpoint as it reads a GGUF file.
+    let final_model = run.join("final");
+    let output = forge(&["model", "inspect", final_model.to_str().unwrap(), "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let inspected = json_lines(&output).remove(0);
+    assert_eq!(inspected["format"], "checkpoint", "{inspected}");
+    assert!(inspected["parameters"].as_u64().unwrap() > 0, "{inspected}");
+    assert_eq!(
+        inspected["types"]["F32"]["tensors"], inspected["tensors"],
+        "checkpoints hold f32 tensors: {inspected}"
+    );
+    assert!(
+        inspected["metadata"]["num_hidden_layers"].is_string(),
+        "{inspected}"
+    );
+    let output = forge(&["model", "tokenize", final_model.to_str().unwrap(), "hi"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let ids: Vec<u32> = serde_json::from_str(&stdout(&output)).unwrap();
+    assert!(!ids.is_empty());
     // The trained model plays through `forge run`, prompted as it was trained.
     let trajectories = dir.path().join("run.jsonl");
     let output = forge(&[
@@ -352,6 +371,26 @@ fn an_interrupted_run_resumes_exactly() {
     let mut first = args(&killed);
     first.extend(["--max-steps".to_owned(), "1".to_owned()]);
     summary(&train(&as_strs(&first)));
+    // Checkpoints without the marker naming the one to resume from are
+    // refused, not passed over: restarting would discard their metrics.
+    let logged = std::fs::read(killed.join("metrics.jsonl")).unwrap();
+    std::fs::remove_file(killed.join("checkpoints/latest")).unwrap();
+    let output = train(&["--run-dir", killed.to_str().unwrap(), "--resume"]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("checkpoints/latest is missing")
+            && stderr(&output).contains("step-000001"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(std::fs::read(killed.join("metrics.jsonl")).unwrap(), logged);
+    std::fs::write(killed.join("checkpoints/latest"), "step-000009").unwrap();
+    let output = train(&["--run-dir", killed.to_str().unwrap(), "--resume"]);
+    assert!(
+        stderr(&output).contains("names `step-000009`, which is not a checkpoint"),
+        "{}",
+        stderr(&output)
+    );
     std::fs::remove_dir_all(killed.join("checkpoints")).unwrap();
     // A run directory moves with the bundles synthesized into it.
     let killed = {

@@ -851,7 +851,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         if self.checkpointed == Some(self.position.step) {
             return Ok(());
         }
-        let name = format!("step-{:06}", self.position.step);
+        let name = checkpoint_name(self.position.step);
         let dir = self.dir.join(CHECKPOINTS).join(&name);
         self.save_model(&dir)?;
         optimizer::save(&self.optimizer, &dir.join(OPTIMIZER))?;
@@ -911,14 +911,69 @@ fn scorable(env: usize, task: usize, group: &[Rollout]) -> Vec<Scorable> {
         .collect()
 }
 
+/// The checkpoint `checkpoints/latest` names, or none when the run has not
+/// written one. Checkpoints without the marker are refused rather than
+/// passed over: restarting from step 0 would discard the metrics logged up
+/// to them, and the marker is what says which of them is complete.
 fn read_latest(dir: &Path) -> Result<Option<PathBuf>> {
-    let latest = dir.join(CHECKPOINTS).join(LATEST);
+    let checkpoints = dir.join(CHECKPOINTS);
+    let latest = checkpoints.join(LATEST);
     if !latest.exists() {
+        if let Some(newest) = newest_checkpoint(&checkpoints)? {
+            bail!(
+                "{} is missing, but {} holds {newest}: write the name of the checkpoint to resume from \
+                 into it (e.g. `{newest}`), or remove {} to restart the run from step 0",
+                latest.display(),
+                checkpoints.display(),
+                checkpoints.display()
+            );
+        }
         return Ok(None);
     }
     let name = std::fs::read_to_string(&latest)
         .with_context(|| format!("reading {}", latest.display()))?;
-    Ok(Some(dir.join(CHECKPOINTS).join(name.trim())))
+    let name = name.trim();
+    let checkpoint = checkpoints.join(name);
+    if step_of(name).is_none() || !checkpoint.is_dir() {
+        bail!(
+            "{} names `{name}`, which is not a checkpoint in {}",
+            latest.display(),
+            checkpoints.display()
+        );
+    }
+    Ok(Some(checkpoint))
+}
+
+/// The name of the checkpoint of the highest step in `checkpoints`, if any.
+fn newest_checkpoint(checkpoints: &Path) -> Result<Option<String>> {
+    let entries = match std::fs::read_dir(checkpoints) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(err).with_context(|| format!("reading {}", checkpoints.display())),
+    };
+    let mut newest: Option<(usize, String)> = None;
+    for entry in entries {
+        let entry = entry.with_context(|| format!("reading {}", checkpoints.display()))?;
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        if let Some(step) = step_of(&name).filter(|_| entry.path().is_dir())
+            && newest.as_ref().is_none_or(|(highest, _)| step > *highest)
+        {
+            newest = Some((step, name));
+        }
+    }
+    Ok(newest.map(|(_, name)| name))
+}
+
+/// The directory name of the checkpoint after `step`.
+fn checkpoint_name(step: usize) -> String {
+    format!("step-{step:06}")
+}
+
+/// The step a checkpoint's directory name (`step-NNNNNN`) stands for.
+fn step_of(name: &str) -> Option<usize> {
+    name.strip_prefix("step-")?.parse().ok()
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
