@@ -75,11 +75,11 @@ pub fn parse_error(detail: &str) -> Value {
 /// says which task `initialize` starts.
 pub fn handle(hub: &Hub, session: Option<&str>, open: &OpenRequest, message: &Value) -> Reply {
     let Some(object) = message.as_object() else {
-        return Reply::Response(error(
-            &Value::Null,
-            INVALID_REQUEST,
-            "expected one JSON-RPC message object (batches are not supported)",
-        ));
+        let detail = match message {
+            Value::Array(_) => "expected one JSON-RPC message object (batches are not supported)",
+            _ => "expected a JSON-RPC message object",
+        };
+        return Reply::Response(error(&Value::Null, INVALID_REQUEST, detail));
     };
     let id = object.get("id").cloned();
     let Some(method) = object.get("method").and_then(Value::as_str) else {

@@ -50,7 +50,7 @@ pub struct ServeArgs {
     /// Most agent actions per second per session.
     #[arg(long, default_value_t = SessionLimits::default().steps_per_second, value_parser = positive)]
     rate: f64,
-    /// Largest request body or WebSocket message, in bytes.
+    /// Largest request body, WebSocket message or `--stdio` line, in bytes.
     #[arg(long, default_value_t = HttpOptions::default().max_request_bytes)]
     max_request_bytes: usize,
     /// Most agent actions per episode.
@@ -95,13 +95,20 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         .transpose()?;
     let hub = hub_for(envs, limits, args.user_instability, recorder)?;
     if args.stdio {
+        if let Some(task) = &args.task {
+            hub.catalog()
+                .find(None, Some(task), 0)
+                .map_err(anyhow::Error::msg)
+                .context("--task")?;
+        }
         let open = OpenRequest {
             task_id: args.task.clone(),
             held: true,
             ..OpenRequest::default()
         };
         let stdin = std::io::stdin().lock();
-        forge_serve::stdio::serve(&hub, &open, stdin, std::io::stdout().lock())?;
+        let stdout = std::io::stdout().lock();
+        forge_serve::stdio::serve(&hub, &open, stdin, stdout, args.max_request_bytes)?;
         return Ok(ExitCode::SUCCESS);
     }
     runtime()?.block_on(listen(

@@ -461,7 +461,15 @@ fn mcp_over_stdio_serves_one_episode_and_records_it() {
     let dir = tempfile::tempdir().unwrap();
     let trajectories = dir.path().join("stdio.jsonl");
     let mut child = forge_command()
-        .args(["serve", "--stdio", "--task", "shop-01", "--out"])
+        .args([
+            "serve",
+            "--stdio",
+            "--task",
+            "shop-01",
+            "--max-request-bytes",
+            "400",
+            "--out",
+        ])
         .arg(&trajectories)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -475,7 +483,14 @@ fn mcp_over_stdio_serves_one_episode_and_records_it() {
         json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "send_message_to_user", "arguments": {"message": "Done."}}}),
     ];
     let mut stdin = child.stdin.take().unwrap();
-    for message in &messages {
+    writeln!(stdin, "{}", messages[0]).unwrap();
+    // Lines that are no message are answered with an error, and the
+    // conversation goes on: bytes that are not UTF-8, a line over
+    // --max-request-bytes, a JSON value that is not an object.
+    stdin.write_all(b"\xff\xfe\n").unwrap();
+    writeln!(stdin, "{}", "x".repeat(1000)).unwrap();
+    writeln!(stdin, "\"tools/list\"").unwrap();
+    for message in &messages[1..] {
         writeln!(stdin, "{message}").unwrap();
     }
     drop(stdin);
@@ -485,7 +500,21 @@ fn mcp_over_stdio_serves_one_episode_and_records_it() {
         .lines()
         .map(|line| serde_json::from_str(line).expect("stdout carries only JSON-RPC"))
         .collect();
-    assert_eq!(replies.len(), 3, "the notification gets no answer");
+    assert_eq!(replies.len(), 6, "the notification gets no answer");
+    let codes: Vec<Option<i64>> = replies[1..4]
+        .iter()
+        .map(|reply| reply["error"]["code"].as_i64())
+        .collect();
+    assert_eq!(codes, [Some(-32700), Some(-32700), Some(-32600)]);
+    assert!(
+        replies[2]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("longer than 400 bytes"),
+        "{}",
+        replies[2]
+    );
+    let replies = [&replies[0], &replies[4], &replies[5]];
     assert_eq!(
         replies[1]["result"]["content"][0]["text"],
         "{\"user_id\":\"u1\"}"
@@ -494,6 +523,15 @@ fn mcp_over_stdio_serves_one_episode_and_records_it() {
     assert!(last.starts_with("The episode is over: reward"), "{last}");
     let replay = forge(&["replay", trajectories.to_str().unwrap()]);
     assert!(replay.status.success(), "{}", stderr(&replay));
+
+    // A task that is not there is refused before the conversation starts.
+    let output = forge(&["serve", "--stdio", "--task", "nosuch"]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("--task: no task `nosuch` here"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 /// A bundle of the hostile test component, with one task.
