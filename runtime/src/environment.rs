@@ -67,6 +67,7 @@ impl Environment {
     /// and computes its gold final state.
     pub fn load(sandbox: &Sandbox, bundle: Bundle) -> Result<Self> {
         let name = bundle.manifest.name.clone();
+        check_name(&name).context("the manifest's `name`")?;
         let component = sandbox
             .load(&bundle.wasm)
             .with_context(|| format!("loading the component of environment `{name}`"))?
@@ -76,6 +77,12 @@ impl Environment {
         let mut seen = std::collections::BTreeSet::new();
         let mut tasks = Vec::with_capacity(bundle.tasks.len());
         for task in &bundle.tasks {
+            if task.id.trim().is_empty() || task.id.chars().any(char::is_control) {
+                bail!(
+                    "environment `{name}`: task id {:?} is blank or holds control characters",
+                    task.id
+                );
+            }
             if !seen.insert(task.id.as_str()) {
                 bail!("environment `{name}`: task id `{}` appears twice", task.id);
             }
@@ -219,6 +226,21 @@ fn observe(result: Result<Result<String, String>, crate::SandboxError>) -> Obser
 /// environment's sync; without set-up steps, one sync (so that an episode
 /// always starts from agreeing sides). A failing function, or a sandbox
 /// error, is a broken task.
+/// An environment's name is how clients and files refer to it — `env/task`
+/// in `forge serve`, the `environment` of every trajectory — so it is a
+/// plain word: ASCII letters, digits, `-`, `_` and `.`, not led by a dot.
+fn check_name(name: &str) -> Result<()> {
+    let plain = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if name.is_empty() || !plain || name.starts_with('.') {
+        bail!(
+            "{name:?} is not an environment name: use ASCII letters, digits, `-`, `_` and `.` (not first)"
+        );
+    }
+    Ok(())
+}
+
 fn set_up(
     component: &ToolComponent,
     sync: bool,

@@ -318,12 +318,14 @@ pub fn read(path: &Path) -> Result<TrajectoryFile> {
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut reader = BufReader::new(file);
     let mut episodes = Vec::new();
-    let mut line = String::new();
+    // Bytes, not text: a line that is not UTF-8 is refused by the parser,
+    // which names it, rather than by the reader, which cannot.
+    let mut line = Vec::new();
     let mut number = 0;
     loop {
         line.clear();
         let read = reader
-            .read_line(&mut line)
+            .read_until(b'\n', &mut line)
             .with_context(|| format!("reading {}", path.display()))?;
         if read == 0 {
             return Ok(TrajectoryFile {
@@ -332,16 +334,16 @@ pub fn read(path: &Path) -> Result<TrajectoryFile> {
             });
         }
         number += 1;
-        let parsed = serde_json::from_str::<EpisodeRecord>(&line);
+        let parsed = serde_json::from_slice::<EpisodeRecord>(&line);
         // A last line without its newline is torn, unless it holds a whole
         // record (a file edited by hand).
-        if !line.ends_with('\n') && parsed.is_err() {
+        if !line.ends_with(b"\n") && parsed.is_err() {
             return Ok(TrajectoryFile {
                 episodes,
                 torn_tail: true,
             });
         }
-        if line.trim().is_empty() {
+        if line.trim_ascii().is_empty() {
             continue;
         }
         let record = parsed.with_context(|| {

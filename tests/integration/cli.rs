@@ -1,7 +1,7 @@
 //! The `forge` CLI end to end on the built-in example environment.
 
 use crate::common::{export_example, forge, json_lines, stderr, stdout};
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::path::Path;
 
 fn summary(lines: &[Value]) -> &Value {
@@ -309,6 +309,24 @@ fn bad_input_gets_errors_that_name_the_problem() {
         "{message}"
     );
 
+    // A name that is no plain word, a blank task id: refused, named.
+    let task = json!({"id": " ", "instruction": "i", "gold_actions": [], "required_outputs": []});
+    std::fs::write(bundle.join("tasks.jsonl"), format!("{task}\n")).unwrap();
+    let output = forge(&["run", "--env", bundle.to_str().unwrap()]);
+    assert!(
+        stderr(&output).contains("task id \" \" is blank"),
+        "{}",
+        stderr(&output)
+    );
+    manifest["name"] = json!("../shop");
+    std::fs::write(&manifest_path, manifest.to_string()).unwrap();
+    let output = forge(&["run", "--env", bundle.to_str().unwrap()]);
+    assert!(
+        stderr(&output).contains("the manifest's `name`: \"../shop\" is not an environment name"),
+        "{}",
+        stderr(&output)
+    );
+
     let output = forge(&["run", "--tasks", "shop-99"]);
     assert!(!output.status.success());
     assert!(
@@ -323,6 +341,14 @@ fn bad_input_gets_errors_that_name_the_problem() {
     assert!(!output.status.success());
     assert!(
         stderr(&output).contains("line 1 is not a trajectory record"),
+        "{}",
+        stderr(&output)
+    );
+    // Bytes that are not UTF-8 are named by their line too.
+    std::fs::write(&garbage, b"\n{\"task_id\": \"\xff\"}\n").unwrap();
+    let output = forge(&["replay", garbage.to_str().unwrap()]);
+    assert!(
+        stderr(&output).contains("line 2 is not a trajectory record"),
         "{}",
         stderr(&output)
     );
