@@ -439,6 +439,21 @@ impl DomainDoc {
             self.field(&tool.collection, name)
                 .with_context(|| format!("`{}` has no field `{name}`", tool.collection))
         };
+        for (list, names) in [
+            ("filters", &tool.filters),
+            ("required_filters", &tool.required_filters),
+            ("params", &tool.params),
+            ("asks", &tool.asks),
+        ] {
+            if let Some(name) = repeated(names) {
+                bail!("`{list}` names `{name}` twice");
+            }
+        }
+        if let Some(name) = tool.params.iter().find(|name| tool.set.contains_key(*name)) {
+            bail!(
+                "`{name}` is both in `params` and in `set`: a field comes from the arguments or is a constant"
+            );
+        }
         match tool.kind {
             ToolKind::Find => {
                 let by = tool.by.as_deref().context("a `find` tool needs `by`")?;
@@ -457,6 +472,10 @@ impl DomainDoc {
                     );
                     field(name)?;
                 }
+                for (name, value) in &tool.set {
+                    check_constant(name, &field(name)?, value)
+                        .with_context(|| format!("set `{name}`"))?;
+                }
             }
             ToolKind::Get | ToolKind::Delete => {}
         }
@@ -465,8 +484,16 @@ impl DomainDoc {
         }
         for condition in &tool.require {
             let target = self.via_target(tool, condition.via.as_deref())?;
-            self.field(&target, &condition.field).with_context(|| {
+            let field = self.field(&target, &condition.field).with_context(|| {
                 format!("require: `{target}` has no field `{}`", condition.field)
+            })?;
+            check_condition(condition, &field).with_context(|| {
+                format!(
+                    "require `{} {} {}`",
+                    condition.field,
+                    condition.op.symbol(),
+                    condition.value
+                )
             })?;
         }
         for change in &tool.change {
@@ -485,6 +512,10 @@ impl DomainDoc {
                     "change: `add` needs a numeric field, `{}` is not",
                     change.field
                 );
+            }
+            if let Some(value) = &change.set {
+                check_constant(&change.field, &field, value)
+                    .with_context(|| format!("change of `{}`", change.field))?;
             }
         }
         if let Some(intent) = &tool.intent {
@@ -562,6 +593,64 @@ impl DomainDoc {
     }
 }
 
+/// The first name `names` holds twice.
+fn repeated(names: &[String]) -> Option<&String> {
+    let mut seen = std::collections::BTreeSet::new();
+    names.iter().find(|name| !seen.insert(*name))
+}
+
+/// A constant a tool writes into a field or compares it with must be a value
+/// the field can hold: of its type, one of its `enum` values, and for a
+/// `number` field written with a decimal point, as the state holds it (the
+/// state's `0.0` never equals `0`). Otherwise a precondition never (or
+/// always) holds and the tool drops out of every task without a word.
+fn check_constant(name: &str, field: &FieldDoc, value: &Value) -> Result<()> {
+    let kind = field.kind.json_schema_type();
+    ensure!(
+        field.kind.admits(value),
+        "{value} is not of `{name}`'s type, {kind}"
+    );
+    ensure!(
+        field.kind != FieldType::Number || value.is_f64(),
+        "`{name}` is a number field: write {value} as {value}.0, as the state holds it"
+    );
+    if let Some(choices) = &field.choices {
+        ensure!(
+            choices.contains(value),
+            "{value} is not one of `{name}`'s values ({})",
+            choices
+                .iter()
+                .map(Value::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// `==` and `!=` compare with a value the field can hold; the orderings
+/// compare numbers.
+fn check_condition(condition: &Condition, field: &FieldDoc) -> Result<()> {
+    match condition.op {
+        Op::Eq | Op::Ne => check_constant(&condition.field, field, &condition.value),
+        _ => {
+            ensure!(
+                matches!(field.kind, FieldType::Integer | FieldType::Number),
+                "`{}` orders only numbers, and `{}` is a {}",
+                condition.op.symbol(),
+                condition.field,
+                field.kind.json_schema_type()
+            );
+            ensure!(
+                condition.value.is_number(),
+                "{} is not a number",
+                condition.value
+            );
+            Ok(())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -626,6 +715,54 @@ description = "Find a driver."
                 .contains("`via` field `zone` is not a reference")
         );
         assert!(error("[[tools]]\nname = \"find_driver_by_email\"\nkind = \"get\"\ncollection = \"drivers\"\ndescription = \"\"\n").contains("defined twice"));
+    }
+
+    #[test]
+    fn constants_the_fields_cannot_hold_are_refused() {
+        let update = |extra: &str| {
+            format!(
+                "[[tools]]\nname = \"x\"\nkind = \"update\"\ncollection = \"permits\"\n{extra}\ndescription = \"\"\n"
+            )
+        };
+        parse(&update("set = { zone = \"B\" }\nrequire = [{ via = \"driver_id\", field = \"credit\", op = \"==\", value = 0.0 }]")).unwrap();
+        for (extra, expected) in [
+            (
+                "set = { zone = \"C\" }",
+                "set `zone`: \"C\" is not one of `zone`'s values (\"A\", \"B\")",
+            ),
+            ("set = { zone = 1 }", "1 is not of `zone`'s type, string"),
+            (
+                "require = [{ field = \"zone\", op = \"==\", value = \"a\" }]",
+                "require `zone == \"a\"`: \"a\" is not one of `zone`'s values",
+            ),
+            (
+                "require = [{ via = \"driver_id\", field = \"credit\", op = \"!=\", value = 0 }]",
+                "write 0 as 0.0",
+            ),
+            (
+                "require = [{ field = \"zone\", op = \">\", value = 0 }]",
+                "`>` orders only numbers, and `zone` is a string",
+            ),
+            (
+                "require = [{ via = \"driver_id\", field = \"credit\", op = \"<\", value = \"zero\" }]",
+                "\"zero\" is not a number",
+            ),
+            (
+                "change = [{ via = \"driver_id\", field = \"name\", set = false }]",
+                "change of `name`: false is not of `name`'s type, string",
+            ),
+            (
+                "params = [\"zone\", \"zone\"]",
+                "`params` names `zone` twice",
+            ),
+            (
+                "params = [\"zone\"]\nset = { zone = \"A\" }",
+                "`zone` is both in `params` and in `set`",
+            ),
+        ] {
+            let message = error(&update(extra));
+            assert!(message.contains(expected), "{extra}: {message}");
+        }
     }
 
     #[test]
