@@ -487,14 +487,15 @@ impl DomainDoc {
             let field = self.field(&target, &condition.field).with_context(|| {
                 format!("require: `{target}` has no field `{}`", condition.field)
             })?;
-            check_condition(condition, &field).with_context(|| {
-                format!(
-                    "require `{} {} {}`",
-                    condition.field,
-                    condition.op.symbol(),
-                    condition.value
-                )
-            })?;
+            self.check_condition(&target, condition, &field)
+                .with_context(|| {
+                    format!(
+                        "require `{} {} {}`",
+                        condition.field,
+                        condition.op.symbol(),
+                        condition.value
+                    )
+                })?;
         }
         for change in &tool.change {
             let target = self.via_target(tool, change.via.as_deref())?;
@@ -565,6 +566,68 @@ impl DomainDoc {
         Ok(())
     }
 
+    /// `==` and `!=` compare with a value the field can hold: one of its
+    /// `enum` values or a constant some tool sets it to; the orderings
+    /// compare numbers.
+    fn check_condition(
+        &self,
+        collection: &str,
+        condition: &Condition,
+        field: &FieldDoc,
+    ) -> Result<()> {
+        let (name, value) = (&condition.field, &condition.value);
+        if !matches!(condition.op, Op::Eq | Op::Ne) {
+            ensure!(
+                matches!(field.kind, FieldType::Integer | FieldType::Number),
+                "`{}` orders only numbers, and `{name}` is a {}",
+                condition.op.symbol(),
+                field.kind.json_schema_type()
+            );
+            ensure!(value.is_number(), "{value} is not a number");
+            return Ok(());
+        }
+        check_constant(name, field, value)?;
+        let Some(choices) = &field.choices else {
+            return Ok(());
+        };
+        let set = self.constants_set(collection, name);
+        ensure!(
+            choices.contains(value) || set.contains(&value),
+            "{value} is neither one of `{name}`'s values ({}) nor set by any tool",
+            choices
+                .iter()
+                .chain(set)
+                .map(Value::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        Ok(())
+    }
+
+    /// The constants tools write into `field` of `collection` (`set`, and
+    /// `change`'s `set` through a reference).
+    fn constants_set(&self, collection: &str, field: &str) -> Vec<&Value> {
+        let mut constants = Vec::new();
+        for tool in &self.tools {
+            if tool.collection == collection
+                && let Some(value) = tool.set.get(field)
+            {
+                constants.push(value);
+            }
+            for change in &tool.change {
+                if change.field == field
+                    && self
+                        .via_target(tool, change.via.as_deref())
+                        .is_ok_and(|target| target == collection)
+                    && let Some(value) = &change.set
+                {
+                    constants.push(value);
+                }
+            }
+        }
+        constants
+    }
+
     /// The field of `tool`'s collection that references `collection` (the
     /// first, if several do): through it an intent's
     /// `{collection.field}` is looked up.
@@ -599,11 +662,11 @@ fn repeated(names: &[String]) -> Option<&String> {
     names.iter().find(|name| !seen.insert(*name))
 }
 
-/// A constant a tool writes into a field or compares it with must be a value
-/// the field can hold: of its type, one of its `enum` values, and for a
-/// `number` field written with a decimal point, as the state holds it (the
-/// state's `0.0` never equals `0`). Otherwise a precondition never (or
-/// always) holds and the tool drops out of every task without a word.
+/// A constant a tool writes into a field or compares it with must be of the
+/// field's type, and for a `number` field written with a decimal point, as
+/// the state holds it (the state's `0.0` never equals `0`). Otherwise a
+/// precondition never (or always) holds and the tool drops out of every
+/// task without a word.
 fn check_constant(name: &str, field: &FieldDoc, value: &Value) -> Result<()> {
     let kind = field.kind.json_schema_type();
     ensure!(
@@ -614,41 +677,7 @@ fn check_constant(name: &str, field: &FieldDoc, value: &Value) -> Result<()> {
         field.kind != FieldType::Number || value.is_f64(),
         "`{name}` is a number field: write {value} as {value}.0, as the state holds it"
     );
-    if let Some(choices) = &field.choices {
-        ensure!(
-            choices.contains(value),
-            "{value} is not one of `{name}`'s values ({})",
-            choices
-                .iter()
-                .map(Value::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
     Ok(())
-}
-
-/// `==` and `!=` compare with a value the field can hold; the orderings
-/// compare numbers.
-fn check_condition(condition: &Condition, field: &FieldDoc) -> Result<()> {
-    match condition.op {
-        Op::Eq | Op::Ne => check_constant(&condition.field, field, &condition.value),
-        _ => {
-            ensure!(
-                matches!(field.kind, FieldType::Integer | FieldType::Number),
-                "`{}` orders only numbers, and `{}` is a {}",
-                condition.op.symbol(),
-                condition.field,
-                field.kind.json_schema_type()
-            );
-            ensure!(
-                condition.value.is_number(),
-                "{} is not a number",
-                condition.value
-            );
-            Ok(())
-        }
-    }
 }
 
 #[cfg(test)]
@@ -724,16 +753,26 @@ description = "Find a driver."
                 "[[tools]]\nname = \"x\"\nkind = \"update\"\ncollection = \"permits\"\n{extra}\ndescription = \"\"\n"
             )
         };
-        parse(&update("set = { zone = \"B\" }\nrequire = [{ via = \"driver_id\", field = \"credit\", op = \"==\", value = 0.0 }]")).unwrap();
+        // A value outside the enum is one the field can hold once a tool
+        // sets it.
+        let moves = update(
+            "set = { zone = \"C\" }\nrequire = [{ via = \"driver_id\", field = \"credit\", op = \"==\", value = 0.0 }, { field = \"zone\", op = \"!=\", value = \"C\" }]",
+        );
+        parse(&moves).unwrap();
+        let update = |extra: &str| {
+            format!(
+                "{moves}{}",
+                update(extra).replacen("name = \"x\"", "name = \"y\"", 1)
+            )
+        };
         for (extra, expected) in [
             (
-                "set = { zone = \"C\" }",
-                "set `zone`: \"C\" is not one of `zone`'s values (\"A\", \"B\")",
+                "set = { zone = 1 }",
+                "set `zone`: 1 is not of `zone`'s type, string",
             ),
-            ("set = { zone = 1 }", "1 is not of `zone`'s type, string"),
             (
                 "require = [{ field = \"zone\", op = \"==\", value = \"a\" }]",
-                "require `zone == \"a\"`: \"a\" is not one of `zone`'s values",
+                "require `zone == \"a\"`: \"a\" is neither one of `zone`'s values (\"A\", \"B\", \"C\") nor set by any tool",
             ),
             (
                 "require = [{ via = \"driver_id\", field = \"credit\", op = \"!=\", value = 0 }]",
