@@ -191,7 +191,7 @@ impl Agents {
             (Some(_), None) => bail!("`--judge-model` needs --judge-base-url or --base-url"),
         };
         let recorded = match &args.from {
-            Some(path) => recorded_by_task(path)?,
+            Some(path) => recorded_by_task(path, env.name())?,
             None => BTreeMap::new(),
         };
         let prompt = match &local {
@@ -393,12 +393,31 @@ impl Agents {
     }
 }
 
-/// The first recorded episode of each task in a trajectory file.
-fn recorded_by_task(path: &Path) -> Result<BTreeMap<String, EpisodeRecord>> {
+/// The first recorded episode of each task of environment `env` in a
+/// trajectory file. A file with none of `env`'s episodes is refused, naming
+/// the environments it holds: its task ids would otherwise be reported
+/// missing one by one, or match another environment's tasks by chance.
+fn recorded_by_task(path: &Path, env: &str) -> Result<BTreeMap<String, EpisodeRecord>> {
     let file = trajectory::read(path)?;
     let mut by_task = BTreeMap::new();
+    let mut others = std::collections::BTreeSet::new();
     for record in file.episodes {
+        if record.environment.name != env {
+            others.insert(record.environment.name);
+            continue;
+        }
         by_task.entry(record.task_id.clone()).or_insert(record);
+    }
+    if by_task.is_empty() && !others.is_empty() {
+        bail!(
+            "{} holds episodes of {}, none of `{env}`: pass `--env DIR` naming the bundle it was recorded on (or `--suite`)",
+            path.display(),
+            others
+                .iter()
+                .map(|name| format!("`{name}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     Ok(by_task)
 }

@@ -68,6 +68,9 @@ impl Environment {
     pub fn load(sandbox: &Sandbox, bundle: Bundle) -> Result<Self> {
         let name = bundle.manifest.name.clone();
         check_name(&name).context("the manifest's `name`")?;
+        bundle.manifest.verify.check().map_err(|message| {
+            anyhow!("environment `{name}`: the manifest's `verify`: {message}")
+        })?;
         let component = sandbox
             .load(&bundle.wasm)
             .with_context(|| format!("loading the component of environment `{name}`"))?

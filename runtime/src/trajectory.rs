@@ -214,6 +214,7 @@ impl TrajectoryWriter {
     /// Creates `path`; refuses to overwrite an existing file, which could hold
     /// episodes someone still needs.
     pub fn create(path: &Path) -> Result<Self> {
+        refuse_directory(path)?;
         let file = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -236,6 +237,7 @@ impl TrajectoryWriter {
     /// newline (an edited file) is kept and ended. A file that does not begin
     /// with a trajectory record is refused rather than appended to or cut.
     pub fn append(path: &Path) -> Result<Self> {
+        refuse_directory(path)?;
         let mut file = OpenOptions::new()
             .read(true)
             .append(true)
@@ -284,6 +286,18 @@ impl TrajectoryWriter {
             .and_then(|()| self.file.sync_data())
             .with_context(|| format!("writing to {}", self.path.display()))
     }
+}
+
+/// Trajectories go to a file; a directory would otherwise be reported as a
+/// file that "already exists", or as an I/O error.
+fn refuse_directory(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        bail!(
+            "{} is a directory: name a JSONL file for the trajectories",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 /// Length of the file up to and including its last newline.

@@ -43,6 +43,29 @@ impl VerifyRules {
         self.ignore_fields.is_empty() && self.unordered_lists.is_empty()
     }
 
+    /// Refuses a rule that is not `collection.field`: it would apply to
+    /// nothing, and states would differ where the bundle meant them not to.
+    pub fn check(&self) -> Result<(), String> {
+        for (list, rule) in self
+            .ignore_fields
+            .iter()
+            .map(|rule| ("ignore_fields", rule))
+            .chain(
+                self.unordered_lists
+                    .iter()
+                    .map(|rule| ("unordered_lists", rule)),
+            )
+        {
+            if !rule
+                .split_once('.')
+                .is_some_and(|(collection, field)| !collection.is_empty() && !field.is_empty())
+            {
+                return Err(format!("`{list}` rule `{rule}` is not `collection.field`"));
+            }
+        }
+        Ok(())
+    }
+
     /// The state as JSON with the rules applied.
     pub fn canonicalise(&self, state: &State) -> Value {
         let mut json = state.to_json();
@@ -325,6 +348,22 @@ mod tests {
 
     fn state(value: Value) -> State {
         State::from_json(&value).unwrap()
+    }
+
+    #[test]
+    fn rules_that_name_no_field_are_refused() {
+        let rules = |ignore: &[&str], unordered: &[&str]| VerifyRules {
+            ignore_fields: ignore.iter().map(|rule| rule.to_string()).collect(),
+            unordered_lists: unordered.iter().map(|rule| rule.to_string()).collect(),
+            whole_numbers: false,
+        };
+        assert_eq!(rules(&["orders.note"], &["orders.items"]).check(), Ok(()));
+        assert_eq!(
+            rules(&[], &["orders"]).check(),
+            Err("`unordered_lists` rule `orders` is not `collection.field`".to_owned())
+        );
+        assert!(rules(&[".note"], &[]).check().is_err());
+        assert!(rules(&["orders."], &[]).check().is_err());
     }
 
     #[test]

@@ -173,6 +173,26 @@ fn replay_policy_reproduces_the_recorded_rewards() {
     let path = record(dir.path(), "gold");
     let lines = run_json(&["--policy", "replay", "--from", path.to_str().unwrap()]);
     assert_eq!(summary(&lines)["success_rate"], 1.0);
+    // Episodes of another environment are not replayed on this one.
+    let bundle = export_example(dir.path());
+    let manifest = bundle.join("manifest.json");
+    let mut fields: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    fields["name"] = json!("shop-copy");
+    std::fs::write(&manifest, fields.to_string()).unwrap();
+    let output = forge(&[
+        "run",
+        "--env",
+        bundle.to_str().unwrap(),
+        "--policy",
+        "replay",
+        "--from",
+        path.to_str().unwrap(),
+    ]);
+    assert!(
+        stderr(&output).contains("holds episodes of `shop`, none of `shop-copy`"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
@@ -254,6 +274,17 @@ fn an_existing_trajectory_file_is_never_overwritten() {
         stderr(&output)
     );
     assert_eq!(std::fs::read(&path).unwrap(), before);
+    // A directory is not taken for a file that exists.
+    for append in [false, true] {
+        let mut args = vec!["run", "--out", dir.path().to_str().unwrap()];
+        args.extend(append.then_some("--append"));
+        let output = forge(&args);
+        assert!(
+            stderr(&output).contains("is a directory: name a JSONL file"),
+            "{}",
+            stderr(&output)
+        );
+    }
 }
 
 #[test]
