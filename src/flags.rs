@@ -30,6 +30,18 @@ pub(crate) fn at_least_one(text: &str) -> Result<usize, String> {
     number_where(text, |n| *n >= 1, "a whole number of at least 1")
 }
 
+/// The most sessions a server holds: each reserves an instance's memory
+/// (address space, mostly), which runs out past about this many.
+pub(crate) const MOST_SESSIONS: usize = 10_000;
+
+pub(crate) fn session_count(text: &str) -> Result<usize, String> {
+    number_where(
+        text,
+        |n| (1..=MOST_SESSIONS).contains(n),
+        "a number of sessions from 1 to 10000",
+    )
+}
+
 pub(crate) fn positive(text: &str) -> Result<f64, String> {
     number_where(
         text,

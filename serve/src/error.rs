@@ -8,9 +8,13 @@ pub enum ServeError {
     #[error("no session `{0}` (it was closed, it expired, or it never existed)")]
     UnknownSession(String),
     #[error(
-        "the server holds {0} sessions, the most it allows (`--max-sessions`); close one or retry later"
+        "the server is full (`--max-sessions` {max}: {sessions} open, {waiting} promised to connections yet to reset); close a session or retry later"
     )]
-    Full(usize),
+    Full {
+        sessions: usize,
+        waiting: usize,
+        max: usize,
+    },
     #[error("session `{id}` is over its rate of {rate} steps per second; slow down")]
     RateLimited { id: String, rate: f64 },
     #[error("the episode of session `{0}` is over; reset to start another")]
@@ -31,7 +35,7 @@ impl ServeError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::UnknownSession(_) | Self::NotFound(_) => StatusCode::NOT_FOUND,
-            Self::Full(_) | Self::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Full { .. } | Self::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::EpisodeOver(_) | Self::Busy(_) => StatusCode::CONFLICT,
             Self::BadRequest(_) => StatusCode::UNPROCESSABLE_ENTITY,
@@ -43,7 +47,7 @@ impl ServeError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::UnknownSession(_) => "unknown_session",
-            Self::Full(_) => "too_many_sessions",
+            Self::Full { .. } => "too_many_sessions",
             Self::RateLimited { .. } => "rate_limited",
             Self::EpisodeOver(_) => "episode_over",
             Self::Busy(_) => "session_busy",

@@ -20,7 +20,6 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -49,9 +48,6 @@ pub(crate) struct App {
     /// Becomes true when the server begins to shut down: WebSocket sessions
     /// end at their next message boundary.
     pub(crate) stopping: watch::Receiver<bool>,
-    /// WebSocket connections whose session has not opened yet: they count
-    /// against `--max-sessions` when a connection is let in.
-    pub(crate) waiting: Arc<AtomicUsize>,
 }
 
 /// Serves `hub` on `listener` until `shutdown` resolves; then lets in-flight
@@ -68,7 +64,6 @@ pub async fn serve(
         hub: hub.clone(),
         options: options.clone(),
         stopping,
-        waiting: Arc::default(),
     };
     let reaper = tokio::spawn(expire_idle_sessions(hub.clone()));
     // Agents wait on each answer: send it at once.
@@ -155,28 +150,41 @@ impl Refusal {
     }
 }
 
-/// The JSON body of a request, or why it is not one.
-fn json_body(body: Result<Bytes, BytesRejection>) -> Result<Value, Refusal> {
-    let bytes = body.map_err(|rejection| Refusal {
-        status: rejection.status(),
-        code: rejection_code(rejection.status()),
-        detail: rejection.body_text(),
-    })?;
+/// The JSON object of a request's body (`{}` for an empty one), or why it
+/// is not one.
+fn json_body(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Value, Refusal> {
+    let bytes = body.map_err(|rejection| unread(&rejection, limit))?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(json!({}));
     }
-    serde_json::from_slice(&bytes).map_err(|err| Refusal {
-        status: StatusCode::BAD_REQUEST,
-        code: "bad_json",
-        detail: format!("the body is not JSON: {err}"),
-    })
+    match serde_json::from_slice(&bytes) {
+        Ok(Value::Object(object)) => Ok(Value::Object(object)),
+        Ok(_) => Err(Refusal {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            code: "bad_request",
+            detail: "the body must be a JSON object".to_owned(),
+        }),
+        Err(err) => Err(Refusal {
+            status: StatusCode::BAD_REQUEST,
+            code: "bad_json",
+            detail: format!("the body is not JSON: {err}"),
+        }),
+    }
 }
 
-/// The error code of a body that could not be read.
-fn rejection_code(status: StatusCode) -> &'static str {
-    match status {
-        StatusCode::PAYLOAD_TOO_LARGE => "request_too_large",
-        _ => "bad_request",
+/// Why a body could not be read; one over the limit names it and its flag.
+fn unread(rejection: &BytesRejection, limit: usize) -> Refusal {
+    match rejection.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => Refusal {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            code: "request_too_large",
+            detail: format!("the request body is over {limit} bytes (`--max-request-bytes`)"),
+        },
+        status => Refusal {
+            status,
+            code: "bad_request",
+            detail: rejection.body_text(),
+        },
     }
 }
 
@@ -290,7 +298,7 @@ async fn not_found() -> impl IntoResponse {
 /// `POST /reset`: starts an episode in a session — the one `episode_id`
 /// names (made so, or restarted), else a new one.
 async fn reset(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Response {
-    let data = match json_body(body) {
+    let data = match json_body(body, app.options.max_request_bytes) {
         Ok(data) => data,
         Err(refusal) => return refusal.answer(&app.hub),
     };
@@ -308,7 +316,7 @@ async fn reset(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> R
 /// stateless `/step`, Forge's episodes live in sessions, so a step names the
 /// session its reset made.
 async fn step(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Response {
-    let data = match json_body(body) {
+    let data = match json_body(body, app.options.max_request_bytes) {
         Ok(data) => data,
         Err(refusal) => return refusal.answer(&app.hub),
     };
@@ -392,8 +400,7 @@ async fn mcp_post(
             Err(err) => return Json(mcp::parse_error(&err.to_string())).into_response(),
         },
         Err(rejection) => {
-            let code = rejection_code(rejection.status());
-            return failure(&app.hub, rejection.status(), code, rejection.body_text());
+            return unread(&rejection, app.options.max_request_bytes).answer(&app.hub);
         }
     };
     let seed = match query.get("seed").map(|seed| seed.parse::<u64>()) {

@@ -5,7 +5,7 @@
 //! transport (`/mcp`) and the stdio one (`forge serve --stdio`) only move
 //! these messages.
 
-use crate::openenv;
+use crate::openenv::{self, StepError};
 use crate::sessions::{Hub, Observation, OpenRequest};
 use crate::{ServeError, catalog::Catalog};
 use serde_json::{Value, json};
@@ -114,7 +114,7 @@ pub fn handle(hub: &Hub, session: Option<&str>, open: &OpenRequest, message: &Va
         "initialize" if session.is_some() => error(
             &id,
             INVALID_REQUEST,
-            "this session is initialized already; end it (DELETE) to start another",
+            "this session is initialized already; close it (`openenv/session/close`, or DELETE over HTTP) to start another",
         ),
         "initialize" => return initialize(hub, open, &id, &params),
         // OpenEnv's `MCPToolClient` makes its session so.
@@ -127,7 +127,12 @@ pub fn handle(hub: &Hub, session: Option<&str>, open: &OpenRequest, message: &Va
                 Ok(opened) => success(&id, json!({"session_id": opened.session_id})),
                 Err(err) => refused(&id, &err),
             },
-            Err(_) => error(&id, INVALID_PARAMS, "malformed session options"),
+            Err(StepError::Invalid(errors)) => error(
+                &id,
+                INVALID_PARAMS,
+                &format!("malformed session options: {}", describe(&errors)),
+            ),
+            Err(StepError::Refused(err)) => refused(&id, &err),
         },
         "ping" => success(&id, json!({})),
         "tools/list" => needs_session(&|session| match hub.tools(session) {
@@ -212,10 +217,11 @@ fn call(hub: &Hub, session: &str, id: &Value, params: &Value) -> Value {
     let Some(name) = params.get("name").and_then(Value::as_str) else {
         return error(id, INVALID_PARAMS, "`tools/call` needs a tool `name`");
     };
-    let arguments = params
-        .get("arguments")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
+    let arguments = match params.get("arguments") {
+        None | Some(Value::Null) => json!({}),
+        Some(arguments @ Value::Object(_)) => arguments.clone(),
+        Some(_) => return error(id, INVALID_PARAMS, "`arguments` must be an object"),
+    };
     let action = match openenv::to_action(name, arguments) {
         Ok(action) => action,
         Err(_) => {
@@ -237,12 +243,40 @@ fn call(hub: &Hub, session: &str, id: &Value, params: &Value) -> Value {
             error(id, INVALID_PARAMS, &format!("unknown tool `{name}`"))
         }
         Ok(observation) => success(id, tool_result(&observation)),
-        Err(err @ ServeError::EpisodeOver(_)) => success(
-            id,
-            json!({"content": [{"type": "text", "text": err.to_string()}], "isError": true, "is_error": true}),
-        ),
+        Err(ServeError::EpisodeOver(_)) => {
+            let text = "The episode is over. To play another, close this session \
+                        (`openenv/session/close`, or DELETE over HTTP) and initialize a new one.";
+            success(
+                id,
+                json!({"content": [{"type": "text", "text": text}], "isError": true, "is_error": true}),
+            )
+        }
         Err(err) => refused(id, &err),
     }
+}
+
+/// Pydantic-style validation errors as one line: `loc: msg` each.
+fn describe(errors: &[Value]) -> String {
+    errors
+        .iter()
+        .map(|error| {
+            let loc: Vec<String> = error["loc"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|part| {
+                    part.as_str()
+                        .map_or_else(|| part.to_string(), str::to_owned)
+                })
+                .collect();
+            format!(
+                "`{}`: {}",
+                loc.join("."),
+                error["msg"].as_str().unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// A step's observation as a `tools/call` result: the answer's text, then

@@ -15,7 +15,7 @@ use forge_runtime::trajectory::{ChatMessage, EpisodeRecord, Role, Termination};
 use forge_runtime::{Action, Episode, EpisodeSettings, PreparedTask, TrajectoryWriter, User};
 use serde::Serialize;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -77,6 +77,10 @@ pub struct OpenRequest {
     /// their episode ends (see [`SessionLimits::finished_linger`]). A reset
     /// of a held session keeps it held.
     pub held: bool,
+    /// The client asking holds one of the places counted in
+    /// [`Hub::waiting`] (a WebSocket connection let in before its first
+    /// reset), which this session takes.
+    pub reserved: bool,
 }
 
 /// The result of a tool call, as the agent sees it.
@@ -189,6 +193,9 @@ pub struct Hub {
     resets: AtomicU64,
     id_salt: u64,
     closing: AtomicBool,
+    /// Places promised to connections that have yet to open their session:
+    /// they count against `--max-sessions` for every other opening.
+    waiting: Arc<AtomicUsize>,
 }
 
 impl Hub {
@@ -209,7 +216,14 @@ impl Hub {
             resets: AtomicU64::new(0),
             id_salt: rand::random(),
             closing: AtomicBool::new(false),
+            waiting: Arc::default(),
         }
+    }
+
+    /// The count of places promised to connections not yet in a session
+    /// (see [`OpenRequest::reserved`]).
+    pub(crate) fn waiting(&self) -> &Arc<AtomicUsize> {
+        &self.waiting
     }
 
     pub fn catalog(&self) -> &Catalog {
@@ -254,6 +268,15 @@ impl Hub {
             None => None,
         }
         .unwrap_or_else(|| (TokenBucket::new(self.limits.steps_per_second), false));
+        // Checked again when the session is put in the table; here so that
+        // a reset refused for want of a place takes no turn either.
+        if let Some(full) = self.no_place(
+            &self.table(),
+            request.session_id.as_deref(),
+            request.reserved,
+        ) {
+            return Err(full);
+        }
         let ordinal = self.resets.fetch_add(1, Ordering::Relaxed);
         let task = self
             .catalog
@@ -300,10 +323,10 @@ impl Hub {
                 return Err(ServeError::UnknownSession(id));
             }
             let mut evicted = None;
-            if !table.contains_key(&id) && table.len() >= self.limits.max_sessions {
+            if let Some(full) = self.full(&table, Some(&id), request.reserved) {
                 evicted = Self::evict_finished(&mut table);
                 if evicted.is_none() {
-                    return Err(ServeError::Full(table.len()));
+                    return Err(full);
                 }
             }
             (
@@ -371,15 +394,16 @@ impl Hub {
     pub fn step(&self, id: &str, action: Action) -> Result<Observation, ServeError> {
         let started = Instant::now();
         self.with_session(id, |session| {
+            // An ended episode is said to be over however fast it is asked.
+            let Phase::Running(episode) = &mut session.phase else {
+                return Err(ServeError::EpisodeOver(id.into()));
+            };
             if !session.bucket.take() {
                 return Err(ServeError::RateLimited {
                     id: id.into(),
                     rate: self.limits.steps_per_second,
                 });
             }
-            let Phase::Running(episode) = &mut session.phase else {
-                return Err(ServeError::EpisodeOver(id.into()));
-            };
             let known = match &action {
                 Action::Call(call) => Some(
                     session
@@ -559,6 +583,44 @@ impl Hub {
 
     /// Takes out of a full `table` the finished session, held by no
     /// connection and busy with no request, that has waited longest.
+    /// Why a new session (`id`, if named) finds no place, if it does not:
+    /// the open sessions and the places promised to waiting connections
+    /// (other than the asker's own, when it holds one) fill
+    /// `--max-sessions` (finished sessions included: one may be evicted).
+    fn full(
+        &self,
+        table: &HashMap<String, Arc<Mutex<Session>>>,
+        id: Option<&str>,
+        reserved: bool,
+    ) -> Option<ServeError> {
+        if id.is_some_and(|id| table.contains_key(id)) {
+            return None;
+        }
+        let waiting = self
+            .waiting
+            .load(Ordering::Relaxed)
+            .saturating_sub(usize::from(reserved));
+        (table.len() + waiting >= self.limits.max_sessions).then_some(ServeError::Full {
+            sessions: table.len(),
+            waiting,
+            max: self.limits.max_sessions,
+        })
+    }
+
+    /// [`Self::full`], unless a finished session would give way.
+    fn no_place(
+        &self,
+        table: &HashMap<String, Arc<Mutex<Session>>>,
+        id: Option<&str>,
+        reserved: bool,
+    ) -> Option<ServeError> {
+        self.full(table, id, reserved).filter(|_| {
+            !table
+                .values()
+                .any(|session| lingering_since(session).is_some())
+        })
+    }
+
     fn evict_finished(
         table: &mut HashMap<String, Arc<Mutex<Session>>>,
     ) -> Option<Arc<Mutex<Session>>> {

@@ -67,8 +67,14 @@ async fn ws_session(
     let hub = app.hub.clone();
     let Some(mut waiting) = place else {
         let max = hub.limits().max_sessions;
-        let extra = json!({"active_sessions": hub.len(), "max_sessions": max});
-        let full = ServeError::Full(hub.len()).to_string();
+        let waiting = hub.waiting().load(Ordering::Relaxed);
+        let extra = json!({"active_sessions": hub.len(), "waiting_connections": waiting, "max_sessions": max});
+        let full = ServeError::Full {
+            sessions: hub.len(),
+            waiting,
+            max,
+        }
+        .to_string();
         let error = ws_error("CAPACITY_REACHED", &full, Some(extra));
         return end_ws(socket, Some(error)).await;
     };
@@ -92,6 +98,8 @@ async fn ws_session(
     };
     let idle = hub.limits().idle_timeout;
     let mut stopping = app.stopping.clone();
+    // Why the connection ends, when it is not simply closed.
+    let mut ending = None;
     loop {
         let message = tokio::select! {
             biased;
@@ -113,7 +121,14 @@ async fn ws_session(
                 continue;
             }
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-            Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
+            Some(Ok(Message::Close(_))) | None => break,
+            Some(Err(err)) => {
+                ending = oversized(err, app.options.max_request_bytes);
+                if ending.is_some() {
+                    hub.metrics().refuse("request_too_large");
+                }
+                break;
+            }
         };
         let current = link.clone();
         let reply = blocking(&hub, move |hub| ws_frame(hub, &current, text.as_str())).await;
@@ -129,7 +144,28 @@ async fn ws_session(
     if let (true, Some(id)) = (link.owned, link.id) {
         let _ = blocking(&hub, move |hub| hub.close(&id)).await;
     }
-    end_ws(socket, None).await;
+    match ending {
+        Some((error, close)) => end_ws_with(socket, Some(error), close).await,
+        None => end_ws(socket, None).await,
+    }
+}
+
+/// The error frame and close frame that end a connection whose message was
+/// over `limit` (the stream cannot be read past it); none for a connection
+/// that broke, which cannot be told anything.
+fn oversized(err: axum::Error, limit: usize) -> Option<(String, CloseFrame)> {
+    let err = err.into_inner().downcast::<tungstenite::Error>().ok()?;
+    let tungstenite::Error::Capacity(_) = *err else {
+        return None;
+    };
+    let message =
+        format!("a message is over {limit} bytes (`--max-request-bytes`); the connection ends");
+    let error = ws_error("MESSAGE_TOO_BIG", &message, None);
+    let close = CloseFrame {
+        code: close_code::SIZE,
+        reason: format!("message over {limit} bytes").into(),
+    };
+    Some((error, close))
 }
 
 /// A connection counted as waiting for its session until it has one (or ends).
@@ -144,9 +180,9 @@ impl Waiting {
     /// `--max-sessions`. Counting and checking in one step, two connections
     /// never both take the last place.
     fn reserve(app: &App) -> Option<Self> {
-        let before = app.waiting.fetch_add(1, Ordering::Relaxed);
+        let before = app.hub.waiting().fetch_add(1, Ordering::Relaxed);
         let place = Self {
-            count: app.waiting.clone(),
+            count: app.hub.waiting().clone(),
             counted: true,
         };
         // Dropped, a place refused counts out again.
@@ -156,7 +192,7 @@ impl Waiting {
     /// A connection attached to a session that exists: it takes no place.
     fn uncounted(app: &App) -> Self {
         Self {
-            count: app.waiting.clone(),
+            count: app.hub.waiting().clone(),
             counted: false,
         }
     }
@@ -194,6 +230,9 @@ fn ws_frame(hub: &Hub, link: &Link, text: &str) -> Option<(String, Option<String
             session_id: link.id.clone(),
             existing_only: !link.owned,
             held: true,
+            // A connection let in to open its own session holds its place
+            // until it has.
+            reserved: link.owned && link.id.is_none(),
             ..request
         })?;
         if link.id.is_none() {
@@ -260,7 +299,7 @@ fn ws_frame(hub: &Hub, link: &Link, text: &str) -> Option<(String, Option<String
             hub.metrics().refuse(err.code());
             let code = match err {
                 ServeError::UnknownSession(_) => "SESSION_ERROR",
-                ServeError::Full(_) => "CAPACITY_REACHED",
+                ServeError::Full { .. } => "CAPACITY_REACHED",
                 _ => "EXECUTION_ERROR",
             };
             ws_error(code, &err.to_string(), Some(json!({"reason": err.code()})))
@@ -278,14 +317,18 @@ fn ws_error(code: &str, message: &str, extra: Option<Value>) -> String {
 }
 
 /// Sends `last` (if any) and closes the connection normally.
-async fn end_ws(mut socket: WebSocket, last: Option<String>) {
+async fn end_ws(socket: WebSocket, last: Option<String>) {
+    let normal = CloseFrame {
+        code: close_code::NORMAL,
+        reason: "".into(),
+    };
+    end_ws_with(socket, last, normal).await;
+}
+
+/// Sends `last` (if any) and closes the connection with `close`.
+async fn end_ws_with(mut socket: WebSocket, last: Option<String>, close: CloseFrame) {
     if let Some(last) = last {
         let _ = socket.send(Message::Text(last.into())).await;
     }
-    let _ = socket
-        .send(Message::Close(Some(CloseFrame {
-            code: close_code::NORMAL,
-            reason: "".into(),
-        })))
-        .await;
+    let _ = socket.send(Message::Close(Some(close))).await;
 }

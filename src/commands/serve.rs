@@ -2,7 +2,7 @@
 //! OpenEnv HTTP/WebSocket API and MCP (Streamable HTTP, or stdio).
 
 use crate::builtin;
-use crate::flags::{at_least_one, positive, probability};
+use crate::flags::{at_least_one, positive, probability, session_count};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use forge_runtime::policy::scripted_user;
@@ -42,7 +42,8 @@ pub struct ServeArgs {
     #[arg(long, requires = "stdio")]
     task: Option<String>,
     /// Most sessions open at once.
-    #[arg(long, default_value_t = SessionLimits::default().max_sessions, value_parser = at_least_one)]
+    /// Each takes a sandbox instance's reserved memory, so at most 10000.
+    #[arg(long, default_value_t = SessionLimits::default().max_sessions, value_parser = session_count)]
     max_sessions: usize,
     /// Seconds without a request after which a session is closed.
     #[arg(long, default_value_t = SessionLimits::default().idle_timeout.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
@@ -51,7 +52,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = SessionLimits::default().steps_per_second, value_parser = positive)]
     rate: f64,
     /// Largest request body, WebSocket message or `--stdio` line, in bytes.
-    #[arg(long, default_value_t = HttpOptions::default().max_request_bytes)]
+    #[arg(long, default_value_t = HttpOptions::default().max_request_bytes, value_parser = at_least_one)]
     max_request_bytes: usize,
     /// Most agent actions per episode.
     #[arg(long, default_value_t = SessionLimits::default().max_turns, value_parser = at_least_one)]
@@ -140,13 +141,15 @@ const BLOCKING_THREADS: usize = 64;
 /// instance each), the episodes being judged after their sessions ended
 /// (one per blocking thread at most), and a few more for loading.
 pub fn sandbox_for(max_sessions: usize) -> Result<Sandbox> {
+    let instances = max_sessions.saturating_add(BLOCKING_THREADS + 16);
     Sandbox::new(
         Limits {
-            instances: u32::try_from(max_sessions + BLOCKING_THREADS + 16).unwrap_or(u32::MAX),
+            instances: u32::try_from(instances).unwrap_or(u32::MAX),
             ..Limits::default()
         },
         None,
     )
+    .with_context(|| format!("reserving memory for {max_sessions} sessions (`--max-sessions`)"))
 }
 
 /// The sessions of a server of `envs`, with scripted users unreliable with

@@ -327,6 +327,28 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
         (413, Some("request_too_large")),
         "{body}"
     );
+    assert_eq!(
+        body["detail"],
+        "the request body is over 2000 bytes (`--max-request-bytes`)"
+    );
+    let (status, body) = post_text(&server.url("/reset"), "[]");
+    assert_eq!(
+        (status, body["detail"].as_str()),
+        (422, Some("the body must be a JSON object"))
+    );
+    // A WebSocket message over the limit cannot be read past: the
+    // connection says why it ends, and closes with "message too big".
+    let mut ws = server.ws("");
+    let answer = ws.send_text(&huge.to_string());
+    assert_eq!(answer["data"]["code"], "MESSAGE_TOO_BIG", "{answer}");
+    let close = loop {
+        match ws.0.read() {
+            Ok(tungstenite::Message::Close(frame)) => break frame.expect("a close frame"),
+            Ok(_) => continue,
+            Err(err) => panic!("no close frame: {err}"),
+        }
+    };
+    assert_eq!(u16::from(close.code), 1009, "{close:?}");
 
     // Three steps a second, bursting to three.
     let call = json!({"episode_id": id, "action": {"type": "call_tool", "tool_name": "get_order", "arguments": {"order_id": "o1"}}});
@@ -437,6 +459,25 @@ fn mcp_clients_list_and_call_an_episodes_tools() {
     assert_eq!(unknown["error"]["code"], -32602);
     let (_, missing) = rpc(json!({"jsonrpc": "2.0", "id": 6, "method": "resources/list"}));
     assert_eq!(missing["error"]["code"], -32601);
+    // Malformed parameters are protocol errors that take no turn, and say
+    // which field is wrong.
+    let (_, listed_args) = rpc(
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "get_order", "arguments": [1]}}),
+    );
+    assert_eq!(
+        listed_args["error"]["message"], "`arguments` must be an object",
+        "{listed_args}"
+    );
+    let (_, options) = rpc(
+        json!({"jsonrpc": "2.0", "id": 8, "method": "openenv/session/create", "params": {"task_id": 3}}),
+    );
+    assert!(
+        options["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`task_id`: Input should be a valid string"),
+        "{options}"
+    );
     let (status, parse) = post_text(&server.url("/mcp"), "[1, 2");
     assert_eq!(
         (status, parse["error"]["code"].as_i64()),
@@ -712,6 +753,20 @@ fn sessions_open_on_reset_pay_for_resets_and_give_way_once_finished() {
         other => panic!("not an error frame: {other:?}"),
     };
     assert_eq!(refused["data"]["code"], "CAPACITY_REACHED", "{refused}");
+    // Nor does an HTTP reset take it.
+    let (status, body) = post(&server.url("/reset"), &json!({}));
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (503, Some("too_many_sessions")),
+        "{body}"
+    );
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("0 open, 1 promised to connections yet to reset"),
+        "{body}"
+    );
     let reset = json!({"type": "reset", "data": {}});
     let first = ws.send(&reset);
     assert_eq!(
@@ -742,6 +797,18 @@ fn sessions_open_on_reset_pay_for_resets_and_give_way_once_finished() {
             &json!({"episode_id": id, "action": {"type": "call_tool", "tool_name": "get_user", "arguments": {"user_id": "u1"}}}),
         );
         assert_eq!(done["done"], true, "{done}");
+        // However fast it is asked, an ended episode is said to be over.
+        for _ in 0..5 {
+            let (status, over) = post(
+                &server.url("/step"),
+                &json!({"episode_id": id, "action": {"type": "call_tool", "tool_name": "get_user", "arguments": {"user_id": "u1"}}}),
+            );
+            assert_eq!(
+                (status, over["code"].as_str()),
+                (409, Some("episode_over")),
+                "{over}"
+            );
+        }
     };
     finished_http_episode();
     let mut ws = server.ws("");
