@@ -69,6 +69,12 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     let agents = Agents::new(&args.agents, &env)?;
     let label = agents.label();
     let tasks = crate::commands::run::select_tasks(&env, &args.tasks)?;
+    if args.out.exists() && !args.out.is_dir() {
+        bail!(
+            "{} is not a directory: --out names the directory of the results",
+            args.out.display()
+        );
+    }
     let dir = args
         .out
         .join(env.content_hash())
@@ -167,6 +173,10 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         "content_hash": env.content_hash(),
         "policy": label,
         "tasks": outcomes.len(),
+        // What the report covers: the results directory may also hold the
+        // episodes of other selections and seeds, kept for their resumes.
+        "task_ids": outcomes.keys().collect::<Vec<_>>(),
+        "seed": args.seed,
         "trials": args.trials,
         "episodes_run": ran,
         "episodes_resumed": resumed,

@@ -414,13 +414,17 @@ fn bad_input_gets_errors_that_name_the_problem() {
         (&["serve", "--port", "0"], "--max-sessions", "0"),
         (&["serve", "--port", "0"], "--max-turns", "0"),
         (&["serve", "--port", "0"], "--idle-timeout", "0"),
+        (&["serve", "--port", "0"], "--max-sessions", "15000"),
+        (&["serve", "--port", "0"], "--max-request-bytes", "0"),
         (&["bench", "perf"], "--calls", "0"),
+        (&["bench", "perf"], "--calls", "18446744073709551615"),
         (&["bench", "perf"], "--seconds", "nan"),
         (&["bench", "serve"], "--seconds", "1e30"),
         (&["bench", "serve"], "--sessions", "0"),
         (&["run"], "--trials", "18446744073709551615"),
         (&["eval", "--out", "unused"], "--trials", "100001"),
         (&["eval", "--out", "unused"], "--bootstrap", "0"),
+        (&["eval"], "--out", "Cargo.toml"),
         (&["synth", "--all", "--out", "unused"], "--tasks", "0"),
         (&["run"], "--tasks", "shop-01,shop-01"),
     ] {
@@ -471,6 +475,42 @@ fn bench_perf_reports_every_metric() {
             .unwrap_or_else(|| panic!("missing {metric}: {report}"));
         assert!(value > 0.0, "{metric} = {value}");
     }
+}
+
+#[test]
+fn bench_serve_measures_tool_calls_not_refusals() {
+    let bench = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "serve",
+            "--sessions",
+            "4",
+            "--seconds",
+            "0.3",
+            "--rounds",
+            "1",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        forge(&args)
+    };
+    let output = bench(&[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report = json_lines(&output).pop().unwrap();
+    assert_eq!(report["error answers"]["value"], 0.0, "{report}");
+    assert!(
+        report["sessions held at once"]["value"].as_f64() == Some(4.0),
+        "{report}"
+    );
+    // Steps that are all refused or no tool call measure nothing.
+    let output = bench(&["--tool", "nope"]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("answers were errors")
+            && stderr(&output).contains("tool_not_found"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]

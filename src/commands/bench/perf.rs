@@ -3,7 +3,7 @@
 
 use super::{Row, micros, percentile};
 use crate::builtin;
-use crate::flags::{at_least_one, seconds};
+use crate::flags::seconds;
 use anyhow::{Context, Result};
 use clap::Args;
 use forge_runtime::bundle::ToolCall;
@@ -17,9 +17,10 @@ use std::time::{Duration, Instant};
 
 #[derive(Args, Debug)]
 pub struct PerfArgs {
-    /// Calls per latency measurement.
-    #[arg(long, default_value_t = 20_000, value_parser = at_least_one)]
-    calls: usize,
+    /// Calls per latency measurement (each call's time is kept, so at most
+    /// ten million).
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    calls: u32,
     /// Seconds per throughput measurement.
     #[arg(long, default_value_t = 2.0, value_parser = seconds)]
     seconds: f64,
@@ -97,10 +98,10 @@ pub fn run(args: PerfArgs) -> Result<ExitCode> {
     });
 
     let (read, write) = (read_call(), write_call());
-    let read_latency = sandboxed_latency(&component, &state, &read, args.calls)?;
-    let write_latency = sandboxed_latency(&component, &state, &write, args.calls)?;
-    let native_read = native_latency(&state, &read, args.calls)?;
-    let native_write = native_latency(&state, &write, args.calls)?;
+    let read_latency = sandboxed_latency(&component, &state, &read, args.calls as usize)?;
+    let write_latency = sandboxed_latency(&component, &state, &write, args.calls as usize)?;
+    let native_read = native_latency(&state, &read, args.calls as usize)?;
+    let native_write = native_latency(&state, &write, args.calls as usize)?;
     for (name, samples) in [
         ("read call `get_user`", &read_latency),
         ("write call `update_user_address`", &write_latency),

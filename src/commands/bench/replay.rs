@@ -3,7 +3,7 @@
 //! the operations of an episode cost on the suite's database.
 
 use crate::output;
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use forge_runtime::environment::execute;
 use forge_runtime::{Environment, Sandbox, State, verify};
@@ -36,6 +36,9 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
     let sandbox = Sandbox::with_defaults()?;
     let env = Environment::load(&sandbox, bundle)
         .with_context(|| format!("loading suite {}", args.suite))?;
+    if env.tasks().is_empty() {
+        bail!("environment `{}` has no tasks to replay", env.name());
+    }
     let loaded = started.elapsed();
     let bar = output::progress(env.tasks().len() as u64, args.json);
     let mut failed = Vec::new();

@@ -10,7 +10,7 @@
 
 use super::{Row, micros, percentile, report};
 use crate::commands::serve::{hub_for, runtime, sandbox_for};
-use crate::flags::{at_least_one, seconds};
+use crate::flags::{at_least_one, seconds, session_count};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use forge_serve::SessionLimits;
@@ -24,8 +24,8 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 #[derive(Args, Debug)]
 pub struct ServeBenchArgs {
-    /// Sessions to open and hold at once.
-    #[arg(long, default_value_t = 2000, value_parser = at_least_one)]
+    /// Sessions to open and hold at once (at most 10000).
+    #[arg(long, default_value_t = 2000, value_parser = session_count)]
     sessions: usize,
     /// Requests in flight at once.
     #[arg(long, default_value_t = 32, value_parser = at_least_one)]
@@ -60,6 +60,8 @@ type Socket =
 struct Tally {
     latencies: Vec<Duration>,
     errors: u64,
+    /// The first error answer, to show when errors swamp the measurement.
+    first_error: Option<Value>,
 }
 
 pub fn run(args: ServeBenchArgs) -> Result<ExitCode> {
@@ -111,6 +113,18 @@ async fn load_test(args: &ServeBenchArgs, step: String) -> Result<Vec<Row>> {
     latencies.sort_unstable();
     if latencies.is_empty() {
         bail!("no step completed");
+    }
+    let errors: u64 = rounds.iter().map(|round| round.tally.errors).sum();
+    if errors * 2 > latencies.len() as u64 {
+        let first = rounds
+            .iter()
+            .find_map(|round| round.tally.first_error.as_ref());
+        bail!(
+            "{errors} of {} answers were errors, so the figures would measure refusals, not tool calls \
+             (check --tool and --arguments, and the server's --rate and --max-turns); the first: {}",
+            latencies.len(),
+            first.map_or_else(String::new, Value::to_string)
+        );
     }
     let step_seconds: f64 = rounds.iter().map(|round| round.step_seconds).sum();
     let first = &rounds[0];
@@ -164,7 +178,7 @@ async fn load_test(args: &ServeBenchArgs, step: String) -> Result<Vec<Row>> {
         },
         Row {
             metric: "error answers",
-            value: rounds.iter().map(|round| round.tally.errors).sum::<u64>() as f64,
+            value: errors as f64,
             unit: "answers",
         },
         Row {
@@ -249,6 +263,7 @@ async fn round(args: &ServeBenchArgs, base: &str, step: &Arc<String>) -> Result<
         let (sockets, part) = worker.await??;
         tally.latencies.extend(part.latencies);
         tally.errors += part.errors;
+        tally.first_error = tally.first_error.or(part.first_error);
         leftover.extend(sockets);
     }
     let step_seconds = stepping.elapsed().as_secs_f64();
@@ -344,8 +359,12 @@ async fn work(
             }
             let (answer, latency) = exchange(socket, &step).await?;
             tally.latencies.push(latency);
-            if answer.get("type").and_then(Value::as_str) != Some("observation") {
+            // Refused, or a call that was no tool call (an unknown tool,
+            // one the sandbox stopped).
+            let refused = answer.get("type").and_then(Value::as_str) != Some("observation");
+            if refused || !answer["data"]["observation"]["error"].is_null() {
                 tally.errors += 1;
+                tally.first_error.get_or_insert(answer);
             }
         }
     }
