@@ -362,7 +362,13 @@ fn synthesize_domain(
     if let Some(model) = model {
         for task in &mut bundle.tasks {
             let facts = task.stated_facts();
-            task.instruction = llm::refine_instruction(model.client, &task.instruction, &facts);
+            task.instruction = llm::refine_instruction(model.client, &task.instruction, &facts)
+                .with_context(|| {
+                    format!(
+                        "asking the model to rewrite task `{}`'s instruction",
+                        task.id
+                    )
+                })?;
         }
     }
     bundle.write_dir(dir)?;

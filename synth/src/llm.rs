@@ -17,7 +17,7 @@
 
 use crate::doc::DomainDoc;
 use anyhow::{Context, Result, bail};
-use forge_llm::{ChatClient, Message, extract_json};
+use forge_llm::{ChatClient, ChatError, Message, extract_json};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
@@ -184,8 +184,14 @@ impl<'a> Annotator<'a> {
 }
 
 /// Rewrites an instruction in natural language, keeping every fact; the
-/// template when the model's rewrite loses one (or the call fails).
-pub fn refine_instruction(client: &ChatClient, instruction: &str, facts: &[String]) -> String {
+/// template when the model's rewrite loses one. A call that fails (after
+/// the client's retries) is an error: a domain quietly left with its
+/// templates would look rewritten.
+pub fn refine_instruction(
+    client: &ChatClient,
+    instruction: &str,
+    facts: &[String],
+) -> Result<String, ChatError> {
     let messages = [
         Message::system(
             "Rewrite a customer's task description so it reads naturally, in the second person, as \
@@ -194,12 +200,14 @@ pub fn refine_instruction(client: &ChatClient, instruction: &str, facts: &[Strin
         ),
         Message::user(instruction),
     ];
-    match client.complete(&messages) {
-        Ok(rewrite) if keeps_facts(&rewrite, facts) && !rewrite.trim().is_empty() => {
+    let rewrite = client.complete(&messages)?;
+    Ok(
+        if keeps_facts(&rewrite, facts) && !rewrite.trim().is_empty() {
             rewrite.trim().to_owned()
-        }
-        _ => instruction.to_owned(),
-    }
+        } else {
+            instruction.to_owned()
+        },
+    )
 }
 
 /// Whether every fact appears verbatim.

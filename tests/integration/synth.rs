@@ -541,4 +541,34 @@ fn a_model_that_never_answers_validly_rejects_the_domain() {
         "{rejected}"
     );
     assert_eq!(server.requests.lock().unwrap().len(), 2);
+
+    // An annotated doc whose instruction rewrites fail is rejected, not
+    // quietly left with its templates.
+    let server = crate::llm_stub::StubServer::start(50, |_, _| {
+        (400, "{\"error\": \"no such model\"}".to_owned())
+    });
+    let doc = dir.path().join("parking.toml");
+    std::fs::write(&doc, PARKING).unwrap();
+    let output = forge(&[
+        "synth",
+        "--json",
+        "--tasks",
+        "2",
+        "--llm-url",
+        &server.url,
+        "--model",
+        "stub",
+        "--out",
+        dir.path().join("annotated").to_str().unwrap(),
+        doc.to_str().unwrap(),
+    ]);
+    assert!(!output.status.success());
+    let rejected = json_lines(&output)[0]["rejected"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        rejected.contains("asking the model to rewrite task") && rejected.contains("HTTP 400"),
+        "{rejected}"
+    );
 }
