@@ -32,13 +32,13 @@ pub(crate) fn at_least_one(text: &str) -> Result<usize, String> {
 
 /// The most sessions a server holds: each reserves an instance's memory
 /// (address space, mostly), which runs out past about this many.
-pub(crate) const MOST_SESSIONS: usize = 10_000;
+const MOST_SESSIONS: usize = 10_000;
 
 pub(crate) fn session_count(text: &str) -> Result<usize, String> {
     number_where(
         text,
         |n| (1..=MOST_SESSIONS).contains(n),
-        "a number of sessions from 1 to 10000",
+        &format!("a number of sessions from 1 to {MOST_SESSIONS}"),
     )
 }
 

@@ -225,10 +225,6 @@ fn observe(result: Result<Result<String, String>, crate::SandboxError>) -> Obser
     }
 }
 
-/// Runs a task's set-up steps on its initial state, each followed by the
-/// environment's sync; without set-up steps, one sync (so that an episode
-/// always starts from agreeing sides). A failing function, or a sandbox
-/// error, is a broken task.
 /// An environment's name is how clients and files refer to it — `env/task`
 /// in `forge serve`, the `environment` of every trajectory — so it is a
 /// plain word: ASCII letters, digits, `-`, `_` and `.`, not led by a dot.
@@ -244,6 +240,10 @@ fn check_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// Runs a task's set-up steps on its initial state, each followed by the
+/// environment's sync; without set-up steps, one sync (so that an episode
+/// always starts from agreeing sides). A failing function, or a sandbox
+/// error, is a broken task.
 fn set_up(
     component: &ToolComponent,
     sync: bool,

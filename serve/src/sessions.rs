@@ -322,11 +322,20 @@ impl Hub {
             if request.existing_only && !table.contains_key(&id) {
                 return Err(ServeError::UnknownSession(id));
             }
+            if let Some(full) = self.no_place(&table, Some(&id), request.reserved) {
+                return Err(full);
+            }
+            // A place is free: if the table is full, a finished session's
+            // (unless a request took it up meanwhile).
             let mut evicted = None;
-            if let Some(full) = self.full(&table, Some(&id), request.reserved) {
+            if !table.contains_key(&id) && table.len() >= self.limits.max_sessions {
                 evicted = Self::evict_finished(&mut table);
                 if evicted.is_none() {
-                    return Err(full);
+                    return Err(ServeError::Full {
+                        sessions: table.len(),
+                        waiting: self.waiting.load(Ordering::Relaxed),
+                        max: self.limits.max_sessions,
+                    });
                 }
             }
             (
@@ -581,46 +590,41 @@ impl Hub {
         work(&mut session)
     }
 
-    /// Takes out of a full `table` the finished session, held by no
-    /// connection and busy with no request, that has waited longest.
-    /// Why a new session (`id`, if named) finds no place, if it does not:
-    /// the open sessions and the places promised to waiting connections
-    /// (other than the asker's own, when it holds one) fill
-    /// `--max-sessions` (finished sessions included: one may be evicted).
-    fn full(
-        &self,
-        table: &HashMap<String, Arc<Mutex<Session>>>,
-        id: Option<&str>,
-        reserved: bool,
-    ) -> Option<ServeError> {
-        if id.is_some_and(|id| table.contains_key(id)) {
-            return None;
-        }
-        let waiting = self
-            .waiting
-            .load(Ordering::Relaxed)
-            .saturating_sub(usize::from(reserved));
-        (table.len() + waiting >= self.limits.max_sessions).then_some(ServeError::Full {
-            sessions: table.len(),
-            waiting,
-            max: self.limits.max_sessions,
-        })
-    }
-
-    /// [`Self::full`], unless a finished session would give way.
+    /// Why the session `id` (a new one when none or unknown) finds no place
+    /// to run an episode, if it does not. Places are counted as a WebSocket
+    /// connection is let in ([`Self::places_taken`]): the sessions that are
+    /// not finished-and-unheld (those give way to new ones), and the places
+    /// promised to connections yet to reset, other than the asker's own.
+    /// A finished session restarted takes a place again.
     fn no_place(
         &self,
         table: &HashMap<String, Arc<Mutex<Session>>>,
         id: Option<&str>,
         reserved: bool,
     ) -> Option<ServeError> {
-        self.full(table, id, reserved).filter(|_| {
-            !table
-                .values()
-                .any(|session| lingering_since(session).is_some())
+        if let Some(session) = id.and_then(|id| table.get(id))
+            && lingering_since(session).is_none()
+        {
+            return None;
+        }
+        let lingering = table
+            .values()
+            .filter(|session| lingering_since(session).is_some())
+            .count();
+        let open = table.len() - lingering;
+        let waiting = self
+            .waiting
+            .load(Ordering::Relaxed)
+            .saturating_sub(usize::from(reserved));
+        (open + waiting >= self.limits.max_sessions).then_some(ServeError::Full {
+            sessions: open,
+            waiting,
+            max: self.limits.max_sessions,
         })
     }
 
+    /// Takes out of a full `table` the finished session, held by no
+    /// connection and busy with no request, that has waited longest.
     fn evict_finished(
         table: &mut HashMap<String, Arc<Mutex<Session>>>,
     ) -> Option<Arc<Mutex<Session>>> {

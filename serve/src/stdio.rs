@@ -87,7 +87,10 @@ fn next_line(
     line.clear();
     let mut read = None;
     loop {
-        let available = input.fill_buf()?;
+        let available = match input.fill_buf() {
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            result => result?,
+        };
         if available.is_empty() {
             return Ok(read);
         }

@@ -67,10 +67,10 @@ async fn ws_session(
     let hub = app.hub.clone();
     let Some(mut waiting) = place else {
         let max = hub.limits().max_sessions;
-        let waiting = hub.waiting().load(Ordering::Relaxed);
-        let extra = json!({"active_sessions": hub.len(), "waiting_connections": waiting, "max_sessions": max});
+        let (sessions, waiting) = (hub.places_taken(), hub.waiting().load(Ordering::Relaxed));
+        let extra = json!({"active_sessions": sessions, "waiting_connections": waiting, "max_sessions": max});
         let full = ServeError::Full {
-            sessions: hub.len(),
+            sessions,
             waiting,
             max,
         }

@@ -79,7 +79,7 @@ pub fn run(command: ModelCommand) -> Result<ExitCode> {
         ModelCommand::Inspect(args) => inspect(&args)?,
         ModelCommand::Chat(args) => chat(&args)?,
         ModelCommand::Tokenize(args) => {
-            let tokenizer = checkpoint::load_tokenizer(&resolve(&args.model)?)?;
+            let tokenizer = checkpoint::read_tokenizer(&resolve(&args.model)?)?;
             println!("{}", json!(tokenizer.encode(&args.text)?));
         }
     }
@@ -97,7 +97,8 @@ fn chat(args: &ChatArgs) -> Result<()> {
     let path = resolve(&args.model)?;
     let tokenizer = checkpoint::load_tokenizer(&path)?;
     let end = forge_trainer::chat::stop_ids(&tokenizer);
-    let model = forge_trainer::load_cpu(&path)?;
+    let model =
+        forge_trainer::load_cpu(&path).with_context(|| format!("loading {}", path.display()))?;
     let prompt = chat_prompt(&args.prompt).encode(&tokenizer)?;
     let stop = Stop::tokens(&end).strings(&args.stop, &tokenizer);
     let reply = model.generate_greedy(&prompt, args.max_tokens, stop);
@@ -213,7 +214,7 @@ impl Summary {
             version: None,
             metadata,
             types: count_types(weights.tensor_types()),
-            vocab: ModelTokenizer::from_json_file(&dir.join(checkpoint::TOKENIZER), None, None)
+            vocab: checkpoint::read_tokenizer(dir)
                 .ok()
                 .map(|tokenizer| tokenizer.vocab_size()),
         })

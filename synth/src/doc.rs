@@ -579,7 +579,7 @@ impl DomainDoc {
         if !matches!(condition.op, Op::Eq | Op::Ne) {
             ensure!(
                 matches!(field.kind, FieldType::Integer | FieldType::Number),
-                "`{}` orders only numbers, and `{name}` is a {}",
+                "`{}` orders only numbers, and `{name}` is of type {}",
                 condition.op.symbol(),
                 field.kind.json_schema_type()
             );
@@ -610,6 +610,7 @@ impl DomainDoc {
         let mut constants = Vec::new();
         for tool in &self.tools {
             if tool.collection == collection
+                && matches!(tool.kind, ToolKind::Create | ToolKind::Update)
                 && let Some(value) = tool.set.get(field)
             {
                 constants.push(value);
@@ -673,8 +674,14 @@ fn check_constant(name: &str, field: &FieldDoc, value: &Value) -> Result<()> {
         field.kind.admits(value),
         "{value} is not of `{name}`'s type, {kind}"
     );
+    // The initial state holds enum values as the doc writes them.
+    let as_held = value.is_f64()
+        || field
+            .choices
+            .as_ref()
+            .is_some_and(|choices| choices.contains(value));
     ensure!(
-        field.kind != FieldType::Number || value.is_f64(),
+        field.kind != FieldType::Number || as_held,
         "`{name}` is a number field: write {value} as {value}.0, as the state holds it"
     );
     Ok(())
@@ -759,6 +766,16 @@ description = "Find a driver."
             "set = { zone = \"C\" }\nrequire = [{ via = \"driver_id\", field = \"credit\", op = \"==\", value = 0.0 }, { field = \"zone\", op = \"!=\", value = \"C\" }]",
         );
         parse(&moves).unwrap();
+        // A number field's enum values are held as written.
+        let counted = BASE.replace(
+            "fields.credit = { type = \"number\", min = 0, max = 50 }",
+            "fields.credit = { type = \"number\", enum = [1, 2] }",
+        );
+        let doc: DomainDoc = toml::from_str(&format!(
+            "{counted}[[tools]]\nname = \"x\"\nkind = \"update\"\ncollection = \"drivers\"\nset = {{ credit = 2 }}\nrequire = [{{ field = \"credit\", op = \"==\", value = 1 }}]\ndescription = \"\"\n"
+        ))
+        .unwrap();
+        doc.check().unwrap();
         let update = |extra: &str| {
             format!(
                 "{moves}{}",
@@ -780,7 +797,7 @@ description = "Find a driver."
             ),
             (
                 "require = [{ field = \"zone\", op = \">\", value = 0 }]",
-                "`>` orders only numbers, and `zone` is a string",
+                "`>` orders only numbers, and `zone` is of type string",
             ),
             (
                 "require = [{ via = \"driver_id\", field = \"credit\", op = \"<\", value = \"zero\" }]",

@@ -812,6 +812,10 @@ fn sessions_open_on_reset_pay_for_resets_and_give_way_once_finished() {
     };
     finished_http_episode();
     let mut ws = server.ws("");
+    // The finished session's place is promised to the connection: an HTTP
+    // reset does not take it.
+    let (status, body) = post(&server.url("/reset"), &json!({}));
+    assert_eq!(status, 503, "{body}");
     let opened = ws.send(&reset);
     assert_eq!(opened["type"], "observation", "{opened}");
     assert!(metric("forge_sessions_ended_total{kind=\"evicted\"} 1"));

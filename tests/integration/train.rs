@@ -365,8 +365,8 @@ fn an_interrupted_run_resumes_exactly() {
         "a signalled run resumes exactly"
     );
 
-    // A run killed before its first checkpoint (here: one whose checkpoint
-    // is gone) resumes from its start, logging each step once.
+    // A run killed before its first checkpoint was whole resumes from its
+    // start, logging each step once.
     let killed = dir.path().join("killed");
     let mut first = args(&killed);
     first.extend(["--max-steps".to_owned(), "1".to_owned()]);
@@ -391,7 +391,10 @@ fn an_interrupted_run_resumes_exactly() {
         "{}",
         stderr(&output)
     );
-    std::fs::remove_dir_all(killed.join("checkpoints")).unwrap();
+    // A checkpoint without its position (the last file written) is one
+    // the run was killed while writing: it restarts from step 0.
+    std::fs::remove_file(killed.join("checkpoints/latest")).unwrap();
+    std::fs::remove_file(killed.join("checkpoints/step-000001/position.json")).unwrap();
     // A run directory moves with the bundles synthesized into it.
     let killed = {
         let moved = dir.path().join("moved");

@@ -86,11 +86,24 @@ pub fn load_prompt(path: &Path) -> anyhow::Result<PromptSettings> {
     serde_json::from_str(&text).with_context(|| format!("parsing {}", file.display()))
 }
 
-/// The tokenizer of a model file: a GGUF's metadata, or a checkpoint's
-/// `tokenizer.json` (with the special ids from its `config.json`). Forge
-/// prompts models in ChatML, so a tokenizer without `<|im_end|>` is refused.
+/// The tokenizer of a model file that Forge can prompt: see
+/// [`read_tokenizer`]. Forge prompts models in ChatML, so a tokenizer
+/// without `<|im_end|>` is refused.
 pub fn load_tokenizer(path: &Path) -> Result<ModelTokenizer, LoadError> {
-    let tokenizer = if path.is_dir() {
+    let tokenizer = read_tokenizer(path)?;
+    if tokenizer.token_id(crate::chat::IM_END).is_none() {
+        return Err(checkpoint_error(
+            path,
+            "its tokenizer has no `<|im_end|>`: Forge prompts models in ChatML, so only ChatML models run",
+        ));
+    }
+    Ok(tokenizer)
+}
+
+/// The tokenizer of a model file: a GGUF's metadata, or a checkpoint's
+/// `tokenizer.json` (with the special ids from its `config.json`).
+pub fn read_tokenizer(path: &Path) -> Result<ModelTokenizer, LoadError> {
+    if path.is_dir() {
         let config = read_config_json(path)?;
         let id = |key: &str| config[key].as_u64().map(|id| id as u32);
         ModelTokenizer::from_json_file(
@@ -102,14 +115,7 @@ pub fn load_tokenizer(path: &Path) -> Result<ModelTokenizer, LoadError> {
         let gguf = Gguf::open(path).map_err(|err| checkpoint_error(path, err))?;
         ModelTokenizer::from_gguf(&gguf)
     }
-    .map_err(|err| checkpoint_error(path, err))?;
-    if tokenizer.token_id(crate::chat::IM_END).is_none() {
-        return Err(checkpoint_error(
-            path,
-            "its tokenizer has no `<|im_end|>`: Forge prompts models in ChatML, so only ChatML models run",
-        ));
-    }
-    Ok(tokenizer)
+    .map_err(|err| checkpoint_error(path, err))
 }
 
 /// A checkpoint directory's `config.json`, as written.

@@ -98,10 +98,11 @@ pub fn run(args: PerfArgs) -> Result<ExitCode> {
     });
 
     let (read, write) = (read_call(), write_call());
-    let read_latency = sandboxed_latency(&component, &state, &read, args.calls as usize)?;
-    let write_latency = sandboxed_latency(&component, &state, &write, args.calls as usize)?;
-    let native_read = native_latency(&state, &read, args.calls as usize)?;
-    let native_write = native_latency(&state, &write, args.calls as usize)?;
+    let calls = args.calls as usize;
+    let read_latency = sandboxed_latency(&component, &state, &read, calls)?;
+    let write_latency = sandboxed_latency(&component, &state, &write, calls)?;
+    let native_read = native_latency(&state, &read, calls)?;
+    let native_write = native_latency(&state, &write, calls)?;
     for (name, samples) in [
         ("read call `get_user`", &read_latency),
         ("write call `update_user_address`", &write_latency),

@@ -578,7 +578,9 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
     /// The policy at the start of RL, as `start_rl` saved it, computing
     /// at the run's precision.
     fn load_reference(&self) -> Result<Llama<B::InnerBackend>> {
-        let reference = Llama::load(&self.dir.join(REFERENCE), &self.device)?;
+        let path = self.dir.join(REFERENCE);
+        let reference = Llama::load(&path, &self.device)
+            .with_context(|| format!("loading the reference policy {}", path.display()))?;
         Ok(reference.with_precision(self.config.model.precision)?)
     }
 
@@ -855,7 +857,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let dir = self.dir.join(CHECKPOINTS).join(&name);
         self.save_model(&dir)?;
         optimizer::save(&self.optimizer, &dir.join(OPTIMIZER))?;
-        std::fs::write(dir.join(POSITION), serde_json::to_vec(&self.position)?)?;
+        checkpoint::write_atomically(&dir.join(POSITION), &serde_json::to_vec(&self.position)?)?;
         // Only now does the checkpoint become the one to resume from.
         checkpoint::write_atomically(&self.dir.join(CHECKPOINTS).join(LATEST), name.as_bytes())?;
         self.checkpointed = Some(self.position.step);
@@ -944,7 +946,10 @@ fn read_latest(dir: &Path) -> Result<Option<PathBuf>> {
     Ok(Some(checkpoint))
 }
 
-/// The name of the checkpoint of the highest step in `checkpoints`, if any.
+/// The name of the complete checkpoint of the highest step in
+/// `checkpoints`, if any. A checkpoint is complete once its `position.json`
+/// is written (its last file): a run killed while writing its first
+/// checkpoint leaves none, and restarts from step 0.
 fn newest_checkpoint(checkpoints: &Path) -> Result<Option<String>> {
     let entries = match std::fs::read_dir(checkpoints) {
         Ok(entries) => entries,
@@ -957,7 +962,7 @@ fn newest_checkpoint(checkpoints: &Path) -> Result<Option<String>> {
         let Ok(name) = entry.file_name().into_string() else {
             continue;
         };
-        if let Some(step) = step_of(&name).filter(|_| entry.path().is_dir())
+        if let Some(step) = step_of(&name).filter(|_| entry.path().join(POSITION).is_file())
             && newest.as_ref().is_none_or(|(highest, _)| step > *highest)
         {
             newest = Some((step, name));
