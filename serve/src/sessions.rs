@@ -391,7 +391,11 @@ impl Hub {
     /// Places taken by sessions that would not give way to a new one (a
     /// finished session nothing holds would).
     pub fn places_taken(&self) -> usize {
-        let table = self.table();
+        Self::held(&self.table())
+    }
+
+    /// The sessions of `table` that would not give way to a new one.
+    fn held(table: &HashMap<String, Arc<Mutex<Session>>>) -> usize {
         let lingering = table
             .values()
             .filter(|session| lingering_since(session).is_some())
@@ -607,11 +611,7 @@ impl Hub {
         {
             return None;
         }
-        let lingering = table
-            .values()
-            .filter(|session| lingering_since(session).is_some())
-            .count();
-        let open = table.len() - lingering;
+        let open = Self::held(table);
         let waiting = self
             .waiting
             .load(Ordering::Relaxed)

@@ -470,11 +470,11 @@ impl DomainDoc {
                         name != &collection.key_field,
                         "the key field `{name}` cannot be set"
                     );
-                    field(name)?;
-                }
-                for (name, value) in &tool.set {
-                    check_constant(name, &field(name)?, value)
-                        .with_context(|| format!("set `{name}`"))?;
+                    let field = field(name)?;
+                    if let Some(value) = tool.set.get(name) {
+                        check_constant(name, &field, value)
+                            .with_context(|| format!("set `{name}`"))?;
+                    }
                 }
             }
             ToolKind::Get | ToolKind::Delete => {}

@@ -510,6 +510,20 @@ fn a_plain_doc_without_a_model_is_rejected_with_the_remedy() {
     );
 }
 
+/// Why `forge synth` rejected `doc`, synthesized with the model at `url`
+/// and `extra` flags: the domain must be rejected.
+fn rejection(url: &str, doc: &Path, out: &Path, extra: &[&str]) -> String {
+    let mut args = vec!["synth", "--json", "--llm-url", url, "--model", "stub"];
+    args.extend_from_slice(extra);
+    args.extend(["--out", out.to_str().unwrap(), doc.to_str().unwrap()]);
+    let output = forge(&args);
+    assert!(!output.status.success());
+    json_lines(&output)[0]["rejected"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
 #[test]
 fn a_model_that_never_answers_validly_rejects_the_domain() {
     let server = crate::llm_stub::StubServer::start(50, |_, _| {
@@ -518,24 +532,12 @@ fn a_model_that_never_answers_validly_rejects_the_domain() {
     let dir = tempfile::tempdir().unwrap();
     let doc = dir.path().join("parking.json");
     std::fs::write(&doc, plain_parking().to_string()).unwrap();
-    let output = forge(&[
-        "synth",
-        "--json",
-        "--llm-rounds",
-        "2",
-        "--llm-url",
+    let rejected = rejection(
         &server.url,
-        "--model",
-        "stub",
-        "--out",
-        dir.path().join("out").to_str().unwrap(),
-        doc.to_str().unwrap(),
-    ]);
-    assert!(!output.status.success());
-    let rejected = json_lines(&output)[0]["rejected"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+        &doc,
+        &dir.path().join("out"),
+        &["--llm-rounds", "2"],
+    );
     assert!(
         rejected.contains("no valid annotated doc in 2 answers"),
         "{rejected}"
@@ -549,24 +551,12 @@ fn a_model_that_never_answers_validly_rejects_the_domain() {
     });
     let doc = dir.path().join("parking.toml");
     std::fs::write(&doc, PARKING).unwrap();
-    let output = forge(&[
-        "synth",
-        "--json",
-        "--tasks",
-        "2",
-        "--llm-url",
+    let rejected = rejection(
         &server.url,
-        "--model",
-        "stub",
-        "--out",
-        dir.path().join("annotated").to_str().unwrap(),
-        doc.to_str().unwrap(),
-    ]);
-    assert!(!output.status.success());
-    let rejected = json_lines(&output)[0]["rejected"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+        &doc,
+        &dir.path().join("annotated"),
+        &["--tasks", "2"],
+    );
     assert!(
         rejected.contains("asking the model to rewrite task") && rejected.contains("HTTP 400"),
         "{rejected}"

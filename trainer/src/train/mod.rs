@@ -914,9 +914,10 @@ fn scorable(env: usize, task: usize, group: &[Rollout]) -> Vec<Scorable> {
 }
 
 /// The checkpoint `checkpoints/latest` names, or none when the run has not
-/// written one. Checkpoints without the marker are refused rather than
-/// passed over: restarting from step 0 would discard the metrics logged up
-/// to them, and the marker is what says which of them is complete.
+/// written one. Complete checkpoints without the marker are refused rather
+/// than passed over: restarting from step 0 would discard the metrics
+/// logged up to them, and only the marker says which one the run resumes
+/// from.
 fn read_latest(dir: &Path) -> Result<Option<PathBuf>> {
     let checkpoints = dir.join(CHECKPOINTS);
     let latest = checkpoints.join(LATEST);
