@@ -5,6 +5,7 @@
 //! tool never stalls the event loop.
 
 use crate::ServeError;
+use crate::connections;
 use crate::mcp::{self, Reply};
 use crate::openenv::{self, StepError};
 use crate::sessions::{Hub, OpenRequest};
@@ -31,12 +32,17 @@ const MCP_SESSION: &str = "mcp-session-id";
 pub struct HttpOptions {
     /// Largest request body or WebSocket message.
     pub max_request_bytes: usize,
+    /// How long a client may take to send a request's headers (an idle
+    /// keep-alive connection is one waiting for them), or pause while
+    /// sending its body, before its connection is closed.
+    pub read_timeout: Duration,
 }
 
 impl Default for HttpOptions {
     fn default() -> Self {
         Self {
             max_request_bytes: 1 << 20,
+            read_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -70,18 +76,18 @@ pub async fn serve(
     let listener = listener.tap_io(|stream| {
         let _ = stream.set_nodelay(true);
     });
-    let served = axum::serve(listener, router(app))
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            tracing::info!("shutting down: finishing requests in flight");
-            let _ = stop.send(true);
-        })
-        .await;
+    let stopping = app.stopping.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        tracing::info!("shutting down: finishing requests in flight");
+        let _ = stop.send(true);
+    });
+    connections::accept(listener, router(app), options.read_timeout, stopping).await;
     reaper.abort();
-    // Whatever ended the serving, the open episodes are recorded.
+    // The episodes still open are ended and recorded.
     let ended = tokio::task::spawn_blocking(move || hub.shut_down()).await?;
     tracing::info!(sessions = ended, "shut down; every episode recorded");
-    Ok(served?)
+    Ok(())
 }
 
 fn router(app: App) -> Router {
@@ -152,8 +158,8 @@ impl Refusal {
 
 /// The JSON object of a request's body (`{}` for an empty one), or why it
 /// is not one.
-fn json_body(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Value, Refusal> {
-    let bytes = body.map_err(|rejection| unread(&rejection, limit))?;
+fn json_body(body: Result<Bytes, BytesRejection>, options: &HttpOptions) -> Result<Value, Refusal> {
+    let bytes = body.map_err(|rejection| unread(&rejection, options))?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(json!({}));
     }
@@ -172,13 +178,26 @@ fn json_body(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Value,
     }
 }
 
-/// Why a body could not be read; one over the limit names it and its flag.
-fn unread(rejection: &BytesRejection, limit: usize) -> Refusal {
+/// Why a body could not be read; one over a limit names it and its flag.
+fn unread(rejection: &BytesRejection, options: &HttpOptions) -> Refusal {
+    if connections::stalled(rejection) {
+        return Refusal {
+            status: StatusCode::REQUEST_TIMEOUT,
+            code: "request_timeout",
+            detail: format!(
+                "the request body stalled: nothing came for {} s (`--read-timeout`)",
+                options.read_timeout.as_secs_f64()
+            ),
+        };
+    }
     match rejection.status() {
         StatusCode::PAYLOAD_TOO_LARGE => Refusal {
             status: StatusCode::PAYLOAD_TOO_LARGE,
             code: "request_too_large",
-            detail: format!("the request body is over {limit} bytes (`--max-request-bytes`)"),
+            detail: format!(
+                "the request body is over {} bytes (`--max-request-bytes`)",
+                options.max_request_bytes
+            ),
         },
         status => Refusal {
             status,
@@ -298,7 +317,7 @@ async fn not_found() -> impl IntoResponse {
 /// `POST /reset`: starts an episode in a session — the one `episode_id`
 /// names (made so, or restarted), else a new one.
 async fn reset(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Response {
-    let data = match json_body(body, app.options.max_request_bytes) {
+    let data = match json_body(body, &app.options) {
         Ok(data) => data,
         Err(refusal) => return refusal.answer(&app.hub),
     };
@@ -316,7 +335,7 @@ async fn reset(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> R
 /// stateless `/step`, Forge's episodes live in sessions, so a step names the
 /// session its reset made.
 async fn step(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Response {
-    let data = match json_body(body, app.options.max_request_bytes) {
+    let data = match json_body(body, &app.options) {
         Ok(data) => data,
         Err(refusal) => return refusal.answer(&app.hub),
     };
@@ -400,7 +419,7 @@ async fn mcp_post(
             Err(err) => return Json(mcp::parse_error(&err.to_string())).into_response(),
         },
         Err(rejection) => {
-            return unread(&rejection, app.options.max_request_bytes).answer(&app.hub);
+            return unread(&rejection, &app.options).answer(&app.hub);
         }
     };
     let seed = match query.get("seed").map(|seed| seed.parse::<u64>()) {

@@ -3,6 +3,7 @@
 //! over one table of sessions, each an episode in its own sandbox instance.
 
 pub mod catalog;
+mod connections;
 mod error;
 pub mod http;
 pub mod mcp;

@@ -79,7 +79,8 @@ pub struct OpenRequest {
     pub held: bool,
     /// The client asking holds one of the places counted in
     /// [`Hub::waiting`] (a WebSocket connection let in before its first
-    /// reset), which this session takes.
+    /// reset), which this session takes: opened, it is counted out of
+    /// the waiting ones.
     pub reserved: bool,
 }
 
@@ -338,10 +339,14 @@ impl Hub {
                     });
                 }
             }
-            (
-                table.insert(id.clone(), Arc::new(Mutex::new(session))),
-                evicted,
-            )
+            let replaced = table.insert(id.clone(), Arc::new(Mutex::new(session)));
+            // The session takes the place promised to its connection: the
+            // count moves under the lock, so that no one sees the place
+            // counted twice (as a session and as a promise) in between.
+            if request.reserved {
+                self.waiting.fetch_sub(1, Ordering::Relaxed);
+            }
+            (replaced, evicted)
         };
         tracing::debug!(session = %observation.session_id, env = %observation.env, task = %observation.task_id, seed, "episode started");
         if let Some(evicted) = evicted {

@@ -131,11 +131,20 @@ async fn ws_session(
             }
         };
         let current = link.clone();
-        let reply = blocking(&hub, move |hub| ws_frame(hub, &current, text.as_str())).await;
+        // The place moves with the frame: a session opened takes it over
+        // (see `Hub::open`) whether or not this task lives to see the reply.
+        let (reply, back) = blocking(&hub, move |hub| {
+            let reply = ws_frame(hub, &current, text.as_str());
+            if let Some((_, Some(_))) = &reply {
+                waiting.taken();
+            }
+            (reply, waiting)
+        })
+        .await;
+        waiting = back;
         let Some((reply, opened)) = reply else { break };
         if opened.is_some() {
             link.id = opened;
-            waiting.end();
         }
         if socket.send(Message::Text(reply.into())).await.is_err() {
             break;
@@ -197,16 +206,18 @@ impl Waiting {
         }
     }
 
-    fn end(&mut self) {
-        if std::mem::take(&mut self.counted) {
-            self.count.fetch_sub(1, Ordering::Relaxed);
-        }
+    /// The connection's session opened and took over its place (the hub
+    /// counted it out as it did).
+    fn taken(&mut self) {
+        self.counted = false;
     }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        self.end();
+        if self.counted {
+            self.count.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 

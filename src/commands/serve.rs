@@ -3,6 +3,7 @@
 
 use crate::builtin;
 use crate::flags::{at_least_one, positive, probability, session_count};
+use crate::output;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use forge_runtime::policy::scripted_user;
@@ -54,6 +55,11 @@ pub struct ServeArgs {
     /// Largest request body, WebSocket message or `--stdio` line, in bytes.
     #[arg(long, default_value_t = HttpOptions::default().max_request_bytes, value_parser = at_least_one)]
     max_request_bytes: usize,
+    /// Seconds a client may take to send a request's headers, or pause
+    /// while sending its body, before its connection is closed; an idle
+    /// keep-alive connection closes after it too.
+    #[arg(long, default_value_t = HttpOptions::default().read_timeout.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    read_timeout: u64,
     /// Most agent actions per episode.
     #[arg(long, default_value_t = SessionLimits::default().max_turns, value_parser = at_least_one)]
     max_turns: usize,
@@ -117,6 +123,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         SocketAddr::new(args.host, args.port),
         HttpOptions {
             max_request_bytes: args.max_request_bytes,
+            read_timeout: Duration::from_secs(args.read_timeout),
         },
     ))?;
     Ok(ExitCode::SUCCESS)
@@ -174,7 +181,13 @@ async fn listen(hub: Arc<Hub>, addr: SocketAddr, options: HttpOptions) -> Result
         .catalog()
         .envs()
         .iter()
-        .map(|env| format!("{} ({} tasks)", env.name(), env.tasks().len()))
+        .map(|env| {
+            format!(
+                "{} ({})",
+                env.name(),
+                output::count(env.tasks().len(), "task")
+            )
+        })
         .collect();
     eprintln!(
         "forge serve: listening on http://{bound} — {}; OpenEnv at /ws (and /reset, /step, /state), MCP at /mcp, /healthz, /metrics",

@@ -5,7 +5,8 @@ use crate::common::{
     export_example, forge, forge_cache_dir, forge_command, guest_component, stderr, stdout,
 };
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -78,7 +79,7 @@ impl Drop for Server {
     }
 }
 
-struct Ws(tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<std::net::TcpStream>>);
+struct Ws(tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>);
 
 impl Ws {
     fn send(&mut self, frame: &Value) -> Value {
@@ -388,6 +389,60 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
     for path in ["/health", "/metadata", "/schema", "/openapi.json"] {
         assert_eq!(get(&server.url(path)).0, 200, "{path}");
     }
+}
+
+#[test]
+fn clients_that_stall_lose_their_connections_while_others_are_served() {
+    let server = Server::start(&["--read-timeout", "1"]);
+    let addr = server.base.trim_start_matches("http://").to_owned();
+    let connect = || TcpStream::connect(&addr).expect("connecting");
+    // Headers that never end, a body that stops coming, and a connection
+    // that says nothing (as an idle keep-alive one does).
+    let mut headers = connect();
+    headers
+        .write_all(b"GET /health HTTP/1.1\r\nHost: forge\r\n")
+        .unwrap();
+    let mut body = connect();
+    body.write_all(
+        b"POST /reset HTTP/1.1\r\nHost: forge\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+    )
+    .unwrap();
+    let silent = connect();
+    assert_eq!(get(&server.url("/health")).0, 200);
+
+    let answer = read_until_closed(body);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(
+        answer.contains("the request body stalled: nothing came for 1 s (`--read-timeout`)"),
+        "{answer}"
+    );
+    for stream in [headers, silent] {
+        read_until_closed(stream);
+    }
+    assert_eq!(get(&server.url("/health")).0, 200);
+    let (_, metrics) = get(&server.url("/metrics"));
+    assert!(
+        metrics
+            .as_str()
+            .unwrap()
+            .contains("forge_refused_requests_total{kind=\"request_timeout\"} 1"),
+        "{metrics}"
+    );
+}
+
+/// What the server sends on `stream` until it closes the connection (which
+/// must happen well within the test's patience).
+fn read_until_closed(mut stream: TcpStream) -> String {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut answer = Vec::new();
+    match stream.read_to_end(&mut answer) {
+        Ok(_) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(err) => panic!("the server kept the connection open: {err}"),
+    }
+    String::from_utf8_lossy(&answer).into_owned()
 }
 
 #[test]
@@ -731,6 +786,39 @@ fn dropped_clients_and_idle_sessions_leak_nothing_and_shutdown_records_the_rest(
         example.to_str().unwrap(),
     ]);
     assert!(replay.status.success(), "{}", stderr(&replay));
+}
+
+/// Connections let in up to `--max-sessions` all open their sessions however
+/// their first resets interleave: the place a session takes is never counted
+/// twice (as the session, and as its connection's promise) in between.
+#[test]
+fn a_full_house_of_websockets_resets_at_once() {
+    const PLACES: usize = 8;
+    let server = Server::start(&["--max-sessions", &PLACES.to_string()]);
+    for round in 0..4 {
+        let sockets: Vec<Ws> = (0..PLACES).map(|_| server.ws("")).collect();
+        let start = std::sync::Barrier::new(PLACES);
+        let answers: Vec<Value> = std::thread::scope(|scope| {
+            let resets: Vec<_> = sockets
+                .into_iter()
+                .map(|mut ws| {
+                    let start = &start;
+                    scope.spawn(move || {
+                        start.wait();
+                        ws.send(&json!({"type": "reset", "data": {}}))
+                    })
+                })
+                .collect();
+            resets
+                .into_iter()
+                .map(|reset| reset.join().expect("a reset thread"))
+                .collect()
+        });
+        for answer in answers {
+            assert_eq!(answer["type"], "observation", "round {round}: {answer}");
+        }
+        wait_until("the connections' sessions close", || server.sessions() == 0);
+    }
 }
 
 /// A WebSocket's session opens with its first reset (the reset's task, in
