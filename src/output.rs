@@ -34,6 +34,14 @@ pub fn progress(len: u64, quiet: bool) -> ProgressBar {
     bar
 }
 
+/// `n` of a thing named by a regular noun, singular for one: `count(1,
+/// "task")` is "1 task", `count(3, "task")` "3 tasks".
+pub fn count(n: impl std::fmt::Display, noun: &str) -> String {
+    let n = n.to_string();
+    let plural = if n == "1" { "" } else { "s" };
+    format!("{n} {noun}{plural}")
+}
+
 /// Prints one JSON value on its own line.
 pub fn json_line(value: &serde_json::Value) {
     println!("{value}");

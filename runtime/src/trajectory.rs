@@ -183,8 +183,10 @@ impl Termination {
     }
 }
 
-/// One episode, one JSONL line.
+/// One episode, one JSONL line. A field it does not have is refused: a
+/// misspelt one would otherwise be dropped without a word.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EpisodeRecord {
     pub format: String,
     pub environment: EnvironmentRef,

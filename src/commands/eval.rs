@@ -201,11 +201,11 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         }
         println!("{table}");
         println!(
-            "{} on {} ({} tasks × {} trials; {} run, {} resumed); mean flip rate {mean_flip:.3}; report in {}",
+            "{} on {} ({} × {}; {} run, {} resumed); mean flip rate {mean_flip:.3}; report in {}",
             label,
             env.name(),
-            outcomes.len(),
-            args.trials,
+            output::count(outcomes.len(), "task"),
+            output::count(args.trials, "trial"),
             ran,
             resumed,
             dir.display()
@@ -327,12 +327,12 @@ fn markdown(report: &serde_json::Value, pass: &[PassK], mean_flip: f64) -> Strin
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "# Evaluation: {} on {}\n\nEnvironment content hash `{}`; {} tasks × {} trials.\n",
+        "# Evaluation: {} on {}\n\nEnvironment content hash `{}`; {} × {}.\n",
         report["policy"].as_str().unwrap_or_default(),
         report["environment"].as_str().unwrap_or_default(),
         report["content_hash"].as_str().unwrap_or_default(),
-        report["tasks"],
-        report["trials"]
+        output::count(&report["tasks"], "task"),
+        output::count(&report["trials"], "trial")
     );
     let _ = writeln!(
         out,

@@ -6,22 +6,17 @@ use anyhow::Result;
 use clap::Args;
 use forge_runtime::schema::ToolSpec;
 use forge_runtime::{Actor, Sandbox};
-use forge_suites::Suite;
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
 pub struct InspectArgs {
-    /// An environment bundle directory; the built-in example environment when absent.
-    #[arg(value_name = "ENV")]
-    env: Option<PathBuf>,
-    /// A benchmark suite instead (tau-bench/retail, tau-bench/airline, tau2-bench/mock, tau2-bench/airline, tau2-bench/retail, tau2-bench/telecom, tau2-bench/banking_knowledge), read from `--data`.
-    #[arg(long, value_name = "SUITE", requires = "data", conflicts_with = "env")]
-    suite: Option<Suite>,
-    /// The benchmark data for `--suite`.
-    #[arg(long, value_name = "DIR", requires = "suite")]
-    data: Option<PathBuf>,
+    /// An environment bundle directory (as `--env DIR`).
+    #[arg(value_name = "DIR", conflicts_with_all = ["env", "suite"])]
+    bundle: Option<PathBuf>,
+    #[command(flatten)]
+    env: EnvArgs,
     /// Print one JSON object with the tool schemas and tasks.
     #[arg(long)]
     json: bool,
@@ -30,9 +25,8 @@ pub struct InspectArgs {
 pub fn run(args: InspectArgs) -> Result<ExitCode> {
     let sandbox = Sandbox::with_defaults()?;
     let env = EnvArgs {
-        env: args.env,
-        suite: args.suite,
-        data: args.data,
+        env: args.env.env.or(args.bundle),
+        ..args.env
     }
     .load(&sandbox)?;
     let tools = env.component().tools();

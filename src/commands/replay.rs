@@ -76,7 +76,8 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
         );
     } else if diverged == 0 {
         println!(
-            "{episodes} episodes replayed byte-identically ({})",
+            "{} replayed byte-identically ({})",
+            output::count(episodes, "episode"),
             args.file.display()
         );
     } else {

@@ -267,11 +267,16 @@ fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, Episo
             .iter()
             .map(|(k, value)| format!("pass^{k} {value:.3}"))
             .collect();
-        println!("{} trials per task: {}", args.trials, values.join(", "));
+        println!(
+            "{} per task: {}",
+            output::count(args.trials, "trial"),
+            values.join(", ")
+        );
     }
     if masked_count > 0 {
         println!(
-            "the user gave wrong or missing facts in {masked_count} episodes ({masked_share:.3}); success rate without them {unmasked_success_rate:.3}"
+            "the user gave wrong or missing facts in {} ({masked_share:.3}); success rate without them {unmasked_success_rate:.3}",
+            output::count(masked_count, "episode")
         );
     }
     if let Some(path) = &args.out {

@@ -133,9 +133,11 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
         model.as_ref(),
         |outcome| {
             match outcome {
-                Ok(report) => {
-                    progress.set_message(format!("{}: {} tasks", report.domain, report.tasks))
-                }
+                Ok(report) => progress.set_message(format!(
+                    "{}: {}",
+                    report.domain,
+                    output::count(report.tasks, "task")
+                )),
                 Err((domain, _)) => progress.set_message(format!("{domain}: rejected")),
             }
             progress.inc(1);

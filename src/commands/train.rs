@@ -234,15 +234,19 @@ fn start(args: &TrainArgs, config: TrainConfig, time_limit: Option<Duration>) ->
                     .heldout_success_after_sft
                     .map_or(String::new(), |value| format!("after SFT {value:.3}, "));
                 format!(
-                    "held-out success ({} tasks): {before}{after_sft}after {after:.3}",
-                    summary.heldout_tasks
+                    "held-out success ({}): {before}{after_sft}after {after:.3}",
+                    output::count(summary.heldout_tasks, "task")
                 )
             }
         };
         let done = if summary.steps_run == 0 && summary.steps > 0 {
-            format!("complete already: {} steps", summary.steps)
+            format!("complete already: {}", output::count(summary.steps, "step"))
         } else {
-            format!("{} steps in {:.0} s", summary.steps_run, summary.seconds)
+            format!(
+                "{} in {:.0} s",
+                output::count(summary.steps_run, "step"),
+                summary.seconds
+            )
         };
         println!("{done}; {evaluated}");
         println!(

@@ -384,6 +384,19 @@ fn bad_input_gets_errors_that_name_the_problem() {
         stderr(&output)
     );
 
+    // So is a field a record does not have (a misspelt one, say).
+    let recorded = std::fs::read_to_string(record(dir.path(), "gold")).unwrap();
+    let mut misspelt: Value = serde_json::from_str(recorded.lines().next().unwrap()).unwrap();
+    misspelt["rewrd"] = json!(1.0);
+    std::fs::write(&garbage, format!("{misspelt}\n")).unwrap();
+    let output = forge(&["replay", garbage.to_str().unwrap()]);
+    assert!(
+        stderr(&output).contains("line 1 is not a trajectory record")
+            && stderr(&output).contains("unknown field `rewrd`"),
+        "{}",
+        stderr(&output)
+    );
+
     let output = forge(&["run", "--policy", "replay"]);
     assert!(!output.status.success(), "--policy replay needs --from");
 
@@ -446,6 +459,24 @@ fn inspect_lists_tools_and_tasks() {
     assert!(info["tools"].as_array().unwrap().len() >= 8);
     assert!(info["tasks"].as_array().unwrap().len() >= 20);
     assert_eq!(info["tools"][0]["type"], "function");
+    // A bundle is named as for `run` and `eval`, or by its bare path.
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = export_example(dir.path());
+    let bundle = bundle.to_str().unwrap();
+    let flagged = forge(&["inspect", "--env", bundle, "--json"]);
+    assert!(flagged.status.success(), "{}", stderr(&flagged));
+    assert_eq!(json_lines(&flagged)[0], *info);
+    assert_eq!(
+        stdout(&forge(&["inspect", bundle, "--json"])),
+        stdout(&flagged)
+    );
+    let both = forge(&["inspect", bundle, "--env", bundle]);
+    assert!(!both.status.success());
+    assert!(
+        stderr(&both).contains("cannot be used with"),
+        "{}",
+        stderr(&both)
+    );
 }
 
 #[test]

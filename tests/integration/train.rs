@@ -391,6 +391,21 @@ fn an_interrupted_run_resumes_exactly() {
         "{}",
         stderr(&output)
     );
+    // A position that is not its checkpoint's step would resume without
+    // the state of the step it names.
+    std::fs::write(killed.join("checkpoints/latest"), "step-000001").unwrap();
+    std::fs::write(
+        killed.join("checkpoints/step-000001/position.json"),
+        r#"{"step": 9, "drawn": 0}"#,
+    )
+    .unwrap();
+    let output = train(&["--run-dir", killed.to_str().unwrap(), "--resume"]);
+    assert!(
+        stderr(&output).contains("says step 9, but it is the checkpoint of step 1"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(std::fs::read(killed.join("metrics.jsonl")).unwrap(), logged);
     // A checkpoint without its position (the last file written) is one
     // the run was killed while writing: it restarts from step 0.
     std::fs::remove_file(killed.join("checkpoints/latest")).unwrap();

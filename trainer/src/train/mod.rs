@@ -329,8 +329,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 let model = Llama::load(checkpoint, &device)
                     .with_context(|| format!("loading {}", checkpoint.display()))?;
                 let tokenizer = checkpoint::load_tokenizer(checkpoint)?;
-                let position: Position = read_json(&checkpoint.join(POSITION))?;
-                (model, tokenizer, position)
+                (model, tokenizer, read_position(checkpoint)?)
             }
             (Some(_), false) => bail!(
                 "{} already holds a run: pass --resume to continue it, or choose another directory",
@@ -980,6 +979,30 @@ fn checkpoint_name(step: usize) -> String {
 /// The step a checkpoint's directory name (`step-NNNNNN`) stands for.
 fn step_of(name: &str) -> Option<usize> {
     name.strip_prefix("step-")?.parse().ok()
+}
+
+/// The position of `checkpoint`, which must be the step its directory is
+/// named for: resumed at another step (a position edited, or copied from
+/// another checkpoint), the run would miss the optimizer state, reference
+/// model and metrics of that step.
+fn read_position(checkpoint: &Path) -> Result<Position> {
+    let path = checkpoint.join(POSITION);
+    let position: Position = read_json(&path)?;
+    let step = checkpoint
+        .file_name()
+        .and_then(|name| step_of(name.to_str()?))
+        .expect("read_latest names checkpoints by step");
+    if position.step != step {
+        let latest = checkpoint.with_file_name(LATEST);
+        bail!(
+            "{} says step {}, but it is the checkpoint of step {step}: restore it, \
+             or name another checkpoint in {}",
+            path.display(),
+            position.step,
+            latest.display()
+        );
+    }
+    Ok(position)
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
