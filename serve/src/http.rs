@@ -416,7 +416,7 @@ async fn mcp_post(
     let message = match body {
         Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
             Ok(message) => message,
-            Err(err) => return Json(mcp::parse_error(&err.to_string())).into_response(),
+            Err(err) => return Json(mcp::parse_error(&app.hub, &err.to_string())).into_response(),
         },
         Err(rejection) => {
             return unread(&rejection, &app.options).answer(&app.hub);
@@ -427,6 +427,7 @@ async fn mcp_post(
         Some(Ok(seed)) => Some(seed),
         Some(Err(_)) => {
             return Json(mcp::invalid_params(
+                &app.hub,
                 &message,
                 "`seed` must be a non-negative integer",
             ))

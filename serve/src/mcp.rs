@@ -52,8 +52,10 @@ pub fn check_catalog(catalog: &Catalog) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The JSON-RPC error response to `message` for bad parameters.
-pub fn invalid_params(message: &Value, detail: &str) -> Value {
+/// The JSON-RPC error response to `message` for bad parameters (counted as
+/// a refused request).
+pub fn invalid_params(hub: &Hub, message: &Value, detail: &str) -> Value {
+    hub.metrics().refuse("invalid_params");
     error(
         message.get("id").unwrap_or(&Value::Null),
         INVALID_PARAMS,
@@ -66,14 +68,40 @@ pub fn refused_message(message: &Value, err: &ServeError) -> Value {
     refused(message.get("id").unwrap_or(&Value::Null), err)
 }
 
-/// The JSON-RPC error response to an unparsable message.
-pub fn parse_error(detail: &str) -> Value {
+/// The JSON-RPC error response to an unparsable message (counted as a
+/// refused request).
+pub fn parse_error(hub: &Hub, detail: &str) -> Value {
+    hub.metrics().refuse("bad_json");
     error(&Value::Null, PARSE_ERROR, &format!("parse error: {detail}"))
 }
 
 /// Answers one message of `session` (none before `initialize`); `open`
-/// says which task `initialize` starts.
+/// says which task `initialize` starts. An error answer is counted as a
+/// refused request, as over the other transports.
 pub fn handle(hub: &Hub, session: Option<&str>, open: &OpenRequest, message: &Value) -> Reply {
+    let reply = answer(hub, session, open, message);
+    if let Reply::Response(response) | Reply::Opened { response, .. } = &reply
+        && let Some(error) = response.get("error")
+    {
+        hub.metrics().refuse(refusal_kind(error));
+    }
+    reply
+}
+
+/// The kind a refused request is counted as: the server's own code for the
+/// requests it refuses, else one for the JSON-RPC error.
+fn refusal_kind(error: &Value) -> &str {
+    if let Some(code) = error.pointer("/data/code").and_then(Value::as_str) {
+        return code;
+    }
+    match error.get("code").and_then(Value::as_i64) {
+        Some(METHOD_NOT_FOUND) => "method_not_found",
+        Some(INVALID_PARAMS) => "invalid_params",
+        _ => "bad_request",
+    }
+}
+
+fn answer(hub: &Hub, session: Option<&str>, open: &OpenRequest, message: &Value) -> Reply {
     let Some(object) = message.as_object() else {
         let detail = match message {
             Value::Array(_) => "expected one JSON-RPC message object (batches are not supported)",

@@ -48,7 +48,7 @@ fn answer(
         };
         let reply = match message {
             Ok(message) => mcp::handle(hub, session.as_deref(), open, &message),
-            Err(detail) => Reply::Response(mcp::parse_error(&detail)),
+            Err(detail) => Reply::Response(mcp::parse_error(hub, &detail)),
         };
         let response = match reply {
             Reply::Accepted => continue,

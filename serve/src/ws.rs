@@ -114,6 +114,7 @@ async fn ws_session(
         let text = match message {
             Some(Ok(Message::Text(text))) => text,
             Some(Ok(Message::Binary(_))) => {
+                hub.metrics().refuse("bad_request");
                 let error = ws_error("INVALID_JSON", "send JSON in text frames", None);
                 if socket.send(Message::Text(error.into())).await.is_err() {
                     break;
@@ -227,6 +228,7 @@ fn ws_frame(hub: &Hub, link: &Link, text: &str) -> Option<(String, Option<String
     let frame: Value = match serde_json::from_str(text) {
         Ok(frame) => frame,
         Err(err) => {
+            hub.metrics().refuse("bad_json");
             let error = ws_error("INVALID_JSON", &format!("Invalid JSON: {err}"), None);
             return Some((error, None));
         }
@@ -291,6 +293,7 @@ fn ws_frame(hub: &Hub, link: &Link, text: &str) -> Option<(String, Option<String
         }),
         Some("close") => return None,
         other => {
+            hub.metrics().refuse("bad_request");
             let error = ws_error(
                 "UNKNOWN_TYPE",
                 &format!("Unknown message type: {}", other.unwrap_or("(none)")),
@@ -301,11 +304,14 @@ fn ws_frame(hub: &Hub, link: &Link, text: &str) -> Option<(String, Option<String
     };
     let reply = match answer {
         Ok(answer) => answer.to_string(),
-        Err(StepError::Invalid(errors)) => ws_error(
-            "VALIDATION_ERROR",
-            "Invalid message",
-            Some(json!({ "errors": errors })),
-        ),
+        Err(StepError::Invalid(errors)) => {
+            hub.metrics().refuse("invalid_action");
+            ws_error(
+                "VALIDATION_ERROR",
+                "Invalid message",
+                Some(json!({ "errors": errors })),
+            )
+        }
         Err(StepError::Refused(err)) => {
             hub.metrics().refuse(err.code());
             let code = match err {

@@ -12,6 +12,7 @@ use forge_serve::catalog::Catalog;
 use forge_serve::http::HttpOptions;
 use forge_serve::{Hub, OpenRequest, SessionLimits, UserFactory};
 use forge_suites::Suite;
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -227,8 +228,10 @@ fn users(instability: f64) -> UserFactory {
 fn init_logs(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FORGE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colours only for a terminal: a log written to a file stays plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),

@@ -340,6 +340,10 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
     // A WebSocket message over the limit cannot be read past: the
     // connection says why it ends, and closes with "message too big".
     let mut ws = server.ws("");
+    let answer = ws.send_text("{");
+    assert_eq!(answer["data"]["code"], "INVALID_JSON", "{answer}");
+    let answer = ws.send(&json!({"type": "step"}));
+    assert_eq!(answer["data"]["code"], "VALIDATION_ERROR", "{answer}");
     let answer = ws.send_text(&huge.to_string());
     assert_eq!(answer["data"]["code"], "MESSAGE_TOO_BIG", "{answer}");
     let close = loop {
@@ -385,6 +389,11 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
     let metrics = metrics.as_str().unwrap().to_owned();
     assert!(metrics.contains("forge_sessions 2"), "{metrics}");
     assert!(metrics.contains("forge_refused_requests_total{kind=\"rate_limited\"}"));
+    // Over HTTP and the WebSocket alike.
+    for kind in ["bad_json", "invalid_action"] {
+        let line = format!("forge_refused_requests_total{{kind=\"{kind}\"}} 2");
+        assert!(metrics.lines().any(|at| at == line), "{line} in {metrics}");
+    }
     assert!(metrics.contains("forge_step_seconds_bucket"));
     for path in ["/health", "/metadata", "/schema", "/openapi.json"] {
         assert_eq!(get(&server.url(path)).0, 200, "{path}");
@@ -550,6 +559,18 @@ fn mcp_clients_list_and_call_an_episodes_tools() {
     assert_eq!(gone["id"], 7, "answered in JSON-RPC: {gone}");
     assert_eq!(gone["error"]["data"]["code"], "unknown_session");
     assert_eq!(server.sessions(), 0);
+    // Every error answer counts as a refused request, by kind.
+    let (_, metrics) = get(&server.url("/metrics"));
+    let metrics = metrics.as_str().unwrap();
+    for (kind, count) in [
+        ("invalid_params", 3),
+        ("method_not_found", 1),
+        ("bad_json", 1),
+        ("unknown_session", 1),
+    ] {
+        let line = format!("forge_refused_requests_total{{kind=\"{kind}\"}} {count}");
+        assert!(metrics.lines().any(|at| at == line), "{line} in {metrics}");
+    }
 }
 
 #[test]
