@@ -11,6 +11,7 @@ pub mod bundle;
 pub mod canonical;
 pub mod environment;
 pub mod episode;
+pub mod jsonl;
 pub mod policy;
 pub mod replay;
 pub mod sandbox;

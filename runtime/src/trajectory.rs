@@ -11,6 +11,7 @@
 //! line that only lacks its newline but holds a whole record is not torn.
 
 use crate::bundle::Actor;
+use crate::jsonl;
 use crate::verify::Verdict;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
@@ -217,17 +218,15 @@ impl TrajectoryWriter {
     /// episodes someone still needs.
     pub fn create(path: &Path) -> Result<Self> {
         refuse_directory(path)?;
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .with_context(|| match path.exists() {
-                true => format!(
-                    "{} already exists (pass --append to add to it, or choose another path)",
-                    path.display()
-                ),
-                false => format!("creating {}", path.display()),
-            })?;
+        let file = match OpenOptions::new().write(true).create_new(true).open(path) {
+            Ok(file) => file,
+            // Said once, without the system's own "File exists".
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => bail!(
+                "{} already exists (pass --append to add to it, or choose another path)",
+                path.display()
+            ),
+            Err(err) => return Err(err).with_context(|| format!("creating {}", path.display())),
+        };
         Ok(Self {
             file,
             path: path.to_owned(),
@@ -331,52 +330,21 @@ pub struct TrajectoryFile {
 /// Reads a trajectory file. A malformed complete line is an error naming the
 /// line; a torn last line is skipped and reported in [`TrajectoryFile::torn_tail`].
 pub fn read(path: &Path) -> Result<TrajectoryFile> {
-    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let mut reader = BufReader::new(file);
-    let mut episodes = Vec::new();
-    // Bytes, not text: a line that is not UTF-8 is refused by the parser,
-    // which names it, rather than by the reader, which cannot.
-    let mut line = Vec::new();
-    let mut number = 0;
-    loop {
-        line.clear();
-        let read = reader
-            .read_until(b'\n', &mut line)
-            .with_context(|| format!("reading {}", path.display()))?;
-        if read == 0 {
-            return Ok(TrajectoryFile {
-                episodes,
-                torn_tail: false,
-            });
-        }
-        number += 1;
-        let parsed = serde_json::from_slice::<EpisodeRecord>(&line);
-        // A last line without its newline is torn, unless it holds a whole
-        // record (a file edited by hand).
-        if !line.ends_with(b"\n") && parsed.is_err() {
-            return Ok(TrajectoryFile {
-                episodes,
-                torn_tail: true,
-            });
-        }
-        if line.trim_ascii().is_empty() {
-            continue;
-        }
-        let record = parsed.with_context(|| {
-            format!(
-                "{} line {number} is not a trajectory record",
-                path.display()
-            )
-        })?;
-        if record.format != FORMAT {
-            bail!(
-                "{} line {number} has format `{}`; this version reads `{FORMAT}`",
-                path.display(),
+    let read = jsonl::read(
+        path,
+        "a trajectory record",
+        |record: &EpisodeRecord| match record.format == FORMAT {
+            true => Ok(()),
+            false => bail!(
+                "the format is `{}`; this version reads `{FORMAT}`",
                 record.format
-            );
-        }
-        episodes.push(record);
-    }
+            ),
+        },
+    )?;
+    Ok(TrajectoryFile {
+        episodes: read.records,
+        torn_tail: read.torn_tail,
+    })
 }
 
 #[cfg(test)]

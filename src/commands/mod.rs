@@ -11,7 +11,7 @@ pub mod serve;
 pub mod synth;
 pub mod train;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use std::path::Path;
 
 /// Whether `dir` exists and holds anything: a command that writes a new
@@ -19,6 +19,9 @@ use std::path::Path;
 pub(crate) fn holds_files(dir: &Path) -> Result<bool> {
     if !dir.exists() {
         return Ok(false);
+    }
+    if !dir.is_dir() {
+        bail!("{} is a file, not a directory", dir.display());
     }
     let mut entries = dir
         .read_dir()

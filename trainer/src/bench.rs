@@ -204,6 +204,7 @@ struct Bench<'a, B: AutodiffBackend> {
 
 impl<'a, B: AutodiffBackend> Bench<'a, B> {
     fn new(spec: &'a BenchSpec, device: B::Device) -> Result<Self> {
+        Llama::<B>::check_precision(spec.precision, &device)?;
         let model = match &spec.weights {
             Some(path) => {
                 Llama::load(path, &device).with_context(|| format!("loading {}", path.display()))?

@@ -71,6 +71,7 @@ impl OnBackend for Playing<'_, '_> {
 
     fn run<B: AutodiffBackend>(self, device: B::Device) -> Result<()> {
         let spec = self.spec;
+        Llama::<B::InnerBackend>::check_precision(spec.precision, &device)?;
         let model = Llama::<B::InnerBackend>::load(spec.model, &device)
             .and_then(|model| model.with_precision(spec.precision))
             .with_context(|| format!("loading {}", spec.model.display()))?;

@@ -293,15 +293,23 @@ impl<B: Backend> Llama<B> {
     /// The same model computing its products at `precision`; refused when
     /// the backend cannot hold that type on the model's device.
     pub fn with_precision(self, precision: Precision) -> Result<Self, LoadError> {
-        if let Some(dtype) = precision.dtype()
-            && !B::supports_dtype(&self.device(), DType::from(dtype))
-        {
-            return Err(LoadError::Unsupported(format!(
-                "{} products are not supported on this backend (bf16 needs the CUDA one: --device cuda)",
-                precision.name()
-            )));
-        }
+        Self::check_precision(precision, &self.device())?;
         Ok(Self { precision, ..self })
+    }
+
+    /// Refuses `precision` where the backend cannot hold its type on
+    /// `device`: checked before a model's weights are read, a wrong flag
+    /// fails at once rather than after the load.
+    pub fn check_precision(precision: Precision, device: &B::Device) -> Result<(), LoadError> {
+        match precision.dtype() {
+            Some(dtype) if !B::supports_dtype(device, DType::from(dtype)) => {
+                Err(LoadError::Unsupported(format!(
+                    "{} products are not supported on this backend (bf16 needs the CUDA one: --device cuda)",
+                    precision.name()
+                )))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// `x @ w` at the model's precision.

@@ -323,6 +323,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         config
             .validate()
             .map_err(|message| anyhow::anyhow!("invalid training config: {message}"))?;
+        Llama::<B>::check_precision(config.model.precision, &device)?;
         let latest = read_latest(dir)?;
         let (model, tokenizer, position) = match (&latest, resume) {
             (Some(checkpoint), true) => {
@@ -1018,27 +1019,5 @@ pub fn read_metrics(path: &Path) -> Result<Vec<Metrics>> {
     if !path.exists() {
         return Ok(Vec::new());
     }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let lines: Vec<&str> = text.split_inclusive('\n').collect();
-    let mut metrics = Vec::with_capacity(lines.len());
-    for (index, line) in lines.iter().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str(line) {
-            Ok(record) => metrics.push(record),
-            Err(_) if index + 1 == lines.len() && !line.ends_with('\n') => break,
-            Err(err) => {
-                return Err(err).with_context(|| {
-                    format!(
-                        "{} line {}: not a metrics record",
-                        path.display(),
-                        index + 1
-                    )
-                });
-            }
-        }
-    }
-    Ok(metrics)
+    Ok(forge_runtime::jsonl::read(path, "a metrics record", |_| Ok(()))?.records)
 }

@@ -1,0 +1,96 @@
+//! JSON Lines files that a process appends to, one record per line. A
+//! process killed while writing leaves its last line cut short: reading
+//! leaves that line out and says so, while any other line that is not a
+//! record is an error naming it. A last line that only lacks its newline
+//! but holds a whole record (a file edited by hand) is not torn.
+
+use anyhow::{Context, Result};
+use serde::de::DeserializeOwned;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+/// The records of a file.
+#[derive(Debug)]
+pub struct Records<T> {
+    pub records: Vec<T>,
+    /// A torn last line (a process killed while writing it), left out.
+    pub torn_tail: bool,
+}
+
+/// Reads the records of `path`, each `what` (e.g. "a trajectory record")
+/// and accepted by `check`; a line that is neither is an error naming it.
+pub fn read<T: DeserializeOwned>(
+    path: &Path,
+    what: &str,
+    mut check: impl FnMut(&T) -> Result<()>,
+) -> Result<Records<T>> {
+    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut reader = BufReader::new(file);
+    let mut records = Vec::new();
+    // Bytes, not text: a line that is not UTF-8 is refused by the parser,
+    // which names it, rather than by the reader, which cannot.
+    let mut line = Vec::new();
+    let mut number = 0;
+    loop {
+        line.clear();
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if read == 0 {
+            return Ok(Records {
+                records,
+                torn_tail: false,
+            });
+        }
+        number += 1;
+        let parsed = serde_json::from_slice::<T>(&line);
+        if !line.ends_with(b"\n") && parsed.is_err() {
+            return Ok(Records {
+                records,
+                torn_tail: true,
+            });
+        }
+        if line.trim_ascii().is_empty() {
+            continue;
+        }
+        let record =
+            parsed.with_context(|| format!("{} line {number} is not {what}", path.display()))?;
+        check(&record).with_context(|| format!("{} line {number}", path.display()))?;
+        records.push(record);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anyhow::bail;
+
+    fn read_text(text: &[u8]) -> Result<Records<u32>> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("records.jsonl");
+        std::fs::write(&path, text).unwrap();
+        read(&path, "a number", |&n| match n < 100 {
+            true => Ok(()),
+            false => bail!("{n} is too large"),
+        })
+    }
+
+    #[test]
+    fn a_torn_last_line_is_left_out_and_a_whole_one_kept() {
+        let read = read_text(b"1\n\n2\n3").unwrap();
+        assert_eq!((read.records, read.torn_tail), (vec![1, 2, 3], false));
+        let read = read_text(b"1\n2\n[3").unwrap();
+        assert_eq!((read.records, read.torn_tail), (vec![1, 2], true));
+    }
+
+    #[test]
+    fn other_lines_that_are_no_record_are_named() {
+        let error = format!("{:#}", read_text(b"1\n[2\n3\n").unwrap_err());
+        assert!(error.contains("line 2 is not a number"), "{error}");
+        let error = format!("{:#}", read_text(b"1\n\xff\n").unwrap_err());
+        assert!(error.contains("line 2 is not a number"), "{error}");
+        let error = format!("{:#}", read_text(b"1\n2\n300\n").unwrap_err());
+        assert!(error.contains("line 3: 300 is too large"), "{error}");
+    }
+}
