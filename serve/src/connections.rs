@@ -3,8 +3,10 @@
 //! body — so that a client that connects and then stalls, or trickles its
 //! bytes, cannot hold a connection (and its file descriptor) for good. An
 //! idle keep-alive connection is waiting for headers, so it closes after
-//! the same deadline.
+//! the same deadline. At most so many connections are served at once; more
+//! wait in the listener's backlog until one closes.
 
+use crate::http::HttpOptions;
 use axum::Router;
 use axum::serve::Listener;
 use hyper::server::conn::http1;
@@ -12,7 +14,6 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use std::error::Error;
 use std::pin::pin;
-use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tower_http::timeout::{RequestBodyTimeout, TimeoutError};
@@ -20,27 +21,34 @@ use tower_http::timeout::{RequestBodyTimeout, TimeoutError};
 /// Serves `router` on every connection `listener` accepts until `stopping`
 /// turns true; then stops accepting, lets each connection finish the
 /// request it is serving, and returns once all have closed. (An upgraded
-/// WebSocket is no longer hyper's: it watches `stopping` itself.)
+/// WebSocket is no longer hyper's, nor counted here: it watches `stopping`
+/// itself, and sessions are capped by the hub.)
 pub(crate) async fn accept(
     mut listener: impl Listener,
     router: Router,
-    read_timeout: Duration,
+    options: &HttpOptions,
     stopping: watch::Receiver<bool>,
 ) {
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
-        .header_read_timeout(read_timeout);
-    let service = TowerToHyperService::new(RequestBodyTimeout::new(router, read_timeout));
+        .header_read_timeout(options.read_timeout);
+    let service = TowerToHyperService::new(RequestBodyTimeout::new(router, options.read_timeout));
     let mut connections = JoinSet::new();
     let mut stop = stopping.clone();
     loop {
+        // Reap the connections that have closed, so that the set holds only
+        // the open ones.
+        while connections.try_join_next().is_some() {}
+        if connections.len() >= options.max_connections {
+            tokio::select! {
+                _ = connections.join_next() => continue,
+                _ = stop.wait_for(|stop| *stop) => break,
+            }
+        }
         let (io, _) = tokio::select! {
             accepted = listener.accept() => accepted,
             _ = stop.wait_for(|stop| *stop) => break,
         };
-        // Reap the connections that have closed, so that the set holds only
-        // the open ones.
-        while connections.try_join_next().is_some() {}
         let connection = http
             .serve_connection(TokioIo::new(io), service.clone())
             .with_upgrades();

@@ -36,6 +36,10 @@ pub struct HttpOptions {
     /// keep-alive connection is one waiting for them), or pause while
     /// sending its body, before its connection is closed.
     pub read_timeout: Duration,
+    /// Most connections served at once; more wait to be accepted. An
+    /// upgraded WebSocket leaves the count (its session counts against
+    /// the hub's `max_sessions`).
+    pub max_connections: usize,
 }
 
 impl Default for HttpOptions {
@@ -43,6 +47,7 @@ impl Default for HttpOptions {
         Self {
             max_request_bytes: 1 << 20,
             read_timeout: Duration::from_secs(30),
+            max_connections: 1024,
         }
     }
 }
@@ -82,7 +87,7 @@ pub async fn serve(
         tracing::info!("shutting down: finishing requests in flight");
         let _ = stop.send(true);
     });
-    connections::accept(listener, router(app), options.read_timeout, stopping).await;
+    connections::accept(listener, router(app), &options, stopping).await;
     reaper.abort();
     // The episodes still open are ended and recorded.
     let ended = tokio::task::spawn_blocking(move || hub.shut_down()).await?;

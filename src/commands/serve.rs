@@ -61,6 +61,10 @@ pub struct ServeArgs {
     /// keep-alive connection closes after it too.
     #[arg(long, default_value_t = HttpOptions::default().read_timeout.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
     read_timeout: u64,
+    /// Most HTTP connections served at once; more wait to be accepted. A
+    /// WebSocket leaves the count once upgraded (`--max-sessions` caps those).
+    #[arg(long, default_value_t = HttpOptions::default().max_connections, value_parser = at_least_one)]
+    max_connections: usize,
     /// Most agent actions per episode.
     #[arg(long, default_value_t = SessionLimits::default().max_turns, value_parser = at_least_one)]
     max_turns: usize,
@@ -125,6 +129,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         HttpOptions {
             max_request_bytes: args.max_request_bytes,
             read_timeout: Duration::from_secs(args.read_timeout),
+            max_connections: args.max_connections,
         },
     ))?;
     Ok(ExitCode::SUCCESS)

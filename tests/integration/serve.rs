@@ -437,6 +437,31 @@ fn clients_that_stall_lose_their_connections_while_others_are_served() {
             .contains("forge_refused_requests_total{kind=\"request_timeout\"} 1"),
         "{metrics}"
     );
+
+    // At `--max-connections`, the next client waits to be accepted until a
+    // connection closes, and is served then.
+    let server = Server::start(&["--max-connections", "1"]);
+    let addr = server.base.trim_start_matches("http://").to_owned();
+    let holder = TcpStream::connect(&addr).unwrap();
+    let mut waiting = TcpStream::connect(&addr).unwrap();
+    waiting
+        .write_all(b"GET /health HTTP/1.1\r\nHost: forge\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    waiting
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut byte = [0; 1];
+    let early = waiting.read(&mut byte);
+    assert!(
+        early.as_ref().is_err_and(|err| matches!(
+            err.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        )),
+        "answered while the only connection was taken: {early:?}"
+    );
+    drop(holder);
+    let answer = read_until_closed(waiting);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
 
 /// What the server sends on `stream` until it closes the connection (which
