@@ -454,10 +454,9 @@ async fn mcp_post(
     {
         // MCP clients take a 404 to mean that the session is gone.
         let err = ServeError::UnknownSession(id.clone());
-        app.hub.metrics().refuse(err.code());
         return (
             StatusCode::NOT_FOUND,
-            Json(mcp::refused_message(&message, &err)),
+            Json(mcp::refused_message(&app.hub, &message, &err)),
         )
             .into_response();
     }

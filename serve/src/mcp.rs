@@ -63,8 +63,10 @@ pub fn invalid_params(hub: &Hub, message: &Value, detail: &str) -> Value {
     )
 }
 
-/// The JSON-RPC error response to `message` for a refused request.
-pub fn refused_message(message: &Value, err: &ServeError) -> Value {
+/// The JSON-RPC error response to `message` for a refused request
+/// (counted as one).
+pub fn refused_message(hub: &Hub, message: &Value, err: &ServeError) -> Value {
+    hub.metrics().refuse(err.code());
     refused(message.get("id").unwrap_or(&Value::Null), err)
 }
 
