@@ -9,6 +9,7 @@ mod flags;
 mod metrics;
 mod output;
 mod shutdown;
+mod tasks;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

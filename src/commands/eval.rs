@@ -7,6 +7,7 @@ use crate::envs::EnvArgs;
 use crate::flags::{MOST_TRIALS, at_least_one};
 use crate::metrics::{self, flip_rate, pass_hat_k};
 use crate::output;
+use crate::tasks::TaskSelection;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use forge_runtime::episode::EpisodeSettings;
@@ -30,9 +31,10 @@ pub struct EvalArgs {
     /// Trials per task (pass^k is reported for k = 1..trials).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=MOST_TRIALS))]
     trials: u64,
-    /// `all`, or task ids separated by commas.
-    #[arg(long, default_value = "all")]
-    tasks: String,
+    /// `all`, `first:N` (or a bare N that is no task's id): the first N
+    /// tasks, or task ids separated by commas.
+    #[arg(long, default_value = "all", value_name = "all|N|first:N|ID,ID")]
+    tasks: TaskSelection,
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Most agent actions per episode.
@@ -68,7 +70,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     let env = args.env.load(&sandbox)?;
     let agents = Agents::new(&args.agents, &env)?;
     let label = agents.label();
-    let tasks = crate::commands::run::select_tasks(&env, &args.tasks)?;
+    let tasks = args.tasks.select(&env)?;
     if args.out.exists() && !args.out.is_dir() {
         bail!(
             "{} is not a directory: --out names the directory of the results",

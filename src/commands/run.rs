@@ -5,7 +5,8 @@ use crate::envs::EnvArgs;
 use crate::flags::MOST_TRIALS;
 use crate::metrics;
 use crate::output;
-use anyhow::{Context, Result, bail};
+use crate::tasks::TaskSelection;
+use anyhow::Result;
 use clap::Args;
 use forge_runtime::episode::EpisodeSettings;
 use forge_runtime::trajectory::{EpisodeRecord, Termination};
@@ -20,9 +21,10 @@ pub struct RunArgs {
     env: EnvArgs,
     #[command(flatten)]
     agents: AgentArgs,
-    /// `all`, or task ids separated by commas.
-    #[arg(long, default_value = "all")]
-    tasks: String,
+    /// `all`, `first:N` (or a bare N that is no task's id): the first N
+    /// tasks, or task ids separated by commas.
+    #[arg(long, default_value = "all", value_name = "all|N|first:N|ID,ID")]
+    tasks: TaskSelection,
     /// Seed of the run; each episode's seed derives from it and the task.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -46,7 +48,7 @@ pub struct RunArgs {
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     let sandbox = Sandbox::with_defaults()?;
     let env = args.env.load(&sandbox)?;
-    let tasks = select_tasks(&env, &args.tasks)?;
+    let tasks = args.tasks.select(&env)?;
     let agents = Agents::new(&args.agents, &env)?;
     let label = agents.label();
     let mut writer = match (&args.out, args.append) {
@@ -84,40 +86,6 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     progress.finish_and_clear();
     report(&env, &args, &label, &records);
     Ok(ExitCode::SUCCESS)
-}
-
-pub fn select_tasks<'a>(env: &'a Environment, selection: &str) -> Result<Vec<&'a PreparedTask>> {
-    if selection == "all" {
-        if env.tasks().is_empty() {
-            bail!("environment `{}` has no tasks", env.name());
-        }
-        return Ok(env.tasks().iter().collect());
-    }
-    let mut seen = std::collections::BTreeSet::new();
-    selection
-        .split(',')
-        .map(str::trim)
-        .filter(|id| !id.is_empty())
-        .map(|id| {
-            if !seen.insert(id) {
-                // Its episodes would be the same ones again (same seeds).
-                bail!("--tasks `{selection}` names `{id}` twice");
-            }
-            env.task(id).with_context(|| {
-                format!(
-                    "environment `{}` has no task `{id}` (see `forge inspect`)",
-                    env.name()
-                )
-            })
-        })
-        .collect::<Result<Vec<_>>>()
-        .and_then(|tasks| {
-            if tasks.is_empty() {
-                bail!("--tasks selects no task")
-            } else {
-                Ok(tasks)
-            }
-        })
 }
 
 fn episode_json(record: &EpisodeRecord, trial: u64) -> serde_json::Value {

@@ -358,6 +358,22 @@ fn bad_input_gets_errors_that_name_the_problem() {
         stderr(&output)
     );
 
+    // A count plays the bundle's first tasks; ids play in the order named.
+    let played = |selection: &str| {
+        let output = forge(&["run", "--tasks", selection, "--json"]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let lines = json_lines(&output);
+        let (summary, episodes) = lines.split_last().unwrap();
+        assert_eq!(summary["episodes"], episodes.len());
+        episodes
+            .iter()
+            .map(|episode| episode["task_id"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(played("3"), ["shop-01", "shop-02", "shop-03"]);
+    assert_eq!(played("first:2"), ["shop-01", "shop-02"]);
+    assert_eq!(played("shop-03,shop-01"), ["shop-03", "shop-01"]);
+
     let output = forge(&["run", "--tasks", "shop-99"]);
     assert!(!output.status.success());
     assert!(

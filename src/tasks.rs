@@ -1,0 +1,137 @@
+//! `--tasks`: which of an environment's tasks `run` and `eval` play.
+
+use anyhow::{Result, bail};
+use forge_runtime::{Environment, PreparedTask};
+use std::collections::BTreeSet;
+use std::str::FromStr;
+
+/// The value of `--tasks`: `all`; `first:N` or a bare `N`, the first N
+/// tasks in the bundle's order; or task ids separated by commas. A bare
+/// number that is also a task's id names that task (τ²-bench numbers its
+/// tasks), so `--tasks 5` is task `5` there and five tasks elsewhere;
+/// `first:5` is five tasks everywhere.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskSelection {
+    All,
+    First(usize),
+    Ids(Vec<String>),
+}
+
+impl FromStr for TaskSelection {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        if text == "all" {
+            return Ok(Self::All);
+        }
+        if let Some(count) = text.strip_prefix("first:") {
+            return match count.parse() {
+                Ok(count) if count >= 1 => Ok(Self::First(count)),
+                _ => Err(format!(
+                    "`first:` takes a whole number of at least 1, not `{count}`"
+                )),
+            };
+        }
+        let mut seen = BTreeSet::new();
+        let ids = text
+            .split(',')
+            .map(str::trim)
+            .filter(|id| !id.is_empty())
+            .map(|id| match seen.insert(id) {
+                true => Ok(id.to_owned()),
+                // Its episodes would be the same ones again (same seeds).
+                false => Err(format!("`{id}` is named twice")),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if ids.is_empty() {
+            return Err("no task named: give `all`, `first:N`, N or task ids".into());
+        }
+        Ok(Self::Ids(ids))
+    }
+}
+
+impl TaskSelection {
+    /// The selected tasks of `env`, in the order named (ids) or the bundle's.
+    pub fn select<'a>(&self, env: &'a Environment) -> Result<Vec<&'a PreparedTask>> {
+        let tasks = env.tasks();
+        if tasks.is_empty() {
+            bail!("environment `{}` has no tasks", env.name());
+        }
+        let ids: Vec<&str> = tasks.iter().map(|task| task.task.id.as_str()).collect();
+        let chosen = self.positions(&ids).map_err(|missing| {
+            anyhow::anyhow!(
+                "environment `{}` has no task `{missing}` (see `forge inspect`)",
+                env.name()
+            )
+        })?;
+        Ok(chosen.into_iter().map(|at| &tasks[at]).collect())
+    }
+
+    /// Where the selected tasks are among `ids`, or the id that is not there.
+    fn positions(&self, ids: &[&str]) -> Result<Vec<usize>, String> {
+        let first = |count: usize| (0..count.min(ids.len())).collect();
+        match self {
+            Self::All => Ok((0..ids.len()).collect()),
+            Self::First(count) => Ok(first(*count)),
+            Self::Ids(named) => {
+                if let [only] = named.as_slice()
+                    && !ids.contains(&only.as_str())
+                    && let Ok(count @ 1..) = only.parse::<usize>()
+                {
+                    return Ok(first(count));
+                }
+                named
+                    .iter()
+                    .map(|id| {
+                        ids.iter()
+                            .position(|candidate| candidate == id)
+                            .ok_or_else(|| id.clone())
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn positions(selection: &str, ids: &[&str]) -> Result<Vec<usize>, String> {
+        selection.parse::<TaskSelection>()?.positions(ids)
+    }
+
+    #[test]
+    fn a_bare_number_counts_tasks_unless_it_is_an_id() {
+        let named = ["shop-01", "shop-02", "shop-03"];
+        assert_eq!(positions("2", &named), Ok(vec![0, 1]));
+        assert_eq!(positions("first:2", &named), Ok(vec![0, 1]));
+        assert_eq!(positions("9", &named), Ok(vec![0, 1, 2]));
+        let numbered = ["0", "1", "2", "3", "4", "5", "6"];
+        assert_eq!(positions("5", &numbered), Ok(vec![5]));
+        assert_eq!(positions("first:5", &numbered), Ok(vec![0, 1, 2, 3, 4]));
+        assert_eq!(positions("9", &numbered), Ok((0..7).collect()));
+    }
+
+    #[test]
+    fn ids_are_played_in_the_order_named() {
+        let ids = ["a", "b", "c"];
+        assert_eq!(positions("all", &ids), Ok(vec![0, 1, 2]));
+        assert_eq!(positions("c, a", &ids), Ok(vec![2, 0]));
+        assert_eq!(positions("a,x", &ids), Err("x".into()));
+        assert_eq!(positions("0", &ids), Err("0".into()));
+    }
+
+    #[test]
+    fn selections_that_mean_nothing_are_refused() {
+        for (text, says) in [
+            ("a,a", "`a` is named twice"),
+            (",", "no task named"),
+            ("first:0", "not `0`"),
+            ("first:x", "not `x`"),
+        ] {
+            let err = text.parse::<TaskSelection>().unwrap_err();
+            assert!(err.contains(says), "{text}: {err}");
+        }
+    }
+}
