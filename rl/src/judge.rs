@@ -9,7 +9,7 @@
 use forge_runtime::Task;
 use forge_runtime::trajectory::{ChatMessage, Role};
 
-/// The first stated fact that no user message contains: `Some(fact)` means
+/// The first stated fact that no user message states: `Some(fact)` means
 /// the user gave wrong or missing information.
 pub fn misinformation(task: &Task, messages: &[ChatMessage]) -> Option<String> {
     let said: Vec<&str> = messages
@@ -19,7 +19,24 @@ pub fn misinformation(task: &Task, messages: &[ChatMessage]) -> Option<String> {
         .collect();
     task.stated_facts()
         .into_iter()
-        .find(|fact| !said.iter().any(|text| text.contains(fact.as_str())))
+        .find(|fact| !said.iter().any(|text| states(text, fact)))
+}
+
+/// Whether `text` holds `fact` as a whole: not as part of a longer number
+/// or word, so that a user who says lamp 87 has not stated lamp 7 (but one
+/// who says lamp7 has).
+fn states(text: &str, fact: &str) -> bool {
+    let joins = |neighbour: Option<char>, edge: Option<char>| {
+        neighbour.zip(edge).is_some_and(|(neighbour, edge)| {
+            (neighbour.is_numeric() && edge.is_numeric())
+                || (neighbour.is_alphabetic() && edge.is_alphabetic())
+        })
+    };
+    text.match_indices(fact).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + fact.len()..].chars().next();
+        !joins(before, fact.chars().next()) && !joins(after, fact.chars().next_back())
+    })
 }
 
 #[cfg(test)]
@@ -66,6 +83,21 @@ mod tests {
             misinformation(&task(), &withheld).as_deref(),
             Some("ava@example.com")
         );
+        // A fact inside a longer number or word is not stated.
+        let within = [ChatMessage::user(
+            "I'm Ava Chen, ava@example.com.au, returning Dunes.",
+        )];
+        assert_eq!(misinformation(&task(), &within).as_deref(), Some("Dune"));
+        let lamp = |said: &str| {
+            let task: Task = serde_json::from_value(json!({
+                "id": "lamp", "instruction": "Turn on lamp 7.", "user_facts": {"lamp": "7"}
+            }))
+            .unwrap();
+            misinformation(&task, &[ChatMessage::user(said)])
+        };
+        assert_eq!(lamp("turn on lamp 87").as_deref(), Some("7"));
+        assert_eq!(lamp("turn on lamp 7.").as_deref(), None);
+        assert_eq!(lamp("lamp7 please").as_deref(), None);
         // Facts the instruction does not state (the phone) are not required.
         assert!(!task().stated_facts().contains(&"555-0000".to_owned()));
     }

@@ -186,8 +186,10 @@ fn the_clip_stops_pushing_a_ratio_past_the_trust_region() {
         surrogate_gradients(&model, &[scored(far.clone(), Some(1.0))], SURROGATE, 2);
     assert_eq!(stats.clipped, 1.0);
     assert_eq!(weights(&stepped(&model, grads, 1.0)), weights(&model));
-    // A negative advantage is not clipped there: it pulls the ratio back.
-    let (grads, _) = surrogate_gradients(&model, &[scored(far, Some(-1.0))], SURROGATE, 2);
+    // A negative advantage is not clipped there: it pulls the ratio back,
+    // and no token counts as clipped.
+    let (grads, stats) = surrogate_gradients(&model, &[scored(far, Some(-1.0))], SURROGATE, 2);
+    assert_eq!(stats.clipped, 0.0);
     assert_ne!(weights(&stepped(&model, grads, 1.0)), weights(&model));
 }
 

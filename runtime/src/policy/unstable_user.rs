@@ -29,6 +29,9 @@ pub fn remembered_instruction(task: &Task, instability: f64, seed: u64) -> Strin
     unstable_instruction(&task.instruction, &task.stated_facts(), instability, seed)
 }
 
+/// The ChaCha stream of the user's errors (any but 0, the default stream).
+const USER_STREAM: u64 = 0x75_73_65_72; // "user"
+
 /// `instruction` as an unreliable user remembers it: with probability
 /// `instability` one of `facts` changed (a digit or letter) or replaced by
 /// "(something I don't remember)". Seeded. A user played by a model is given
@@ -39,7 +42,12 @@ fn unstable_instruction(
     instability: f64,
     seed: u64,
 ) -> String {
+    // The agent's sampling and the random policy draw from the episode's
+    // seed too: on a stream of its own, whether the user errs is independent
+    // of what the agent says (on theirs, masking would drop the episodes of
+    // some first tokens and bias what is learned from the rest).
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(USER_STREAM);
     let mut instruction = instruction.to_owned();
     if !facts.is_empty() && rng.random_bool(instability.clamp(0.0, 1.0)) {
         let fact = &facts[rng.random_range(0..facts.len())];
@@ -122,6 +130,20 @@ mod tests {
         assert!(
             (30..90).contains(&sometimes),
             "about 30% of 200: {sometimes}"
+        );
+        // Independent of the first draw an agent sampling from the same seed
+        // makes.
+        let agent_unlikely: Vec<u64> = (0..400)
+            .filter(|&seed| ChaCha8Rng::seed_from_u64(seed).random_bool(0.3))
+            .collect();
+        let spoiled_then = agent_unlikely
+            .iter()
+            .filter(|&&seed| said(0.3, seed) != instruction)
+            .count();
+        assert!(
+            (15..60).contains(&spoiled_then),
+            "about 30% of {}: {spoiled_then}",
+            agent_unlikely.len()
         );
     }
 }

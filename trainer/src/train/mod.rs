@@ -73,7 +73,7 @@ pub struct Metrics {
     pub lr: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub loss: Option<f64>,
-    /// Trained tokens in the step.
+    /// Trained tokens in the step (RL: over all its updates).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tokens: Option<usize>,
     /// Trained tokens per second of the step's optimisation.
@@ -100,6 +100,8 @@ pub struct Metrics {
     pub advantage_mean: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub advantage_std: Option<f64>,
+    /// RL: share of trained tokens the PPO clip took out of the gradient,
+    /// in the step's last update (in the first, every ratio is 1).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clipped_share: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -437,7 +439,9 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let stop_at = limits.max_steps.map(|steps| first_step + steps);
         let sft_steps = self.config.sft.steps;
         let total = self.total_steps();
-        if self.position.step == 0 && self.config.eval.at_start {
+        // A run resumed from a checkpoint at step 0 (stopped before its
+        // first step) kept the evaluation it made then.
+        if self.position.step == 0 && self.config.eval.at_start && self.checkpointed.is_none() {
             self.evaluate(observer)?;
         }
         let sft_data = if self.position.step < sft_steps {
@@ -549,8 +553,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             .lr_at(self.config.sft.lr, step, self.config.sft.steps);
         let (grads, stats) =
             objective::sft_gradients(&self.model, &sequences, self.config.optim.micro_batch);
-        let grad_norm = optimizer::grad_norm(&self.model, &grads);
-        self.apply(lr, grads);
+        let grad_norm = self.apply(lr, grads);
         let seconds = started.elapsed().as_secs_f64();
         Ok(Metrics {
             kind: "sft".into(),
@@ -608,7 +611,6 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 nl_judge: None,
             },
         );
-        let run_seed = self.config.seed ^ (step as u64).wrapping_mul(0x2545_f491_4f6c_dd1d);
         let mut groups: Vec<(usize, usize, Vec<Rollout>)> = Vec::new();
         let (mut drawn, mut all) = (0usize, Vec::<(f64, bool)>::new());
         let (mut sampled_tokens, mut sampled_nll) = (0usize, 0f64);
@@ -621,21 +623,26 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let budget = config.tasks_per_step * config.max_draw_factor;
         while groups.len() < config.tasks_per_step && drawn < budget {
             let wanted = (config.tasks_per_step - groups.len()).min(budget - drawn);
-            let tasks: Vec<(usize, usize)> = (0..wanted)
-                .map(|offset| self.queue.at(self.position.drawn + offset))
-                .collect();
+            let draws = self.position.drawn..self.position.drawn + wanted;
+            let tasks: Vec<(usize, usize)> = draws.clone().map(|at| self.queue.at(at)).collect();
             self.position.drawn += wanted;
             drawn += wanted;
             let jobs: Vec<Job<'_>> = tasks
                 .iter()
-                .flat_map(|&(env, task)| {
+                .zip(draws)
+                .flat_map(|(&(env, task), draw)| {
                     let workload = &self.workloads[env];
                     let prepared = workload.task(task);
+                    // Seeded by the draw's place in the queue, which no
+                    // other draw has: two draws of one task in a step (a
+                    // queue shorter than the step's draws wraps) play apart.
+                    let draw_seed =
+                        self.config.seed ^ (draw as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
                     (0..config.rollouts).map(move |trial| Job {
                         env: workload.env,
                         style: &workload.style,
                         task: prepared,
-                        seed: episode_seed(run_seed, &prepared.task.id, trial as u64),
+                        seed: episode_seed(draw_seed, &prepared.task.id, trial as u64),
                     })
                 })
                 .collect();
@@ -708,14 +715,14 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                     },
                     self.config.optim.micro_batch,
                 );
+                let norm = self.apply(lr, grads);
                 if update == 0 {
-                    grad_norm = optimizer::grad_norm(&self.model, &grads);
+                    grad_norm = norm;
                     stats = pass;
                 } else {
                     stats.tokens += pass.tokens;
                     stats.clipped = pass.clipped;
                 }
-                self.apply(lr, grads);
             }
         }
         let train_seconds = train_started.elapsed().as_secs_f64();
@@ -762,9 +769,15 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         TrajectoryWriter::create(&path)
     }
 
-    fn apply(&mut self, lr: f64, grads: GradientsParams) {
+    /// One AdamW step on `grads`, clipped to `optim.grad_clip`; returns
+    /// their norm before clipping.
+    fn apply(&mut self, lr: f64, mut grads: GradientsParams) -> f64 {
+        let norm = optimizer::grad_norm(&self.model, &grads);
+        let max_norm = f64::from(self.config.optim.grad_clip);
+        optimizer::clip_to_norm(&self.model, &mut grads, norm, max_norm);
         // Cloning a module shares its tensors; the step returns the updated one.
         self.model = self.optimizer.step(lr, self.model.clone(), grads);
+        norm
     }
 
     /// Greedy episodes of every held-out task; logs the success share. With

@@ -174,7 +174,8 @@ pub struct Surrogate {
 pub struct LossStats {
     pub loss: f64,
     pub tokens: usize,
-    /// Share of trained tokens whose ratio was clipped.
+    /// Share of trained tokens the clip takes out of the gradient: their
+    /// ratio is past the clip range on the side their advantage favours.
     pub clipped: f64,
     /// Mean KL estimate to the reference (k3), when one is kept.
     pub kl: f64,
@@ -265,17 +266,15 @@ where
             .elem::<f64>()
             / total as f64;
         let ratio = (new.clone() - old).exp();
-        clipped += ratio
+        let unclipped = ratio.clone() * advantage.clone();
+        let bounded = ratio.clamp(1.0 - settings.clip, 1.0 + settings.clip) * advantage;
+        clipped += bounded
             .clone()
-            .sub_scalar(1.0)
-            .abs()
-            .greater_elem(settings.clip)
+            .lower(unclipped.clone())
             .int()
             .sum()
             .into_scalar()
             .elem::<i64>();
-        let unclipped = ratio.clone() * advantage.clone();
-        let bounded = ratio.clamp(1.0 - settings.clip, 1.0 + settings.clip) * advantage;
         let mut loss = unclipped.min_pair(bounded).sum().neg();
         if settings.kl > 0.0 && chunk.iter().all(|scored| scored.reference.is_some()) {
             let reference = per_token(&|scored| scored.reference.clone().unwrap_or_default());

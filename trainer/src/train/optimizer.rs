@@ -3,7 +3,6 @@
 use super::config::OptimSection;
 use crate::llama::Llama;
 use anyhow::{Result, anyhow, bail};
-use burn::grad_clipping::GradientClippingConfig;
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::record::{AdaptorRecord, AdaptorRecordV1};
@@ -17,17 +16,44 @@ use std::path::Path;
 pub type AdamOptimizer<B> = OptimizerAdaptor<AdamW, Llama<B>, B>;
 type State<B> = <AdamOptimizer<B> as Optimizer<Llama<B>, B>>::Record;
 
-/// AdamW as `optim` sets it, with gradient clipping by global norm when
-/// `optim.grad_clip` is positive.
+/// AdamW as `optim` sets it. Its gradients are clipped before they reach
+/// it, by [`clip_to_norm`]: burn's own clipping scales each parameter's
+/// gradient on its own, which turns the update, where clipping the whole
+/// gradient only shortens it.
 pub fn new<B: AutodiffBackend>(optim: &OptimSection) -> AdamOptimizer<B> {
-    let mut adam = AdamWConfig::new()
+    AdamWConfig::new()
         .with_beta_1(optim.beta1)
         .with_beta_2(optim.beta2)
-        .with_weight_decay(optim.weight_decay);
-    if optim.grad_clip > 0.0 {
-        adam = adam.with_grad_clipping(Some(GradientClippingConfig::Norm(optim.grad_clip)));
+        .with_weight_decay(optim.weight_decay)
+        .init()
+}
+
+/// Scales the whole gradient `grads` of `model`, of L2 norm `norm` (see
+/// [`grad_norm`]), down to norm `max_norm` if it is longer.
+pub fn clip_to_norm<B: AutodiffBackend>(
+    model: &Llama<B>,
+    grads: &mut GradientsParams,
+    norm: f64,
+    max_norm: f64,
+) {
+    struct Scale<'a> {
+        grads: &'a mut GradientsParams,
+        factor: f64,
     }
-    adam.init()
+    impl<B: AutodiffBackend> ModuleVisitor<B> for Scale<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            if let Some(grad) = self.grads.remove::<B::InnerBackend, D>(param.id) {
+                self.grads
+                    .register(param.id, grad.mul_scalar(self.factor as f32));
+            }
+        }
+    }
+    if max_norm > 0.0 && norm > max_norm {
+        model.visit(&mut Scale {
+            grads,
+            factor: max_norm / norm,
+        });
+    }
 }
 
 /// The L2 norm of the whole gradient `grads` of `model`, before clipping:
@@ -189,6 +215,49 @@ mod tests {
         // A norm, not a sum of squares: it scales with the loss.
         assert!((thrice / once - 3.0).abs() < 1e-4, "{once} {thrice}");
         assert_eq!(grad_norm(&model, &GradientsParams::new()), 0.0);
+    }
+
+    #[test]
+    fn clipping_shortens_the_whole_gradient_without_turning_it() {
+        let device = Default::default();
+        let model = Llama::<CpuTrain>::init(LlamaConfig::tiny(32), 7, &device);
+        let loss = model.forward_batch(&[&[1, 2, 3]]).sum();
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        let norm = grad_norm(&model, &grads);
+        let flat = |grads: &GradientsParams| {
+            struct Values<'a> {
+                grads: &'a GradientsParams,
+                values: Vec<f32>,
+            }
+            impl ModuleVisitor<CpuTrain> for Values<'_> {
+                fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<CpuTrain, D>>) {
+                    let grad = self
+                        .grads
+                        .get::<<CpuTrain as AutodiffBackend>::InnerBackend, D>(param.id);
+                    let grad = grad.expect("every parameter has a gradient");
+                    self.values.extend(grad.into_data().iter::<f32>());
+                }
+            }
+            let mut values = Values {
+                grads,
+                values: Vec::new(),
+            };
+            model.visit(&mut values);
+            values.values
+        };
+        let before = flat(&grads);
+
+        let mut clipped = grads;
+        clip_to_norm(&model, &mut clipped, norm, norm / 4.0);
+        assert!((grad_norm(&model, &clipped) - norm / 4.0).abs() < 1e-4 * norm);
+        let after = flat(&clipped);
+        assert_eq!(before.len(), after.len());
+        for (before, after) in before.iter().zip(&after) {
+            assert!((before / 4.0 - after).abs() <= 1e-6 * before.abs().max(1e-6));
+        }
+        // A gradient within the bound is left as it is.
+        clip_to_norm(&model, &mut clipped, norm / 4.0, norm);
+        assert_eq!(flat(&clipped), after);
     }
 
     #[test]
