@@ -693,12 +693,16 @@ fn shop_with_user_facts(dir: &Path) -> (PathBuf, std::collections::BTreeMap<Stri
         })
         .collect();
     std::fs::write(&path, tasks.join("\n") + "\n").unwrap();
-    // A hand-edited bundle carries no hashes of its files.
+    forget_hashes(&bundle);
+    (bundle, emails)
+}
+
+/// A hand-edited bundle carries no hashes of its files.
+fn forget_hashes(bundle: &Path) {
     let manifest = bundle.join("manifest.json");
     let mut value: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
     value.as_object_mut().unwrap().remove("hashes");
     std::fs::write(&manifest, value.to_string()).unwrap();
-    (bundle, emails)
 }
 
 /// One short RL step of the tiny policy on `env` with `extra` config, its
@@ -745,6 +749,35 @@ fn user_messages(episode: &Value) -> Vec<String> {
         .filter(|message| message["role"] == "user")
         .filter_map(|message| message["content"].as_str().map(str::to_owned))
         .collect()
+}
+
+#[test]
+fn two_draws_of_one_task_in_a_step_play_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = export_example(dir.path());
+    let tasks = bundle.join("tasks.jsonl");
+    let first = std::fs::read_to_string(&tasks)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned();
+    std::fs::write(&tasks, first + "\n").unwrap();
+    forget_hashes(&bundle);
+
+    // Two tasks a step from a queue of one: the same task is drawn twice,
+    // and its four rollouts must be four samples, not two played twice.
+    let (_, rollouts) = rl_step(&short_rl_run(dir.path(), "twice", &bundle, ""));
+    assert_eq!(rollouts.len(), 4, "2 draws × 2 rollouts");
+    let seeds: std::collections::BTreeSet<u64> = rollouts
+        .iter()
+        .map(|episode| episode["seed"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        seeds.len(),
+        4,
+        "every rollout has a seed of its own: {seeds:?}"
+    );
 }
 
 #[test]
