@@ -1,9 +1,27 @@
-//! `--tasks`: which of an environment's tasks `run` and `eval` play.
+//! The flags `run` and `eval` share: which of an environment's tasks they
+//! play (`--tasks`), under which seed and for how many turns.
 
 use anyhow::{Result, bail};
+use clap::Args;
+use forge_runtime::episode::EpisodeSettings;
 use forge_runtime::{Environment, PreparedTask};
 use std::collections::BTreeSet;
 use std::str::FromStr;
+
+#[derive(Args, Debug)]
+pub struct PlayArgs {
+    /// `all`, `first:N` (or a bare N that is no task's id): the first N
+    /// tasks, or task ids separated by commas.
+    #[arg(long, default_value = "all", value_name = "all|N|first:N|ID,ID")]
+    pub tasks: TaskSelection,
+    /// Seed of the run; each episode's seed derives from it, the task and
+    /// the trial.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Most agent actions per episode.
+    #[arg(long, default_value_t = EpisodeSettings::default().max_turns)]
+    pub max_turns: usize,
+}
 
 /// The value of `--tasks`: `all`; `first:N` or a bare `N`, the first N
 /// tasks in the bundle's order; or task ids separated by commas. A bare

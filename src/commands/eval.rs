@@ -7,10 +7,9 @@ use crate::envs::EnvArgs;
 use crate::flags::{MOST_TRIALS, at_least_one};
 use crate::metrics::{self, flip_rate, pass_hat_k};
 use crate::output;
-use crate::tasks::TaskSelection;
+use crate::tasks::PlayArgs;
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use forge_runtime::episode::EpisodeSettings;
 use forge_runtime::trajectory::{self, EpisodeRecord};
 use forge_runtime::{PreparedTask, Sandbox, TrajectoryWriter, episode_seed};
 use rand::{RngExt, SeedableRng};
@@ -28,18 +27,11 @@ pub struct EvalArgs {
     env: EnvArgs,
     #[command(flatten)]
     agents: AgentArgs,
+    #[command(flatten)]
+    play: PlayArgs,
     /// Trials per task (pass^k is reported for k = 1..trials).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=MOST_TRIALS))]
     trials: u64,
-    /// `all`, `first:N` (or a bare N that is no task's id): the first N
-    /// tasks, or task ids separated by commas.
-    #[arg(long, default_value = "all", value_name = "all|N|first:N|ID,ID")]
-    tasks: TaskSelection,
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Most agent actions per episode.
-    #[arg(long, default_value_t = EpisodeSettings::default().max_turns)]
-    max_turns: usize,
     /// Episodes run at once, each on its own thread (for remote models, whose
     /// answers are waited for).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
@@ -70,7 +62,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     let env = args.env.load(&sandbox)?;
     let agents = Agents::new(&args.agents, &env)?;
     let label = agents.label();
-    let tasks = args.tasks.select(&env)?;
+    let tasks = args.play.tasks.select(&env)?;
     if args.out.exists() && !args.out.is_dir() {
         bail!(
             "{} is not a directory: --out names the directory of the results",
@@ -84,7 +76,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let trajectories = dir.join("trajectories.jsonl");
     let mut settings = agents.settings();
-    settings["max_turns"] = args.max_turns.into();
+    settings["max_turns"] = args.play.max_turns.into();
     claim(&dir, &settings)?;
 
     // Resume: an episode is identified by its task and seed (the settings
@@ -102,14 +94,14 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         .iter()
         .flat_map(|task| {
             (0..args.trials)
-                .map(move |trial| (*task, episode_seed(args.seed, &task.task.id, trial)))
+                .map(move |trial| (*task, episode_seed(args.play.seed, &task.task.id, trial)))
         })
         .filter(|(task, seed)| !done.contains_key(&(task.task.id.clone(), *seed)))
         .collect();
     let (ran, resumed) = (pending.len(), total as usize - pending.len());
     progress.inc(resumed as u64);
     let threads = args.concurrency as usize;
-    agents.play(&env, &pending, args.max_turns, threads, |record| {
+    agents.play(&env, &pending, args.play.max_turns, threads, |record| {
         writer.write(&record)?;
         progress.inc(1);
         done.insert((record.task_id.clone(), record.seed), record);
@@ -124,7 +116,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         for trial in 0..args.trials {
             let key = (
                 task.task.id.clone(),
-                episode_seed(args.seed, &task.task.id, trial),
+                episode_seed(args.play.seed, &task.task.id, trial),
             );
             outcomes
                 .entry(task.task.id.clone())
@@ -138,7 +130,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         metrics::successes_per_task(outcomes.iter().flat_map(|(task, trials)| {
             trials.iter().map(move |success| (task.as_str(), *success))
         }));
-    let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
+    let mut rng = ChaCha8Rng::seed_from_u64(args.play.seed);
     let pass: Vec<PassK> = (1..=args.trials)
         .map(|k| {
             let value = pass_hat_k(&successes, k);
@@ -178,7 +170,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         // What the report covers: the results directory may also hold the
         // episodes of other selections and seeds, kept for their resumes.
         "task_ids": outcomes.keys().collect::<Vec<_>>(),
-        "seed": args.seed,
+        "seed": args.play.seed,
         "trials": args.trials,
         "episodes_run": ran,
         "episodes_resumed": resumed,

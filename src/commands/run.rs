@@ -5,10 +5,9 @@ use crate::envs::EnvArgs;
 use crate::flags::MOST_TRIALS;
 use crate::metrics;
 use crate::output;
-use crate::tasks::TaskSelection;
+use crate::tasks::PlayArgs;
 use anyhow::Result;
 use clap::Args;
-use forge_runtime::episode::EpisodeSettings;
 use forge_runtime::trajectory::{EpisodeRecord, Termination};
 use forge_runtime::{Environment, PreparedTask, Sandbox, TrajectoryWriter, episode_seed};
 use serde_json::json;
@@ -21,19 +20,11 @@ pub struct RunArgs {
     env: EnvArgs,
     #[command(flatten)]
     agents: AgentArgs,
-    /// `all`, `first:N` (or a bare N that is no task's id): the first N
-    /// tasks, or task ids separated by commas.
-    #[arg(long, default_value = "all", value_name = "all|N|first:N|ID,ID")]
-    tasks: TaskSelection,
-    /// Seed of the run; each episode's seed derives from it and the task.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    #[command(flatten)]
+    play: PlayArgs,
     /// Episodes per task.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=MOST_TRIALS))]
     trials: u64,
-    /// Most agent actions per episode.
-    #[arg(long, default_value_t = EpisodeSettings::default().max_turns)]
-    max_turns: usize,
     /// Write the trajectories (JSONL) here; the file must not exist unless `--append`.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
@@ -48,7 +39,7 @@ pub struct RunArgs {
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     let sandbox = Sandbox::with_defaults()?;
     let env = args.env.load(&sandbox)?;
-    let tasks = args.tasks.select(&env)?;
+    let tasks = args.play.tasks.select(&env)?;
     let agents = Agents::new(&args.agents, &env)?;
     let label = agents.label();
     let mut writer = match (&args.out, args.append) {
@@ -62,12 +53,13 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let episodes: Vec<(&PreparedTask, u64)> = tasks
         .iter()
         .flat_map(|task| {
-            (0..args.trials).map(|trial| (*task, episode_seed(args.seed, &task.task.id, trial)))
+            (0..args.trials)
+                .map(|trial| (*task, episode_seed(args.play.seed, &task.task.id, trial)))
         })
         .collect();
     let mut records = Vec::with_capacity(episodes.len());
     // On one thread, records come in the order of `episodes`: by task, then trial.
-    agents.play(&env, &episodes, args.max_turns, 1, |record| {
+    agents.play(&env, &episodes, args.play.max_turns, 1, |record| {
         let trial = records.len() as u64 % args.trials;
         if let Some(writer) = &mut writer {
             writer.write(&record)?;
@@ -179,7 +171,7 @@ fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, Episo
             "environment": env.name(),
             "content_hash": env.content_hash(),
             "policy": label,
-            "seed": args.seed,
+            "seed": args.play.seed,
             "episodes": episodes,
             "successes": successes,
             "success_rate": success_rate,
@@ -223,7 +215,7 @@ fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, Episo
         env.name(),
         &env.content_hash()[..12],
         label,
-        args.seed
+        args.play.seed
     );
     if unevaluated > 0 {
         println!(
