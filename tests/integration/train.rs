@@ -4,7 +4,8 @@
 //! model, and the prepared GPU run's script works (on a tiny model).
 
 use crate::common::{
-    export_example, forge, forge_cache_dir, forge_command, json_lines, stderr, stdout,
+    export_example, forge, forge_cache_dir, forge_command, forget_hashes, json_lines, stderr,
+    stdout,
 };
 use crate::llm_stub::{StubServer, completion};
 use serde_json::{Value, json};
@@ -459,10 +460,7 @@ fn an_interrupted_run_resumes_exactly() {
     let fewer: Vec<&str> = tasks.lines().skip(1).collect();
     std::fs::write(bundle.join("tasks.jsonl"), fewer.join("\n") + "\n").unwrap();
     // As re-synthesized: the manifest's file hashes no longer pin the tasks.
-    let manifest = bundle.join("manifest.json");
-    let mut fields: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
-    fields.as_object_mut().unwrap().remove("hashes");
-    std::fs::write(&manifest, fields.to_string()).unwrap();
+    forget_hashes(&bundle);
     let output = train(&["--run-dir", changed.to_str().unwrap(), "--resume"]);
     assert!(!output.status.success());
     assert!(
@@ -695,14 +693,6 @@ fn shop_with_user_facts(dir: &Path) -> (PathBuf, std::collections::BTreeMap<Stri
     std::fs::write(&path, tasks.join("\n") + "\n").unwrap();
     forget_hashes(&bundle);
     (bundle, emails)
-}
-
-/// A hand-edited bundle carries no hashes of its files.
-fn forget_hashes(bundle: &Path) {
-    let manifest = bundle.join("manifest.json");
-    let mut value: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
-    value.as_object_mut().unwrap().remove("hashes");
-    std::fs::write(&manifest, value.to_string()).unwrap();
 }
 
 /// One short RL step of the tiny policy on `env` with `extra` config, its
