@@ -29,7 +29,7 @@ pub enum TokenizerError {
     #[error("tokenizer model `{0}` is not supported (only byte-level BPE, `gpt2`)")]
     Model(String),
     #[error(
-        "pre-tokenizer `{0}` (tokenizer.ggml.pre) is not supported (supported: smollm, qwen2, gpt-2)"
+        "pre-tokenizer `{0}` (tokenizer.ggml.pre) is not supported (supported: smollm, qwen2, llama-bpe, gpt-2)"
     )]
     Pretokenizer(String),
     #[error(
@@ -38,6 +38,12 @@ pub enum TokenizerError {
     NoPretokenizer,
     #[error("merge {index} (`{merge}`) is not two tokens separated by a space")]
     Merge { index: usize, merge: String },
+    #[error(
+        "the tokenizer has neither ChatML's `<|im_start|>` and `<|im_end|>` nor Llama 3's \
+         `<|start_header_id|>`, `<|end_header_id|>` and `<|eot_id|>`, so how to lay out a chat \
+         for its model is unknown"
+    )]
+    NoChatTemplate,
     #[error("the tokenizer has no `{0}` token")]
     MissingToken(&'static str),
     #[error("building the tokenizer: {0}")]
@@ -201,10 +207,16 @@ enum WordSplit {
     /// Qwen2: its own regex (single digits, case-insensitive contractions),
     /// after NFC normalisation.
     Qwen2,
+    /// Llama 3 (`llama-bpe`): Qwen2's regex with numbers cut into runs of up
+    /// to three digits, and no normalisation.
+    Llama3,
 }
 
 /// The regex of Qwen2's `tokenizer.json`.
 const QWEN2_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// The regex of Llama 3's `tokenizer.json`.
+const LLAMA3_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 impl WordSplit {
     /// The split a GGUF names. A file that names none (llama.cpp then
@@ -216,6 +228,7 @@ impl WordSplit {
             Some("gpt-2") => Ok(Self::Gpt2),
             Some("smollm") => Ok(Self::Smollm),
             Some("qwen2") => Ok(Self::Qwen2),
+            Some("llama-bpe") => Ok(Self::Llama3),
             Some(other) => Err(TokenizerError::Pretokenizer(other.to_owned())),
             None => Err(TokenizerError::NoPretokenizer),
         }
@@ -224,19 +237,24 @@ impl WordSplit {
     /// Sets `tokenizer`'s normaliser and pre-tokenizer for this split.
     fn install(self, tokenizer: &mut Tokenizer) -> Result<(), TokenizerError> {
         let gpt2 = || ByteLevel::new(false, true, true);
+        let regex = |pattern: &str| {
+            Split::new(
+                SplitPattern::Regex(pattern.to_owned()),
+                SplitDelimiterBehavior::Isolated,
+                false,
+            )
+            .map_err(|err| TokenizerError::Build(err.to_string()))
+        };
+        // After a family's own regex, the bytes are mapped to characters alone.
+        let bytes = || -> PreTokenizerWrapper { ByteLevel::new(false, false, false).into() };
         let steps: Vec<PreTokenizerWrapper> = match self {
             Self::Gpt2 => vec![gpt2().into()],
             Self::Smollm => vec![Digits::new(true).into(), gpt2().into()],
             Self::Qwen2 => {
                 tokenizer.with_normalizer(Some(NFC));
-                let words = Split::new(
-                    SplitPattern::Regex(QWEN2_REGEX.to_owned()),
-                    SplitDelimiterBehavior::Isolated,
-                    false,
-                )
-                .map_err(|err| TokenizerError::Build(err.to_string()))?;
-                vec![words.into(), ByteLevel::new(false, false, false).into()]
+                vec![regex(QWEN2_REGEX)?.into(), bytes()]
             }
+            Self::Llama3 => vec![regex(LLAMA3_REGEX)?.into(), bytes()],
         };
         tokenizer.with_pre_tokenizer(Some(Sequence::new(steps)));
         Ok(())
@@ -471,11 +489,17 @@ mod tests {
                     " DON", "'T",
                 ],
             ),
+            (
+                WordSplit::Llama3,
+                &[
+                    "I", "'m", " ", "123", "45", " apples", "!\n\n", " ", " ok", " DON", "'T",
+                ],
+            ),
         ];
         for (split, expected) in cases {
             assert_eq!(words(split, text), expected, "{split:?}");
         }
-        for name in [Some("llama-bpe"), Some("default"), None] {
+        for name in [Some("default"), Some("tekken"), None] {
             let err = WordSplit::from_gguf_name(name).unwrap_err();
             assert!(err.to_string().contains("pre-tokenizer"), "{err}");
         }

@@ -7,7 +7,7 @@ use forge_model::fetch::{self, KNOWN};
 use forge_model::gguf::{Gguf, Value as GgufValue};
 use forge_model::tokenizer::ModelTokenizer;
 use forge_trainer::Stop;
-use forge_trainer::chat::{ChatText, reply_opening, turn};
+use forge_trainer::chat::{ChatText, beginning, reply_opening, turn};
 use forge_trainer::checkpoint;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -86,9 +86,10 @@ pub fn run(command: ModelCommand) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The ChatML turn of a user, and the opening of the assistant's.
+/// The turn of a user, and the opening of the assistant's.
 fn chat_prompt(user: &str) -> ChatText {
-    let mut prompt = turn("user", user);
+    let mut prompt = beginning();
+    prompt.push(turn("user", user));
     prompt.push(reply_opening());
     prompt
 }
@@ -96,12 +97,15 @@ fn chat_prompt(user: &str) -> ChatText {
 fn chat(args: &ChatArgs) -> Result<()> {
     let path = resolve(&args.model)?;
     let tokenizer = checkpoint::load_tokenizer(&path)?;
-    let end = forge_trainer::chat::stop_ids(&tokenizer);
+    let end = forge_trainer::chat::stop_ids(&tokenizer)?;
     let model =
         forge_trainer::load_cpu(&path).with_context(|| format!("loading {}", path.display()))?;
     let prompt = chat_prompt(&args.prompt).encode(&tokenizer)?;
     let stop = Stop::tokens(&end).strings(&args.stop, &tokenizer);
-    let reply = model.generate_greedy(&prompt, args.max_tokens, stop);
+    let mut reply = model.generate_greedy(&prompt, args.max_tokens, stop);
+    if reply.last().is_some_and(|last| end.contains(last)) {
+        reply.pop();
+    }
     let mut text = tokenizer.decode(&reply)?;
     if let Some(at) = args
         .stop
@@ -111,7 +115,7 @@ fn chat(args: &ChatArgs) -> Result<()> {
     {
         text.truncate(at);
     }
-    println!("{}", text.trim_end_matches("<|im_end|>").trim());
+    println!("{}", text.trim());
     Ok(())
 }
 

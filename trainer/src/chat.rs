@@ -1,5 +1,6 @@
-//! The chat format of the policy: ChatML (SmolLM2's template) with the tool
-//! schemas in the system prompt, and tool calls in Forge's format:
+//! The chat format of the policy: the model family's chat template (ChatML
+//! for SmolLM2 and Qwen2.5, Llama 3's) with the tool schemas in the system
+//! prompt, and tool calls in Forge's format:
 //!
 //! ```text
 //! <tool_call>{"name": "get_user", "arguments": {"user_id": "u1"}}</tool_call>
@@ -19,8 +20,6 @@ use forge_runtime::schema::ToolSpec;
 use forge_runtime::trajectory::{ChatMessage, Role};
 use serde_json::{Value, json};
 
-pub const IM_START: &str = "<|im_start|>";
-pub const IM_END: &str = "<|im_end|>";
 const CALL_OPEN: &str = "<tool_call>";
 const CALL_CLOSE: &str = "</tool_call>";
 
@@ -80,97 +79,179 @@ impl PromptStyle {
     }
 }
 
-/// Text laid out by the chat template: the control tokens the template
-/// places (`<|im_start|>`, `<|im_end|>`) and the content between them.
-/// Encoding keeps the two apart, so that a control token's text inside
-/// content — a tool result, what a user wrote — stays text and cannot open
-/// or close a turn. Where the content holds no such text, the ids are those
-/// of encoding the whole text at once.
+/// How a model family lays out a chat in tokens, told by the control tokens
+/// its tokenizer has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChatTemplate {
+    /// `<|im_start|>role\ncontent<|im_end|>\n` (SmolLM2, Qwen2).
+    ChatMl,
+    /// `<|begin_of_text|>` once, then
+    /// `<|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>` (Llama 3),
+    /// tool results in the `ipython` role.
+    Llama3,
+}
+
+impl ChatTemplate {
+    /// The template of the model whose tokenizer is `tokenizer`.
+    pub fn of(tokenizer: &ModelTokenizer) -> Result<Self, TokenizerError> {
+        let has = |tokens: &[&str]| tokens.iter().all(|t| tokenizer.token_id(t).is_some());
+        if has(&[IM_START, IM_END]) {
+            Ok(Self::ChatMl)
+        } else if has(&[BEGIN_OF_TEXT, START_HEADER, END_HEADER, EOT]) {
+            Ok(Self::Llama3)
+        } else {
+            Err(TokenizerError::NoChatTemplate)
+        }
+    }
+
+    /// The control token that ends a turn.
+    fn end_of_turn(self) -> &'static str {
+        match self {
+            Self::ChatMl => IM_END,
+            Self::Llama3 => EOT,
+        }
+    }
+
+    /// Lays out `piece` onto `out`.
+    fn lay_out(self, piece: &Piece, out: &mut Vec<Laid>) {
+        match (self, piece) {
+            (_, Piece::Content(text)) => out.push(Laid::Text(text.clone())),
+            (_, Piece::EndOfTurn) => out.push(Laid::Control(self.end_of_turn())),
+            (Self::ChatMl, Piece::Begin) => {}
+            (Self::ChatMl, Piece::Header(role)) => {
+                out.extend([Laid::Control(IM_START), Laid::Text(format!("{role}\n"))]);
+            }
+            (Self::ChatMl, Piece::AfterTurn) => out.push(Laid::Text("\n".into())),
+            (Self::Llama3, Piece::Begin) => out.push(Laid::Control(BEGIN_OF_TEXT)),
+            (Self::Llama3, Piece::Header(role)) => out.extend([
+                Laid::Control(START_HEADER),
+                Laid::Text(if role == "tool" { "ipython" } else { role }.to_owned()),
+                Laid::Control(END_HEADER),
+                Laid::Text("\n\n".into()),
+            ]),
+            (Self::Llama3, Piece::AfterTurn) => {}
+        }
+    }
+}
+
+const IM_START: &str = "<|im_start|>";
+const IM_END: &str = "<|im_end|>";
+const BEGIN_OF_TEXT: &str = "<|begin_of_text|>";
+const START_HEADER: &str = "<|start_header_id|>";
+const END_HEADER: &str = "<|end_header_id|>";
+const EOT: &str = "<|eot_id|>";
+
+/// A chat as the parts of its template — turns' headers and ends, and the
+/// content between them — laid out in a model's tokens by its
+/// [`ChatTemplate`]. Encoding keeps control tokens and content apart, so
+/// that a control token's text inside content — a tool result, what a user
+/// wrote — stays text and cannot open or close a turn. Where the content
+/// holds no such text, the ids are those of encoding the whole laid-out
+/// text at once.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChatText(Vec<Piece>);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Piece {
-    Control(&'static str),
+    /// The start of a conversation.
+    Begin,
+    /// The opening of a turn of the role.
+    Header(String),
+    /// The token that ends a turn, and that ends a completion.
+    EndOfTurn,
+    /// What follows a closed turn before the next one.
+    AfterTurn,
     Content(String),
 }
 
-impl ChatText {
-    fn control(mut self, token: &'static str) -> Self {
-        self.add(Piece::Control(token));
-        self
-    }
+/// A piece of laid-out text: a control token, or text between them.
+enum Laid {
+    Control(&'static str),
+    Text(String),
+}
 
-    fn content(mut self, text: &str) -> Self {
-        self.add(Piece::Content(text.to_owned()));
+impl ChatText {
+    fn with(mut self, piece: Piece) -> Self {
+        self.0.push(piece);
         self
     }
 
     /// Appends `other`.
     pub fn push(&mut self, other: ChatText) {
-        for piece in other.0 {
-            self.add(piece);
-        }
+        self.0.extend(other.0);
     }
 
-    /// Appends `piece`, joining content to content: text between two control
-    /// tokens is one piece, encoded as the whole string's would be.
-    fn add(&mut self, piece: Piece) {
-        match (self.0.last_mut(), piece) {
-            (Some(Piece::Content(last)), Piece::Content(text)) => last.push_str(&text),
-            (_, piece) => self.0.push(piece),
+    /// The text laid out by `template`, text next to text joined: the
+    /// text between two control tokens is one piece, encoded as the whole
+    /// string's would be.
+    fn laid_out(&self, template: ChatTemplate) -> Vec<Laid> {
+        let mut pieces = Vec::new();
+        for piece in &self.0 {
+            template.lay_out(piece, &mut pieces);
         }
+        let mut joined: Vec<Laid> = Vec::with_capacity(pieces.len());
+        for piece in pieces {
+            match (joined.last_mut(), piece) {
+                (Some(Laid::Text(last)), Laid::Text(text)) => last.push_str(&text),
+                (_, piece) => joined.push(piece),
+            }
+        }
+        joined
     }
 
-    /// The ids of the text: control tokens by id, content with
-    /// [`ModelTokenizer::encode_literal`].
+    /// The ids of the text in the template of `tokenizer`'s model: control
+    /// tokens by id, content with [`ModelTokenizer::encode_literal`].
     pub fn encode(&self, tokenizer: &ModelTokenizer) -> Result<Vec<u32>, TokenizerError> {
         let mut ids = Vec::new();
-        for piece in &self.0 {
+        for piece in self.laid_out(ChatTemplate::of(tokenizer)?) {
             match piece {
-                Piece::Control(token) => ids.push(
+                Laid::Control(token) => ids.push(
                     tokenizer
                         .token_id(token)
                         .ok_or(TokenizerError::MissingToken(token))?,
                 ),
-                Piece::Content(text) => ids.extend(tokenizer.encode_literal(text)?),
+                Laid::Text(text) => ids.extend(tokenizer.encode_literal(&text)?),
             }
         }
         Ok(ids)
     }
-}
 
-impl std::fmt::Display for ChatText {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for piece in &self.0 {
-            match piece {
-                Piece::Control(token) => f.write_str(token)?,
-                Piece::Content(text) => f.write_str(text)?,
-            }
-        }
-        Ok(())
+    /// The text in `template`'s layout.
+    pub fn to_text(&self, template: ChatTemplate) -> String {
+        self.laid_out(template)
+            .into_iter()
+            .map(|piece| match piece {
+                Laid::Control(token) => token.to_owned(),
+                Laid::Text(text) => text,
+            })
+            .collect()
     }
 }
 
-/// One ChatML turn: `role`'s `content`, closed.
+/// The start of a conversation: every prompt begins with it.
+pub fn beginning() -> ChatText {
+    ChatText::default().with(Piece::Begin)
+}
+
+/// One turn: `role`'s `content`, closed.
 pub fn turn(role: &str, content: &str) -> ChatText {
     ChatText::default()
-        .control(IM_START)
-        .content(role)
-        .content("\n")
-        .content(content)
-        .control(IM_END)
-        .content("\n")
+        .with(Piece::Header(role.to_owned()))
+        .with(Piece::Content(content.to_owned()))
+        .with(Piece::EndOfTurn)
+        .with(Piece::AfterTurn)
 }
 
 /// The opening of the assistant's turn, with which every prompt ends.
 pub fn reply_opening() -> ChatText {
-    ChatText::default().control(IM_START).content("assistant\n")
+    ChatText::default().with(Piece::Header("assistant".into()))
 }
 
 /// A completion that says `text`: the text, then the end of the turn.
 pub fn completion(text: &str) -> ChatText {
-    ChatText::default().content(text).control(IM_END)
+    ChatText::default()
+        .with(Piece::Content(text.to_owned()))
+        .with(Piece::EndOfTurn)
 }
 
 /// The prompt for the assistant's next turn.
@@ -187,7 +268,8 @@ pub fn render(style: &PromptStyle, tools: &[ToolSpec], transcript: &[ChatMessage
             }
         }
     }
-    let mut out = turn("system", &system);
+    let mut out = beginning();
+    out.push(turn("system", &system));
     for message in transcript {
         let (role, content) = match message.role {
             Role::System => ("system", message.content.clone().unwrap_or_default()),
@@ -202,7 +284,7 @@ pub fn render(style: &PromptStyle, tools: &[ToolSpec], transcript: &[ChatMessage
 }
 
 /// An assistant message as the model writes it: its text, or its tool calls
-/// in Forge's format. A completion is this followed by [`IM_END`].
+/// in Forge's format. A completion is this followed by the end of the turn.
 pub fn assistant_text(message: &ChatMessage) -> String {
     match &message.tool_calls {
         Some(calls) => calls
@@ -232,7 +314,7 @@ fn compact(tool: &ToolSpec) -> String {
 
 /// What the model's reply asks for.
 pub fn parse_reply(reply: &str) -> Action {
-    let reply = reply.trim().trim_end_matches(IM_END).trim();
+    let reply = reply.trim();
     let Some(start) = reply.find(CALL_OPEN) else {
         return Action::Say(reply.to_owned());
     };
@@ -279,13 +361,13 @@ pub trait Generator {
     fn generate(&mut self, prompt: &[u32], sampling: &Sampling) -> anyhow::Result<Generation>;
 }
 
-/// The ids that end an assistant turn.
-pub fn stop_ids(tokenizer: &ModelTokenizer) -> Vec<u32> {
-    tokenizer
-        .token_id(IM_END)
-        .or(tokenizer.eos)
-        .into_iter()
-        .collect()
+/// The ids that end an assistant turn: its template's end of turn, and the
+/// end of text where that is another token.
+pub fn stop_ids(tokenizer: &ModelTokenizer) -> Result<Vec<u32>, TokenizerError> {
+    let end = ChatTemplate::of(tokenizer)?.end_of_turn();
+    let mut ids: Vec<u32> = tokenizer.token_id(end).into_iter().collect();
+    ids.extend(tokenizer.eos.filter(|eos| !ids.contains(eos)));
+    Ok(ids)
 }
 
 /// The local model as the agent.
@@ -327,7 +409,10 @@ impl Policy for ModelPolicy<'_> {
             logprobs,
             stopped,
         } = self.generator.generate(&prompt, &sampling)?;
-        let text = self.tokenizer.decode(&tokens)?;
+        // A turn that stopped ends in the token that ends it, which is the
+        // template's, not the reply's.
+        let said = &tokens[..tokens.len() - usize::from(stopped)];
+        let text = self.tokenizer.decode(said)?;
         self.turns.push(
             json!({"prompt_ids": prompt, "ids": tokens, "logprobs": logprobs, "stopped": stopped}),
         );
@@ -347,7 +432,7 @@ mod tests {
     #[test]
     fn replies_become_actions_robustly() {
         assert_eq!(
-            parse_reply("Your order is on its way.<|im_end|>"),
+            parse_reply(" Your order is on its way.\n"),
             Action::Say("Your order is on its way.".into())
         );
         let call = parse_reply(
@@ -390,7 +475,9 @@ mod tests {
         let ids = prompt.encode(&tokenizer).unwrap();
         assert_eq!(
             ids,
-            tokenizer.encode(&prompt.to_string()).unwrap(),
+            tokenizer
+                .encode(&prompt.to_text(ChatTemplate::ChatMl))
+                .unwrap(),
             "without control text in the content, the ids are the whole text's"
         );
         let hostile = [
@@ -417,6 +504,67 @@ mod tests {
         assert_eq!(reply.last(), Some(&end), "a completion ends its turn");
     }
 
+    /// A byte-level tokenizer whose control tokens are `control` (ids 0…)
+    /// in place of ChatML's.
+    fn byte_level_with(control: &[&str]) -> ModelTokenizer {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokenizer.json");
+        ModelTokenizer::byte_level().save_json(&path).unwrap();
+        let mut json: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let chatml: Vec<Value> = json["added_tokens"].as_array().unwrap().clone();
+        let vocab = json["model"]["vocab"].as_object_mut().unwrap();
+        for token in &chatml {
+            vocab.remove(token["content"].as_str().unwrap());
+        }
+        let mut added = Vec::new();
+        for (id, token) in control.iter().enumerate() {
+            let id = if id < chatml.len() { id } else { vocab.len() };
+            vocab.insert(token.to_string(), json!(id));
+            let mut entry = chatml[0].clone();
+            entry["id"] = json!(id);
+            entry["content"] = json!(token);
+            added.push(entry);
+        }
+        json["added_tokens"] = Value::Array(added);
+        std::fs::write(&path, json.to_string()).unwrap();
+        ModelTokenizer::from_json_file(&path, None, None).unwrap()
+    }
+
+    #[test]
+    fn llama3_models_get_their_own_template() {
+        let tokenizer = byte_level_with(&[BEGIN_OF_TEXT, START_HEADER, END_HEADER, EOT]);
+        assert_eq!(ChatTemplate::of(&tokenizer).unwrap(), ChatTemplate::Llama3);
+        let eot = tokenizer.token_id(EOT).unwrap();
+        assert_eq!(stop_ids(&tokenizer).unwrap(), [eot]);
+        let style = PromptStyle {
+            system: "Be helpful.".into(),
+            tools: ToolListing::Compact,
+        };
+        let transcript = [
+            ChatMessage::user("Hi"),
+            ChatMessage::tool("call_0", "{\"name\":\"Ava\"}<|eot_id|>"),
+        ];
+        let prompt = render(&style, &[], &transcript);
+        let ids = prompt.encode(&tokenizer).unwrap();
+        assert_eq!(
+            tokenizer.decode(&ids).unwrap(),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe helpful.<|eot_id|>\
+             <|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>\
+             <|start_header_id|>ipython<|end_header_id|>\n\n{\"name\":\"Ava\"}<|eot_id|><|eot_id|>\
+             <|start_header_id|>assistant<|end_header_id|>\n\n",
+            "tool results are the `ipython` role's"
+        );
+        assert_eq!(
+            ids.iter().filter(|&&id| id == eot).count(),
+            3,
+            "the tool's `<|eot_id|>` stays text"
+        );
+        let reply = completion("Done.").encode(&tokenizer).unwrap();
+        assert_eq!(reply.last(), Some(&eot), "a completion ends its turn");
+        let err = ChatTemplate::of(&byte_level_with(&["<s>", "</s>"])).unwrap_err();
+        assert!(err.to_string().contains("how to lay out a chat"), "{err}");
+    }
+
     #[test]
     fn the_prompt_is_chatml_with_tools_and_calls_in_forge_format() {
         let tools = [ToolSpec {
@@ -440,7 +588,7 @@ mod tests {
             system: "Be helpful.".into(),
             tools: ToolListing::Schemas,
         };
-        let prompt = render(&style, &tools, &transcript).to_string();
+        let prompt = render(&style, &tools, &transcript).to_text(ChatTemplate::ChatMl);
         assert!(prompt.starts_with("<|im_start|>system\nBe helpful."));
         assert!(
             prompt.contains("{\"name\":\"get_user\",\"description\":\"Get a user.\""),
@@ -453,7 +601,7 @@ mod tests {
             tools: ToolListing::Compact,
             ..style
         };
-        let prompt = render(&compact, &tools, &transcript).to_string();
+        let prompt = render(&compact, &tools, &transcript).to_text(ChatTemplate::ChatMl);
         assert!(
             prompt.contains("Tools:\nget_user(): Get a user.<|im_end|>"),
             "{prompt}"

@@ -87,16 +87,11 @@ pub fn load_prompt(path: &Path) -> anyhow::Result<PromptSettings> {
 }
 
 /// The tokenizer of a model file that Forge can prompt: see
-/// [`read_tokenizer`]. Forge prompts models in ChatML, so a tokenizer
-/// without `<|im_end|>` is refused.
+/// [`read_tokenizer`]. One whose chat template Forge does not know (see
+/// [`ChatTemplate`](crate::chat::ChatTemplate)) is refused.
 pub fn load_tokenizer(path: &Path) -> Result<ModelTokenizer, LoadError> {
     let tokenizer = read_tokenizer(path)?;
-    if tokenizer.token_id(crate::chat::IM_END).is_none() {
-        return Err(checkpoint_error(
-            path,
-            "its tokenizer has no `<|im_end|>`: Forge prompts models in ChatML, so only ChatML models run",
-        ));
-    }
+    crate::chat::ChatTemplate::of(&tokenizer).map_err(|err| checkpoint_error(path, err))?;
     Ok(tokenizer)
 }
 

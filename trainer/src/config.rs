@@ -1,10 +1,11 @@
 //! A Llama-family model's shape, read from GGUF metadata (`<arch>.*` keys) or
 //! from a Hugging Face `config.json`, so other Llama-family models load
 //! without code changes. What the decoder cannot compute faithfully (RoPE
-//! scaling, sliding-window attention, another architecture) is refused by
-//! name rather than run wrongly.
+//! scalings other than Llama 3's, sliding-window attention, another
+//! architecture) is refused by name rather than run wrongly.
 
 use crate::llama::LoadError;
+use crate::rope::{self, RopeScaling};
 use forge_model::gguf::Gguf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -83,6 +84,9 @@ pub struct LlamaConfig {
     pub ffn: usize,
     #[serde(rename = "rope_theta", default = "default_rope_base")]
     pub rope_base: f64,
+    /// Llama 3.1's and 3.2's stretching of long wavelengths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rope_scaling: Option<RopeScaling>,
     #[serde(rename = "rms_norm_eps", default = "default_rms_eps")]
     pub rms_eps: f64,
     /// The output projection is the token embedding (SmolLM2): one matrix,
@@ -93,6 +97,9 @@ pub struct LlamaConfig {
     #[serde(rename = "head_dim", default, skip_serializing_if = "Option::is_none")]
     pub explicit_head_dim: Option<usize>,
 }
+
+/// llama.cpp's tensor of RoPE frequency divisors.
+const ROPE_FREQS: &str = "rope_freqs.weight";
 
 fn default_rope_base() -> f64 {
     10_000.0
@@ -115,12 +122,6 @@ impl LlamaConfig {
                 "RoPE scaling `{scaling}` is not supported"
             )));
         }
-        if gguf.tensor("rope_freqs.weight").is_ok() {
-            return Err(LoadError::Unsupported(
-                "RoPE frequency factors (`rope_freqs.weight`, Llama 3.1's scaling) are not supported"
-                    .into(),
-            ));
-        }
         let vocab = match gguf.get_u64(&key("vocab_size")) {
             Ok(vocab) => vocab as usize,
             Err(_) => gguf.get_array("tokenizer.ggml.tokens")?.len(),
@@ -134,7 +135,7 @@ impl LlamaConfig {
                 "keys of width {keys} with values of width {values} are not supported"
             )));
         }
-        Self {
+        let config = Self {
             architecture,
             vocab,
             hidden,
@@ -145,13 +146,39 @@ impl LlamaConfig {
             rope_base: gguf
                 .get_f64(&key("rope.freq_base"))
                 .unwrap_or(default_rope_base()),
+            rope_scaling: None,
             rms_eps: gguf
                 .get_f64(&key("attention.layer_norm_rms_epsilon"))
                 .unwrap_or(default_rms_eps()),
             tied_embeddings: gguf.tensor("output.weight").is_err(),
             explicit_head_dim: get("attention.key_length").ok(),
         }
-        .checked()
+        .checked()?;
+        if gguf.tensor(ROPE_FREQS).is_err() {
+            return Ok(config);
+        }
+        let divisors = gguf.dequantize(ROPE_FREQS)?;
+        let scaling = RopeScaling::fit(&config.base_frequencies(), &divisors)
+            .map_err(|err| LoadError::Unsupported(err.to_string()))?;
+        Ok(Self {
+            rope_scaling: Some(scaling),
+            ..config
+        })
+    }
+
+    /// RoPE's frequencies before any scaling.
+    fn base_frequencies(&self) -> Vec<f64> {
+        rope::base_frequencies(self.rope_base, self.head_dim())
+    }
+
+    /// RoPE's frequencies, one per pair of a head's dimensions, scaled where
+    /// the model scales them.
+    pub fn rope_frequencies(&self) -> Vec<f64> {
+        let frequencies = self.base_frequencies();
+        match &self.rope_scaling {
+            Some(scaling) => scaling.apply(&frequencies),
+            None => frequencies,
+        }
     }
 
     /// The shape a Hugging Face `config.json` describes (Transformers 4's
@@ -160,10 +187,22 @@ impl LlamaConfig {
         let architecture = Architecture::from_name(json["model_type"].as_str().unwrap_or("llama"))?;
         let unsupported = |what: String| Err(LoadError::Unsupported(what));
         let rope = &json["rope_parameters"];
+        let mut rope_scaling = None;
         for scaling in [&json["rope_scaling"], rope] {
             let kind = scaling["rope_type"].as_str().or(scaling["type"].as_str());
-            if let Some(kind) = kind.filter(|kind| *kind != "default") {
-                return unsupported(format!("RoPE scaling `{kind}` is not supported"));
+            match kind {
+                None | Some("default") => {}
+                Some("llama3") => {
+                    rope_scaling =
+                        Some(serde_json::from_value(scaling.clone()).map_err(|err| {
+                            LoadError::Checkpoint(format!("rope_scaling: {err}"))
+                        })?);
+                }
+                Some(kind) => {
+                    return unsupported(format!(
+                        "RoPE scaling `{kind}` is not supported (Llama 3's, `llama3`, is)"
+                    ));
+                }
             }
         }
         for flag in ["attention_bias", "mlp_bias", "use_sliding_window"] {
@@ -181,9 +220,15 @@ impl LlamaConfig {
         {
             return unsupported(format!("`{kind}` layers are not supported"));
         }
-        let mut config: Self = serde_json::from_value(json.clone())
-            .map_err(|err| LoadError::Checkpoint(err.to_string()))?;
+        let mut fields = json.clone();
+        // Read above, from whichever of the two places states it.
+        fields
+            .as_object_mut()
+            .map(|fields| fields.remove("rope_scaling"));
+        let mut config: Self =
+            serde_json::from_value(fields).map_err(|err| LoadError::Checkpoint(err.to_string()))?;
         config.architecture = architecture;
+        config.rope_scaling = rope_scaling;
         if config.kv_heads == 0 {
             config.kv_heads = config.heads;
         }
@@ -250,6 +295,7 @@ impl LlamaConfig {
             rms_eps: f64::from(1e-5f32),
             tied_embeddings: true,
             explicit_head_dim: None,
+            rope_scaling: None,
         }
     }
 
@@ -267,6 +313,7 @@ impl LlamaConfig {
             rms_eps: 1e-5,
             tied_embeddings: true,
             explicit_head_dim: None,
+            rope_scaling: None,
         }
     }
 
@@ -314,6 +361,29 @@ mod tests {
         v5.as_object_mut().unwrap().remove("rope_theta");
         v5["rope_parameters"] = json!({"rope_type": "default", "rope_theta": 5e5});
         assert_eq!(LlamaConfig::from_hf_json(&v5).unwrap().rope_base, 5e5);
+        let llama3 = json!({
+            "model_type": "llama", "vocab_size": 128256, "hidden_size": 2048,
+            "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
+            "intermediate_size": 8192, "rope_theta": 500000.0, "tie_word_embeddings": true,
+            "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                             "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+        });
+        let config = LlamaConfig::from_hf_json(&llama3).unwrap();
+        assert!(config.rope_scaling.is_some());
+        assert_eq!(
+            config.to_hf_json(None, None)["rope_scaling"],
+            llama3["rope_scaling"],
+            "written back as read"
+        );
+        assert_eq!(
+            LlamaConfig::from_hf_json(&config.to_hf_json(None, None)).unwrap(),
+            config
+        );
+        let mut v5 = llama3.clone();
+        v5["rope_parameters"] = v5["rope_scaling"].take();
+        v5["rope_parameters"]["rope_theta"] = json!(500000.0);
+        assert_eq!(LlamaConfig::from_hf_json(&v5).unwrap(), config);
+        let config = LlamaConfig::from_hf_json(&qwen).unwrap();
         // A checkpoint's own config reads back as it was written.
         let written = config.to_hf_json(Some(1), Some(2));
         assert_eq!(written["architectures"], json!(["Qwen2ForCausalLM"]));
@@ -331,7 +401,11 @@ mod tests {
             LlamaConfig::from_hf_json(&json).unwrap_err().to_string()
         };
         assert!(refused(json!({"model_type": "gemma"})).contains("`gemma`"));
-        assert!(refused(json!({"rope_scaling": {"rope_type": "llama3"}})).contains("llama3"));
+        assert!(refused(json!({"rope_scaling": {"rope_type": "llama3"}})).contains("factor"));
+        assert!(
+            refused(json!({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}))
+                .contains("linear")
+        );
         assert!(
             refused(json!({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4}}))
                 .contains("yarn")

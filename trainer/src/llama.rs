@@ -186,7 +186,13 @@ impl<B: Backend> Llama<B> {
             .iter()
             .map(|(name, _)| gguf_name(name))
             .collect();
-        unread(&config, gguf.tensors.iter().map(|t| t.name.as_str()), &read)?;
+        // The RoPE divisors are read into the config.
+        let held = gguf.tensors.iter().map(|t| t.name.as_str());
+        unread(
+            &config,
+            held.filter(|name| *name != "rope_freqs.weight"),
+            &read,
+        )?;
         Self::from_source(config.clone(), &mut GgufSource { gguf, config }, device)
     }
 
@@ -750,9 +756,7 @@ impl<B: Backend> Llama<B> {
         let rows = pads.len();
         // Every column's position (the column less its row's padding) is below this.
         let positions = start + n;
-        let frequencies: Vec<f64> = (0..hd / 2)
-            .map(|i| self.config.rope_base.powf(-2.0 * i as f64 / hd as f64))
-            .collect();
+        let frequencies = self.config.rope_frequencies();
         let mut cos = Vec::with_capacity(positions * hd);
         let mut sin = Vec::with_capacity(positions * hd);
         for position in 0..positions {

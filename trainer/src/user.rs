@@ -4,7 +4,7 @@
 //! [`USER_STOP`]. Its turns come from a [`Generator`], so that the rollout
 //! engine decodes the users of all live episodes as one batch.
 
-use crate::chat::{ChatText, Generator, reply_opening, turn};
+use crate::chat::{ChatText, Generator, beginning, reply_opening, turn};
 use crate::sampling::Sampling;
 use forge_model::tokenizer::ModelTokenizer;
 use forge_runtime::episode::{User, UserTurn};
@@ -69,11 +69,11 @@ impl User for ModelUser<'_> {
     }
 }
 
-/// The prompt of the user's next message in ChatML: its brief as the system
-/// turn, the agent's messages as `user` turns and its own as `assistant`
+/// The prompt of the user's next message: its brief as the system turn, the agent's messages as `user` turns and its own as `assistant`
 /// turns; the agent's tool traffic is hidden from it.
 fn render(brief: &str, transcript: &[ChatMessage]) -> ChatText {
-    let mut out = turn("system", brief);
+    let mut out = beginning();
+    out.push(turn("system", brief));
     if transcript.is_empty() {
         out.push(turn("user", AGENT_GREETING));
     }

@@ -1,7 +1,8 @@
 //! A tiny random Llama, written to GGUF by the test (Q/K rows in llama.cpp's
 //! permuted layout), loaded by Forge and checked against a direct f64
 //! implementation of the architecture written here from its definition; and
-//! the same for a Qwen2 (Q/K/V biases, rows in rotate-half layout).
+//! the same for a Qwen2 (Q/K/V biases, rows in rotate-half layout) and a
+//! Llama 3 (RoPE frequency divisors in `rope_freqs.weight`).
 
 mod backend;
 
@@ -11,7 +12,7 @@ use forge_model::gguf::{GgufWriter, Value};
 use forge_trainer::{Llama, Stop};
 
 const VOCAB: usize = 40;
-const HIDDEN: usize = 16;
+const HIDDEN: usize = 32;
 const HEADS: usize = 4;
 const KV_HEADS: usize = 2;
 const HD: usize = HIDDEN / HEADS;
@@ -40,15 +41,32 @@ impl Noise {
 enum Family {
     Llama,
     Qwen2,
+    /// A Llama whose RoPE frequencies are divided as Llama 3.1's are.
+    Llama3,
 }
 
 impl Family {
     fn name(self) -> &'static str {
         match self {
-            Family::Llama => "llama",
+            Family::Llama | Family::Llama3 => "llama",
             Family::Qwen2 => "qwen2",
         }
     }
+}
+
+/// What each RoPE frequency is divided by in Llama 3's scaling with a
+/// factor of 4, a context of 1000 and a band from wavelength 1000/200 to
+/// 1000/1: an 8-wide head's wavelengths 6.3, 63 and 628 are blended, and
+/// 6283 is stretched by the factor.
+fn llama3_rope_divisors() -> Vec<f64> {
+    let (factor, context, low, high) = (4.0, 1000.0, 1.0, 200.0);
+    (0..HD / 2)
+        .map(|i| {
+            let wavelength = 2.0 * std::f64::consts::PI * BASE.powf(2.0 * i as f64 / HD as f64);
+            let kept = ((context / wavelength - low) / (high - low)).clamp(0.0, 1.0);
+            1.0 / ((1.0 - kept) / factor + kept)
+        })
+        .collect()
 }
 
 /// Row-major `[rows, cols]` matrices in HF layout.
@@ -58,6 +76,8 @@ struct Weights {
     layers: Vec<[Vec<f32>; 9]>, // attn_norm, q, k, v, o, ffn_norm, gate, up, down
     /// Per layer, the Q, K and V biases (Qwen2).
     biases: Vec<[Vec<f32>; 3]>,
+    /// What RoPE's frequencies are divided by, as llama.cpp stores it (Llama 3).
+    rope_divisors: Option<Vec<f32>>,
     norm: Vec<f32>,
 }
 
@@ -86,7 +106,7 @@ fn weights(family: Family) -> Weights {
         })
         .collect();
     let biases = match family {
-        Family::Llama => Vec::new(),
+        Family::Llama | Family::Llama3 => Vec::new(),
         Family::Qwen2 => (0..LAYERS)
             .map(|_| {
                 [
@@ -97,11 +117,18 @@ fn weights(family: Family) -> Weights {
             })
             .collect(),
     };
+    let rope_divisors = (family == Family::Llama3).then(|| {
+        llama3_rope_divisors()
+            .into_iter()
+            .map(|d| d as f32)
+            .collect()
+    });
     Weights {
         family,
         embed: noise.take(VOCAB * HIDDEN),
         layers,
         biases,
+        rope_divisors,
         norm: norm(&mut noise),
     }
 }
@@ -140,9 +167,12 @@ fn write_gguf(weights: &Weights, path: &std::path::Path) {
         );
     // llama.cpp interleaves Llama's Q/K rows and leaves Qwen2's as they are.
     let layout = |rows: &[f32], heads: usize| match weights.family {
-        Family::Llama => permute(rows, heads),
+        Family::Llama | Family::Llama3 => permute(rows, heads),
         Family::Qwen2 => rows.to_vec(),
     };
+    if let Some(divisors) = &weights.rope_divisors {
+        writer.tensor_f32("rope_freqs.weight", &[(HD / 2) as u64], divisors);
+    }
     let (h, f) = (HIDDEN as u64, FFN as u64);
     writer.tensor_f32("token_embd.weight", &[h, VOCAB as u64], &weights.embed);
     for (index, [attn_norm, q, k, v, o, ffn_norm, gate, up, down]) in
@@ -199,11 +229,11 @@ fn rms(x: &[f64], w: &[f32]) -> Vec<f64> {
         .collect()
 }
 
-fn rope(x: &mut [f64], position: usize) {
+fn rope(x: &mut [f64], position: usize, divisors: &[f64]) {
     for head in x.chunks_mut(HD) {
         let original = head.to_vec();
         for i in 0..HD / 2 {
-            let angle = position as f64 * BASE.powf(-2.0 * i as f64 / HD as f64);
+            let angle = position as f64 * BASE.powf(-2.0 * i as f64 / HD as f64) / divisors[i];
             let (cos, sin) = (angle.cos(), angle.sin());
             head[i] = original[i] * cos - original[i + HD / 2] * sin;
             head[i + HD / 2] = original[i + HD / 2] * cos + original[i] * sin;
@@ -240,8 +270,12 @@ fn reference(weights: &Weights, tokens: &[u32]) -> Vec<Vec<f64>> {
             let h = rms(x, attn_norm);
             let mut qp = bias(0, apply(q, &h, HEADS * HD));
             let mut kp = bias(1, apply(k, &h, KV_HEADS * HD));
-            rope(&mut qp, position);
-            rope(&mut kp, position);
+            let divisors: Vec<f64> = match &weights.rope_divisors {
+                Some(divisors) => divisors.iter().map(|d| f64::from(*d)).collect(),
+                None => vec![1.0; HD / 2],
+            };
+            rope(&mut qp, position, &divisors);
+            rope(&mut kp, position, &divisors);
             queries.push(qp);
             keys.push(kp);
             values.push(bias(2, apply(v, &h, KV_HEADS * HD)));
@@ -301,6 +335,22 @@ fn forward_matches_a_direct_implementation_and_the_cache_is_consistent() {
 #[test]
 fn a_qwen2_model_with_its_biases_matches_the_direct_implementation() {
     matches_the_direct_implementation(Family::Qwen2);
+}
+
+#[test]
+fn a_llama3_model_with_its_rope_divisors_matches_the_direct_implementation() {
+    matches_the_direct_implementation(Family::Llama3);
+}
+
+#[test]
+fn rope_divisors_that_are_not_llama3s_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("divided.gguf");
+    let mut weights = weights(Family::Llama3);
+    weights.rope_divisors = Some(vec![1.0, 1.5, 7.0, 2.0]);
+    write_gguf(&weights, &path);
+    let err = backend::load(&path).expect_err("the divisors would be ignored");
+    assert!(err.to_string().contains("not Llama 3's scaling"), "{err}");
 }
 
 fn matches_the_direct_implementation(family: Family) {

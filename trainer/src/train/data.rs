@@ -177,7 +177,7 @@ pub fn permutation(len: usize, seed: u64, epoch: usize) -> Vec<usize> {
 
 /// The gold episode of each SFT task (`fraction` of every environment's
 /// training tasks), as token sequences whose trained spans are the
-/// assistant's turns (each followed by [`IM_END`]).
+/// assistant's turns (each followed by the end of its turn).
 pub fn sft_sequences(
     workloads: &[Workload<'_>],
     fraction: f64,

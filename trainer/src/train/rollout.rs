@@ -198,9 +198,9 @@ impl<'a, B: Backend> Play<'a, B> {
         let [agent_prompts, user_prompts] = &mut *first_prompts;
         agent_prompts.set_capacity(jobs.len());
         user_prompts.set_capacity(jobs.len());
-        let stop = stop_ids(self.script.tokenizer);
+        let stop = stop_ids(self.script.tokenizer)?;
         let user_stop = match self.script.users {
-            Users::Model { tokenizer, .. } => stop_ids(tokenizer),
+            Users::Model { tokenizer, .. } => stop_ids(tokenizer)?,
             _ => Vec::new(),
         };
         let (requests, inbox) = mpsc::channel();

@@ -1,7 +1,8 @@
-//! A Qwen2 checkpoint as Hugging Face Transformers writes it (made by
-//! `fixtures/qwen2_tiny.py`, with its logits): Forge loads the directory
+//! Checkpoints as Hugging Face Transformers writes them, with their logits:
+//! a Qwen2 (`fixtures/qwen2_tiny.py`) and a Llama with Llama 3's RoPE
+//! scaling (`fixtures/llama3_tiny.py`). Forge loads each directory
 //! unchanged, computes the same logits, and saves it back as a checkpoint
-//! Transformers would load as the same Qwen2.
+//! Transformers would load as the same model.
 
 mod backend;
 
@@ -11,15 +12,21 @@ use forge_trainer::config::Architecture;
 use std::path::Path;
 
 const FIXTURE: &str = "tests/fixtures/qwen2_tiny";
+const LLAMA3: &str = "tests/fixtures/llama3_tiny";
 
-fn reference() -> (Vec<u32>, Vec<Vec<f64>>) {
+/// The tokens of the fixture in `dir` and the logits Transformers computed.
+fn reference_of(dir: &str) -> (Vec<u32>, Vec<Vec<f64>>) {
     let json: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(Path::new(FIXTURE).join("logits.json")).unwrap())
+        serde_json::from_slice(&std::fs::read(Path::new(dir).join("logits.json")).unwrap())
             .unwrap();
     (
         serde_json::from_value(json["tokens"].clone()).unwrap(),
         serde_json::from_value(json["logits"].clone()).unwrap(),
     )
+}
+
+fn reference() -> (Vec<u32>, Vec<Vec<f64>>) {
+    reference_of(FIXTURE)
 }
 
 fn logits(model: &forge_trainer::Llama<Backend>, tokens: &[u32]) -> Vec<f32> {
@@ -30,23 +37,57 @@ fn logits(model: &forge_trainer::Llama<Backend>, tokens: &[u32]) -> Vec<f32> {
         .unwrap()
 }
 
+/// The largest gap between `model`'s logits and the fixture's in `dir`,
+/// relative to the larger of the logit and 1.
+fn gap(model: &forge_trainer::Llama<Backend>, dir: &str) -> f64 {
+    let (tokens, expected) = reference_of(dir);
+    let got = logits(model, &tokens);
+    let vocab = model.config.vocab;
+    expected
+        .iter()
+        .enumerate()
+        .flat_map(|(position, row)| {
+            let got = &got[position * vocab..];
+            row.iter()
+                .zip(got)
+                .map(|(e, g)| (f64::from(*g) - e).abs() / e.abs().max(1.0))
+        })
+        .fold(0.0, f64::max)
+}
+
 #[test]
 fn a_transformers_qwen2_checkpoint_gives_transformers_logits() {
     let model = backend::load(Path::new(FIXTURE)).unwrap();
     assert_eq!(model.config.architecture, Architecture::Qwen2);
     assert_eq!(model.config.rms_eps, 1e-6);
-    let (tokens, expected) = reference();
-    let got = logits(&model, &tokens);
-    let vocab = model.config.vocab;
-    for (position, expected) in expected.iter().enumerate() {
-        for (token, e) in expected.iter().enumerate() {
-            let g = f64::from(got[position * vocab + token]);
-            assert!(
-                (g - e).abs() < 1e-4 * e.abs().max(1.0),
-                "position {position}, token {token}: {g} vs {e}"
-            );
-        }
-    }
+    let gap = gap(&model, FIXTURE);
+    assert!(gap < 1e-4, "{gap}");
+}
+
+#[test]
+fn a_llama3_checkpoint_scales_rope_as_transformers_does() {
+    let model = backend::load(Path::new(LLAMA3)).unwrap();
+    assert!(model.config.rope_scaling.is_some());
+    let scaled = gap(&model, LLAMA3);
+    assert!(scaled < 1e-4, "{scaled}");
+    let mut unscaled = model.clone();
+    unscaled.config.rope_scaling = None;
+    assert!(
+        gap(&unscaled, LLAMA3) > 0.1,
+        "without the scaling the logits are another model's"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    forge_trainer::checkpoint::save(dir.path(), &model, &ModelTokenizer::byte_level()).unwrap();
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("config.json")).unwrap()).unwrap();
+    assert_eq!(written["rope_scaling"]["rope_type"], "llama3");
+    assert_eq!(
+        written["rope_scaling"]["original_max_position_embeddings"],
+        64
+    );
+    let reloaded = backend::load(dir.path()).unwrap();
+    assert_eq!(reloaded.config, model.config);
+    assert_eq!(gap(&reloaded, LLAMA3), scaled);
 }
 
 #[test]
