@@ -4,7 +4,7 @@
 use anyhow::{Result, bail};
 use clap::Args;
 use forge_runtime::episode::EpisodeSettings;
-use forge_runtime::{Environment, PreparedTask};
+use forge_runtime::{Environment, PreparedTask, episode_seed};
 use std::collections::BTreeSet;
 use std::str::FromStr;
 
@@ -21,6 +21,25 @@ pub struct PlayArgs {
     /// Most agent actions per episode.
     #[arg(long, default_value_t = EpisodeSettings::default().max_turns)]
     pub max_turns: usize,
+}
+
+impl PlayArgs {
+    /// Each of `tasks`' `trials` episodes with its seed, by task, then trial.
+    pub fn episodes<'a>(
+        &self,
+        tasks: &[&'a PreparedTask],
+        trials: u64,
+    ) -> Vec<(&'a PreparedTask, u64)> {
+        tasks
+            .iter()
+            .flat_map(|task| (0..trials).map(move |trial| (*task, self.seed_of(task, trial))))
+            .collect()
+    }
+
+    /// The seed of `task`'s episode `trial`.
+    pub fn seed_of(&self, task: &PreparedTask, trial: u64) -> u64 {
+        episode_seed(self.seed, &task.task.id, trial)
+    }
 }
 
 /// The value of `--tasks`: `all`; `first:N` or a bare `N`, the first N

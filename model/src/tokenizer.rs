@@ -121,13 +121,22 @@ impl ModelTokenizer {
     /// 256 byte tokens. Tiny models trained from scratch (the CPU smoke run)
     /// use it: any text encodes, and the vocabulary stays at 259 entries.
     pub fn byte_level() -> Self {
-        let mut tokens: Vec<String> = CHATML_CONTROL.iter().map(|t| t.to_string()).collect();
+        Self::byte_level_with(&CHATML_CONTROL, CHATML_CONTROL[1], CHATML_CONTROL[2])
+    }
+
+    /// A character-level tokenizer with no merges whose control tokens are
+    /// `control` (ids 0…, then the 256 byte tokens), beginning and ending
+    /// text with the control tokens `bos` and `eos`: a tiny model of another
+    /// chat template.
+    pub fn byte_level_with(control: &[&str], bos: &str, eos: &str) -> Self {
+        let mut tokens: Vec<String> = control.iter().map(|t| t.to_string()).collect();
         tokens.extend(byte_chars().into_iter().map(String::from));
-        let mut types = vec![CONTROL; CHATML_CONTROL.len()];
+        let mut types = vec![CONTROL; control.len()];
         types.resize(tokens.len(), 1);
         let tokenizer = byte_level_bpe(&tokens, Vec::new(), &types, WordSplit::Smollm)
             .expect("the byte-level vocabulary is well formed");
-        Self::new(tokenizer, Some(1), Some(2))
+        let id = |token: &str| control.iter().position(|t| *t == token).map(|id| id as u32);
+        Self::new(tokenizer, id(bos), id(eos))
     }
 
     /// Reads a `tokenizer.json` (the `tokenizers` format, as checkpoints store it).
@@ -234,6 +243,14 @@ impl WordSplit {
         }
     }
 
+    /// Whether a word found whole in the vocabulary is taken as it is,
+    /// before any merge: Llama 3's tokenizer does so (`ignore_merges` in its
+    /// `tokenizer.json`, and in llama.cpp), and its merges do not always
+    /// reach such a word.
+    fn takes_whole_words(self) -> bool {
+        self == Self::Llama3
+    }
+
     /// Sets `tokenizer`'s normaliser and pre-tokenizer for this split.
     fn install(self, tokenizer: &mut Tokenizer) -> Result<(), TokenizerError> {
         let gpt2 = || ByteLevel::new(false, true, true);
@@ -277,6 +294,7 @@ fn byte_level_bpe(
         .collect();
     let bpe = BPE::builder()
         .vocab_and_merges(vocab, merges)
+        .ignore_merges(split.takes_whole_words())
         .build()
         .map_err(|err| TokenizerError::Build(err.to_string()))?;
     let mut tokenizer = Tokenizer::new(bpe);
@@ -503,6 +521,20 @@ mod tests {
             let err = WordSplit::from_gguf_name(name).unwrap_err();
             assert!(err.to_string().contains("pre-tokenizer"), "{err}");
         }
+    }
+
+    #[test]
+    fn llama3_takes_a_word_its_vocabulary_holds_whole() {
+        let mut tokens: Vec<String> = byte_chars().into_iter().map(String::from).collect();
+        tokens.extend(["bc".into(), "abc".into()]);
+        let types = vec![1; tokens.len()];
+        let merges = vec![("b".to_owned(), "c".to_owned())];
+        let encode = |split| {
+            let tokenizer = byte_level_bpe(&tokens, merges.clone(), &types, split).unwrap();
+            ids(&tokenizer, "abc").unwrap()
+        };
+        assert_eq!(encode(WordSplit::Llama3), [257], "`abc` whole");
+        assert_eq!(encode(WordSplit::Gpt2), [u32::from(b'a'), 256], "`a`, `bc`");
     }
 
     #[test]

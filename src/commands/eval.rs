@@ -11,7 +11,7 @@ use crate::tasks::PlayArgs;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use forge_runtime::trajectory::{self, EpisodeRecord};
-use forge_runtime::{PreparedTask, Sandbox, TrajectoryWriter, episode_seed};
+use forge_runtime::{PreparedTask, Sandbox, TrajectoryWriter};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -90,12 +90,10 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     let mut writer = TrajectoryWriter::append(&trajectories)?;
     let total = tasks.len() as u64 * args.trials;
     let progress = output::progress(total, args.json);
-    let pending: Vec<(&PreparedTask, u64)> = tasks
-        .iter()
-        .flat_map(|task| {
-            (0..args.trials)
-                .map(move |trial| (*task, episode_seed(args.play.seed, &task.task.id, trial)))
-        })
+    let pending: Vec<(&PreparedTask, u64)> = args
+        .play
+        .episodes(&tasks, args.trials)
+        .into_iter()
         .filter(|(task, seed)| !done.contains_key(&(task.task.id.clone(), *seed)))
         .collect();
     let (ran, resumed) = (pending.len(), total as usize - pending.len());
@@ -114,10 +112,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     let mut outcomes: BTreeMap<String, Vec<bool>> = BTreeMap::new();
     for task in &tasks {
         for trial in 0..args.trials {
-            let key = (
-                task.task.id.clone(),
-                episode_seed(args.play.seed, &task.task.id, trial),
-            );
+            let key = (task.task.id.clone(), args.play.seed_of(task, trial));
             outcomes
                 .entry(task.task.id.clone())
                 .or_default()

@@ -7,7 +7,7 @@ use forge_model::fetch::{self, KNOWN};
 use forge_model::gguf::{Gguf, Value as GgufValue};
 use forge_model::tokenizer::ModelTokenizer;
 use forge_trainer::Stop;
-use forge_trainer::chat::{ChatText, beginning, reply_opening, turn};
+use forge_trainer::chat::{ChatTemplate, ChatText, beginning, reply_opening, turn};
 use forge_trainer::checkpoint;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -161,7 +161,8 @@ struct Summary {
     metadata: BTreeMap<String, String>,
     /// The tensors and elements of each tensor type.
     types: BTreeMap<String, (usize, u64)>,
-    vocab: Option<usize>,
+    /// The model's tokenizer, or why Forge cannot read it.
+    tokenizer: Result<ModelTokenizer, String>,
 }
 
 impl Summary {
@@ -191,9 +192,7 @@ impl Summary {
             version: Some(gguf.version),
             metadata,
             types: count_types(tensors),
-            vocab: ModelTokenizer::from_gguf(&gguf)
-                .ok()
-                .map(|tokenizer| tokenizer.vocab_size()),
+            tokenizer: ModelTokenizer::from_gguf(&gguf).map_err(|err| err.to_string()),
         })
     }
 
@@ -218,10 +217,18 @@ impl Summary {
             version: None,
             metadata,
             types: count_types(weights.tensor_types()),
-            vocab: checkpoint::read_tokenizer(dir)
-                .ok()
-                .map(|tokenizer| tokenizer.vocab_size()),
+            tokenizer: checkpoint::read_tokenizer(dir).map_err(|err| err.to_string()),
         })
+    }
+
+    fn vocab(&self) -> Option<usize> {
+        self.tokenizer.as_ref().ok().map(ModelTokenizer::vocab_size)
+    }
+
+    /// The chat template Forge prompts the model in, or why there is none.
+    fn chat_template(&self) -> Result<ChatTemplate, String> {
+        let tokenizer = self.tokenizer.as_ref().map_err(Clone::clone)?;
+        ChatTemplate::of(tokenizer).map_err(|err| err.to_string())
     }
 
     fn tensors(&self) -> usize {
@@ -254,7 +261,8 @@ fn inspect(args: &InspectArgs) -> Result<()> {
             "tensors": summary.tensors(),
             "parameters": summary.parameters(),
             "types": summary.types.iter().map(|(kind, (count, elements))| (kind.clone(), json!({"tensors": count, "elements": elements}))).collect::<serde_json::Map<_, _>>(),
-            "vocab_size": summary.vocab,
+            "vocab_size": summary.vocab(),
+            "chat_template": summary.chat_template().ok().map(ChatTemplate::name),
         }));
         return Ok(());
     }
@@ -282,8 +290,17 @@ fn inspect(args: &InspectArgs) -> Result<()> {
         table.add_row(vec![kind.clone(), count.to_string(), elements.to_string()]);
     }
     println!("{table}");
-    if let Some(vocab) = summary.vocab {
-        println!("tokenizer: byte-level BPE, {vocab} tokens");
+    match (&summary.tokenizer, summary.chat_template()) {
+        (Ok(tokenizer), Ok(template)) => println!(
+            "tokenizer: byte-level BPE, {} tokens; chat template: {}",
+            tokenizer.vocab_size(),
+            template.name()
+        ),
+        (Ok(tokenizer), Err(why)) => println!(
+            "tokenizer: byte-level BPE, {} tokens; no chat template: {why}",
+            tokenizer.vocab_size()
+        ),
+        (Err(why), _) => println!("tokenizer: not read: {why}"),
     }
     Ok(())
 }

@@ -9,7 +9,7 @@ use crate::tasks::PlayArgs;
 use anyhow::Result;
 use clap::Args;
 use forge_runtime::trajectory::{EpisodeRecord, Termination};
-use forge_runtime::{Environment, PreparedTask, Sandbox, TrajectoryWriter, episode_seed};
+use forge_runtime::{Environment, Sandbox, TrajectoryWriter};
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,13 +50,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
 
     let total = tasks.len() as u64 * args.trials;
     let progress = output::progress(total, args.json);
-    let episodes: Vec<(&PreparedTask, u64)> = tasks
-        .iter()
-        .flat_map(|task| {
-            (0..args.trials)
-                .map(|trial| (*task, episode_seed(args.play.seed, &task.task.id, trial)))
-        })
-        .collect();
+    let episodes = args.play.episodes(&tasks, args.trials);
     let mut records = Vec::with_capacity(episodes.len());
     // On one thread, records come in the order of `episodes`: by task, then trial.
     agents.play(&env, &episodes, args.play.max_turns, 1, |record| {

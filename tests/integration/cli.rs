@@ -646,6 +646,76 @@ fn bench_model_measures_each_phase_and_names_bad_shapes() {
 }
 
 #[test]
+fn a_llama3_model_is_prompted_in_its_own_template() {
+    use forge_model::tokenizer::ModelTokenizer;
+    use forge_trainer::rope::RopeScaling;
+    use forge_trainer::{CpuModel, LlamaConfig, checkpoint};
+    // A tiny random Llama 3: its control tokens, its RoPE scaling.
+    let control = [
+        "<|begin_of_text|>",
+        "<|end_of_text|>",
+        "<|start_header_id|>",
+        "<|end_header_id|>",
+        "<|eot_id|>",
+    ];
+    let tokenizer = ModelTokenizer::byte_level_with(&control, control[0], control[4]);
+    let config = LlamaConfig {
+        rope_scaling: Some(RopeScaling::Llama3 {
+            factor: 8.0,
+            low_freq_factor: 1.0,
+            high_freq_factor: 4.0,
+            original_max_position_embeddings: 64,
+        }),
+        ..LlamaConfig::tiny(tokenizer.vocab_size())
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("llama3");
+    checkpoint::save(
+        &model,
+        &CpuModel::init(config, 7, &Default::default()),
+        &tokenizer,
+    )
+    .unwrap();
+    let model = model.to_str().unwrap();
+
+    let output = forge(&["model", "inspect", model, "--json"]);
+    let inspected = json_lines(&output).remove(0);
+    assert_eq!(inspected["chat_template"], "llama3", "{inspected}");
+
+    let path = dir.path().join("llama3.jsonl");
+    let output = forge(&[
+        "run",
+        "--policy",
+        "model",
+        "--model",
+        model,
+        "--tasks",
+        "shop-01",
+        "--max-turns",
+        "1",
+        "--max-new-tokens",
+        "4",
+        "--out",
+        path.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let record: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let prompt: Vec<u32> =
+        serde_json::from_value(record["policy_trace"]["turns"][0]["prompt_ids"].clone()).unwrap();
+    let decoded = tokenizer.decode(&prompt).unwrap();
+    assert!(
+        decoded.starts_with("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"),
+        "{decoded}"
+    );
+    assert!(
+        decoded.ends_with("<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"),
+        "{decoded}"
+    );
+    assert!(forge(&["replay", path.to_str().unwrap()]).status.success());
+}
+
+#[test]
 fn a_local_model_policy_records_its_tokens_and_replays() {
     let Some(model) = std::env::var_os("FORGE_SMOLLM2_GGUF") else {
         eprintln!("FORGE_SMOLLM2_GGUF is not set: skipping the local-model policy check");

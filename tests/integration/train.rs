@@ -139,6 +139,7 @@ fn the_smoke_run_trains_sft_then_erpo_on_the_cpu() {
     assert!(output.status.success(), "{}", stderr(&output));
     let inspected = json_lines(&output).remove(0);
     assert_eq!(inspected["format"], "checkpoint", "{inspected}");
+    assert_eq!(inspected["chat_template"], "chatml", "{inspected}");
     assert!(inspected["parameters"].as_u64().unwrap() > 0, "{inspected}");
     assert_eq!(
         inspected["types"]["F32"]["tensors"], inspected["tensors"],

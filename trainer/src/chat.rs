@@ -104,6 +104,14 @@ impl ChatTemplate {
         }
     }
 
+    /// The template's name, as `forge model inspect` prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ChatMl => "chatml",
+            Self::Llama3 => "llama3",
+        }
+    }
+
     /// The control token that ends a turn.
     fn end_of_turn(self) -> &'static str {
         match self {
@@ -504,35 +512,17 @@ mod tests {
         assert_eq!(reply.last(), Some(&end), "a completion ends its turn");
     }
 
-    /// A byte-level tokenizer whose control tokens are `control` (ids 0…)
-    /// in place of ChatML's.
-    fn byte_level_with(control: &[&str]) -> ModelTokenizer {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("tokenizer.json");
-        ModelTokenizer::byte_level().save_json(&path).unwrap();
-        let mut json: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-        let chatml: Vec<Value> = json["added_tokens"].as_array().unwrap().clone();
-        let vocab = json["model"]["vocab"].as_object_mut().unwrap();
-        for token in &chatml {
-            vocab.remove(token["content"].as_str().unwrap());
-        }
-        let mut added = Vec::new();
-        for (id, token) in control.iter().enumerate() {
-            let id = if id < chatml.len() { id } else { vocab.len() };
-            vocab.insert(token.to_string(), json!(id));
-            let mut entry = chatml[0].clone();
-            entry["id"] = json!(id);
-            entry["content"] = json!(token);
-            added.push(entry);
-        }
-        json["added_tokens"] = Value::Array(added);
-        std::fs::write(&path, json.to_string()).unwrap();
-        ModelTokenizer::from_json_file(&path, None, None).unwrap()
+    fn llama3_tokenizer() -> ModelTokenizer {
+        ModelTokenizer::byte_level_with(
+            &[BEGIN_OF_TEXT, START_HEADER, END_HEADER, EOT],
+            BEGIN_OF_TEXT,
+            EOT,
+        )
     }
 
     #[test]
     fn llama3_models_get_their_own_template() {
-        let tokenizer = byte_level_with(&[BEGIN_OF_TEXT, START_HEADER, END_HEADER, EOT]);
+        let tokenizer = llama3_tokenizer();
         assert_eq!(ChatTemplate::of(&tokenizer).unwrap(), ChatTemplate::Llama3);
         let eot = tokenizer.token_id(EOT).unwrap();
         assert_eq!(stop_ids(&tokenizer).unwrap(), [eot]);
@@ -561,8 +551,43 @@ mod tests {
         );
         let reply = completion("Done.").encode(&tokenizer).unwrap();
         assert_eq!(reply.last(), Some(&eot), "a completion ends its turn");
-        let err = ChatTemplate::of(&byte_level_with(&["<s>", "</s>"])).unwrap_err();
+        let other = ModelTokenizer::byte_level_with(&["<s>", "</s>"], "<s>", "</s>");
+        let err = ChatTemplate::of(&other).unwrap_err();
         assert!(err.to_string().contains("how to lay out a chat"), "{err}");
+    }
+
+    /// Answers every turn with `reply`, stopped by its last token.
+    struct Replies(Vec<u32>);
+
+    impl Generator for Replies {
+        fn generate(&mut self, _: &[u32], _: &Sampling) -> anyhow::Result<Generation> {
+            Ok(Generation {
+                tokens: self.0.clone(),
+                logprobs: vec![-0.5; self.0.len()],
+                stopped: true,
+            })
+        }
+    }
+
+    #[test]
+    fn the_end_of_the_turn_is_not_part_of_what_the_model_says() {
+        for tokenizer in [ModelTokenizer::byte_level(), llama3_tokenizer()] {
+            let reply = completion("Lamp 3 is on.").encode(&tokenizer).unwrap();
+            let mut policy = ModelPolicy::with_generator(
+                Box::new(Replies(reply.clone())),
+                &tokenizer,
+                PromptStyle::for_service("Lamps."),
+                Sampling::greedy(),
+            );
+            let action = policy.act(&[ChatMessage::user("Lamp 3?")], &[]).unwrap();
+            assert_eq!(action, Action::Say("Lamp 3 is on.".into()));
+            let trace = policy.trace().unwrap();
+            assert_eq!(
+                trace["turns"][0]["ids"],
+                json!(reply),
+                "the recorded ids keep the end, which training learns"
+            );
+        }
     }
 
     #[test]
