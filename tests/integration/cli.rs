@@ -645,6 +645,29 @@ fn bench_model_measures_each_phase_and_names_bad_shapes() {
     }
 }
 
+/// The record of one agent turn of `model` (4 new tokens at most) on the
+/// example's first task, written to `out`.
+fn one_model_turn(model: &str, out: &Path) -> Value {
+    let output = forge(&[
+        "run",
+        "--policy",
+        "model",
+        "--model",
+        model,
+        "--tasks",
+        "shop-01",
+        "--max-turns",
+        "1",
+        "--max-new-tokens",
+        "4",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = std::fs::read_to_string(out).unwrap();
+    serde_json::from_str(text.lines().next().unwrap()).unwrap()
+}
+
 #[test]
 fn a_llama3_model_is_prompted_in_its_own_template() {
     use forge_model::tokenizer::ModelTokenizer;
@@ -683,24 +706,7 @@ fn a_llama3_model_is_prompted_in_its_own_template() {
     assert_eq!(inspected["chat_template"], "llama3", "{inspected}");
 
     let path = dir.path().join("llama3.jsonl");
-    let output = forge(&[
-        "run",
-        "--policy",
-        "model",
-        "--model",
-        model,
-        "--tasks",
-        "shop-01",
-        "--max-turns",
-        "1",
-        "--max-new-tokens",
-        "4",
-        "--out",
-        path.to_str().unwrap(),
-    ]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let text = std::fs::read_to_string(&path).unwrap();
-    let record: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let record = one_model_turn(model, &path);
     let prompt: Vec<u32> =
         serde_json::from_value(record["policy_trace"]["turns"][0]["prompt_ids"].clone()).unwrap();
     let decoded = tokenizer.decode(&prompt).unwrap();
@@ -723,30 +729,7 @@ fn a_local_model_policy_records_its_tokens_and_replays() {
     };
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("model.jsonl");
-    let output = forge(&[
-        "run",
-        "--policy",
-        "model",
-        "--model",
-        model.to_str().unwrap(),
-        "--tasks",
-        "shop-01",
-        "--max-turns",
-        "1",
-        "--max-new-tokens",
-        "4",
-        "--out",
-        path.to_str().unwrap(),
-    ]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let record: Value = serde_json::from_str(
-        std::fs::read_to_string(&path)
-            .unwrap()
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
+    let record = one_model_turn(model.to_str().unwrap(), &path);
     assert!(record["policy"].as_str().unwrap().starts_with("model:"));
     let turn = &record["policy_trace"]["turns"][0];
     assert!(
