@@ -20,6 +20,13 @@ use forge_runtime::schema::ToolSpec;
 use forge_runtime::trajectory::{ChatMessage, Role};
 use serde_json::{Value, json};
 
+const IM_START: &str = "<|im_start|>";
+const IM_END: &str = "<|im_end|>";
+const BEGIN_OF_TEXT: &str = "<|begin_of_text|>";
+const START_HEADER: &str = "<|start_header_id|>";
+const END_HEADER: &str = "<|end_header_id|>";
+const EOT: &str = "<|eot_id|>";
+
 const CALL_OPEN: &str = "<tool_call>";
 const CALL_CLOSE: &str = "</tool_call>";
 
@@ -141,13 +148,6 @@ impl ChatTemplate {
         }
     }
 }
-
-const IM_START: &str = "<|im_start|>";
-const IM_END: &str = "<|im_end|>";
-const BEGIN_OF_TEXT: &str = "<|begin_of_text|>";
-const START_HEADER: &str = "<|start_header_id|>";
-const END_HEADER: &str = "<|end_header_id|>";
-const EOT: &str = "<|eot_id|>";
 
 /// A chat as the parts of its template — turns' headers and ends, and the
 /// content between them — laid out in a model's tokens by its

@@ -221,10 +221,10 @@ impl LlamaConfig {
             return unsupported(format!("`{kind}` layers are not supported"));
         }
         let mut fields = json.clone();
-        // Read above, from whichever of the two places states it.
-        fields
-            .as_object_mut()
-            .map(|fields| fields.remove("rope_scaling"));
+        if let Some(fields) = fields.as_object_mut() {
+            // Read above, from whichever of the two places states it.
+            fields.remove("rope_scaling");
+        }
         let mut config: Self =
             serde_json::from_value(fields).map_err(|err| LoadError::Checkpoint(err.to_string()))?;
         config.architecture = architecture;
