@@ -99,7 +99,7 @@ pub struct LlamaConfig {
 }
 
 /// llama.cpp's tensor of RoPE frequency divisors.
-const ROPE_FREQS: &str = "rope_freqs.weight";
+pub(crate) const ROPE_FREQS: &str = "rope_freqs.weight";
 
 fn default_rope_base() -> f64 {
     10_000.0

@@ -190,7 +190,7 @@ impl<B: Backend> Llama<B> {
         let held = gguf.tensors.iter().map(|t| t.name.as_str());
         unread(
             &config,
-            held.filter(|name| *name != "rope_freqs.weight"),
+            held.filter(|name| *name != crate::config::ROPE_FREQS),
             &read,
         )?;
         Self::from_source(config.clone(), &mut GgufSource { gguf, config }, device)

@@ -69,8 +69,9 @@ impl User for ModelUser<'_> {
     }
 }
 
-/// The prompt of the user's next message: its brief as the system turn, the agent's messages as `user` turns and its own as `assistant`
-/// turns; the agent's tool traffic is hidden from it.
+/// The prompt of the user's next message: its brief as the system turn,
+/// the agent's messages as `user` turns and its own as `assistant` turns;
+/// the agent's tool traffic is hidden from it.
 fn render(brief: &str, transcript: &[ChatMessage]) -> ChatText {
     let mut out = beginning();
     out.push(turn("system", brief));

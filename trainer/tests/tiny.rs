@@ -252,6 +252,10 @@ fn reference(weights: &Weights, tokens: &[u32]) -> Vec<Vec<f64>> {
                 .collect()
         })
         .collect();
+    let divisors: Vec<f64> = match &weights.rope_divisors {
+        Some(divisors) => divisors.iter().map(|d| f64::from(*d)).collect(),
+        None => vec![1.0; HD / 2],
+    };
     for (index, [attn_norm, q, k, v, o, ffn_norm, gate, up, down]) in
         weights.layers.iter().enumerate()
     {
@@ -270,10 +274,6 @@ fn reference(weights: &Weights, tokens: &[u32]) -> Vec<Vec<f64>> {
             let h = rms(x, attn_norm);
             let mut qp = bias(0, apply(q, &h, HEADS * HD));
             let mut kp = bias(1, apply(k, &h, KV_HEADS * HD));
-            let divisors: Vec<f64> = match &weights.rope_divisors {
-                Some(divisors) => divisors.iter().map(|d| f64::from(*d)).collect(),
-                None => vec![1.0; HD / 2],
-            };
             rope(&mut qp, position, &divisors);
             rope(&mut kp, position, &divisors);
             queries.push(qp);
