@@ -1,6 +1,7 @@
 //! The `forge` CLI end to end on the built-in example environment.
 
 use crate::common::{export_example, forge, json_lines, stderr, stdout};
+use forge_model::tokenizer::ModelTokenizer;
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -668,9 +669,23 @@ fn one_model_turn(model: &str, out: &Path) -> Value {
     serde_json::from_str(text.lines().next().unwrap()).unwrap()
 }
 
+/// The prompt of the first turn of the checkpoint `model`, decoded, once
+/// `forge model inspect` has said its chat template is `template` and the
+/// episode has replayed.
+fn first_prompt(model: &Path, template: &str, tokenizer: &ModelTokenizer) -> String {
+    let output = forge(&["model", "inspect", model.to_str().unwrap(), "--json"]);
+    let inspected = json_lines(&output).remove(0);
+    assert_eq!(inspected["chat_template"], template, "{inspected}");
+    let path = model.with_extension("jsonl");
+    let record = one_model_turn(model.to_str().unwrap(), &path);
+    assert!(forge(&["replay", path.to_str().unwrap()]).status.success());
+    let prompt: Vec<u32> =
+        serde_json::from_value(record["policy_trace"]["turns"][0]["prompt_ids"].clone()).unwrap();
+    tokenizer.decode(&prompt).unwrap()
+}
+
 #[test]
 fn a_llama3_model_is_prompted_in_its_own_template() {
-    use forge_model::tokenizer::ModelTokenizer;
     use forge_trainer::rope::RopeScaling;
     use forge_trainer::{CpuModel, LlamaConfig, checkpoint};
     // A tiny random Llama 3: its control tokens, its RoPE scaling.
@@ -699,17 +714,7 @@ fn a_llama3_model_is_prompted_in_its_own_template() {
         &tokenizer,
     )
     .unwrap();
-    let model = model.to_str().unwrap();
-
-    let output = forge(&["model", "inspect", model, "--json"]);
-    let inspected = json_lines(&output).remove(0);
-    assert_eq!(inspected["chat_template"], "llama3", "{inspected}");
-
-    let path = dir.path().join("llama3.jsonl");
-    let record = one_model_turn(model, &path);
-    let prompt: Vec<u32> =
-        serde_json::from_value(record["policy_trace"]["turns"][0]["prompt_ids"].clone()).unwrap();
-    let decoded = tokenizer.decode(&prompt).unwrap();
+    let decoded = first_prompt(&model, "llama3", &tokenizer);
     assert!(
         decoded.starts_with("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"),
         "{decoded}"
@@ -718,7 +723,57 @@ fn a_llama3_model_is_prompted_in_its_own_template() {
         decoded.ends_with("<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"),
         "{decoded}"
     );
-    assert!(forge(&["replay", path.to_str().unwrap()]).status.success());
+}
+
+#[test]
+fn a_sentencepiece_model_with_zephyrs_template_runs() {
+    use forge_model::gguf::{Gguf, GgufWriter, Value};
+    use forge_trainer::{CpuModel, LlamaConfig, checkpoint};
+    // A tiny random TinyLlama-style chat model: a SentencePiece vocabulary
+    // of `<unk>`, `<s>`, `</s>`, the byte pieces and the space `▁`, and
+    // Zephyr's template.
+    let dir = tempfile::tempdir().unwrap();
+    let mut pieces = vec!["<unk>".to_owned(), "<s>".into(), "</s>".into()];
+    pieces.extend((0..=255).map(|byte| format!("<0x{byte:02X}>")));
+    pieces.push("\u{2581}".into());
+    let mut types = vec![Value::I32(2), Value::I32(3), Value::I32(3)];
+    types.resize(pieces.len() - 1, Value::I32(6));
+    types.push(Value::I32(1));
+    let mut writer = GgufWriter::default();
+    writer
+        .metadata("tokenizer.ggml.model", Value::String("llama".into()))
+        .metadata(
+            "tokenizer.ggml.scores",
+            Value::Array(vec![Value::F32(0.0); pieces.len()]),
+        )
+        .metadata(
+            "tokenizer.ggml.tokens",
+            Value::Array(pieces.into_iter().map(Value::String).collect()),
+        )
+        .metadata("tokenizer.ggml.token_type", Value::Array(types))
+        .metadata("tokenizer.ggml.bos_token_id", Value::U32(1))
+        .metadata("tokenizer.ggml.eos_token_id", Value::U32(2))
+        .metadata(
+            "tokenizer.chat_template",
+            Value::String("{{ '<|user|>\\n' + message }}{{ '<|assistant|>' }}".into()),
+        );
+    let file = dir.path().join("tokenizer.gguf");
+    writer.write(&file).unwrap();
+    let tokenizer = ModelTokenizer::from_gguf(&Gguf::open(&file).unwrap()).unwrap();
+    let model = dir.path().join("zephyr");
+    checkpoint::save(
+        &model,
+        &CpuModel::init(
+            LlamaConfig::tiny(tokenizer.vocab_size()),
+            7,
+            &Default::default(),
+        ),
+        &tokenizer,
+    )
+    .unwrap();
+    let decoded = first_prompt(&model, "zephyr", &tokenizer);
+    assert!(decoded.starts_with("<s> <|system|>\n"), "{decoded}");
+    assert!(decoded.ends_with("</s> \n<|assistant|>\n"), "{decoded}");
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! The chat format of the policy: the model family's chat template (ChatML
-//! for SmolLM2 and Qwen2.5, Llama 3's) with the tool schemas in the system
-//! prompt, and tool calls in Forge's format:
+//! for SmolLM2 and Qwen2.5, Llama 3's, Zephyr's for TinyLlama) with the tool
+//! schemas in the system prompt, and tool calls in Forge's format:
 //!
 //! ```text
 //! <tool_call>{"name": "get_user", "arguments": {"user_id": "u1"}}</tool_call>
@@ -26,6 +26,8 @@ const BEGIN_OF_TEXT: &str = "<|begin_of_text|>";
 const START_HEADER: &str = "<|start_header_id|>";
 const END_HEADER: &str = "<|end_header_id|>";
 const EOT: &str = "<|eot_id|>";
+const BOS: &str = "<s>";
+const EOS: &str = "</s>";
 
 const CALL_OPEN: &str = "<tool_call>";
 const CALL_CLOSE: &str = "</tool_call>";
@@ -96,6 +98,10 @@ pub enum ChatTemplate {
     /// `<|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>` (Llama 3),
     /// tool results in the `ipython` role.
     Llama3,
+    /// `<s>` once, then `<|role|>\ncontent</s>\n` (Zephyr, TinyLlama's chat
+    /// models): turns are opened by plain text, so only the model's own
+    /// chat template (`<|user|>`, `<|assistant|>`) tells it.
+    Zephyr,
 }
 
 impl ChatTemplate {
@@ -106,6 +112,14 @@ impl ChatTemplate {
             Ok(Self::ChatMl)
         } else if has(&[BEGIN_OF_TEXT, START_HEADER, END_HEADER, EOT]) {
             Ok(Self::Llama3)
+        } else if has(&[BOS, EOS])
+            && tokenizer.chat_template.as_deref().is_some_and(|template| {
+                ["<|user|>", "<|assistant|>"]
+                    .iter()
+                    .all(|opening| template.contains(opening))
+            })
+        {
+            Ok(Self::Zephyr)
         } else {
             Err(TokenizerError::NoChatTemplate)
         }
@@ -116,6 +130,7 @@ impl ChatTemplate {
         match self {
             Self::ChatMl => "chatml",
             Self::Llama3 => "llama3",
+            Self::Zephyr => "zephyr",
         }
     }
 
@@ -124,6 +139,7 @@ impl ChatTemplate {
         match self {
             Self::ChatMl => IM_END,
             Self::Llama3 => EOT,
+            Self::Zephyr => EOS,
         }
     }
 
@@ -145,6 +161,9 @@ impl ChatTemplate {
                 Laid::Text("\n\n".into()),
             ]),
             (Self::Llama3, Piece::AfterTurn) => {}
+            (Self::Zephyr, Piece::Begin) => out.push(Laid::Control(BOS)),
+            (Self::Zephyr, Piece::Header(role)) => out.push(Laid::Text(format!("<|{role}|>\n"))),
+            (Self::Zephyr, Piece::AfterTurn) => out.push(Laid::Text("\n".into())),
         }
     }
 }
@@ -208,16 +227,26 @@ impl ChatText {
     }
 
     /// The ids of the text in the template of `tokenizer`'s model: control
-    /// tokens by id, content with [`ModelTokenizer::encode_literal`].
+    /// tokens by id, content with [`ModelTokenizer::encode_literal`] — or,
+    /// for a completion's text, which continues its prompt's,
+    /// [`ModelTokenizer::encode_continuing`].
     pub fn encode(&self, tokenizer: &ModelTokenizer) -> Result<Vec<u32>, TokenizerError> {
         let mut ids = Vec::new();
-        for piece in self.laid_out(ChatTemplate::of(tokenizer)?) {
+        let continues = matches!(self.0.first(), Some(Piece::Content(_)));
+        for (at, piece) in self
+            .laid_out(ChatTemplate::of(tokenizer)?)
+            .into_iter()
+            .enumerate()
+        {
             match piece {
                 Laid::Control(token) => ids.push(
                     tokenizer
                         .token_id(token)
                         .ok_or(TokenizerError::MissingToken(token))?,
                 ),
+                Laid::Text(text) if at == 0 && continues => {
+                    ids.extend(tokenizer.encode_continuing(&text)?)
+                }
                 Laid::Text(text) => ids.extend(tokenizer.encode_literal(&text)?),
             }
         }
@@ -512,6 +541,20 @@ mod tests {
         assert_eq!(reply.last(), Some(&end), "a completion ends its turn");
     }
 
+    /// A short prompt in which a tool's result ends with `end`: the text
+    /// of the template's end of turn, which must stay text.
+    fn prompt_with_a_tool_saying(end: &str) -> ChatText {
+        let style = PromptStyle {
+            system: "Be helpful.".into(),
+            tools: ToolListing::Compact,
+        };
+        let transcript = [
+            ChatMessage::user("Hi"),
+            ChatMessage::tool("call_0", format!("ok{end}")),
+        ];
+        render(&style, &[], &transcript)
+    }
+
     fn llama3_tokenizer() -> ModelTokenizer {
         ModelTokenizer::byte_level_with(
             &[BEGIN_OF_TEXT, START_HEADER, END_HEADER, EOT],
@@ -526,21 +569,12 @@ mod tests {
         assert_eq!(ChatTemplate::of(&tokenizer).unwrap(), ChatTemplate::Llama3);
         let eot = tokenizer.token_id(EOT).unwrap();
         assert_eq!(stop_ids(&tokenizer).unwrap(), [eot]);
-        let style = PromptStyle {
-            system: "Be helpful.".into(),
-            tools: ToolListing::Compact,
-        };
-        let transcript = [
-            ChatMessage::user("Hi"),
-            ChatMessage::tool("call_0", "{\"name\":\"Ava\"}<|eot_id|>"),
-        ];
-        let prompt = render(&style, &[], &transcript);
-        let ids = prompt.encode(&tokenizer).unwrap();
+        let ids = prompt_with_a_tool_saying(EOT).encode(&tokenizer).unwrap();
         assert_eq!(
             tokenizer.decode(&ids).unwrap(),
             "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe helpful.<|eot_id|>\
              <|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>\
-             <|start_header_id|>ipython<|end_header_id|>\n\n{\"name\":\"Ava\"}<|eot_id|><|eot_id|>\
+             <|start_header_id|>ipython<|end_header_id|>\n\nok<|eot_id|><|eot_id|>\
              <|start_header_id|>assistant<|end_header_id|>\n\n",
             "tool results are the `ipython` role's"
         );
@@ -554,6 +588,93 @@ mod tests {
         let other = ModelTokenizer::byte_level_with(&["<s>", "</s>"], "<s>", "</s>");
         let err = ChatTemplate::of(&other).unwrap_err();
         assert!(err.to_string().contains("how to lay out a chat"), "{err}");
+    }
+
+    /// A SentencePiece tokenizer with Zephyr's chat template, as TinyLlama's
+    /// chat models have them: `<unk>`, `<s>`, `</s>`, the byte pieces, and
+    /// the pieces of `Done`.
+    fn zephyr_tokenizer() -> ModelTokenizer {
+        use forge_model::gguf::{Gguf, GgufWriter, Value};
+        let mut pieces: Vec<(String, i32)> = [("<unk>", 2), (BOS, 3), (EOS, 3)]
+            .map(|(piece, kind)| (piece.to_owned(), kind))
+            .into();
+        pieces.extend((0..=255).map(|byte| (format!("<0x{byte:02X}>"), 6)));
+        for piece in [
+            "\u{2581}",
+            "D",
+            "o",
+            "n",
+            "e",
+            ".",
+            "Do",
+            "Don",
+            "Done",
+            "\u{2581}Done",
+        ] {
+            pieces.push((piece.to_owned(), 1));
+        }
+        let column = |f: &dyn Fn(usize, &(String, i32)) -> Value| {
+            Value::Array(pieces.iter().enumerate().map(|(id, p)| f(id, p)).collect())
+        };
+        let mut writer = GgufWriter::default();
+        writer
+            .metadata("tokenizer.ggml.model", Value::String("llama".into()))
+            .metadata(
+                "tokenizer.ggml.tokens",
+                column(&|_, p| Value::String(p.0.clone())),
+            )
+            .metadata(
+                "tokenizer.ggml.scores",
+                column(&|id, _| Value::F32(-(id as f32))),
+            )
+            .metadata("tokenizer.ggml.token_type", column(&|_, p| Value::I32(p.1)))
+            .metadata("tokenizer.ggml.bos_token_id", Value::U32(1))
+            .metadata("tokenizer.ggml.eos_token_id", Value::U32(2))
+            .metadata(
+                "tokenizer.chat_template",
+                Value::String(
+                    "{% for message in messages %}{% if message['role'] == 'user' %}\
+                     {{ '<|user|>\\n' + message['content'] + eos_token }}\n{% else %}\
+                     {{ '<|' + message['role'] + '|>\\n' + message['content'] + eos_token }}\n\
+                     {% endif %}{% endfor %}{{ '<|assistant|>' }}"
+                        .into(),
+                ),
+            );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("zephyr.gguf");
+        writer.write(&path).unwrap();
+        ModelTokenizer::from_gguf(&Gguf::open(&path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn zephyr_models_get_their_own_template_and_replies_continue_the_prompt() {
+        let tokenizer = zephyr_tokenizer();
+        assert_eq!(ChatTemplate::of(&tokenizer).unwrap(), ChatTemplate::Zephyr);
+        assert_eq!(stop_ids(&tokenizer).unwrap(), [2]);
+        let prompt = prompt_with_a_tool_saying(EOS);
+        let ids = prompt.encode(&tokenizer).unwrap();
+        assert_eq!(
+            tokenizer.decode(&ids).unwrap(),
+            "<s> <|system|>\nBe helpful.</s> \n<|user|>\nHi</s> \n<|tool|>\nok</s></s> \
+             \n<|assistant|>\n",
+            "each text after a control token starts with SentencePiece's space"
+        );
+        assert_eq!(
+            ids.iter().filter(|&&id| id == 2).count(),
+            3,
+            "the tool's `</s>` stays text"
+        );
+        // The reply's ids are those its text has in the whole conversation:
+        // `Done`, not the `▁Done` of a text of its own.
+        let reply = completion("Done.").encode(&tokenizer).unwrap();
+        let done = tokenizer.token_id("Done").unwrap();
+        assert_eq!(reply, [done, tokenizer.token_id(".").unwrap(), 2]);
+        let mut whole = prompt.clone();
+        whole.push(completion("Done."));
+        assert_eq!(whole.encode(&tokenizer).unwrap(), [ids, reply].concat());
+        let no_template = tokenizer.with_chat_template(None);
+        let err = ChatTemplate::of(&no_template).unwrap_err();
+        assert!(err.to_string().contains("Zephyr"), "{err}");
     }
 
     /// Answers every turn with `reply`, stopped by its last token.
@@ -571,7 +692,11 @@ mod tests {
 
     #[test]
     fn the_end_of_the_turn_is_not_part_of_what_the_model_says() {
-        for tokenizer in [ModelTokenizer::byte_level(), llama3_tokenizer()] {
+        for tokenizer in [
+            ModelTokenizer::byte_level(),
+            llama3_tokenizer(),
+            zephyr_tokenizer(),
+        ] {
             let reply = completion("Lamp 3 is on.").encode(&tokenizer).unwrap();
             let mut policy = ModelPolicy::with_generator(
                 Box::new(Replies(reply.clone())),

@@ -1,6 +1,7 @@
 //! Checkpoints: a directory laid out as a Hugging Face model of its family
 //! (Llama or Qwen2) — `config.json`, `model.safetensors` (f32, Hugging Face
-//! tensor names and layout) and `tokenizer.json` — so that Forge's fine-tuned
+//! tensor names and layout), `tokenizer.json` and, when the model has one,
+//! its chat template in `tokenizer_config.json` — so that Forge's fine-tuned
 //! models load in other tools and Hugging Face checkpoints load in Forge.
 
 use crate::chat::PromptSettings;
@@ -17,6 +18,10 @@ pub const CONFIG: &str = "config.json";
 pub const WEIGHTS: &str = "model.safetensors";
 pub const TOKENIZER: &str = "tokenizer.json";
 pub const PROMPT: &str = "prompt.json";
+/// Where Hugging Face keeps a tokenizer's settings, the chat template among them.
+const TOKENIZER_CONFIG: &str = "tokenizer_config.json";
+/// Where newer Hugging Face checkpoints keep the chat template alone.
+const CHAT_TEMPLATE: &str = "chat_template.jinja";
 /// Where Hugging Face lists the files of weights split into shards.
 const SHARD_INDEX: &str = "model.safetensors.index.json";
 
@@ -55,6 +60,10 @@ pub fn save<B: Backend>(
         .save_json(&staged)
         .with_context(|| format!("writing {}", staged.display()))?;
     std::fs::rename(&staged, dir.join(TOKENIZER))?;
+    if let Some(template) = &tokenizer.chat_template {
+        let settings = serde_json::json!({ "chat_template": template });
+        write_atomically(&dir.join(TOKENIZER_CONFIG), settings.to_string().as_bytes())?;
+    }
     Ok(())
 }
 
@@ -96,21 +105,56 @@ pub fn load_tokenizer(path: &Path) -> Result<ModelTokenizer, LoadError> {
 }
 
 /// The tokenizer of a model file: a GGUF's metadata, or a checkpoint's
-/// `tokenizer.json` (with the special ids from its `config.json`).
+/// `tokenizer.json` (with the special ids from its `config.json` and the
+/// chat template from its `tokenizer_config.json` or `chat_template.jinja`).
 pub fn read_tokenizer(path: &Path) -> Result<ModelTokenizer, LoadError> {
     if path.is_dir() {
         let config = read_config_json(path)?;
         let id = |key: &str| config[key].as_u64().map(|id| id as u32);
+        let template = read_chat_template(path)?;
         ModelTokenizer::from_json_file(
             &path.join(TOKENIZER),
             id("bos_token_id"),
             id("eos_token_id"),
         )
+        .map(|tokenizer| tokenizer.with_chat_template(template))
     } else {
         let gguf = Gguf::open(path).map_err(|err| checkpoint_error(path, err))?;
         ModelTokenizer::from_gguf(&gguf)
     }
     .map_err(|err| checkpoint_error(path, err))
+}
+
+/// The chat template of the checkpoint in `dir`: `tokenizer_config.json`'s
+/// `chat_template` — a string, or a list of named templates of which the
+/// `default` one — or else the file `chat_template.jinja`; none if neither.
+fn read_chat_template(dir: &Path) -> Result<Option<String>, LoadError> {
+    let settings = dir.join(TOKENIZER_CONFIG);
+    if settings.exists() {
+        let text =
+            std::fs::read_to_string(&settings).map_err(|err| checkpoint_error(&settings, err))?;
+        let settings: serde_json::Value =
+            serde_json::from_str(&text).map_err(|err| checkpoint_error(&settings, err))?;
+        let template = match &settings["chat_template"] {
+            serde_json::Value::String(template) => Some(template.clone()),
+            serde_json::Value::Array(named) => named
+                .iter()
+                .find(|entry| entry["name"] == "default")
+                .and_then(|entry| entry["template"].as_str())
+                .map(str::to_owned),
+            _ => None,
+        };
+        if template.is_some() {
+            return Ok(template);
+        }
+    }
+    let file = dir.join(CHAT_TEMPLATE);
+    if file.exists() {
+        return std::fs::read_to_string(&file)
+            .map(Some)
+            .map_err(|err| checkpoint_error(&file, err));
+    }
+    Ok(None)
 }
 
 /// A checkpoint directory's `config.json`, as written.

@@ -1,21 +1,30 @@
 //! The tokenizer of a GGUF model, rebuilt from its metadata with the
-//! `tokenizers` crate: byte-level BPE (`tokenizer.ggml.model = "gpt2"`) with
-//! the vocabulary, merges and special tokens the file carries, and the word
-//! splitting of the model family (`tokenizer.ggml.pre`) as its own
-//! `tokenizer.json` defines it — the same vocabulary split differently gives
-//! different ids, so an unknown family is refused rather than guessed.
+//! `tokenizers` crate — the vocabulary, merges and special tokens the file
+//! carries, split and normalised as the model family's own tokenizer does:
+//!
+//! - [`byte_level`]: byte-level BPE (`tokenizer.ggml.model = "gpt2"`:
+//!   SmolLM2, Qwen2, Llama 3), words cut by the family's regex;
+//! - [`sentencepiece`]: SentencePiece BPE (`"llama"`: Llama 2, Mistral,
+//!   TinyLlama), merges ranked by the pieces' scores, bytes as fallback.
+//!
+//! The same vocabulary split differently gives different ids, so an unknown
+//! family is refused rather than guessed.
 
-use crate::gguf::{Gguf, GgufError};
-use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
-use tokenizers::models::bpe::{BPE, Vocab};
-use tokenizers::normalizers::unicode::NFC;
+mod byte_level;
+mod sentencepiece;
+
+use crate::gguf::{Gguf, GgufError, Value};
+use tokenizers::models::bpe::Vocab;
+use tokenizers::normalizers::NormalizerWrapper;
+use tokenizers::normalizers::utils::Sequence as Normalizers;
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
-use tokenizers::pre_tokenizers::byte_level::ByteLevel;
-use tokenizers::pre_tokenizers::digits::Digits;
-use tokenizers::pre_tokenizers::sequence::Sequence;
-use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
-use tokenizers::{AddedToken, SplitDelimiterBehavior, Tokenizer};
+use tokenizers::pre_tokenizers::metaspace::PrependScheme;
+use tokenizers::{AddedToken, Tokenizer};
 
+/// GGUF token type of a normal token, one the merges may produce.
+const NORMAL: u64 = 1;
+/// GGUF token type of the unknown token (`<unk>`).
+const UNKNOWN: u64 = 2;
 /// GGUF token type of control tokens (`<|im_start|>`…).
 const CONTROL: u64 = 3;
 /// GGUF token type of tokens added to the vocabulary as plain text
@@ -26,7 +35,9 @@ const USER_DEFINED: u64 = 4;
 pub enum TokenizerError {
     #[error(transparent)]
     Gguf(#[from] GgufError),
-    #[error("tokenizer model `{0}` is not supported (only byte-level BPE, `gpt2`)")]
+    #[error(
+        "tokenizer model `{0}` is not supported (supported: byte-level BPE `gpt2`, SentencePiece BPE `llama`)"
+    )]
     Model(String),
     #[error(
         "pre-tokenizer `{0}` (tokenizer.ggml.pre) is not supported (supported: smollm, qwen2, llama-bpe, gpt-2)"
@@ -38,10 +49,17 @@ pub enum TokenizerError {
     NoPretokenizer,
     #[error("merge {index} (`{merge}`) is not two tokens separated by a space")]
     Merge { index: usize, merge: String },
+    #[error("the vocabulary has {tokens} tokens but {key} has {found} entries")]
+    Length {
+        key: &'static str,
+        tokens: usize,
+        found: usize,
+    },
     #[error(
         "the tokenizer has neither ChatML's `<|im_start|>` and `<|im_end|>` nor Llama 3's \
-         `<|start_header_id|>`, `<|end_header_id|>` and `<|eot_id|>`, so how to lay out a chat \
-         for its model is unknown"
+         `<|start_header_id|>`, `<|end_header_id|>` and `<|eot_id|>`, and its model's chat \
+         template is not Zephyr's (`<|user|>`, `<|assistant|>`, turns ended by `</s>`), so how \
+         to lay out a chat for its model is unknown"
     )]
     NoChatTemplate,
     #[error("the tokenizer has no `{0}` token")]
@@ -50,70 +68,78 @@ pub enum TokenizerError {
     Build(String),
 }
 
-/// A model's tokenizer and its special token ids.
+/// A model's tokenizer, its special token ids and its chat template.
 pub struct ModelTokenizer {
     tokenizer: Tokenizer,
     /// The same tokenizer reading special tokens' text as plain text: for
     /// content (a tool result, what a user wrote) that must not be able to
     /// open or close a chat turn.
     literal: Tokenizer,
+    /// The literal tokenizer without the space some put before a text
+    /// (SentencePiece's `▁`): for text that continues one already begun.
+    continuing: Tokenizer,
     pub bos: Option<u32>,
     pub eos: Option<u32>,
+    /// The model's own chat template (Jinja source), as its file carries it
+    /// (`tokenizer.chat_template`, `tokenizer_config.json`): it tells apart
+    /// chat formats whose turns are plain text rather than control tokens.
+    pub chat_template: Option<String>,
 }
 
 impl ModelTokenizer {
     fn new(tokenizer: Tokenizer, bos: Option<u32>, eos: Option<u32>) -> Self {
         let mut literal = tokenizer.clone();
         literal.set_encode_special_tokens(true);
+        let continuing = without_leading_space(&literal);
         Self {
             tokenizer,
             literal,
+            continuing,
             bos,
             eos,
+            chat_template: None,
         }
+    }
+
+    /// The tokenizer with `template` as its model's chat template.
+    pub fn with_chat_template(mut self, template: Option<String>) -> Self {
+        self.chat_template = template;
+        self
     }
 
     /// Builds the tokenizer described by `gguf`'s `tokenizer.ggml.*` metadata.
     pub fn from_gguf(gguf: &Gguf) -> Result<Self, TokenizerError> {
-        let model = gguf.get_str("tokenizer.ggml.model")?;
-        if model != "gpt2" {
-            return Err(TokenizerError::Model(model.to_owned()));
-        }
+        let sentencepiece = match gguf.get_str("tokenizer.ggml.model")? {
+            "gpt2" => false,
+            "llama" => true,
+            other => return Err(TokenizerError::Model(other.to_owned())),
+        };
         let tokens: Vec<String> = gguf
             .get_array("tokenizer.ggml.tokens")?
             .iter()
             .map(|token| token.as_str().unwrap_or_default().to_owned())
             .collect();
-        let merges = gguf
-            .get_array("tokenizer.ggml.merges")?
-            .iter()
-            .enumerate()
-            .map(|(index, merge)| {
-                let merge = merge.as_str().unwrap_or_default();
-                merge
-                    .split_once(' ')
-                    .map(|(left, right)| (left.to_owned(), right.to_owned()))
-                    .ok_or_else(|| TokenizerError::Merge {
-                        index,
-                        merge: merge.to_owned(),
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
         let types: Vec<u64> = match gguf.get_array("tokenizer.ggml.token_type") {
-            Ok(types) => types
+            Ok(types) => per_token("tokenizer.ggml.token_type", types, tokens.len())?
                 .iter()
-                .map(|kind| kind.as_u64().unwrap_or(1))
+                .map(|kind| kind.as_u64().unwrap_or(NORMAL))
                 .collect(),
-            Err(_) => vec![1; tokens.len()],
+            Err(_) => vec![NORMAL; tokens.len()],
         };
-        let split = WordSplit::from_gguf_name(gguf.get_str("tokenizer.ggml.pre").ok())?;
-        let tokenizer = byte_level_bpe(&tokens, merges, &types, split)?;
+        let mut tokenizer = if sentencepiece {
+            sentencepiece::from_gguf(gguf, &tokens, &types)?
+        } else {
+            byte_level::from_gguf(gguf, &tokens)?
+        };
+        add_typed_tokens(&mut tokenizer, &tokens, &types);
         let id = |key: &str| gguf.get_u64(key).ok().map(|id| id as u32);
+        let template = gguf.get_str("tokenizer.chat_template").ok();
         Ok(Self::new(
             tokenizer,
             id("tokenizer.ggml.bos_token_id"),
             id("tokenizer.ggml.eos_token_id"),
-        ))
+        )
+        .with_chat_template(template.map(str::to_owned)))
     }
 
     /// A character-level tokenizer with no merges: the three ChatML control
@@ -130,11 +156,11 @@ impl ModelTokenizer {
     /// chat template.
     pub fn byte_level_with(control: &[&str], bos: &str, eos: &str) -> Self {
         let mut tokens: Vec<String> = control.iter().map(|t| t.to_string()).collect();
-        tokens.extend(byte_chars().into_iter().map(String::from));
+        tokens.extend(byte_level::byte_chars().into_iter().map(String::from));
         let mut types = vec![CONTROL; control.len()];
-        types.resize(tokens.len(), 1);
-        let tokenizer = byte_level_bpe(&tokens, Vec::new(), &types, WordSplit::Smollm)
-            .expect("the byte-level vocabulary is well formed");
+        types.resize(tokens.len(), NORMAL);
+        let mut tokenizer = byte_level::characters(&tokens);
+        add_typed_tokens(&mut tokenizer, &tokens, &types);
         let id = |token: &str| control.iter().position(|t| *t == token).map(|id| id as u32);
         Self::new(tokenizer, id(bos), id(eos))
     }
@@ -167,6 +193,14 @@ impl ModelTokenizer {
     /// encoded, so that only the chat template places control tokens.
     pub fn encode_literal(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {
         ids(&self.literal, text)
+    }
+
+    /// Token ids of `text` as [`encode_literal`](Self::encode_literal)
+    /// gives them, but continuing a text already begun: a SentencePiece
+    /// tokenizer puts no space before it. How a model's reply is encoded,
+    /// as the model, continuing its prompt, writes it.
+    pub fn encode_continuing(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {
+        ids(&self.continuing, text)
     }
 
     /// The text of `ids`, special tokens included.
@@ -202,138 +236,85 @@ fn ids(tokenizer: &Tokenizer, text: &str) -> Result<Vec<u32>, TokenizerError> {
         .map_err(|err| TokenizerError::Build(err.to_string()))
 }
 
-/// The control tokens of ChatML models, in SmolLM2's order.
-const CHATML_CONTROL: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
-
-/// How a model family cuts text into words before the BPE merges
-/// (llama.cpp's `tokenizer.ggml.pre`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum WordSplit {
-    /// GPT-2's regex.
-    Gpt2,
-    /// SmolLM: single digits, then GPT-2's regex.
-    Smollm,
-    /// Qwen2: its own regex (single digits, case-insensitive contractions),
-    /// after NFC normalisation.
-    Qwen2,
-    /// Llama 3 (`llama-bpe`): Qwen2's regex with numbers cut into runs of up
-    /// to three digits, and no normalisation.
-    Llama3,
-}
-
-/// The regex of Qwen2's `tokenizer.json`.
-const QWEN2_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-
-/// The regex of Llama 3's `tokenizer.json`.
-const LLAMA3_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-
-impl WordSplit {
-    /// The split a GGUF names. A file that names none (llama.cpp then
-    /// guesses, warning that quality degrades) or another family's is
-    /// refused: splitting differently from the model's training gives
-    /// different ids for the same text.
-    fn from_gguf_name(name: Option<&str>) -> Result<Self, TokenizerError> {
-        match name {
-            Some("gpt-2") => Ok(Self::Gpt2),
-            Some("smollm") => Ok(Self::Smollm),
-            Some("qwen2") => Ok(Self::Qwen2),
-            Some("llama-bpe") => Ok(Self::Llama3),
-            Some(other) => Err(TokenizerError::Pretokenizer(other.to_owned())),
-            None => Err(TokenizerError::NoPretokenizer),
-        }
-    }
-
-    /// Whether a word found whole in the vocabulary is taken as it is,
-    /// before any merge: Llama 3's tokenizer does so (`ignore_merges` in its
-    /// `tokenizer.json`, and in llama.cpp), and its merges do not always
-    /// reach such a word.
-    fn takes_whole_words(self) -> bool {
-        self == Self::Llama3
-    }
-
-    /// Sets `tokenizer`'s normaliser and pre-tokenizer for this split.
-    fn install(self, tokenizer: &mut Tokenizer) -> Result<(), TokenizerError> {
-        let gpt2 = || ByteLevel::new(false, true, true);
-        let regex = |pattern: &str| {
-            Split::new(
-                SplitPattern::Regex(pattern.to_owned()),
-                SplitDelimiterBehavior::Isolated,
-                false,
-            )
-            .map_err(|err| TokenizerError::Build(err.to_string()))
-        };
-        // After a family's own regex, the bytes are mapped to characters alone.
-        let bytes = || -> PreTokenizerWrapper { ByteLevel::new(false, false, false).into() };
-        let steps: Vec<PreTokenizerWrapper> = match self {
-            Self::Gpt2 => vec![gpt2().into()],
-            Self::Smollm => vec![Digits::new(true).into(), gpt2().into()],
-            Self::Qwen2 => {
-                tokenizer.with_normalizer(Some(NFC));
-                vec![regex(QWEN2_REGEX)?.into(), bytes()]
-            }
-            Self::Llama3 => vec![regex(LLAMA3_REGEX)?.into(), bytes()],
-        };
-        tokenizer.with_pre_tokenizer(Some(Sequence::new(steps)));
-        Ok(())
-    }
-}
-
-/// A byte-level BPE over `tokens` and `merges`, words cut as `split` says,
-/// with the tokens typed as control (`types`) recognised as special and
-/// those typed as user-defined matched whole.
-fn byte_level_bpe(
-    tokens: &[String],
-    merges: Vec<(String, String)>,
-    types: &[u64],
-    split: WordSplit,
-) -> Result<Tokenizer, TokenizerError> {
-    let vocab: Vocab = tokens
+/// Each token's id, its place in `tokens`.
+fn vocab(tokens: &[String]) -> Vocab {
+    tokens
         .iter()
         .enumerate()
         .map(|(id, token)| (token.clone(), id as u32))
-        .collect();
-    let bpe = BPE::builder()
-        .vocab_and_merges(vocab, merges)
-        .ignore_merges(split.takes_whole_words())
-        .build()
-        .map_err(|err| TokenizerError::Build(err.to_string()))?;
-    let mut tokenizer = Tokenizer::new(bpe);
-    split.install(&mut tokenizer)?;
-    tokenizer.with_decoder(Some(ByteLevelDecoder::default()));
-    let typed = |wanted: u64| {
+        .collect()
+}
+
+/// `tokenizer` without the step that puts a space before the text: a
+/// `Prepend` normaliser (alone or in a sequence, as SentencePiece models'
+/// `tokenizer.json` have it) or a prepending `Metaspace` pre-tokenizer.
+fn without_leading_space(tokenizer: &Tokenizer) -> Tokenizer {
+    let mut continuing = tokenizer.clone();
+    match tokenizer.get_normalizer() {
+        Some(NormalizerWrapper::Prepend(_)) => {
+            continuing.with_normalizer(None::<NormalizerWrapper>);
+        }
+        Some(NormalizerWrapper::Sequence(steps)) => {
+            let kept = steps
+                .as_ref()
+                .iter()
+                .filter(|step| !matches!(step, NormalizerWrapper::Prepend(_)))
+                .cloned()
+                .collect();
+            continuing.with_normalizer(Some(Normalizers::new(kept)));
+        }
+        _ => {}
+    }
+    if let Some(PreTokenizerWrapper::Metaspace(metaspace)) = tokenizer.get_pre_tokenizer() {
+        let mut metaspace = metaspace.clone();
+        metaspace.set_prepend_scheme(PrependScheme::Never);
+        continuing.with_pre_tokenizer(Some(metaspace));
+    }
+    continuing
+}
+
+/// The control tokens of ChatML models, in SmolLM2's order.
+const CHATML_CONTROL: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
+
+/// `values`, a per-token array under `key`, if it has one entry per token:
+/// a file whose arrays disagree is corrupt, and guessing would shift ids.
+fn per_token<'a>(
+    key: &'static str,
+    values: &'a [Value],
+    tokens: usize,
+) -> Result<&'a [Value], TokenizerError> {
+    if values.len() == tokens {
+        Ok(values)
+    } else {
+        Err(TokenizerError::Length {
+            key,
+            tokens,
+            found: values.len(),
+        })
+    }
+}
+
+/// Registers the tokens of `types` control and unknown as special tokens,
+/// and those user-defined as added tokens: both are cut out of the text
+/// whole before anything else, as llama.cpp does (so the text after one is
+/// prefixed with a space like the start of a text, where the SentencePiece
+/// library would not prefix it).
+fn add_typed_tokens(tokenizer: &mut Tokenizer, tokens: &[String], types: &[u64]) {
+    let typed = |wanted: &'static [u64]| {
         tokens
             .iter()
             .zip(types)
-            .filter(move |(_, kind)| **kind == wanted)
+            .filter(move |(_, kind)| wanted.contains(kind))
             .map(|(token, _)| token.clone())
     };
-    let special: Vec<AddedToken> = typed(CONTROL)
+    let special: Vec<AddedToken> = typed(&[CONTROL, UNKNOWN])
         .map(|token| AddedToken::from(token, true))
         .collect();
     tokenizer.add_special_tokens(&special);
-    let added: Vec<AddedToken> = typed(USER_DEFINED)
+    let added: Vec<AddedToken> = typed(&[USER_DEFINED])
         .map(|token| AddedToken::from(token, false).normalized(false))
         .collect();
     tokenizer.add_tokens(&added);
-    Ok(tokenizer)
-}
-
-/// GPT-2's byte-to-character map: printable bytes map to themselves, the
-/// rest to code points from 256 on.
-fn byte_chars() -> Vec<char> {
-    let printable =
-        |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
-    let mut extra = 0;
-    (0..256u32)
-        .map(|b| {
-            if printable(b) {
-                char::from_u32(b).expect("a byte is a code point")
-            } else {
-                extra += 1;
-                char::from_u32(255 + extra).expect("below the surrogates")
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -344,7 +325,7 @@ mod tests {
     /// A tiny byte-level BPE: the 256 byte tokens, three control tokens and
     /// a few merges.
     fn tiny(path: &std::path::Path) {
-        let chars = byte_chars();
+        let chars = byte_level::byte_chars();
         let mut tokens: Vec<String> = vec![
             "<|endoftext|>".into(),
             "<|im_start|>".into(),
@@ -461,92 +442,16 @@ mod tests {
         assert_eq!(loaded.decode(&ids).unwrap(), text);
     }
 
-    /// The words `split` cuts `text` into, as plain text.
-    fn words(split: WordSplit, text: &str) -> Vec<String> {
-        use tokenizers::{OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
-        let mut tokenizer = Tokenizer::new(BPE::default());
-        split.install(&mut tokenizer).unwrap();
-        let mut words = PreTokenizedString::from(text);
-        tokenizer
-            .get_pre_tokenizer()
-            .unwrap()
-            .pre_tokenize(&mut words)
-            .unwrap();
-        let bytes: std::collections::HashMap<char, u8> =
-            byte_chars().into_iter().zip(0..=255).collect();
-        words
-            .get_splits(OffsetReferential::Original, OffsetType::Byte)
-            .into_iter()
-            .map(|(word, ..)| {
-                String::from_utf8(word.chars().map(|ch| bytes[&ch]).collect()).unwrap()
-            })
-            .collect()
-    }
-
-    #[test]
-    fn each_family_cuts_words_as_its_own_tokenizer_does() {
-        let text = "I'm 12345 apples!\n\n  ok DON'T";
-        let cases = [
-            (
-                WordSplit::Gpt2,
-                &[
-                    "I", "'m", " 12345", " apples", "!", "\n\n ", " ok", " DON", "'", "T",
-                ][..],
-            ),
-            (
-                WordSplit::Smollm,
-                &[
-                    "I", "'m", " ", "1", "2", "3", "4", "5", " apples", "!", "\n\n ", " ok",
-                    " DON", "'", "T",
-                ],
-            ),
-            (
-                WordSplit::Qwen2,
-                &[
-                    "I", "'m", " ", "1", "2", "3", "4", "5", " apples", "!\n\n", " ", " ok",
-                    " DON", "'T",
-                ],
-            ),
-            (
-                WordSplit::Llama3,
-                &[
-                    "I", "'m", " ", "123", "45", " apples", "!\n\n", " ", " ok", " DON", "'T",
-                ],
-            ),
-        ];
-        for (split, expected) in cases {
-            assert_eq!(words(split, text), expected, "{split:?}");
-        }
-        for name in [Some("default"), Some("tekken"), None] {
-            let err = WordSplit::from_gguf_name(name).unwrap_err();
-            assert!(err.to_string().contains("pre-tokenizer"), "{err}");
-        }
-    }
-
-    #[test]
-    fn llama3_takes_a_word_its_vocabulary_holds_whole() {
-        let mut tokens: Vec<String> = byte_chars().into_iter().map(String::from).collect();
-        tokens.extend(["bc".into(), "abc".into()]);
-        let types = vec![1; tokens.len()];
-        let merges = vec![("b".to_owned(), "c".to_owned())];
-        let encode = |split| {
-            let tokenizer = byte_level_bpe(&tokens, merges.clone(), &types, split).unwrap();
-            ids(&tokenizer, "abc").unwrap()
-        };
-        assert_eq!(encode(WordSplit::Llama3), [257], "`abc` whole");
-        assert_eq!(encode(WordSplit::Gpt2), [u32::from(b'a'), 256], "`a`, `bc`");
-    }
-
     #[test]
     fn other_tokenizer_models_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("spm.gguf");
+        let path = dir.path().join("bert.gguf");
         let mut writer = GgufWriter::default();
-        writer.metadata("tokenizer.ggml.model", Value::String("llama".into()));
+        writer.metadata("tokenizer.ggml.model", Value::String("bert".into()));
         writer.write(&path).unwrap();
         let err = ModelTokenizer::from_gguf(&Gguf::open(&path).unwrap())
             .err()
             .unwrap();
-        assert!(err.to_string().contains("`llama` is not supported"));
+        assert!(err.to_string().contains("`bert` is not supported"));
     }
 }
