@@ -26,6 +26,8 @@ const BEGIN_OF_TEXT: &str = "<|begin_of_text|>";
 const START_HEADER: &str = "<|start_header_id|>";
 const END_HEADER: &str = "<|end_header_id|>";
 const EOT: &str = "<|eot_id|>";
+/// What Llama 3.1 and later write before a call.
+const PYTHON_TAG: &str = "<|python_tag|>";
 const BOS: &str = "<s>";
 const EOS: &str = "</s>";
 
@@ -349,11 +351,12 @@ fn compact(tool: &ToolSpec) -> String {
     format!("{}({}): {}", tool.name, params.join(", "), tool.description)
 }
 
-/// What the model's reply asks for.
+/// What the model's reply asks for: a call in Forge's format or in Llama
+/// 3's own, else a message to the user.
 pub fn parse_reply(reply: &str) -> Action {
     let reply = reply.trim();
     let Some(start) = reply.find(CALL_OPEN) else {
-        return Action::Say(reply.to_owned());
+        return llama3_call(reply).unwrap_or_else(|| Action::Say(reply.to_owned()));
     };
     let body = &reply[start + CALL_OPEN.len()..];
     let body = body
@@ -383,6 +386,21 @@ pub fn parse_reply(reply: &str) -> Action {
             Value::String(body.to_owned()),
         )),
     }
+}
+
+/// A call in the format Llama 3.1 and later write of their own accord,
+/// whatever the system prompt says: the whole reply one JSON object
+/// `{"name": …, "parameters": {…}}`, perhaps after `<|python_tag|>`.
+fn llama3_call(reply: &str) -> Option<Action> {
+    let body = reply.strip_prefix(PYTHON_TAG).unwrap_or(reply).trim_start();
+    let Ok(Value::Object(call)) = serde_json::from_str::<Value>(body) else {
+        return None;
+    };
+    let name = call.get("name")?.as_str()?;
+    let arguments = call.get("parameters").or_else(|| call.get("arguments"))?;
+    arguments
+        .is_object()
+        .then(|| Action::Call(ToolCall::new(name, arguments.clone())))
 }
 
 /// The string value after `key` in malformed JSON, if one can be read.
@@ -498,6 +516,19 @@ mod tests {
                 assert!(raw.contains("user_id"));
             }
             other => panic!("a malformed call stays a call: {other:?}"),
+        }
+        for native in [
+            "{\"name\": \"get_user\", \"parameters\": {\"user_id\": \"u1\"}}",
+            "<|python_tag|>{\"name\": \"get_user\", \"parameters\": {\"user_id\": \"u1\"}}",
+        ] {
+            assert_eq!(parse_reply(native), call, "Llama 3's own format: {native}");
+        }
+        for said in [
+            "{\"name\": \"Ava\"}",
+            "{\"name\": \"Ava\", \"parameters\": 3}",
+            "{oops",
+        ] {
+            assert_eq!(parse_reply(said), Action::Say(said.into()), "{said}");
         }
     }
 
