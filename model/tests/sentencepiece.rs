@@ -92,6 +92,12 @@ fn user_defined_pieces_are_matched_whole_as_llama_cpp_does() {
         // The text after the piece starts with a space, as the text's start does.
         assert_eq!(ids, [&[call][..], &after].concat());
     }
+    // So it does in a reply, which only before the piece continues its prompt.
+    let reply = tokenizer
+        .encode_continuing("the<tool_call>{\"name\": 1}")
+        .unwrap();
+    let the = tokenizer.encode_continuing("the").unwrap();
+    assert_eq!(reply, [&the[..], &[call], &after].concat());
 }
 
 #[test]

@@ -261,6 +261,7 @@ fn inspect(args: &InspectArgs) -> Result<()> {
             "tensors": summary.tensors(),
             "parameters": summary.parameters(),
             "types": summary.types.iter().map(|(kind, (count, elements))| (kind.clone(), json!({"tensors": count, "elements": elements}))).collect::<serde_json::Map<_, _>>(),
+            "tokenizer": summary.tokenizer.as_ref().ok().map(ModelTokenizer::kind),
             "vocab_size": summary.vocab(),
             "chat_template": summary.chat_template().ok().map(ChatTemplate::name),
         }));
@@ -292,12 +293,14 @@ fn inspect(args: &InspectArgs) -> Result<()> {
     println!("{table}");
     match (&summary.tokenizer, summary.chat_template()) {
         (Ok(tokenizer), Ok(template)) => println!(
-            "tokenizer: byte-level BPE, {} tokens; chat template: {}",
+            "tokenizer: {}, {} tokens; chat template: {}",
+            tokenizer.kind(),
             tokenizer.vocab_size(),
             template.name()
         ),
         (Ok(tokenizer), Err(why)) => println!(
-            "tokenizer: byte-level BPE, {} tokens; no chat template: {why}",
+            "tokenizer: {}, {} tokens; no chat template: {why}",
+            tokenizer.kind(),
             tokenizer.vocab_size()
         ),
         (Err(why), _) => println!("tokenizer: not read: {why}"),

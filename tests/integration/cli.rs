@@ -669,19 +669,18 @@ fn one_model_turn(model: &str, out: &Path) -> Value {
     serde_json::from_str(text.lines().next().unwrap()).unwrap()
 }
 
-/// The prompt of the first turn of the checkpoint `model`, decoded, once
-/// `forge model inspect` has said its chat template is `template` and the
-/// episode has replayed.
-fn first_prompt(model: &Path, template: &str, tokenizer: &ModelTokenizer) -> String {
+/// What `forge model inspect --json` says of the checkpoint `model`, and the
+/// prompt of its first turn on the example, decoded, once the episode has
+/// replayed.
+fn inspect_and_first_prompt(model: &Path, tokenizer: &ModelTokenizer) -> (Value, String) {
     let output = forge(&["model", "inspect", model.to_str().unwrap(), "--json"]);
     let inspected = json_lines(&output).remove(0);
-    assert_eq!(inspected["chat_template"], template, "{inspected}");
     let path = model.with_extension("jsonl");
     let record = one_model_turn(model.to_str().unwrap(), &path);
     assert!(forge(&["replay", path.to_str().unwrap()]).status.success());
     let prompt: Vec<u32> =
         serde_json::from_value(record["policy_trace"]["turns"][0]["prompt_ids"].clone()).unwrap();
-    tokenizer.decode(&prompt).unwrap()
+    (inspected, tokenizer.decode(&prompt).unwrap())
 }
 
 #[test]
@@ -714,7 +713,8 @@ fn a_llama3_model_is_prompted_in_its_own_template() {
         &tokenizer,
     )
     .unwrap();
-    let decoded = first_prompt(&model, "llama3", &tokenizer);
+    let (inspected, decoded) = inspect_and_first_prompt(&model, &tokenizer);
+    assert_eq!(inspected["chat_template"], "llama3", "{inspected}");
     assert!(
         decoded.starts_with("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"),
         "{decoded}"
@@ -724,6 +724,23 @@ fn a_llama3_model_is_prompted_in_its_own_template() {
         "{decoded}"
     );
 }
+
+/// TinyLlama-1.1B-Chat-v1.0's chat template, as its files carry it.
+const TINYLLAMA_TEMPLATE: &str = "{% for message in messages %}
+{% if message['role'] == 'user' %}
+{{ '<|user|>
+' + message['content'] + eos_token }}
+{% elif message['role'] == 'system' %}
+{{ '<|system|>
+' + message['content'] + eos_token }}
+{% elif message['role'] == 'assistant' %}
+{{ '<|assistant|>
+'  + message['content'] + eos_token }}
+{% endif %}
+{% if loop.last and add_generation_prompt %}
+{{ '<|assistant|>' }}
+{% endif %}
+{% endfor %}";
 
 #[test]
 fn a_sentencepiece_model_with_zephyrs_template_runs() {
@@ -755,7 +772,7 @@ fn a_sentencepiece_model_with_zephyrs_template_runs() {
         .metadata("tokenizer.ggml.eos_token_id", Value::U32(2))
         .metadata(
             "tokenizer.chat_template",
-            Value::String("{{ '<|user|>\\n' + message }}{{ '<|assistant|>' }}".into()),
+            Value::String(TINYLLAMA_TEMPLATE.into()),
         );
     let file = dir.path().join("tokenizer.gguf");
     writer.write(&file).unwrap();
@@ -771,7 +788,9 @@ fn a_sentencepiece_model_with_zephyrs_template_runs() {
         &tokenizer,
     )
     .unwrap();
-    let decoded = first_prompt(&model, "zephyr", &tokenizer);
+    let (inspected, decoded) = inspect_and_first_prompt(&model, &tokenizer);
+    assert_eq!(inspected["chat_template"], "zephyr", "{inspected}");
+    assert_eq!(inspected["tokenizer"], "SentencePiece BPE", "{inspected}");
     assert!(decoded.starts_with("<s> <|system|>\n"), "{decoded}");
     assert!(decoded.ends_with("</s> \n<|assistant|>\n"), "{decoded}");
 }

@@ -1,8 +1,9 @@
 //! Checkpoints: a directory laid out as a Hugging Face model of its family
 //! (Llama or Qwen2) — `config.json`, `model.safetensors` (f32, Hugging Face
-//! tensor names and layout), `tokenizer.json` and, when the model has one,
-//! its chat template in `tokenizer_config.json` — so that Forge's fine-tuned
-//! models load in other tools and Hugging Face checkpoints load in Forge.
+//! tensor names and layout), `tokenizer.json` and `tokenizer_config.json`
+//! (special tokens, and the chat template if the model has one) — so that
+//! Forge's fine-tuned models load in other tools and Hugging Face
+//! checkpoints load in Forge.
 
 use crate::chat::PromptSettings;
 use crate::config::LlamaConfig;
@@ -60,11 +61,26 @@ pub fn save<B: Backend>(
         .save_json(&staged)
         .with_context(|| format!("writing {}", staged.display()))?;
     std::fs::rename(&staged, dir.join(TOKENIZER))?;
-    if let Some(template) = &tokenizer.chat_template {
-        let settings = serde_json::json!({ "chat_template": template });
-        write_atomically(&dir.join(TOKENIZER_CONFIG), settings.to_string().as_bytes())?;
-    }
+    write_atomically(
+        &dir.join(TOKENIZER_CONFIG),
+        tokenizer_settings(tokenizer).to_string().as_bytes(),
+    )?;
     Ok(())
+}
+
+/// What Hugging Face reads from `tokenizer_config.json` beside a
+/// `tokenizer.json`: the special tokens (by text) and the chat template.
+fn tokenizer_settings(tokenizer: &ModelTokenizer) -> serde_json::Value {
+    let mut settings = serde_json::json!({ "tokenizer_class": "PreTrainedTokenizerFast" });
+    for (key, id) in [("bos_token", tokenizer.bos), ("eos_token", tokenizer.eos)] {
+        if let Some(token) = id.and_then(|id| tokenizer.token(id)) {
+            settings[key] = token.into();
+        }
+    }
+    if let Some(template) = &tokenizer.chat_template {
+        settings["chat_template"] = template.clone().into();
+    }
+    settings
 }
 
 /// Writes `bytes` beside `path` and renames them over it: a process killed

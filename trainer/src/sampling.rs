@@ -156,6 +156,18 @@ mod tests {
     use rand::SeedableRng;
 
     #[test]
+    fn a_stop_string_is_found_across_a_sentencepiece_space() {
+        let tokenizer = crate::chat::zephyr_tokenizer();
+        let id = |piece: &str| tokenizer.token_id(piece).unwrap();
+        // `e`, `▁`, `D`, `o`: decoded alone, the last three lose their space.
+        let generated = [id("e"), id("\u{2581}"), id("D"), id("o")];
+        let stops = [" Do".to_owned()];
+        let stop = Stop::tokens(&[]).strings(&stops, &tokenizer);
+        assert!(stop.is_done(&generated));
+        assert!(!stop.is_done(&generated[..3]));
+    }
+
+    #[test]
     fn ranking_on_demand_matches_a_full_sort() {
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         let logprobs: Vec<f32> = (0..1000).map(|_| rng.random_range(-20.0..0.0)).collect();
@@ -267,6 +279,8 @@ impl<'a> Stop<'a> {
     /// Whether a row that has generated `generated` is complete. Only the
     /// tail that could hold a new match is decoded: a match ending earlier
     /// would have stopped the row then, and every token is at least a byte.
+    /// The tail starts a token earlier than a match can, as decoding may
+    /// drop its first token's leading space (SentencePiece's `▁`).
     pub fn is_done(&self, generated: &[u32]) -> bool {
         let Some(&last) = generated.last() else {
             return false;
@@ -281,7 +295,7 @@ impl<'a> Stop<'a> {
         if longest == 0 {
             return false;
         }
-        let tail = &generated[generated.len().saturating_sub(longest)..];
+        let tail = &generated[generated.len().saturating_sub(longest + 1)..];
         tokenizer
             .decode(tail)
             .is_ok_and(|text| self.strings.iter().any(|stop| text.contains(stop.as_str())))

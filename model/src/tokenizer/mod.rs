@@ -14,6 +14,7 @@ mod byte_level;
 mod sentencepiece;
 
 use crate::gguf::{Gguf, GgufError, Value};
+use tokenizers::models::ModelWrapper;
 use tokenizers::models::bpe::Vocab;
 use tokenizers::normalizers::NormalizerWrapper;
 use tokenizers::normalizers::utils::Sequence as Normalizers;
@@ -55,13 +56,8 @@ pub enum TokenizerError {
         tokens: usize,
         found: usize,
     },
-    #[error(
-        "the tokenizer has neither ChatML's `<|im_start|>` and `<|im_end|>` nor Llama 3's \
-         `<|start_header_id|>`, `<|end_header_id|>` and `<|eot_id|>`, and its model's chat \
-         template is not Zephyr's (`<|user|>`, `<|assistant|>`, turns ended by `</s>`), so how \
-         to lay out a chat for its model is unknown"
-    )]
-    NoChatTemplate,
+    #[error("no chat format Forge knows fits the model: {0}")]
+    NoChatTemplate(String),
     #[error("the tokenizer has no `{0}` token")]
     MissingToken(&'static str),
     #[error("building the tokenizer: {0}")]
@@ -78,6 +74,9 @@ pub struct ModelTokenizer {
     /// The literal tokenizer without the space some put before a text
     /// (SentencePiece's `▁`): for text that continues one already begun.
     continuing: Tokenizer,
+    /// The added tokens that are not special, which literal text holds as
+    /// tokens (`<tool_call>`): after one, a text starts anew.
+    plain_added: Vec<String>,
     pub bos: Option<u32>,
     pub eos: Option<u32>,
     /// The model's own chat template (Jinja source), as its file carries it
@@ -91,10 +90,17 @@ impl ModelTokenizer {
         let mut literal = tokenizer.clone();
         literal.set_encode_special_tokens(true);
         let continuing = without_leading_space(&literal);
+        let plain_added = literal
+            .get_added_tokens_decoder()
+            .into_values()
+            .filter(|token| !token.special)
+            .map(|token| token.content)
+            .collect();
         Self {
             tokenizer,
             literal,
             continuing,
+            plain_added,
             bos,
             eos,
             chat_template: None,
@@ -200,7 +206,17 @@ impl ModelTokenizer {
     /// tokenizer puts no space before it. How a model's reply is encoded,
     /// as the model, continuing its prompt, writes it.
     pub fn encode_continuing(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {
-        ids(&self.continuing, text)
+        // Only the text before the first added token continues the prompt:
+        // the text after one is cut apart and begins anew, as in a prompt.
+        let cut = self
+            .plain_added
+            .iter()
+            .filter_map(|token| text.find(token.as_str()))
+            .min()
+            .unwrap_or(text.len());
+        let mut continued = ids(&self.continuing, &text[..cut])?;
+        continued.extend(ids(&self.literal, &text[cut..])?);
+        Ok(continued)
     }
 
     /// The text of `ids`, special tokens included.
@@ -221,6 +237,24 @@ impl ModelTokenizer {
 
     pub fn token_id(&self, token: &str) -> Option<u32> {
         self.tokenizer.token_to_id(token)
+    }
+
+    /// The text of the token `id`, as the vocabulary writes it.
+    pub fn token(&self, id: u32) -> Option<String> {
+        self.tokenizer.id_to_token(id)
+    }
+
+    /// What kind of tokenizer this is, in words.
+    pub fn kind(&self) -> &'static str {
+        match self.tokenizer.get_model() {
+            // SentencePiece vocabularies fall back on byte pieces; byte-level
+            // ones hold every byte as a character.
+            ModelWrapper::BPE(bpe) if bpe.byte_fallback => "SentencePiece BPE",
+            ModelWrapper::BPE(_) => "byte-level BPE",
+            ModelWrapper::Unigram(_) => "Unigram",
+            ModelWrapper::WordPiece(_) => "WordPiece",
+            ModelWrapper::WordLevel(_) => "word-level",
+        }
     }
 
     /// The number of ids, added tokens included.
@@ -247,7 +281,8 @@ fn vocab(tokens: &[String]) -> Vocab {
 
 /// `tokenizer` without the step that puts a space before the text: a
 /// `Prepend` normaliser (alone or in a sequence, as SentencePiece models'
-/// `tokenizer.json` have it) or a prepending `Metaspace` pre-tokenizer.
+/// `tokenizer.json` have it) or a prepending `Metaspace` pre-tokenizer (not
+/// one inside a sequence of pre-tokenizers, which no such model has).
 fn without_leading_space(tokenizer: &Tokenizer) -> Tokenizer {
     let mut continuing = tokenizer.clone();
     match tokenizer.get_normalizer() {

@@ -41,15 +41,22 @@ pub(super) fn from_gguf(
         gguf.get("tokenizer.ggml.add_space_prefix"),
         Ok(Value::Bool(false))
     );
-    bpe(tokens, &scores, types, space_prefix)
+    // The unknown token is typed so, or named by id.
+    let unknown = types.iter().position(|kind| *kind == UNKNOWN).or_else(|| {
+        let id = gguf.get_u64("tokenizer.ggml.unknown_token_id").ok()?;
+        usize::try_from(id).ok().filter(|&id| id < tokens.len())
+    });
+    bpe(tokens, &scores, types, unknown, space_prefix)
 }
 
-/// A BPE over `tokens` whose merges follow `scores`, the text prefixed with
-/// a space if `space_prefix`.
+/// A BPE over `tokens` whose merges follow `scores`, a character neither
+/// they nor the byte pieces hold read as the `unknown` token, the text
+/// prefixed with a space if `space_prefix`.
 fn bpe(
     tokens: &[String],
     scores: &[f64],
     types: &[u64],
+    unknown: Option<usize>,
     space_prefix: bool,
 ) -> Result<Tokenizer, TokenizerError> {
     let vocab = vocab(tokens);
@@ -57,7 +64,7 @@ fn bpe(
     let mut builder = BPE::builder()
         .vocab_and_merges(vocab, merges(tokens, scores, types))
         .byte_fallback(byte_fallback);
-    if let Some(unknown) = types.iter().position(|kind| *kind == UNKNOWN) {
+    if let Some(unknown) = unknown {
         builder = builder.unk_token(tokens[unknown].clone()).fuse_unk(true);
     }
     let model = builder

@@ -1,0 +1,401 @@
+//! The chat format of the policy: the model family's chat template (ChatML
+//! for SmolLM2 and Qwen2.5, Llama 3's, Zephyr's for TinyLlama) with the tool
+//! schemas in the system prompt, and tool calls in Forge's format:
+//!
+//! ```text
+//! <tool_call>{"name": "get_user", "arguments": {"user_id": "u1"}}</tool_call>
+//! ```
+//!
+//! Tool results come back as `tool` turns. Replies are parsed robustly: a
+//! call whose JSON is malformed still becomes a call (with its raw arguments,
+//! which the host answers with a validation error the model can learn from),
+//! never a crash.
+
+mod template;
+
+/// Tokenizers of the chat formats, for tests across the crate.
+#[cfg(test)]
+pub(crate) use template::tests::{llama3_tokenizer, zephyr_tokenizer};
+pub use template::{ChatTemplate, ChatText, beginning, completion, reply_opening, stop_ids, turn};
+
+use crate::Generation;
+use crate::sampling::Sampling;
+use forge_model::tokenizer::ModelTokenizer;
+use forge_runtime::bundle::ToolCall;
+use forge_runtime::episode::{Action, Policy};
+use forge_runtime::schema::ToolSpec;
+use forge_runtime::trajectory::{ChatMessage, Role};
+use serde_json::{Value, json};
+
+/// What Llama 3.1 and later write before a call.
+const PYTHON_TAG: &str = "<|python_tag|>";
+const CALL_OPEN: &str = "<tool_call>";
+const CALL_CLOSE: &str = "</tool_call>";
+
+/// How the tools are listed in the system prompt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolListing {
+    /// Each tool's OpenAI-style JSON schema (what instruction-tuned models expect).
+    #[default]
+    Schemas,
+    /// One line per tool, `name(param, …): description`: short prompts for
+    /// small models trained from scratch.
+    Compact,
+}
+
+/// The system side of the prompt: what the agent is told before the dialogue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptStyle {
+    pub system: String,
+    pub tools: ToolListing,
+}
+
+/// How a model was trained to be prompted, saved with its checkpoints
+/// (`prompt.json`) so that running it later prompts it the same way.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PromptSettings {
+    /// The system prompt; empty means [`PromptStyle::for_service`]'s.
+    #[serde(default)]
+    pub system: String,
+    #[serde(default)]
+    pub tools: ToolListing,
+}
+
+impl PromptSettings {
+    /// The prompt for an environment whose service is `description`.
+    pub fn style(&self, description: &str) -> PromptStyle {
+        let mut style = PromptStyle::for_service(description);
+        if !self.system.is_empty() {
+            style.system = self.system.clone();
+        }
+        style.tools = self.tools;
+        style
+    }
+}
+
+impl PromptStyle {
+    /// The default agent instructions for the service `description`.
+    pub fn for_service(description: &str) -> Self {
+        Self {
+            system: format!(
+                "You are the customer-service agent of this service:\n{description}\n\nHelp the \
+                 user with their request using the tools. Act only on what the user asks and \
+                 confirms; tell them the information they ask for."
+            ),
+            tools: ToolListing::Schemas,
+        }
+    }
+}
+
+/// The prompt for the assistant's next turn.
+pub fn render(style: &PromptStyle, tools: &[ToolSpec], transcript: &[ChatMessage]) -> ChatText {
+    let mut system = style.system.clone();
+    if !tools.is_empty() {
+        system.push_str("\n\nYou can call a tool by replying with exactly one line:\n");
+        system.push_str("<tool_call>{\"name\": <tool name>, \"arguments\": <arguments object>}</tool_call>\nTools:");
+        for tool in tools {
+            system.push('\n');
+            match style.tools {
+                ToolListing::Schemas => system.push_str(&tool.to_openai()["function"].to_string()),
+                ToolListing::Compact => system.push_str(&compact(tool)),
+            }
+        }
+    }
+    let mut out = beginning();
+    out.push(turn("system", &system));
+    for message in transcript {
+        let (role, content) = match message.role {
+            Role::System => ("system", message.content.clone().unwrap_or_default()),
+            Role::User => ("user", message.content.clone().unwrap_or_default()),
+            Role::Tool => ("tool", message.content.clone().unwrap_or_default()),
+            Role::Assistant => ("assistant", assistant_text(message)),
+        };
+        out.push(turn(role, &content));
+    }
+    out.push(reply_opening());
+    out
+}
+
+/// An assistant message as the model writes it: its text, or its tool calls
+/// in Forge's format. A completion is this followed by the end of the turn.
+pub fn assistant_text(message: &ChatMessage) -> String {
+    match &message.tool_calls {
+        Some(calls) => calls
+            .iter()
+            .map(|call| {
+                let arguments: Value = serde_json::from_str(&call.function.arguments)
+                    .unwrap_or(Value::String(call.function.arguments.clone()));
+                format!(
+                    "{CALL_OPEN}{}{CALL_CLOSE}",
+                    json!({"name": call.function.name, "arguments": arguments})
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        None => message.content.clone().unwrap_or_default(),
+    }
+}
+
+/// `name(param, …): description`, required parameters first as the schema lists them.
+fn compact(tool: &ToolSpec) -> String {
+    let params: Vec<&str> = tool.parameters["properties"]
+        .as_object()
+        .map(|properties| properties.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    format!("{}({}): {}", tool.name, params.join(", "), tool.description)
+}
+
+/// What the model's reply asks for: a call in Forge's format or in Llama
+/// 3's own, else a message to the user.
+pub fn parse_reply(reply: &str) -> Action {
+    let reply = reply.trim();
+    let Some(start) = reply.find(CALL_OPEN) else {
+        return llama3_call(reply).unwrap_or_else(|| Action::Say(reply.to_owned()));
+    };
+    let body = &reply[start + CALL_OPEN.len()..];
+    let body = body
+        .find(CALL_CLOSE)
+        .map_or(body, |end| &body[..end])
+        .trim();
+    match serde_json::from_str::<Value>(body) {
+        Ok(Value::Object(call)) => {
+            let name = call
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let arguments = call
+                .get("arguments")
+                .cloned()
+                .unwrap_or(Value::Object(Default::default()));
+            // Arguments sent as a JSON string are unwrapped when they parse.
+            let arguments = match arguments {
+                Value::String(text) => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+                other => other,
+            };
+            Action::Call(ToolCall::new(name, arguments))
+        }
+        _ => Action::Call(ToolCall::new(
+            quoted_after(body, "\"name\"").unwrap_or_default(),
+            Value::String(body.to_owned()),
+        )),
+    }
+}
+
+/// A call in the format Llama 3.1 and later write of their own accord,
+/// whatever the system prompt says: the whole reply one JSON object
+/// `{"name": …, "parameters": {…}}`, perhaps after `<|python_tag|>`.
+fn llama3_call(reply: &str) -> Option<Action> {
+    let body = reply.strip_prefix(PYTHON_TAG).unwrap_or(reply).trim_start();
+    let Ok(Value::Object(call)) = serde_json::from_str::<Value>(body) else {
+        return None;
+    };
+    let name = call.get("name")?.as_str()?;
+    let arguments = call.get("parameters").or_else(|| call.get("arguments"))?;
+    arguments
+        .is_object()
+        .then(|| Action::Call(ToolCall::new(name, arguments.clone())))
+}
+
+/// The string value after `key` in malformed JSON, if one can be read.
+fn quoted_after(text: &str, key: &str) -> Option<String> {
+    let rest = &text[text.find(key)? + key.len()..];
+    let rest = &rest[rest.find('"')? + 1..];
+    Some(rest[..rest.find('"')?].to_owned())
+}
+
+/// Where a policy's completions come from: the rollout engine's batcher,
+/// which decodes many episodes' turns together.
+pub trait Generator {
+    fn generate(&mut self, prompt: &[u32], sampling: &Sampling) -> anyhow::Result<Generation>;
+}
+
+/// The local model as the agent.
+pub struct ModelPolicy<'a> {
+    generator: Box<dyn Generator + 'a>,
+    tokenizer: &'a ModelTokenizer,
+    style: PromptStyle,
+    sampling: Sampling,
+    turns: Vec<Value>,
+}
+
+impl<'a> ModelPolicy<'a> {
+    /// The policy whose completions come from `generator`.
+    pub fn with_generator(
+        generator: Box<dyn Generator + 'a>,
+        tokenizer: &'a ModelTokenizer,
+        style: PromptStyle,
+        sampling: Sampling,
+    ) -> Self {
+        Self {
+            generator,
+            tokenizer,
+            style,
+            sampling,
+            turns: Vec::new(),
+        }
+    }
+}
+
+impl Policy for ModelPolicy<'_> {
+    fn act(&mut self, transcript: &[ChatMessage], tools: &[ToolSpec]) -> anyhow::Result<Action> {
+        let prompt = render(&self.style, tools, transcript).encode(self.tokenizer)?;
+        let sampling = Sampling {
+            seed: self.sampling.seed.wrapping_add(self.turns.len() as u64),
+            ..self.sampling.clone()
+        };
+        let Generation {
+            tokens,
+            logprobs,
+            stopped,
+        } = self.generator.generate(&prompt, &sampling)?;
+        // A turn that stopped ends in the token that ends it, which is the
+        // template's, not the reply's.
+        let said = &tokens[..tokens.len() - usize::from(stopped)];
+        let text = self.tokenizer.decode(said)?;
+        self.turns.push(
+            json!({"prompt_ids": prompt, "ids": tokens, "logprobs": logprobs, "stopped": stopped}),
+        );
+        Ok(parse_reply(&text))
+    }
+
+    fn trace(&mut self) -> Option<Value> {
+        Some(json!({"turns": std::mem::take(&mut self.turns)}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use forge_runtime::trajectory::{ChatFunction, ChatToolCall};
+
+    #[test]
+    fn replies_become_actions_robustly() {
+        assert_eq!(
+            parse_reply(" Your order is on its way.\n"),
+            Action::Say("Your order is on its way.".into())
+        );
+        let call = parse_reply(
+            "<tool_call>{\"name\": \"get_user\", \"arguments\": {\"user_id\": \"u1\"}}</tool_call>",
+        );
+        assert_eq!(
+            call,
+            Action::Call(ToolCall::new("get_user", json!({"user_id": "u1"})))
+        );
+        let stringly = parse_reply(
+            "<tool_call>{\"name\": \"get_user\", \"arguments\": \"{\\\"user_id\\\": \\\"u1\\\"}\"}",
+        );
+        assert_eq!(
+            stringly, call,
+            "a missing close tag and string arguments are tolerated"
+        );
+        match parse_reply(
+            "<tool_call>{\"name\": \"get_user\", \"arguments\": {\"user_id\": </tool_call>",
+        ) {
+            Action::Call(ToolCall {
+                name,
+                arguments: Value::String(raw),
+                ..
+            }) => {
+                assert_eq!(name, "get_user");
+                assert!(raw.contains("user_id"));
+            }
+            other => panic!("a malformed call stays a call: {other:?}"),
+        }
+        for native in [
+            "{\"name\": \"get_user\", \"parameters\": {\"user_id\": \"u1\"}}",
+            "<|python_tag|>{\"name\": \"get_user\", \"parameters\": {\"user_id\": \"u1\"}}",
+        ] {
+            assert_eq!(parse_reply(native), call, "Llama 3's own format: {native}");
+        }
+        for said in [
+            "{\"name\": \"Ava\"}",
+            "{\"name\": \"Ava\", \"parameters\": 3}",
+            "{oops",
+        ] {
+            assert_eq!(parse_reply(said), Action::Say(said.into()), "{said}");
+        }
+    }
+
+    /// Answers every turn with `reply`, stopped by its last token.
+    struct Replies(Vec<u32>);
+
+    impl Generator for Replies {
+        fn generate(&mut self, _: &[u32], _: &Sampling) -> anyhow::Result<Generation> {
+            Ok(Generation {
+                tokens: self.0.clone(),
+                logprobs: vec![-0.5; self.0.len()],
+                stopped: true,
+            })
+        }
+    }
+
+    #[test]
+    fn the_end_of_the_turn_is_not_part_of_what_the_model_says() {
+        for tokenizer in [
+            ModelTokenizer::byte_level(),
+            llama3_tokenizer(),
+            zephyr_tokenizer(),
+        ] {
+            let reply = completion("Lamp 3 is on.").encode(&tokenizer).unwrap();
+            let mut policy = ModelPolicy::with_generator(
+                Box::new(Replies(reply.clone())),
+                &tokenizer,
+                PromptStyle::for_service("Lamps."),
+                Sampling::greedy(),
+            );
+            let action = policy.act(&[ChatMessage::user("Lamp 3?")], &[]).unwrap();
+            assert_eq!(action, Action::Say("Lamp 3 is on.".into()));
+            let trace = policy.trace().unwrap();
+            assert_eq!(
+                trace["turns"][0]["ids"],
+                json!(reply),
+                "the recorded ids keep the end, which training learns"
+            );
+        }
+    }
+
+    #[test]
+    fn the_prompt_is_chatml_with_tools_and_calls_in_forge_format() {
+        let tools = [ToolSpec {
+            name: "get_user".into(),
+            description: "Get a user.".into(),
+            parameters: json!({"type": "object"}),
+        }];
+        let transcript = [
+            ChatMessage::user("Hi"),
+            ChatMessage::assistant_call(ChatToolCall {
+                id: "call_0".into(),
+                kind: "function".into(),
+                function: ChatFunction {
+                    name: "get_user".into(),
+                    arguments: "{\"user_id\":\"u1\"}".into(),
+                },
+            }),
+            ChatMessage::tool("call_0", "{\"name\":\"Ava\"}"),
+        ];
+        let style = PromptStyle {
+            system: "Be helpful.".into(),
+            tools: ToolListing::Schemas,
+        };
+        let prompt = render(&style, &tools, &transcript).to_text(ChatTemplate::ChatMl);
+        assert!(prompt.starts_with("<|im_start|>system\nBe helpful."));
+        assert!(
+            prompt.contains("{\"name\":\"get_user\",\"description\":\"Get a user.\""),
+            "{prompt}"
+        );
+        assert!(prompt.contains("<|im_start|>assistant\n<tool_call>{\"name\":\"get_user\",\"arguments\":{\"user_id\":\"u1\"}}</tool_call><|im_end|>"), "{prompt}");
+        assert!(prompt.contains("<|im_start|>tool\n{\"name\":\"Ava\"}<|im_end|>"));
+        assert!(prompt.ends_with("<|im_start|>assistant\n"));
+        let compact = PromptStyle {
+            tools: ToolListing::Compact,
+            ..style
+        };
+        let prompt = render(&compact, &tools, &transcript).to_text(ChatTemplate::ChatMl);
+        assert!(
+            prompt.contains("Tools:\nget_user(): Get a user.<|im_end|>"),
+            "{prompt}"
+        );
+    }
+}
