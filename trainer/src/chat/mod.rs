@@ -1,16 +1,19 @@
-//! The chat format of the policy: the model family's chat template (ChatML
-//! for SmolLM2 and Qwen2.5, Llama 3's, Zephyr's for TinyLlama) with the tool
-//! schemas in the system prompt, and tool calls in Forge's format:
+//! The chat format of the policy: the model family's chat template (see
+//! [`ChatTemplate`]: ChatML for SmolLM2 and Qwen2.5, Llama 3's, Zephyr's,
+//! Llama 2's, Mistral's) with the tool schemas in the system prompt, and
+//! tool calls in Forge's format:
 //!
 //! ```text
 //! <tool_call>{"name": "get_user", "arguments": {"user_id": "u1"}}</tool_call>
 //! ```
 //!
-//! Tool results come back as `tool` turns. Replies are parsed robustly: a
+//! Tool results come back as `tool` turns (or whatever the format has for
+//! them). Replies are parsed robustly: a
 //! call whose JSON is malformed still becomes a call (with its raw arguments,
 //! which the host answers with a validation error the model can learn from),
 //! never a crash.
 
+mod probe;
 mod template;
 
 /// Tokenizers of the chat formats, for tests across the crate.

@@ -1,6 +1,7 @@
 //! Chat templates: how a model family lays out a chat in tokens, and the
 //! chat as the parts of its template, laid out at encoding.
 
+use super::probe;
 use forge_model::tokenizer::{ModelTokenizer, TokenizerError};
 
 const IM_START: &str = "<|im_start|>";
@@ -9,8 +10,10 @@ const BEGIN_OF_TEXT: &str = "<|begin_of_text|>";
 const START_HEADER: &str = "<|start_header_id|>";
 const END_HEADER: &str = "<|end_header_id|>";
 const EOT: &str = "<|eot_id|>";
-const BOS: &str = "<s>";
-const EOS: &str = "</s>";
+pub(super) const BOS: &str = "<s>";
+pub(super) const EOS: &str = "</s>";
+const INST: &str = "[INST]";
+const INST_END: &str = "[/INST]";
 
 /// How a model family lays out a chat in tokens, told by the control tokens
 /// its tokenizer has.
@@ -24,8 +27,15 @@ pub enum ChatTemplate {
     Llama3,
     /// `<s>` once, then `<|role|>\ncontent</s>\n` (Zephyr, TinyLlama's chat
     /// models): turns are opened by plain text, so only the model's own
-    /// chat template, rendered, tells it.
+    /// chat template, rendered, tells it — as for the formats below.
     Zephyr,
+    /// Llama 2's chat: `<s>[INST] <<SYS>>\nsystem\n<</SYS>>\n\nuser [/INST]
+    /// reply </s>`, each exchange opened by `<s>`.
+    Llama2,
+    /// Mistral Instruct: `<s>[INST] system\n\nuser [/INST] reply</s>[INST] …`;
+    /// `[INST]` and `[/INST]` are control tokens where the tokenizer has
+    /// them (v0.3 on), and then no space surrounds what they enclose.
+    Mistral { control_tokens: bool },
 }
 
 impl ChatTemplate {
@@ -48,12 +58,23 @@ impl ChatTemplate {
                  a checkpoint's `tokenizer_config.json` or `chat_template.jinja`)"
             )));
         };
-        if has(&[BOS, EOS]) && renders_like(source, Self::Zephyr) {
-            return Ok(Self::Zephyr);
+        let candidates = [
+            Self::Zephyr,
+            Self::Llama2,
+            Self::Mistral {
+                control_tokens: has(&[INST, INST_END]),
+            },
+        ];
+        if has(&[BOS, EOS])
+            && let Some(template) = candidates
+                .into_iter()
+                .find(|&template| probe::renders_like(source, template))
+        {
+            return Ok(template);
         }
         Err(TokenizerError::NoChatTemplate(format!(
-            "{tokens}, and its chat template does not lay out a chat as Zephyr's does \
-             (`<|user|>\\n…</s>\\n<|assistant|>\\n`)"
+            "{tokens}, and its chat template does not lay out a chat as Zephyr's, Llama 2's \
+             or Mistral's does"
         )))
     }
 
@@ -63,6 +84,8 @@ impl ChatTemplate {
             Self::ChatMl => "chatml",
             Self::Llama3 => "llama3",
             Self::Zephyr => "zephyr",
+            Self::Llama2 => "llama2",
+            Self::Mistral { .. } => "mistral",
         }
     }
 
@@ -71,12 +94,23 @@ impl ChatTemplate {
         match self {
             Self::ChatMl => IM_END,
             Self::Llama3 => EOT,
-            Self::Zephyr => EOS,
+            Self::Zephyr | Self::Llama2 | Self::Mistral { .. } => EOS,
         }
     }
 
-    /// Lays out `piece` onto `out`.
-    fn lay_out(self, piece: &Piece, out: &mut Vec<Laid>) {
+    /// Whether the prompt ends in a control token, so that a reply is a
+    /// text of its own rather than the continuation of the prompt's.
+    fn reply_follows_control(self) -> bool {
+        self == Self::Mistral {
+            control_tokens: true,
+        }
+    }
+
+    /// Lays out `piece`, coming after what `layout` tells, onto `out`.
+    fn lay_out(self, piece: &Piece, layout: &Layout, out: &mut Vec<Laid>) {
+        if matches!(self, Self::Llama2 | Self::Mistral { .. }) {
+            return self.lay_out_instructed(piece, layout, out);
+        }
         match (self, piece) {
             (_, Piece::Content(text)) => out.push(Laid::Text(text.clone())),
             (_, Piece::EndOfTurn) => out.push(Laid::Control(self.end_of_turn())),
@@ -96,53 +130,98 @@ impl ChatTemplate {
             (Self::Zephyr, Piece::Begin) => out.push(Laid::Control(BOS)),
             (Self::Zephyr, Piece::Header(role)) => out.push(Laid::Text(format!("<|{role}|>\n"))),
             (Self::Zephyr, Piece::AfterTurn) => out.push(Laid::Text("\n".into())),
+            (Self::Llama2 | Self::Mistral { .. }, _) => unreachable!("laid out above"),
+        }
+    }
+
+    /// Lays out `piece` in an instruction format (Llama 2's, Mistral's),
+    /// where only the assistant has turns of its own: what everyone else
+    /// says between two replies (the system prompt, the user, tools —
+    /// each result marked as one) is one instruction, `[INST] … [/INST]`.
+    fn lay_out_instructed(self, piece: &Piece, layout: &Layout, out: &mut Vec<Laid>) {
+        let llama2 = self == Self::Llama2;
+        let control_tokens = self.reply_follows_control();
+        let mark = |token: &'static str, spaced: String| {
+            if control_tokens {
+                Laid::Control(token)
+            } else {
+                Laid::Text(spaced)
+            }
+        };
+        match piece {
+            Piece::Begin => out.push(Laid::Control(BOS)),
+            Piece::Header(role) if role == "assistant" => {
+                out.push(mark(INST_END, format!(" {INST_END}")));
+            }
+            Piece::Header(role) => {
+                if layout.in_instruction() {
+                    if !(llama2 && layout.closed.as_deref() == Some("system")) {
+                        out.push(Laid::Text("\n\n".into()));
+                    }
+                } else {
+                    if llama2 && layout.closed.is_some() {
+                        out.push(Laid::Control(BOS));
+                    }
+                    out.push(mark(INST, format!("{INST} ")));
+                }
+                match role.as_str() {
+                    "system" if llama2 => out.push(Laid::Text("<<SYS>>\n".into())),
+                    "tool" => out.push(Laid::Text("Tool result:\n".into())),
+                    _ => {}
+                }
+            }
+            Piece::Content(text) if layout.open_role() == "assistant" && !control_tokens => {
+                out.push(Laid::Text(format!(" {text}")));
+            }
+            Piece::Content(text) => out.push(Laid::Text(text.clone())),
+            Piece::EndOfTurn => match layout.open_role() {
+                "assistant" => {
+                    if llama2 {
+                        out.push(Laid::Text(" ".into()));
+                    }
+                    out.push(Laid::Control(EOS));
+                }
+                "system" if llama2 => out.push(Laid::Text("\n<</SYS>>\n\n".into())),
+                _ => {}
+            },
+            Piece::AfterTurn => {}
         }
     }
 }
 
-/// Whether a model's own chat template, `source` (Jinja, rendered as
-/// Hugging Face renders it), lays out a probe chat as `template` does — up
-/// to the beginning of text, which tokenizers often add themselves, and
-/// white space at the end. A template that does not render is not alike.
-fn renders_like(source: &str, template: ChatTemplate) -> bool {
-    use minijinja::syntax::SyntaxConfig;
-    use minijinja::{Environment, Error, ErrorKind, context};
-    let mut env = Environment::new();
-    let syntax = SyntaxConfig::builder()
-        .trim_blocks(true)
-        .lstrip_blocks(true)
-        .build()
-        .expect("the default delimiters are valid");
-    env.set_syntax(syntax);
-    // A file's template is input: one that would loop on is cut short.
-    env.set_fuel(Some(100_000));
-    env.add_function(
-        "raise_exception",
-        |message: String| -> Result<String, Error> {
-            Err(Error::new(ErrorKind::InvalidOperation, message))
-        },
-    );
-    let probe = [
-        ("system", "S"),
-        ("user", "U"),
-        ("assistant", "A"),
-        ("user", "V"),
-    ];
-    let messages: Vec<_> = probe
-        .iter()
-        .map(|&(role, content)| context! { role, content })
-        .collect();
-    let rendered = env.render_str(
-        source,
-        context! { messages, add_generation_prompt => true, bos_token => BOS, eos_token => EOS },
-    );
-    let mut expected = beginning();
-    for (role, content) in probe {
-        expected.push(turn(role, content));
+/// Where the laying out of a chat stands: the role of the open turn, and
+/// of the last closed one.
+#[derive(Default)]
+struct Layout {
+    open: Option<String>,
+    closed: Option<String>,
+}
+
+impl Layout {
+    /// The role of the open turn: a completion, which opens none, is the
+    /// assistant's.
+    fn open_role(&self) -> &str {
+        self.open.as_deref().unwrap_or("assistant")
     }
-    expected.push(reply_opening());
-    let comparable = |text: &str| text.strip_prefix(BOS).unwrap_or(text).trim_end().to_owned();
-    rendered.is_ok_and(|rendered| comparable(&rendered) == comparable(&expected.to_text(template)))
+
+    /// Whether an instruction is open: the last closed turn is not a reply.
+    fn in_instruction(&self) -> bool {
+        self.closed
+            .as_deref()
+            .is_some_and(|role| role != "assistant")
+    }
+
+    /// Moves past `piece`.
+    fn advance(&mut self, piece: &Piece) {
+        match piece {
+            Piece::Header(role) => self.open = Some(role.clone()),
+            Piece::EndOfTurn => self.closed = Some(self.open_role().to_owned()),
+            Piece::Begin | Piece::AfterTurn | Piece::Content(_) => {}
+        }
+        if matches!(piece, Piece::EndOfTurn) {
+            self.open = None;
+        }
+    }
 }
 
 /// A chat as the parts of its template — turns' headers and ends, and the
@@ -191,8 +270,10 @@ impl ChatText {
     /// string's would be.
     fn laid_out(&self, template: ChatTemplate) -> Vec<Laid> {
         let mut pieces = Vec::new();
+        let mut layout = Layout::default();
         for piece in &self.0 {
-            template.lay_out(piece, &mut pieces);
+            template.lay_out(piece, &layout, &mut pieces);
+            layout.advance(piece);
         }
         let mut joined: Vec<Laid> = Vec::with_capacity(pieces.len());
         for piece in pieces {
@@ -206,16 +287,14 @@ impl ChatText {
 
     /// The ids of the text in the template of `tokenizer`'s model: control
     /// tokens by id, content with [`ModelTokenizer::encode_literal`] — or,
-    /// for a completion's text, which continues its prompt's,
+    /// for a completion's text where it continues its prompt's,
     /// [`ModelTokenizer::encode_continuing`].
     pub fn encode(&self, tokenizer: &ModelTokenizer) -> Result<Vec<u32>, TokenizerError> {
+        let template = ChatTemplate::of(tokenizer)?;
         let mut ids = Vec::new();
-        let continues = matches!(self.0.first(), Some(Piece::Content(_)));
-        for (at, piece) in self
-            .laid_out(ChatTemplate::of(tokenizer)?)
-            .into_iter()
-            .enumerate()
-        {
+        let continues =
+            matches!(self.0.first(), Some(Piece::Content(_))) && !template.reply_follows_control();
+        for (at, piece) in self.laid_out(template).into_iter().enumerate() {
             match piece {
                 Laid::Control(token) => ids.push(
                     tokenizer
@@ -377,13 +456,26 @@ pub(super) mod tests {
     }
 
     /// A SentencePiece tokenizer with Zephyr's chat template, as TinyLlama's
-    /// chat models have them: `<unk>`, `<s>`, `</s>`, the byte pieces, and
-    /// the pieces of `Done`.
+    /// chat models have them.
     pub(crate) fn zephyr_tokenizer() -> ModelTokenizer {
+        sentencepiece_tokenizer(
+            &[],
+            "{% for message in messages %}{% if message['role'] == 'user' %}\
+             {{ '<|user|>\\n' + message['content'] + eos_token }}\n{% else %}\
+             {{ '<|' + message['role'] + '|>\\n' + message['content'] + eos_token }}\n\
+             {% endif %}{% endfor %}{{ '<|assistant|>' }}",
+        )
+    }
+
+    /// A SentencePiece tokenizer of `<unk>`, `<s>`, `</s>`, the `control`
+    /// tokens, the byte pieces and the pieces of `▁Done`, whose model's chat
+    /// template is `template`.
+    fn sentencepiece_tokenizer(control: &[&str], template: &str) -> ModelTokenizer {
         use forge_model::gguf::{Gguf, GgufWriter, Value};
         let mut pieces: Vec<(String, i32)> = [("<unk>", 2), (BOS, 3), (EOS, 3)]
             .map(|(piece, kind)| (piece.to_owned(), kind))
             .into();
+        pieces.extend(control.iter().map(|token| (token.to_string(), 3)));
         pieces.extend((0..=255).map(|byte| (format!("<0x{byte:02X}>"), 6)));
         for piece in [
             "\u{2581}",
@@ -416,20 +508,93 @@ pub(super) mod tests {
             .metadata("tokenizer.ggml.token_type", column(&|_, p| Value::I32(p.1)))
             .metadata("tokenizer.ggml.bos_token_id", Value::U32(1))
             .metadata("tokenizer.ggml.eos_token_id", Value::U32(2))
-            .metadata(
-                "tokenizer.chat_template",
-                Value::String(
-                    "{% for message in messages %}{% if message['role'] == 'user' %}\
-                     {{ '<|user|>\\n' + message['content'] + eos_token }}\n{% else %}\
-                     {{ '<|' + message['role'] + '|>\\n' + message['content'] + eos_token }}\n\
-                     {% endif %}{% endfor %}{{ '<|assistant|>' }}"
-                        .into(),
-                ),
-            );
+            .metadata("tokenizer.chat_template", Value::String(template.into()));
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("zephyr.gguf");
+        let path = dir.path().join("sentencepiece.gguf");
         writer.write(&path).unwrap();
         ModelTokenizer::from_gguf(&Gguf::open(&path).unwrap()).unwrap()
+    }
+
+    /// Llama-2-7b-chat's chat template, as its files carry it.
+    const LLAMA2_TEMPLATE: &str = r#"{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for message in loop_messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\n' + system_message + '\n<</SYS>>\n\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}"#;
+
+    /// Mistral-7B-Instruct-v0.1's, which has no system prompt.
+    const MISTRAL_TEMPLATE: &str = r#"{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}"#;
+
+    /// Mistral-7B-Instruct-v0.3's (without its tools), which puts the
+    /// system prompt in the last user message.
+    const MISTRAL_V3_TEMPLATE: &str = r#"{%- if messages[0]['role'] == 'system' %}{%- set system_message = messages[0]['content'] %}{%- set loop_messages = messages[1:] %}{%- else %}{%- set loop_messages = messages %}{%- endif %}{{- bos_token }}{%- for message in loop_messages %}{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{- raise_exception('After the optional system message, conversation roles must alternate user/assistant/user/assistant/...') }}{%- endif %}{%- if message['role'] == 'user' %}{%- if loop.last and system_message is defined %}{{- '[INST] ' + system_message + '\n\n' + message['content'] + '[/INST]' }}{%- else %}{{- '[INST] ' + message['content'] + '[/INST]' }}{%- endif %}{%- elif message['role'] == 'assistant' %}{{- ' ' + message['content']|trim + eos_token}}{%- else %}{{- raise_exception('Only user and assistant roles are supported, with the exception of an initial optional system message!') }}{%- endif %}{%- endfor %}"#;
+
+    #[test]
+    fn a_template_that_would_run_on_is_cut_short() {
+        // A hundred million steps: without fuel, minutes of rendering.
+        let tokenizer = zephyr_tokenizer().with_chat_template(Some(
+            "{% for i in range(10000) %}{% for j in range(10000) %}{{ j }}{% endfor %}\
+             {% endfor %}"
+                .into(),
+        ));
+        let err = ChatTemplate::of(&tokenizer).unwrap_err();
+        assert!(err.to_string().contains("does not lay out a chat"), "{err}");
+    }
+
+    #[test]
+    fn instruction_formats_join_what_comes_between_replies() {
+        let transcript = [
+            ChatMessage::user("Hi"),
+            ChatMessage::assistant("Sure"),
+            ChatMessage::tool("call_0", "ok</s>"),
+        ];
+        let style = PromptStyle {
+            system: "Be helpful.".into(),
+            tools: ToolListing::Compact,
+        };
+        let cases = [
+            (
+                LLAMA2_TEMPLATE,
+                &[][..],
+                ChatTemplate::Llama2,
+                "<s>[INST] <<SYS>>\nBe helpful.\n<</SYS>>\n\nHi [/INST] Sure </s>\
+                 <s>[INST] Tool result:\nok</s> [/INST]",
+            ),
+            (
+                MISTRAL_TEMPLATE,
+                &[],
+                ChatTemplate::Mistral {
+                    control_tokens: false,
+                },
+                "<s>[INST] Be helpful.\n\nHi [/INST] Sure</s>[INST] Tool result:\nok</s> [/INST]",
+            ),
+            (
+                MISTRAL_V3_TEMPLATE,
+                &[INST, INST_END],
+                ChatTemplate::Mistral {
+                    control_tokens: true,
+                },
+                "<s>[INST]Be helpful.\n\nHi[/INST]Sure</s>[INST]Tool result:\nok</s>[/INST]",
+            ),
+        ];
+        for (source, control, template, text) in cases {
+            let tokenizer = sentencepiece_tokenizer(control, source);
+            assert_eq!(ChatTemplate::of(&tokenizer).unwrap(), template);
+            assert_eq!(stop_ids(&tokenizer).unwrap(), [2]);
+            let prompt = render(&style, &[], &transcript);
+            assert_eq!(prompt.to_text(template), text);
+            let ids = prompt.encode(&tokenizer).unwrap();
+            assert_eq!(
+                ids.iter().filter(|&&id| id == 2).count(),
+                1,
+                "the reply's `</s>`, not the tool's: {template:?}"
+            );
+            // A reply is written as the model writes it after `[/INST]`:
+            // `▁Done`, the space its own whether `[/INST]` is text or not.
+            let reply = completion("Done.").encode(&tokenizer).unwrap();
+            assert_eq!(
+                reply[0],
+                tokenizer.token_id("\u{2581}Done").unwrap(),
+                "{template:?}"
+            );
+            assert_eq!(reply.last(), Some(&2));
+        }
     }
 
     #[test]
