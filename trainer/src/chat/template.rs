@@ -140,7 +140,10 @@ impl ChatTemplate {
     /// each result marked as one) is one instruction, `[INST] … [/INST]`.
     fn lay_out_instructed(self, piece: &Piece, layout: &Layout, out: &mut Vec<Laid>) {
         let llama2 = self == Self::Llama2;
-        let control_tokens = self.reply_follows_control();
+        let control_tokens = self
+            == Self::Mistral {
+                control_tokens: true,
+            };
         let mark = |token: &'static str, spaced: String| {
             if control_tokens {
                 Laid::Control(token)
@@ -215,11 +218,11 @@ impl Layout {
     fn advance(&mut self, piece: &Piece) {
         match piece {
             Piece::Header(role) => self.open = Some(role.clone()),
-            Piece::EndOfTurn => self.closed = Some(self.open_role().to_owned()),
+            Piece::EndOfTurn => {
+                self.closed = Some(self.open_role().to_owned());
+                self.open = None;
+            }
             Piece::Begin | Piece::AfterTurn | Piece::Content(_) => {}
-        }
-        if matches!(piece, Piece::EndOfTurn) {
-            self.open = None;
         }
     }
 }
