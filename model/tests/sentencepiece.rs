@@ -59,6 +59,15 @@ fn ids_are_the_sentencepiece_librarys_and_text_round_trips() {
     let json = dir.path().join("tokenizer.json");
     tokenizer.save_json(&json).unwrap();
     let saved = ModelTokenizer::from_json_file(&json, Some(1), Some(2)).unwrap();
+    // Other tools that encode with the special tokens get Llama 2's `<s>`;
+    // Forge's own encoding places none.
+    let other = tokenizers::Tokenizer::from_file(&json).unwrap();
+    let hello = other.encode("Hello world", true).unwrap();
+    assert_eq!(hello.get_ids()[0], 1);
+    assert_eq!(
+        hello.get_ids()[1..],
+        tokenizer.encode("Hello world").unwrap()
+    );
     for case in fixture()["cases"].as_array().unwrap() {
         let text = case["text"].as_str().unwrap();
         let expected: Vec<u32> = case["ids"]
