@@ -5,55 +5,101 @@
 use super::ChatTemplate;
 use super::template::{BOS, EOS, beginning, reply_opening, turn};
 
-/// Whether a model's own chat template, `source` (Jinja, rendered as
-/// Hugging Face renders it), lays out a probe chat as `template` does, with
-/// a system prompt or, as some formats have none, without — up to white
-/// space, whose place template revisions vary and Forge's layout fixes, and
-/// the beginning of text, which tokenizers often add themselves. A
-/// template that does not render is not alike.
-pub(super) fn renders_like(source: &str, template: ChatTemplate) -> bool {
-    use minijinja::syntax::SyntaxConfig;
-    use minijinja::{Environment, Error, ErrorKind, context};
-    let mut env = Environment::new();
-    let syntax = SyntaxConfig::builder()
-        .trim_blocks(true)
-        .lstrip_blocks(true)
-        .build()
-        .expect("the default delimiters are valid");
-    env.set_syntax(syntax);
-    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-    // A file's template is input: one that would loop on is cut short.
-    env.set_fuel(Some(100_000));
-    env.add_function(
-        "raise_exception",
-        |message: String| -> Result<String, Error> {
-            Err(Error::new(ErrorKind::InvalidOperation, message))
-        },
-    );
-    let comparable = |text: &str| {
-        let text: String = text.chars().filter(|ch| !ch.is_whitespace()).collect();
-        text.strip_prefix(BOS).map_or(text.clone(), str::to_owned)
-    };
-    let chat = [
-        ("system", "S"),
-        ("user", "U"),
-        ("assistant", "A"),
-        ("user", "V"),
-    ];
-    [&chat[..], &chat[1..]].into_iter().any(|chat| {
-        let messages: Vec<_> = chat
-            .iter()
-            .map(|&(role, content)| context! { role, content })
-            .collect();
-        let rendered = env.render_str(
-            source,
-            context! { messages, add_generation_prompt => true, bos_token => BOS, eos_token => EOS },
+/// The probe chat; the same without its system prompt is the other.
+const CHAT: [(&str, &str); 4] = [
+    ("system", "S"),
+    ("user", "U"),
+    ("assistant", "A"),
+    ("user", "V"),
+];
+
+/// A model's own chat template rendered on the probe chats: with a system
+/// prompt (none where the template refuses one) and without.
+pub(super) struct Probes {
+    with_system: Option<String>,
+    without_system: Option<String>,
+}
+
+impl Probes {
+    /// Renders `source` (Jinja) as Hugging Face does: blocks trimmed,
+    /// Python's string methods, `raise_exception`. A template is input:
+    /// one that would run on is cut short by a fuel limit.
+    pub(super) fn render(source: &str) -> Self {
+        use minijinja::syntax::SyntaxConfig;
+        use minijinja::{Environment, Error, ErrorKind, context};
+        let mut env = Environment::new();
+        let syntax = SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .build()
+            .expect("the default delimiters are valid");
+        env.set_syntax(syntax);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.set_fuel(Some(100_000));
+        env.add_function(
+            "raise_exception",
+            |message: String| -> Result<String, Error> {
+                Err(Error::new(ErrorKind::InvalidOperation, message))
+            },
         );
-        let mut expected = beginning();
-        for &(role, content) in chat {
-            expected.push(turn(role, content));
+        let render = |chat: &[(&str, &str)]| {
+            let messages: Vec<_> = chat
+                .iter()
+                .map(|&(role, content)| context! { role, content })
+                .collect();
+            env.render_str(
+                source,
+                context! { messages, add_generation_prompt => true, bos_token => BOS, eos_token => EOS },
+            )
+            .ok()
+        };
+        Self {
+            with_system: render(&CHAT),
+            without_system: render(&CHAT[1..]),
         }
-        expected.push(reply_opening());
-        rendered.is_ok_and(|rendered| comparable(&rendered) == comparable(&expected.to_text(template)))
-    })
+    }
+
+    /// Whether the template lays out the probe chats as `template` does —
+    /// up to white space, whose place template revisions vary and Forge's
+    /// layout fixes, and the beginning of text, which tokenizers often add
+    /// themselves.
+    pub(super) fn fit(&self, template: ChatTemplate) -> bool {
+        let alike = |rendered: &Option<String>, chat: &[(&str, &str)]| {
+            rendered
+                .as_deref()
+                .is_some_and(|rendered| comparable(rendered) == comparable(&layout(chat, template)))
+        };
+        match template {
+            // Mistral's templates refuse a system prompt or, from v0.3, put
+            // it in the last instruction; Forge puts it in the first, which
+            // each later prompt then extends.
+            ChatTemplate::Mistral { .. } => {
+                let moved = [("user", "U"), ("assistant", "A"), ("user", "S\n\nV")];
+                alike(&self.without_system, &CHAT[1..])
+                    && (self.with_system.is_none()
+                        || alike(&self.with_system, &CHAT)
+                        || alike(&self.with_system, &moved))
+            }
+            _ => alike(&self.with_system, &CHAT),
+        }
+    }
+}
+
+/// `chat` as `template` lays it out, ready for the assistant's reply.
+fn layout(chat: &[(&str, &str)], template: ChatTemplate) -> String {
+    let mut text = beginning();
+    for &(role, content) in chat {
+        text.push(turn(role, content));
+    }
+    text.push(reply_opening());
+    text.to_text(template)
+}
+
+/// `text` without white space and a leading `<s>`.
+fn comparable(text: &str) -> String {
+    let text: String = text.chars().filter(|ch| !ch.is_whitespace()).collect();
+    match text.strip_prefix(BOS) {
+        Some(rest) => rest.to_owned(),
+        None => text,
+    }
 }

@@ -1,7 +1,7 @@
 //! Chat templates: how a model family lays out a chat in tokens, and the
 //! chat as the parts of its template, laid out at encoding.
 
-use super::probe;
+use super::probe::Probes;
 use forge_model::tokenizer::{ModelTokenizer, TokenizerError};
 
 const IM_START: &str = "<|im_start|>";
@@ -32,7 +32,9 @@ pub enum ChatTemplate {
     /// Llama 2's chat: `<s>[INST] <<SYS>>\nsystem\n<</SYS>>\n\nuser [/INST]
     /// reply </s>`, each exchange opened by `<s>`.
     Llama2,
-    /// Mistral Instruct: `<s>[INST] system\n\nuser [/INST] reply</s>[INST] …`;
+    /// Mistral Instruct: `<s>[INST] system\n\nuser [/INST] reply</s>[INST] …`
+    /// — the system prompt in the first instruction, which later prompts
+    /// extend (Mistral's own templates refuse it or put it in the last);
     /// `[INST]` and `[/INST]` are control tokens where the tokenizer has
     /// them (v0.3 on), and then no space surrounds what they enclose.
     Mistral { control_tokens: bool },
@@ -58,24 +60,32 @@ impl ChatTemplate {
                  a checkpoint's `tokenizer_config.json` or `chat_template.jinja`)"
             )));
         };
-        let candidates = [
+        // The formats told by their template end turns with `</s>`.
+        let token = |id: Option<u32>| id.and_then(|id| tokenizer.token(id));
+        if token(tokenizer.bos).as_deref() != Some(BOS)
+            || token(tokenizer.eos).as_deref() != Some(EOS)
+        {
+            return Err(TokenizerError::NoChatTemplate(format!(
+                "{tokens}, and its beginning and end of text are not `<s>` and `</s>`, which \
+                 Zephyr's, Llama 2's and Mistral's formats have"
+            )));
+        }
+        let probes = Probes::render(source);
+        [
             Self::Zephyr,
             Self::Llama2,
             Self::Mistral {
                 control_tokens: has(&[INST, INST_END]),
             },
-        ];
-        if has(&[BOS, EOS])
-            && let Some(template) = candidates
-                .into_iter()
-                .find(|&template| probe::renders_like(source, template))
-        {
-            return Ok(template);
-        }
-        Err(TokenizerError::NoChatTemplate(format!(
-            "{tokens}, and its chat template does not lay out a chat as Zephyr's, Llama 2's \
-             or Mistral's does"
-        )))
+        ]
+        .into_iter()
+        .find(|&template| probes.fit(template))
+        .ok_or_else(|| {
+            TokenizerError::NoChatTemplate(format!(
+                "{tokens}, and its chat template does not lay out a chat as Zephyr's, Llama 2's \
+                 or Mistral's does"
+            ))
+        })
     }
 
     /// The template's name, as `forge model inspect` prints it.
@@ -151,21 +161,27 @@ impl ChatTemplate {
                 Laid::Text(spaced)
             }
         };
+        let open_instruction = |out: &mut Vec<Laid>| {
+            // Llama 2 opens each exchange after the first with `<s>`.
+            if llama2 && layout.closed.is_some() {
+                out.push(Laid::Control(BOS));
+            }
+            out.push(mark(INST, format!("{INST} ")));
+        };
         match piece {
             Piece::Begin => out.push(Laid::Control(BOS)),
             Piece::Header(role) if role == "assistant" => {
+                // A reply answers an instruction, empty if there is none.
+                if !layout.in_instruction() {
+                    open_instruction(out);
+                }
                 out.push(mark(INST_END, format!(" {INST_END}")));
             }
             Piece::Header(role) => {
-                if layout.in_instruction() {
-                    if !(llama2 && layout.closed.as_deref() == Some("system")) {
-                        out.push(Laid::Text("\n\n".into()));
-                    }
-                } else {
-                    if llama2 && layout.closed.is_some() {
-                        out.push(Laid::Control(BOS));
-                    }
-                    out.push(mark(INST, format!("{INST} ")));
+                if !layout.in_instruction() {
+                    open_instruction(out);
+                } else if !(llama2 && layout.closed.as_deref() == Some("system")) {
+                    out.push(Laid::Text("\n\n".into()));
                 }
                 match role.as_str() {
                     "system" if llama2 => out.push(Laid::Text("<<SYS>>\n".into())),
@@ -233,7 +249,7 @@ impl Layout {
 /// that a control token's text inside content — a tool result, what a user
 /// wrote — stays text and cannot open or close a turn. The text between two
 /// control tokens is encoded whole, as llama.cpp encodes a prompt; a
-/// completion's, which continues its prompt's text, without the space a
+/// completion's, where it continues its prompt's text, without the space a
 /// SentencePiece tokenizer puts at a text's start.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChatText(Vec<Piece>);
@@ -244,7 +260,8 @@ enum Piece {
     Begin,
     /// The opening of a turn of the role.
     Header(String),
-    /// The token that ends a turn, and that ends a completion.
+    /// The end of a turn, and of a completion: the format's token (in
+    /// instruction formats, only a reply's turn ends with one).
     EndOfTurn,
     /// What follows a closed turn before the next one.
     AfterTurn,
@@ -598,6 +615,15 @@ pub(super) mod tests {
             );
             assert_eq!(reply.last(), Some(&2));
         }
+        // A reply with nothing before it still answers an instruction.
+        let mut bare = beginning();
+        bare.push(reply_opening());
+        assert_eq!(bare.to_text(ChatTemplate::Llama2), "<s>[INST]  [/INST]");
+        // Llama 2's exchanges without their `<s>` are neither Llama 2's
+        // format nor, with `<<SYS>>`, Mistral's.
+        let unopened = sentencepiece_tokenizer(&[], &LLAMA2_TEMPLATE.replace("bos_token + ", ""));
+        let err = ChatTemplate::of(&unopened).unwrap_err();
+        assert!(err.to_string().contains("does not lay out a chat"), "{err}");
     }
 
     #[test]
