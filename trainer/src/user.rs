@@ -70,14 +70,13 @@ impl User for ModelUser<'_> {
 }
 
 /// The prompt of the user's next message: its brief as the system turn,
-/// the agent's messages as `user` turns and its own as `assistant` turns;
-/// the agent's tool traffic is hidden from it.
+/// the agent's greeting and messages as `user` turns and its own as
+/// `assistant` turns; the agent's tool traffic is hidden from it. The
+/// greeting stays, so each prompt extends the last.
 fn render(brief: &str, transcript: &[ChatMessage]) -> ChatText {
     let mut out = beginning();
     out.push(turn("system", brief));
-    if transcript.is_empty() {
-        out.push(turn("user", AGENT_GREETING));
-    }
+    out.push(turn("user", AGENT_GREETING));
     for message in transcript {
         let Some(content) = message.content.as_deref() else {
             continue;
@@ -158,5 +157,9 @@ mod tests {
             "{reply}"
         );
         assert!(!reply.contains("\"ok\""), "tool traffic is hidden: {reply}");
+        assert!(
+            prompts.borrow()[1].starts_with(&prompts.borrow()[0]),
+            "each prompt extends the last, the greeting kept"
+        );
     }
 }
