@@ -38,10 +38,7 @@ pub(super) fn from_gguf(
         .collect();
     // llama.cpp's default: the text is prefixed with a space unless the
     // file says otherwise.
-    let space_prefix = !matches!(
-        gguf.get("tokenizer.ggml.add_space_prefix"),
-        Ok(Value::Bool(false))
-    );
+    let space_prefix = unless_false(gguf, "tokenizer.ggml.add_space_prefix");
     // The unknown token is typed so, or named by id.
     let unknown = types.iter().position(|kind| *kind == UNKNOWN).or_else(|| {
         let id = gguf.get_u64("tokenizer.ggml.unknown_token_id").ok()?;
@@ -51,10 +48,7 @@ pub(super) fn from_gguf(
     // Llama 2's tokenizer begins a text it encodes with its special tokens
     // with `<s>`, unless the file says otherwise. Forge places its control
     // tokens itself; a saved `tokenizer.json` behaves as the model's own.
-    let add_bos = !matches!(
-        gguf.get("tokenizer.ggml.add_bos_token"),
-        Ok(Value::Bool(false))
-    );
+    let add_bos = unless_false(gguf, "tokenizer.ggml.add_bos_token");
     let bos = gguf
         .get_u64("tokenizer.ggml.bos_token_id")
         .ok()
@@ -70,6 +64,11 @@ pub(super) fn from_gguf(
         tokenizer.with_post_processor(Some(begin));
     }
     Ok(tokenizer)
+}
+
+/// Whether the flag `key` is on: on unless the file sets it false.
+fn unless_false(gguf: &Gguf, key: &str) -> bool {
+    !matches!(gguf.get(key), Ok(Value::Bool(false)))
 }
 
 /// A BPE over `tokens` whose merges follow `scores`, a character neither

@@ -108,9 +108,10 @@ impl ChatTemplate {
         }
     }
 
-    /// Whether the prompt ends in a control token, so that a reply is a
-    /// text of its own rather than the continuation of the prompt's.
-    fn reply_follows_control(self) -> bool {
+    /// Whether `[INST]` and `[/INST]` are control tokens: then the prompt
+    /// ends in one, and a reply is a text of its own rather than the
+    /// continuation of the prompt's.
+    fn instruction_tokens(self) -> bool {
         self == Self::Mistral {
             control_tokens: true,
         }
@@ -150,10 +151,7 @@ impl ChatTemplate {
     /// each result marked as one) is one instruction, `[INST] … [/INST]`.
     fn lay_out_instructed(self, piece: &Piece, layout: &Layout, out: &mut Vec<Laid>) {
         let llama2 = self == Self::Llama2;
-        let control_tokens = self
-            == Self::Mistral {
-                control_tokens: true,
-            };
+        let control_tokens = self.instruction_tokens();
         let mark = |token: &'static str, spaced: String| {
             if control_tokens {
                 Laid::Control(token)
@@ -313,7 +311,7 @@ impl ChatText {
         let template = ChatTemplate::of(tokenizer)?;
         let mut ids = Vec::new();
         let continues =
-            matches!(self.0.first(), Some(Piece::Content(_))) && !template.reply_follows_control();
+            matches!(self.0.first(), Some(Piece::Content(_))) && !template.instruction_tokens();
         for (at, piece) in self.laid_out(template).into_iter().enumerate() {
             match piece {
                 Laid::Control(token) => ids.push(
