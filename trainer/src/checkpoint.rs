@@ -1,9 +1,9 @@
 //! Checkpoints: a directory laid out as a Hugging Face model of its family
-//! (Llama or Qwen2) — `config.json`, `model.safetensors` (f32, Hugging Face
-//! tensor names and layout), `tokenizer.json` and `tokenizer_config.json`
-//! (special tokens, and the chat template if the model has one) — so that
-//! Forge's fine-tuned models load in other tools and Hugging Face
-//! checkpoints load in Forge.
+//! (Llama, Qwen2 or Mistral) — `config.json`, `model.safetensors` (f32,
+//! Hugging Face tensor names and layout; shards and their index are read
+//! too), `tokenizer.json` and `tokenizer_config.json` (special tokens, and
+//! the chat template if the model has one) — so that Forge's fine-tuned
+//! models load in other tools and Hugging Face checkpoints load in Forge.
 
 use crate::chat::PromptSettings;
 use crate::config::LlamaConfig;
@@ -12,7 +12,11 @@ use burn::tensor::backend::Backend;
 use forge_model::gguf::Gguf;
 use forge_model::quant::{GgmlType, dequantize};
 use forge_model::tokenizer::ModelTokenizer;
+use memmap2::Mmap;
 use safetensors::{Dtype, SafeTensors};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 pub const CONFIG: &str = "config.json";
@@ -188,29 +192,96 @@ pub fn read_config_json(dir: &Path) -> Result<serde_json::Value, LoadError> {
     serde_json::from_str(&text).map_err(|err| checkpoint_error(&path, err))
 }
 
-/// The tensors of a checkpoint directory.
+/// The tensors of a checkpoint directory: `model.safetensors`, or the
+/// shards `model.safetensors.index.json` lists (as Hugging Face splits
+/// large models). Files are mapped, not read: a tensor's bytes are paged
+/// in as it loads, so a model's weights are never all in memory twice.
 pub struct SafetensorsSource {
+    /// The file that names the tensors (the weights or the shard index),
+    /// for errors.
     path: PathBuf,
-    bytes: Vec<u8>,
+    shards: Vec<Shard>,
+    /// Each tensor's shard, by name.
+    places: BTreeMap<String, usize>,
     config: LlamaConfig,
+}
+
+/// One safetensors file, mapped and checked to parse.
+struct Shard {
+    path: PathBuf,
+    map: Mmap,
+}
+
+impl Shard {
+    fn open(path: PathBuf) -> Result<Self, LoadError> {
+        let file = File::open(&path).map_err(|err| checkpoint_error(&path, err))?;
+        // SAFETY: the map is read-only; Forge never writes a checkpoint
+        // while it is open, and a concurrent external writer is outside its
+        // contract.
+        let map = unsafe { Mmap::map(&file) }.map_err(|err| checkpoint_error(&path, err))?;
+        SafeTensors::deserialize(&map).map_err(|err| checkpoint_error(&path, err))?;
+        Ok(Self { path, map })
+    }
+
+    fn tensors(&self) -> SafeTensors<'_> {
+        SafeTensors::deserialize(&self.map).expect("checked when opened")
+    }
+}
+
+/// What Hugging Face's shard index says: the file of each tensor.
+#[derive(serde::Deserialize)]
+struct ShardIndex {
+    weight_map: BTreeMap<String, String>,
 }
 
 impl SafetensorsSource {
     pub fn open(dir: &Path) -> Result<Self, LoadError> {
         let config = LlamaConfig::from_hf_json(&read_config_json(dir)?)
             .map_err(|err| checkpoint_error(&dir.join(CONFIG), err))?;
-        let path = dir.join(WEIGHTS);
-        if !path.exists() && dir.join(SHARD_INDEX).exists() {
-            return Err(checkpoint_error(
-                dir,
-                format!("the weights are sharded ({SHARD_INDEX}); merge them into one {WEIGHTS}"),
-            ));
+        let weights = dir.join(WEIGHTS);
+        let index = dir.join(SHARD_INDEX);
+        if weights.exists() || !index.exists() {
+            let shard = Shard::open(weights.clone())?;
+            let places = (shard.tensors().names().into_iter())
+                .map(|name| (name.to_owned(), 0))
+                .collect();
+            return Ok(Self {
+                path: weights,
+                places,
+                shards: vec![shard],
+                config,
+            });
         }
-        let bytes = std::fs::read(&path).map_err(|err| checkpoint_error(&path, err))?;
-        SafeTensors::deserialize(&bytes).map_err(|err| checkpoint_error(&path, err))?;
+        let text = std::fs::read_to_string(&index).map_err(|err| checkpoint_error(&index, err))?;
+        let listed: ShardIndex =
+            serde_json::from_str(&text).map_err(|err| checkpoint_error(&index, err))?;
+        let files: BTreeSet<&String> = listed.weight_map.values().collect();
+        let mut shards = Vec::with_capacity(files.len());
+        for file in &files {
+            // A name, not a path: the index reads nothing outside its directory.
+            if Path::new(file).file_name() != Some(OsStr::new(file)) {
+                return Err(checkpoint_error(
+                    &index,
+                    format!("`{file}` is not a file name in the checkpoint directory"),
+                ));
+            }
+            shards.push(Shard::open(dir.join(file))?);
+        }
+        let mut places = BTreeMap::new();
+        for (name, file) in &listed.weight_map {
+            let at = files.iter().position(|f| f == &file).expect("listed");
+            if shards[at].tensors().tensor(name).is_err() {
+                return Err(checkpoint_error(
+                    &index,
+                    format!("`{name}` is listed in {file}, which does not hold it"),
+                ));
+            }
+            places.insert(name.clone(), at);
+        }
         Ok(Self {
-            path,
-            bytes,
+            path: index,
+            shards,
+            places,
             config,
         })
     }
@@ -219,18 +290,17 @@ impl SafetensorsSource {
         &self.config
     }
 
-    /// The names of the tensors the file holds.
+    /// The names of the tensors the checkpoint holds.
     pub fn names(&self) -> Vec<String> {
-        let file = SafeTensors::deserialize(&self.bytes).expect("checked when opened");
-        file.names().into_iter().map(str::to_owned).collect()
+        self.places.keys().cloned().collect()
     }
 
     /// The dtype (as safetensors names it) and element count of each tensor.
     pub fn tensor_types(&self) -> Vec<(String, u64)> {
-        let file = SafeTensors::deserialize(&self.bytes).expect("checked when opened");
-        file.tensors()
-            .into_iter()
-            .map(|(_, view)| {
+        self.places
+            .iter()
+            .map(|(name, &at)| {
+                let view = self.shards[at].tensors().tensor(name).expect("placed");
                 let elements = view.shape().iter().map(|&dim| dim as u64).product();
                 (format!("{:?}", view.dtype()), elements)
             })
@@ -240,10 +310,13 @@ impl SafetensorsSource {
 
 impl WeightSource for SafetensorsSource {
     fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, LoadError> {
-        let file = SafeTensors::deserialize(&self.bytes).expect("checked when opened");
-        let view = file
-            .tensor(name)
-            .map_err(|err| checkpoint_error(&self.path, err))?;
+        let &at = self
+            .places
+            .get(name)
+            .ok_or_else(|| checkpoint_error(&self.path, format!("it has no tensor `{name}`")))?;
+        let shard = &self.shards[at];
+        let tensors = shard.tensors();
+        let view = tensors.tensor(name).expect("placed");
         if view.shape() != shape {
             return Err(LoadError::Shape {
                 name: name.to_owned(),
@@ -257,13 +330,13 @@ impl WeightSource for SafetensorsSource {
             Dtype::BF16 => GgmlType::Bf16,
             other => {
                 return Err(checkpoint_error(
-                    &self.path,
+                    &shard.path,
                     format!("tensor `{name}` has dtype {other:?}; f32, f16 and bf16 are supported"),
                 ));
             }
         };
         let elements = shape.iter().product();
         dequantize(kind, view.data(), elements)
-            .ok_or_else(|| checkpoint_error(&self.path, format!("tensor `{name}` is truncated")))
+            .ok_or_else(|| checkpoint_error(&shard.path, format!("tensor `{name}` is truncated")))
     }
 }

@@ -1,7 +1,7 @@
 //! A Llama-family model's shape, read from GGUF metadata (`<arch>.*` keys) or
 //! from a Hugging Face `config.json`, so other Llama-family models load
 //! without code changes. What the decoder cannot compute faithfully (RoPE
-//! scalings other than Llama 3's, sliding-window attention, another
+//! scalings other than Llama 3's, Qwen2's sliding-window layers, another
 //! architecture) is refused by name rather than run wrongly.
 
 use crate::llama::LoadError;
@@ -21,10 +21,13 @@ pub enum Architecture {
     /// Qwen2 / Qwen2.5: biases on the Q, K and V projections; llama.cpp
     /// keeps the rotate-half layout.
     Qwen2,
+    /// Mistral: Llama's decoder, whose positions see only a window of the
+    /// last ones where the config sets one (v0.1's `sliding_window`).
+    Mistral,
 }
 
 impl Architecture {
-    const SUPPORTED: &'static str = "llama, qwen2";
+    const SUPPORTED: &'static str = "llama, qwen2, mistral";
 
     /// The architecture named `name` (GGUF `general.architecture`, Hugging
     /// Face `model_type`).
@@ -32,6 +35,7 @@ impl Architecture {
         match name {
             "llama" => Ok(Self::Llama),
             "qwen2" => Ok(Self::Qwen2),
+            "mistral" => Ok(Self::Mistral),
             other => Err(LoadError::Unsupported(format!(
                 "architecture `{other}` is not supported (supported: {})",
                 Self::SUPPORTED
@@ -43,6 +47,7 @@ impl Architecture {
         match self {
             Self::Llama => "llama",
             Self::Qwen2 => "qwen2",
+            Self::Mistral => "mistral",
         }
     }
 
@@ -53,13 +58,14 @@ impl Architecture {
 
     /// llama.cpp's converter permuted the Q/K rows (see `llama::unpermute`).
     pub fn gguf_permutes_qk(self) -> bool {
-        self == Self::Llama
+        self != Self::Qwen2
     }
 
     fn hf_class(self) -> &'static str {
         match self {
             Self::Llama => "LlamaForCausalLM",
             Self::Qwen2 => "Qwen2ForCausalLM",
+            Self::Mistral => "MistralForCausalLM",
         }
     }
 }
@@ -96,6 +102,12 @@ pub struct LlamaConfig {
     /// Width of an attention head, when it is not `hidden / heads`.
     #[serde(rename = "head_dim", default, skip_serializing_if = "Option::is_none")]
     pub explicit_head_dim: Option<usize>,
+    /// How many positions, itself included, each position attends to
+    /// (Mistral v0.1's sliding window); all before it when `None`. Read
+    /// and written for Mistral only: Qwen2 configs state a window they use
+    /// only with `use_sliding_window`, which is refused.
+    #[serde(skip)]
+    pub sliding_window: Option<usize>,
 }
 
 /// llama.cpp's tensor of RoPE frequency divisors.
@@ -152,6 +164,7 @@ impl LlamaConfig {
                 .unwrap_or(default_rms_eps()),
             tied_embeddings: gguf.tensor("output.weight").is_err(),
             explicit_head_dim: get("attention.key_length").ok(),
+            sliding_window: None,
         }
         .checked()?;
         if gguf.tensor(ROPE_FREQS).is_err() {
@@ -229,6 +242,11 @@ impl LlamaConfig {
             serde_json::from_value(fields).map_err(|err| LoadError::Checkpoint(err.to_string()))?;
         config.architecture = architecture;
         config.rope_scaling = rope_scaling;
+        if architecture == Architecture::Mistral {
+            config.sliding_window = json["sliding_window"]
+                .as_u64()
+                .map(|window| window as usize);
+        }
         if config.kv_heads == 0 {
             config.kv_heads = config.heads;
         }
@@ -251,7 +269,7 @@ impl LlamaConfig {
         ];
         let implied = self.hidden / self.heads.max(1);
         self.explicit_head_dim = self.explicit_head_dim.filter(|&width| width != implied);
-        let problem = if sizes.contains(&0) {
+        let problem = if sizes.contains(&0) || self.sliding_window == Some(0) {
             Some("a size is zero".to_owned())
         } else if !self.heads.is_multiple_of(self.kv_heads) {
             Some(format!(
@@ -296,6 +314,7 @@ impl LlamaConfig {
             tied_embeddings: true,
             explicit_head_dim: None,
             rope_scaling: None,
+            sliding_window: None,
         }
     }
 
@@ -314,6 +333,7 @@ impl LlamaConfig {
             tied_embeddings: true,
             explicit_head_dim: None,
             rope_scaling: None,
+            sliding_window: None,
         }
     }
 
@@ -333,6 +353,11 @@ impl LlamaConfig {
             serde_json::json!([architecture.hf_class()]),
         );
         object.insert("model_type".into(), architecture.name().into());
+        if architecture == Architecture::Mistral {
+            // Stated even when `None`: Transformers' Mistral otherwise
+            // assumes a window of 4096.
+            object.insert("sliding_window".into(), self.sliding_window.into());
+        }
         object.insert("hidden_act".into(), "silu".into());
         object.insert("torch_dtype".into(), "float32".into());
         object.insert("bos_token_id".into(), bos.into());
@@ -353,9 +378,11 @@ mod tests {
             "num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2,
             "intermediate_size": 4864, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
             "tie_word_embeddings": true, "use_sliding_window": false, "rope_scaling": null,
+            "sliding_window": 32768,
         });
         let config = LlamaConfig::from_hf_json(&qwen).unwrap();
         assert_eq!(config.architecture, Architecture::Qwen2);
+        assert_eq!(config.sliding_window, None, "a window Qwen2 does not use");
         assert_eq!((config.head_dim(), config.rope_base), (64, 1e6));
         let mut v5 = qwen.clone();
         v5.as_object_mut().unwrap().remove("rope_theta");
@@ -388,6 +415,21 @@ mod tests {
         let written = config.to_hf_json(Some(1), Some(2));
         assert_eq!(written["architectures"], json!(["Qwen2ForCausalLM"]));
         assert_eq!(LlamaConfig::from_hf_json(&written).unwrap(), config);
+        // Mistral v0.2 on: no window, and written so, since Transformers'
+        // Mistral assumes one of 4096 where the config is silent.
+        let mistral = json!({
+            "model_type": "mistral", "vocab_size": 32768, "hidden_size": 4096,
+            "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+            "intermediate_size": 14336, "rope_theta": 1000000.0, "sliding_window": null,
+            "head_dim": 128,
+        });
+        let config = LlamaConfig::from_hf_json(&mistral).unwrap();
+        assert_eq!(config.architecture, Architecture::Mistral);
+        assert_eq!(config.sliding_window, None);
+        let written = config.to_hf_json(None, None);
+        assert_eq!(written["sliding_window"], Value::Null);
+        assert!(written.as_object().unwrap().contains_key("sliding_window"));
+        assert_eq!(LlamaConfig::from_hf_json(&written).unwrap(), config);
     }
 
     #[test]
@@ -419,6 +461,7 @@ mod tests {
         );
         assert!(refused(json!({"num_key_value_heads": 3})).contains("evenly"));
         assert!(refused(json!({"num_attention_heads": 0})).contains("zero"));
+        assert!(refused(json!({"model_type": "mistral", "sliding_window": 0})).contains("zero"));
         let mut no_kv = base.clone();
         no_kv.as_object_mut().unwrap().remove("num_key_value_heads");
         let config = LlamaConfig::from_hf_json(&no_kv).unwrap();

@@ -421,7 +421,7 @@ impl<B: Backend> Llama<B> {
         let (cos, sin) = self.rope_tables(start, n, pads);
         let total = start + n;
         let group = config.heads / config.kv_heads;
-        let mask = attention_mask::<B>(n, start, pads, &device)
+        let mask = attention_mask::<B>(n, start, pads, config.sliding_window, &device)
             .unsqueeze_dim::<5>(1)
             .expand([b, config.kv_heads, group, n, total]);
         let heads = |t: Tensor<B, 2>, count: usize| t.reshape([b, n, count, hd]).swap_dims(1, 2);
@@ -967,16 +967,19 @@ fn rms_norm<B: Backend>(x: Tensor<B, 2>, weight: Tensor<B, 1>, eps: f64) -> Tens
 }
 
 /// `[rows, 1, n, start + n]`: true where query i (column start + i) must
-/// not see key j — a later column, or the row's left padding (a padding
-/// column sees itself only, so that its softmax stays finite: a NaN there
-/// would reach real positions through `0 · NaN` in the value product).
-/// Built on the device from the column indices: a prompt pass of many long
-/// rows would otherwise build and upload a mask of rows × n × (start + n)
-/// values on the host.
+/// not see key j — a later column, one `window` or more columns before it
+/// (a sliding window: left padding shifts a row's columns and positions
+/// alike), or the row's left padding (a padding column sees itself only,
+/// so that its softmax stays finite: a NaN there would reach real
+/// positions through `0 · NaN` in the value product). Built on the device
+/// from the column indices: a prompt pass of many long rows would
+/// otherwise build and upload a mask of rows × n × (start + n) values on
+/// the host.
 fn attention_mask<B: Backend>(
     n: usize,
     start: usize,
     pads: &[usize],
+    window: Option<usize>,
     device: &B::Device,
 ) -> Tensor<B, 4, Bool> {
     let (rows, total) = (pads.len(), start + n);
@@ -992,8 +995,17 @@ fn attention_mask<B: Backend>(
         .reshape([rows, 1, 1, 1])
         .expand(shape);
     let later = keys.clone().greater(queries.clone());
+    let hidden = match window {
+        Some(window) => {
+            let past = keys
+                .clone()
+                .lower_equal(queries.clone().sub_scalar(window as i64));
+            later.bool_or(past)
+        }
+        None => later,
+    };
     let padding = keys.clone().lower(pads).bool_and(keys.not_equal(queries));
-    later.bool_or(padding)
+    hidden.bool_or(padding)
 }
 
 /// A GGUF file's tensors under their Hugging Face names, dequantized to f32,

@@ -8,7 +8,22 @@ use forge_trainer::{Generation, Llama, LlamaConfig, Prefix, PrefixPool, Sampling
 
 #[test]
 fn a_batch_of_prompts_decodes_as_each_prompt_alone() {
-    let model = Llama::<Backend>::init(LlamaConfig::tiny(40), 5, &Default::default());
+    // Left padding shifts a row's columns, not the distances within a
+    // sliding window: windowed rows decode as alone too.
+    for sliding_window in [None, Some(3)] {
+        decodes_as_each_prompt_alone(&Llama::<Backend>::init(
+            LlamaConfig {
+                sliding_window,
+                ..LlamaConfig::tiny(40)
+            },
+            5,
+            &Default::default(),
+        ));
+    }
+}
+
+/// Rows of a batch sample what each prompt alone would, seeded alike.
+fn decodes_as_each_prompt_alone(model: &Llama<Backend>) {
     let prompts: [&[u32]; 3] = [&[1, 5, 9, 3], &[1, 6], &[1, 7, 7, 7, 7, 2, 8]];
     let sampling = |seed, max_tokens, top_p| Sampling {
         temperature: 1.0,

@@ -1,6 +1,7 @@
 //! Checkpoints as Hugging Face Transformers writes them, with their logits:
-//! a Qwen2 (`fixtures/qwen2_tiny.py`) and a Llama with Llama 3's RoPE
-//! scaling (`fixtures/llama3_tiny.py`). Forge loads each directory
+//! a Qwen2 (`fixtures/qwen2_tiny.py`), a Llama with Llama 3's RoPE scaling
+//! (`fixtures/llama3_tiny.py`) and a Mistral with a sliding window
+//! (`fixtures/mistral_tiny.py`). Forge loads each directory
 //! unchanged, computes the same logits, and saves it back as a checkpoint
 //! Transformers would load as the same model.
 
@@ -13,6 +14,7 @@ use std::path::Path;
 
 const FIXTURE: &str = "tests/fixtures/qwen2_tiny";
 const LLAMA3: &str = "tests/fixtures/llama3_tiny";
+const MISTRAL: &str = "tests/fixtures/mistral_tiny";
 
 /// The tokens of the fixture in `dir` and the logits Transformers computed.
 fn reference_of(dir: &str) -> (Vec<u32>, Vec<Vec<f64>>) {
@@ -91,6 +93,43 @@ fn a_llama3_checkpoint_scales_rope_as_transformers_does() {
 }
 
 #[test]
+fn a_mistral_checkpoint_attends_within_its_sliding_window() {
+    let model = backend::load(Path::new(MISTRAL)).unwrap();
+    assert_eq!(model.config.architecture, Architecture::Mistral);
+    assert_eq!(model.config.sliding_window, Some(8));
+    let windowed = gap(&model, MISTRAL);
+    assert!(windowed < 1e-4, "{windowed}");
+    let mut unwindowed = model.clone();
+    unwindowed.config.sliding_window = None;
+    assert!(
+        gap(&unwindowed, MISTRAL) > 0.1,
+        "the 16 positions past the window see further without it"
+    );
+    // Decoding a token at a time, each position's window lies in the cache.
+    let (tokens, expected) = reference_of(MISTRAL);
+    let mut cache = model.new_cache();
+    for (token, row) in tokens.iter().zip(&expected) {
+        let got: Vec<f32> = model
+            .forward(&[*token], &mut cache)
+            .into_data()
+            .to_vec()
+            .unwrap();
+        for (g, e) in got.iter().zip(row) {
+            assert!((f64::from(*g) - e).abs() / e.abs().max(1.0) < 1e-4);
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    forge_trainer::checkpoint::save(dir.path(), &model, &ModelTokenizer::byte_level()).unwrap();
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("config.json")).unwrap()).unwrap();
+    assert_eq!(written["architectures"][0], "MistralForCausalLM");
+    assert_eq!(written["sliding_window"], 8);
+    let reloaded = backend::load(dir.path()).unwrap();
+    assert_eq!(reloaded.config, model.config);
+    assert_eq!(gap(&reloaded, MISTRAL), windowed);
+}
+
+#[test]
 fn a_qwen2_model_saves_as_a_qwen2_checkpoint() {
     let model = backend::load(Path::new(FIXTURE)).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -123,16 +162,38 @@ fn a_qwen2_model_saves_as_a_qwen2_checkpoint() {
 }
 
 #[test]
-fn sharded_weights_are_named_rather_than_missing() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        Path::new(FIXTURE).join("config.json"),
-        dir.path().join("config.json"),
-    )
-    .unwrap();
-    std::fs::write(dir.path().join("model.safetensors.index.json"), "{}").unwrap();
-    let err = backend::load(dir.path()).unwrap_err().to_string();
-    assert!(err.contains("sharded"), "{err}");
+fn a_shard_index_that_does_not_match_its_shards_is_named() {
+    let refused = |change: &dyn Fn(&mut serde_json::Value)| {
+        let dir = tempfile::tempdir().unwrap();
+        for entry in std::fs::read_dir(MISTRAL).unwrap() {
+            let path = entry.unwrap().path();
+            std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+        }
+        let index = dir.path().join("model.safetensors.index.json");
+        let mut json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&index).unwrap()).unwrap();
+        change(&mut json["weight_map"]);
+        std::fs::write(&index, json.to_string()).unwrap();
+        backend::load(dir.path()).unwrap_err().to_string()
+    };
+    let norm = "model.norm.weight";
+    let err = refused(&|map| map[norm] = "model-00004-of-00003.safetensors".into());
+    assert!(err.contains("model-00004-of-00003.safetensors"), "{err}");
+    let err = refused(&|map| {
+        let elsewhere = if map[norm] == "model-00001-of-00003.safetensors" {
+            "model-00002-of-00003.safetensors"
+        } else {
+            "model-00001-of-00003.safetensors"
+        };
+        map[norm] = elsewhere.into();
+    });
+    assert!(err.contains("`model.norm.weight` is listed in"), "{err}");
+    let err = refused(&|map| map[norm] = "../model-00001-of-00003.safetensors".into());
+    assert!(err.contains("not a file name"), "{err}");
+    let err = refused(&|map| {
+        map.as_object_mut().unwrap().remove(norm);
+    });
+    assert!(err.contains("`model.norm.weight`"), "{err}");
 }
 
 #[test]
