@@ -3,7 +3,7 @@
 //! chats and compared with Forge's layout of the same chats.
 
 use super::ChatTemplate;
-use super::template::{BOS, EOS, beginning, reply_opening, turn};
+use super::template::{beginning, reply_opening, turn};
 
 /// The probe chat; the same without its system prompt is the other.
 const CHAT: [(&str, &str); 4] = [
@@ -18,13 +18,16 @@ const CHAT: [(&str, &str); 4] = [
 pub(super) struct Probes {
     with_system: Option<String>,
     without_system: Option<String>,
+    /// The beginning of text, which tokenizers often add themselves.
+    bos: String,
 }
 
 impl Probes {
     /// Renders `source` (Jinja) as Hugging Face does: blocks trimmed,
-    /// Python's string methods, `raise_exception`. A template is input:
-    /// one that would run on is cut short by a fuel limit.
-    pub(super) fn render(source: &str) -> Self {
+    /// Python's string methods, `raise_exception`, the model's `bos` and
+    /// `eos` tokens. A template is input: one that would run on is cut
+    /// short by a fuel limit.
+    pub(super) fn render(source: &str, bos: &str, eos: &str) -> Self {
         use minijinja::syntax::SyntaxConfig;
         use minijinja::{Environment, Error, ErrorKind, context};
         let mut env = Environment::new();
@@ -49,21 +52,22 @@ impl Probes {
                 .collect();
             env.render_str(
                 source,
-                context! { messages, add_generation_prompt => true, bos_token => BOS, eos_token => EOS },
+                context! { messages, add_generation_prompt => true, bos_token => bos, eos_token => eos },
             )
             .ok()
         };
         Self {
             with_system: render(&CHAT),
             without_system: render(&CHAT[1..]),
+            bos: bos.to_owned(),
         }
     }
 
     /// Whether the template lays out the probe chats as `template` does —
     /// up to white space, whose place template revisions vary and Forge's
-    /// layout fixes, and the beginning of text, which tokenizers often add
-    /// themselves.
+    /// layout fixes, and the beginning of text.
     pub(super) fn fit(&self, template: ChatTemplate) -> bool {
+        let comparable = |text: &str| comparable(text, &self.bos);
         let alike = |rendered: &Option<String>, chat: &[(&str, &str)]| {
             rendered
                 .as_deref()
@@ -95,10 +99,10 @@ fn layout(chat: &[(&str, &str)], template: ChatTemplate) -> String {
     text.to_text(template)
 }
 
-/// `text` without white space and a leading `<s>`.
-fn comparable(text: &str) -> String {
+/// `text` without white space and a leading `bos`.
+fn comparable(text: &str, bos: &str) -> String {
     let text: String = text.chars().filter(|ch| !ch.is_whitespace()).collect();
-    match text.strip_prefix(BOS) {
+    match text.strip_prefix(bos) {
         Some(rest) => rest.to_owned(),
         None => text,
     }

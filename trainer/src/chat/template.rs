@@ -10,10 +10,12 @@ const BEGIN_OF_TEXT: &str = "<|begin_of_text|>";
 const START_HEADER: &str = "<|start_header_id|>";
 const END_HEADER: &str = "<|end_header_id|>";
 const EOT: &str = "<|eot_id|>";
-pub(super) const BOS: &str = "<s>";
-pub(super) const EOS: &str = "</s>";
+const BOS: &str = "<s>";
+const EOS: &str = "</s>";
 const INST: &str = "[INST]";
 const INST_END: &str = "[/INST]";
+/// What Llama 3.1's and later templates write before the system prompt.
+const KNOWLEDGE_DATE: &str = "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n";
 
 /// How a model family lays out a chat in tokens, told by the control tokens
 /// its tokenizer has.
@@ -23,8 +25,11 @@ pub enum ChatTemplate {
     ChatMl,
     /// `<|begin_of_text|>` once, then
     /// `<|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>` (Llama 3),
-    /// tool results in the `ipython` role.
-    Llama3,
+    /// tool results in the `ipython` role. `dated`: the system prompt opens
+    /// with the knowledge cutoff and the date, as the templates of Llama 3.1
+    /// and later write every system prompt — the date their templates fall
+    /// back on, not the clock's, so that prompts are reproducible.
+    Llama3 { dated: bool },
     /// `<s>` once, then `<|role|>\ncontent</s>\n` (Zephyr, TinyLlama's chat
     /// models): turns are opened by plain text, so only the model's own
     /// chat template, rendered, tells it — as for the formats below.
@@ -46,11 +51,23 @@ impl ChatTemplate {
     /// lay out a chat as the format does.
     pub fn of(tokenizer: &ModelTokenizer) -> Result<Self, TokenizerError> {
         let has = |tokens: &[&str]| tokens.iter().all(|t| tokenizer.token_id(t).is_some());
+        let token = |id: Option<u32>| id.and_then(|id| tokenizer.token(id));
         if has(&[IM_START, IM_END]) {
             return Ok(Self::ChatMl);
         }
         if has(&[BEGIN_OF_TEXT, START_HEADER, END_HEADER, EOT]) {
-            return Ok(Self::Llama3);
+            // Dated where the model's own template dates the probe chat.
+            let dated = Self::Llama3 { dated: true };
+            let dates = |source: &String| {
+                let ends = [tokenizer.bos, tokenizer.eos].map(token);
+                let [bos, eos] = ends
+                    .each_ref()
+                    .map(|end| end.as_deref().unwrap_or_default());
+                Probes::render(source, bos, eos).fit(dated)
+            };
+            return Ok(Self::Llama3 {
+                dated: tokenizer.chat_template.as_ref().is_some_and(dates),
+            });
         }
         let tokens = "its tokenizer has neither ChatML's `<|im_start|>` and `<|im_end|>` nor \
                       Llama 3's `<|start_header_id|>`, `<|end_header_id|>` and `<|eot_id|>`";
@@ -61,7 +78,6 @@ impl ChatTemplate {
             )));
         };
         // The formats told by their template end turns with `</s>`.
-        let token = |id: Option<u32>| id.and_then(|id| tokenizer.token(id));
         if token(tokenizer.bos).as_deref() != Some(BOS)
             || token(tokenizer.eos).as_deref() != Some(EOS)
         {
@@ -70,7 +86,7 @@ impl ChatTemplate {
                  Zephyr's, Llama 2's and Mistral's formats have"
             )));
         }
-        let probes = Probes::render(source);
+        let probes = Probes::render(source, BOS, EOS);
         [
             Self::Zephyr,
             Self::Llama2,
@@ -92,7 +108,8 @@ impl ChatTemplate {
     pub fn name(self) -> &'static str {
         match self {
             Self::ChatMl => "chatml",
-            Self::Llama3 => "llama3",
+            Self::Llama3 { dated: false } => "llama3",
+            Self::Llama3 { dated: true } => "llama3.1",
             Self::Zephyr => "zephyr",
             Self::Llama2 => "llama2",
             Self::Mistral { .. } => "mistral",
@@ -103,7 +120,7 @@ impl ChatTemplate {
     fn end_of_turn(self) -> &'static str {
         match self {
             Self::ChatMl => IM_END,
-            Self::Llama3 => EOT,
+            Self::Llama3 { .. } => EOT,
             Self::Zephyr | Self::Llama2 | Self::Mistral { .. } => EOS,
         }
     }
@@ -130,14 +147,19 @@ impl ChatTemplate {
                 out.extend([Laid::Control(IM_START), Laid::Text(format!("{role}\n"))]);
             }
             (Self::ChatMl, Piece::AfterTurn) => out.push(Laid::Text("\n".into())),
-            (Self::Llama3, Piece::Begin) => out.push(Laid::Control(BEGIN_OF_TEXT)),
-            (Self::Llama3, Piece::Header(role)) => out.extend([
-                Laid::Control(START_HEADER),
-                Laid::Text(if role == "tool" { "ipython" } else { role }.to_owned()),
-                Laid::Control(END_HEADER),
-                Laid::Text("\n\n".into()),
-            ]),
-            (Self::Llama3, Piece::AfterTurn) => {}
+            (Self::Llama3 { .. }, Piece::Begin) => out.push(Laid::Control(BEGIN_OF_TEXT)),
+            (Self::Llama3 { dated }, Piece::Header(role)) => {
+                out.extend([
+                    Laid::Control(START_HEADER),
+                    Laid::Text(if role == "tool" { "ipython" } else { role }.to_owned()),
+                    Laid::Control(END_HEADER),
+                    Laid::Text("\n\n".into()),
+                ]);
+                if dated && role == "system" {
+                    out.push(Laid::Text(KNOWLEDGE_DATE.into()));
+                }
+            }
+            (Self::Llama3 { .. }, Piece::AfterTurn) => {}
             (Self::Zephyr, Piece::Begin) => out.push(Laid::Control(BOS)),
             (Self::Zephyr, Piece::Header(role)) => out.push(Laid::Text(format!("<|{role}|>\n"))),
             (Self::Zephyr, Piece::AfterTurn) => out.push(Laid::Text("\n".into())),
@@ -446,7 +468,10 @@ pub(super) mod tests {
     #[test]
     fn llama3_models_get_their_own_template() {
         let tokenizer = llama3_tokenizer();
-        assert_eq!(ChatTemplate::of(&tokenizer).unwrap(), ChatTemplate::Llama3);
+        assert_eq!(
+            ChatTemplate::of(&tokenizer).unwrap(),
+            ChatTemplate::Llama3 { dated: false }
+        );
         let eot = tokenizer.token_id(EOT).unwrap();
         assert_eq!(stop_ids(&tokenizer).unwrap(), [eot]);
         let ids = prompt_with_a_tool_saying(EOT).encode(&tokenizer).unwrap();
@@ -470,6 +495,73 @@ pub(super) mod tests {
         assert!(
             err.to_string().contains("carries no chat template"),
             "{err}"
+        );
+    }
+
+    /// The shape of Llama 3.1's chat template (and 3.2's, 3.3's): every
+    /// chat has a system turn, which opens with the knowledge cutoff and a
+    /// date — the clock's where the renderer offers `strftime_now`.
+    const LLAMA31_TEMPLATE: &str = r#"{{- bos_token }}
+{%- if not date_string is defined %}
+    {%- if strftime_now is defined %}
+        {%- set date_string = strftime_now("%d %b %Y") %}
+    {%- else %}
+        {%- set date_string = "26 Jul 2024" %}
+    {%- endif %}
+{%- endif %}
+{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content']|trim %}
+    {%- set messages = messages[1:] %}
+{%- else %}
+    {%- set system_message = "" %}
+{%- endif %}
+{{- "<|start_header_id|>system<|end_header_id|>
+
+" }}
+{{- "Cutting Knowledge Date: December 2023
+" }}
+{{- "Today Date: " + date_string + "
+
+" }}
+{{- system_message }}
+{{- "<|eot_id|>" }}
+{%- for message in messages %}
+    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>
+
+'+ message['content'] | trim + '<|eot_id|>' }}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|start_header_id|>assistant<|end_header_id|>
+
+' }}
+{%- endif %}"#;
+
+    #[test]
+    fn llama31_models_date_the_system_prompt_as_their_template_does() {
+        let dated = llama3_tokenizer().with_chat_template(Some(LLAMA31_TEMPLATE.into()));
+        assert_eq!(
+            ChatTemplate::of(&dated).unwrap(),
+            ChatTemplate::Llama3 { dated: true }
+        );
+        let ids = prompt_with_a_tool_saying("").encode(&dated).unwrap();
+        assert!(
+            dated.decode(&ids).unwrap().starts_with(
+                "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n\
+                 Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n\
+                 Be helpful.<|eot_id|><|start_header_id|>user<|end_header_id|>"
+            ),
+            "{}",
+            dated.decode(&ids).unwrap()
+        );
+        // Llama 3's template writes the system prompt alone.
+        let undated = LLAMA31_TEMPLATE
+            .lines()
+            .filter(|line| !line.contains("Date"));
+        let llama3 =
+            llama3_tokenizer().with_chat_template(Some(undated.collect::<Vec<_>>().join("\n")));
+        assert_eq!(
+            ChatTemplate::of(&llama3).unwrap(),
+            ChatTemplate::Llama3 { dated: false }
         );
     }
 
