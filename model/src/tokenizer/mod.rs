@@ -20,6 +20,7 @@ use tokenizers::normalizers::NormalizerWrapper;
 use tokenizers::normalizers::utils::Sequence as Normalizers;
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::pre_tokenizers::metaspace::PrependScheme;
+use tokenizers::processors::template::TemplateProcessing;
 use tokenizers::{AddedToken, Tokenizer};
 
 /// GGUF token type of a normal token, one the merges may produce.
@@ -139,13 +140,28 @@ impl ModelTokenizer {
         };
         add_typed_tokens(&mut tokenizer, &tokens, &types);
         let id = |key: &str| gguf.get_u64(key).ok().map(|id| id as u32);
+        let bos = id("tokenizer.ggml.bos_token_id");
+        // Whether a text encoded with its special tokens opens with the
+        // beginning of text: as llama.cpp reads the flag, on unless set
+        // false for SentencePiece models (Llama 2), off unless set true for
+        // byte-level ones (Llama 3 sets it, SmolLM2 and Qwen2 do not).
+        // Forge places its control tokens itself; this is for the saved
+        // `tokenizer.json`, which then encodes as the model's own.
+        let add_bos = flag(gguf, "tokenizer.ggml.add_bos_token").unwrap_or(sentencepiece);
+        let bos_token = bos.and_then(|id| Some((tokens.get(usize::try_from(id).ok()?)?, id)));
+        if let (true, Some((token, id))) = (add_bos, bos_token) {
+            let begin = TemplateProcessing::builder()
+                .try_single(format!("{token} $A"))
+                .and_then(|builder| builder.try_pair(format!("{token} $A {token}:1 $B:1")))
+                .map_err(TokenizerError::Build)?
+                .special_tokens(vec![(token.clone(), id)])
+                .build()
+                .map_err(|err| TokenizerError::Build(err.to_string()))?;
+            tokenizer.with_post_processor(Some(begin));
+        }
         let template = gguf.get_str("tokenizer.chat_template").ok();
-        Ok(Self::new(
-            tokenizer,
-            id("tokenizer.ggml.bos_token_id"),
-            id("tokenizer.ggml.eos_token_id"),
-        )
-        .with_chat_template(template.map(str::to_owned)))
+        Ok(Self::new(tokenizer, bos, id("tokenizer.ggml.eos_token_id"))
+            .with_chat_template(template.map(str::to_owned)))
     }
 
     /// A character-level tokenizer with no merges: the three ChatML control
@@ -311,6 +327,14 @@ fn without_leading_space(tokenizer: &Tokenizer) -> Tokenizer {
 /// The control tokens of ChatML models, in SmolLM2's order.
 const CHATML_CONTROL: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
 
+/// The boolean flag `key`, if the file sets it.
+fn flag(gguf: &Gguf, key: &str) -> Option<bool> {
+    match gguf.get(key) {
+        Ok(Value::Bool(flag)) => Some(*flag),
+        _ => None,
+    }
+}
+
 /// `values`, a per-token array under `key`, if it has one entry per token:
 /// a file whose arrays disagree is corrupt, and guessing would shift ids.
 fn per_token<'a>(
@@ -358,8 +382,8 @@ mod tests {
     use crate::gguf::{GgufWriter, Value};
 
     /// A tiny byte-level BPE: the 256 byte tokens, three control tokens and
-    /// a few merges.
-    fn tiny(path: &std::path::Path) {
+    /// a few merges, with the metadata `extra`.
+    fn tiny(path: &std::path::Path, extra: &[(&str, Value)]) {
         let chars = byte_level::byte_chars();
         let mut tokens: Vec<String> = vec![
             "<|endoftext|>".into(),
@@ -389,16 +413,23 @@ mod tests {
             .metadata("tokenizer.ggml.token_type", Value::Array(types))
             .metadata("tokenizer.ggml.bos_token_id", Value::U32(1))
             .metadata("tokenizer.ggml.eos_token_id", Value::U32(2));
+        for (key, value) in extra {
+            writer.metadata(key, value.clone());
+        }
         writer.write(path).unwrap();
     }
 
     /// The tokenizer of [`tiny`]'s file, read back, and the directory it is in.
-    fn tiny_tokenizer() -> (tempfile::TempDir, ModelTokenizer) {
+    fn tiny_tokenizer_with(extra: &[(&str, Value)]) -> (tempfile::TempDir, ModelTokenizer) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tok.gguf");
-        tiny(&path);
+        tiny(&path, extra);
         let tokenizer = ModelTokenizer::from_gguf(&Gguf::open(&path).unwrap()).unwrap();
         (dir, tokenizer)
+    }
+
+    fn tiny_tokenizer() -> (tempfile::TempDir, ModelTokenizer) {
+        tiny_tokenizer_with(&[])
     }
 
     #[test]
@@ -457,6 +488,23 @@ mod tests {
         tokenizer.save_json(&json).unwrap();
         let loaded = ModelTokenizer::from_json_file(&json, Some(1), Some(2)).unwrap();
         assert_eq!(loaded.encode_literal(text).unwrap(), ids);
+    }
+
+    #[test]
+    fn a_saved_tokenizer_begins_text_as_the_models_own_where_the_file_says() {
+        let with_specials = |tokenizer: &ModelTokenizer, dir: &tempfile::TempDir| {
+            let json = dir.path().join("tokenizer.json");
+            tokenizer.save_json(&json).unwrap();
+            let other = Tokenizer::from_file(&json).unwrap();
+            other.encode("the", true).unwrap().get_ids().to_vec()
+        };
+        let (dir, plain) = tiny_tokenizer();
+        let the = plain.encode("the").unwrap();
+        assert_eq!(with_specials(&plain, &dir), the, "off unless set");
+        let flag = [("tokenizer.ggml.add_bos_token", Value::Bool(true))];
+        let (dir, llama3) = tiny_tokenizer_with(&flag);
+        assert_eq!(with_specials(&llama3, &dir), [&[1], &the[..]].concat());
+        assert_eq!(llama3.encode("the").unwrap(), the, "Forge places none");
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! which makes the `tokenizers` crate's BPE take the same steps.
 
 use super::{NORMAL, TokenizerError, UNKNOWN, per_token, vocab};
-use crate::gguf::{Gguf, Value};
+use crate::gguf::Gguf;
 use std::collections::HashMap;
 use tokenizers::Tokenizer;
 use tokenizers::decoders::byte_fallback::ByteFallback;
@@ -20,7 +20,6 @@ use tokenizers::models::bpe::BPE;
 use tokenizers::normalizers::prepend::Prepend;
 use tokenizers::normalizers::replace::Replace;
 use tokenizers::normalizers::utils::Sequence as Normalizers;
-use tokenizers::processors::template::TemplateProcessing;
 
 /// How SentencePiece writes a space.
 const SPACE: &str = "\u{2581}";
@@ -44,31 +43,12 @@ pub(super) fn from_gguf(
         let id = gguf.get_u64("tokenizer.ggml.unknown_token_id").ok()?;
         usize::try_from(id).ok().filter(|&id| id < tokens.len())
     });
-    let mut tokenizer = bpe(tokens, &scores, types, unknown, space_prefix)?;
-    // Llama 2's tokenizer begins a text it encodes with its special tokens
-    // with `<s>`, unless the file says otherwise. Forge places its control
-    // tokens itself; a saved `tokenizer.json` behaves as the model's own.
-    let add_bos = unless_false(gguf, "tokenizer.ggml.add_bos_token");
-    let bos = gguf
-        .get_u64("tokenizer.ggml.bos_token_id")
-        .ok()
-        .and_then(|id| Some((tokens.get(usize::try_from(id).ok()?)?, id as u32)));
-    if let (true, Some((bos, id))) = (add_bos, bos) {
-        let begin = TemplateProcessing::builder()
-            .try_single(format!("{bos} $A"))
-            .and_then(|builder| builder.try_pair(format!("{bos} $A {bos}:1 $B:1")))
-            .map_err(TokenizerError::Build)?
-            .special_tokens(vec![(bos.clone(), id)])
-            .build()
-            .map_err(|err| TokenizerError::Build(err.to_string()))?;
-        tokenizer.with_post_processor(Some(begin));
-    }
-    Ok(tokenizer)
+    bpe(tokens, &scores, types, unknown, space_prefix)
 }
 
 /// Whether the flag `key` is on: on unless the file sets it false.
 fn unless_false(gguf: &Gguf, key: &str) -> bool {
-    !matches!(gguf.get(key), Ok(Value::Bool(false)))
+    super::flag(gguf, key).unwrap_or(true)
 }
 
 /// A BPE over `tokens` whose merges follow `scores`, a character neither
