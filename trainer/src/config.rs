@@ -24,10 +24,13 @@ pub enum Architecture {
     /// Mistral: Llama's decoder, whose positions see only a window of the
     /// last ones where the config sets one (v0.1's `sliding_window`).
     Mistral,
+    /// Qwen3 (dense): no biases, each head's queries and keys RMS-normalised
+    /// before RoPE; llama.cpp keeps the rotate-half layout.
+    Qwen3,
 }
 
 impl Architecture {
-    const SUPPORTED: &'static str = "llama, qwen2, mistral";
+    const SUPPORTED: &'static str = "llama, qwen2, qwen3, mistral";
 
     /// The architecture named `name` (GGUF `general.architecture`, Hugging
     /// Face `model_type`).
@@ -36,6 +39,7 @@ impl Architecture {
             "llama" => Ok(Self::Llama),
             "qwen2" => Ok(Self::Qwen2),
             "mistral" => Ok(Self::Mistral),
+            "qwen3" => Ok(Self::Qwen3),
             other => Err(LoadError::Unsupported(format!(
                 "architecture `{other}` is not supported (supported: {})",
                 Self::SUPPORTED
@@ -48,6 +52,7 @@ impl Architecture {
             Self::Llama => "llama",
             Self::Qwen2 => "qwen2",
             Self::Mistral => "mistral",
+            Self::Qwen3 => "qwen3",
         }
     }
 
@@ -56,9 +61,14 @@ impl Architecture {
         self == Self::Qwen2
     }
 
+    /// Each head's queries and keys are RMS-normalised before RoPE.
+    pub fn qk_norm(self) -> bool {
+        self == Self::Qwen3
+    }
+
     /// llama.cpp's converter permuted the Q/K rows (see `llama::unpermute`).
     pub fn gguf_permutes_qk(self) -> bool {
-        self != Self::Qwen2
+        matches!(self, Self::Llama | Self::Mistral)
     }
 
     fn hf_class(self) -> &'static str {
@@ -66,6 +76,7 @@ impl Architecture {
             Self::Llama => "LlamaForCausalLM",
             Self::Qwen2 => "Qwen2ForCausalLM",
             Self::Mistral => "MistralForCausalLM",
+            Self::Qwen3 => "Qwen3ForCausalLM",
         }
     }
 }

@@ -42,6 +42,8 @@ pub struct Layer<B: Backend> {
     wv: Param<Tensor<B, 2>>,
     /// Biases of the Q, K and V projections (Qwen2), `[out]`.
     qkv_bias: Option<[Param<Tensor<B, 1>>; 3]>,
+    /// RMS-norm weights of each query head and each key head (Qwen3), `[head_dim]`.
+    qk_norm: Option<[Param<Tensor<B, 1>>; 2]>,
     wo: Param<Tensor<B, 2>>,
     ffn_norm: Param<Tensor<B, 1>>,
     w_gate: Param<Tensor<B, 2>>,
@@ -141,6 +143,12 @@ pub fn tensor_names(config: &LlamaConfig) -> Vec<(String, Vec<usize>)> {
                 (bias("q_proj"), vec![q]),
                 (bias("k_proj"), vec![kv]),
                 (bias("v_proj"), vec![kv]),
+            ]);
+        }
+        if config.architecture.qk_norm() {
+            names.extend([
+                (name("self_attn.q_norm"), vec![hd]),
+                (name("self_attn.k_norm"), vec![hd]),
             ]);
         }
         names.extend([
@@ -277,6 +285,10 @@ impl<B: Backend> Llama<B> {
                     .architecture
                     .qkv_bias()
                     .then(|| [vector(next()), vector(next()), vector(next())]),
+                qk_norm: config
+                    .architecture
+                    .qk_norm()
+                    .then(|| [vector(next()), vector(next())]),
                 wo: matrix(next()),
                 ffn_norm: vector(next()),
                 w_gate: matrix(next()),
@@ -337,6 +349,7 @@ impl<B: Backend> Llama<B> {
                 matrix(&layer.wv),
             ]);
             values.extend(layer.qkv_bias.iter().flatten().map(vector));
+            values.extend(layer.qk_norm.iter().flatten().map(vector));
             values.extend([
                 matrix(&layer.wo),
                 vector(&layer.ffn_norm),
@@ -433,6 +446,18 @@ impl<B: Backend> Llama<B> {
             let [q, k, v] = match &layer.qkv_bias {
                 Some([bq, bk, bv]) => [q + row(bq), k + row(bk), v + row(bv)],
                 None => [q, k, v],
+            };
+            let [q, k] = match &layer.qk_norm {
+                Some([q_norm, k_norm]) => [(q, q_norm), (k, k_norm)].map(|(t, weight)| {
+                    let [rows, width] = t.dims();
+                    rms_norm(
+                        t.reshape([rows * width / hd, hd]),
+                        weight.val(),
+                        config.rms_eps,
+                    )
+                    .reshape([rows, width])
+                }),
+                None => [q, k],
             };
             let q = rope(heads(q, config.heads), &cos, &sin);
             let k = rope(heads(k, config.kv_heads), &cos, &sin);
@@ -1050,10 +1075,12 @@ fn gguf_name(hf: &str) -> String {
         ("model.norm.weight", "output_norm.weight"),
         ("lm_head.weight", "output.weight"),
     ];
-    const PARTS: [(&str, &str); 9] = [
+    const PARTS: [(&str, &str); 11] = [
         ("input_layernorm", "attn_norm"),
         ("self_attn.q_proj", "attn_q"),
         ("self_attn.k_proj", "attn_k"),
+        ("self_attn.q_norm", "attn_q_norm"),
+        ("self_attn.k_norm", "attn_k_norm"),
         ("self_attn.v_proj", "attn_v"),
         ("self_attn.o_proj", "attn_output"),
         ("post_attention_layernorm", "ffn_norm"),

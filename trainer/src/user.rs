@@ -4,7 +4,7 @@
 //! [`USER_STOP`]. Its turns come from a [`Generator`], so that the rollout
 //! engine decodes the users of all live episodes as one batch.
 
-use crate::chat::{ChatText, Generator, beginning, reply_opening, turn};
+use crate::chat::{ChatText, Generator, after_thinking, beginning, reply_opening, turn};
 use crate::sampling::Sampling;
 use forge_model::tokenizer::ModelTokenizer;
 use forge_runtime::episode::{User, UserTurn};
@@ -46,12 +46,9 @@ impl<'a> ModelUser<'a> {
         self.turns += 1;
         let generation = self.generator.generate(&prompt, &sampling)?;
         // Special tokens are dropped: the agent's prompt would read them as
-        // its own control tokens.
-        Ok(self
-            .tokenizer
-            .decode_text(&generation.tokens)?
-            .trim()
-            .to_owned())
+        // its own control tokens. What a thinking model reasoned is not said.
+        let text = self.tokenizer.decode_text(&generation.tokens)?;
+        Ok(after_thinking(&text).trim().to_owned())
     }
 }
 
@@ -160,6 +157,17 @@ mod tests {
         assert!(
             prompts.borrow()[1].starts_with(&prompts.borrow()[0]),
             "each prompt extends the last, the greeting kept"
+        );
+        let mut thinking = ModelUser::new(
+            Box::new(canned("<think>I am Ava.</think>\n\nLamp 3 on, please.")),
+            &tokenizer,
+            instruction,
+            Sampling::greedy(),
+        );
+        assert_eq!(
+            thinking.open().unwrap(),
+            "Lamp 3 on, please.",
+            "a thinking model's reasoning is not said"
         );
     }
 }

@@ -1,8 +1,9 @@
 //! A tiny random Llama, written to GGUF by the test (Q/K rows in llama.cpp's
 //! permuted layout), loaded by Forge and checked against a direct f64
 //! implementation of the architecture written here from its definition; and
-//! the same for a Qwen2 (Q/K/V biases, rows in rotate-half layout) and a
-//! Llama 3 (RoPE frequency divisors in `rope_freqs.weight`).
+//! the same for a Qwen2 (Q/K/V biases, rows in rotate-half layout), a Qwen3
+//! (each head's queries and keys RMS-normalised) and a Llama 3 (RoPE
+//! frequency divisors in `rope_freqs.weight`).
 
 mod backend;
 
@@ -41,6 +42,7 @@ impl Noise {
 enum Family {
     Llama,
     Qwen2,
+    Qwen3,
     /// A Llama whose RoPE frequencies are divided as Llama 3.1's are.
     Llama3,
 }
@@ -50,6 +52,7 @@ impl Family {
         match self {
             Family::Llama | Family::Llama3 => "llama",
             Family::Qwen2 => "qwen2",
+            Family::Qwen3 => "qwen3",
         }
     }
 }
@@ -76,6 +79,8 @@ struct Weights {
     layers: Vec<[Vec<f32>; 9]>, // attn_norm, q, k, v, o, ffn_norm, gate, up, down
     /// Per layer, the Q, K and V biases (Qwen2).
     biases: Vec<[Vec<f32>; 3]>,
+    /// Per layer, the norms of each query head and each key head (Qwen3).
+    qk_norms: Vec<[Vec<f32>; 2]>,
     /// What RoPE's frequencies are divided by, as llama.cpp stores it (Llama 3).
     rope_divisors: Option<Vec<f32>>,
     norm: Vec<f32>,
@@ -106,7 +111,7 @@ fn weights(family: Family) -> Weights {
         })
         .collect();
     let biases = match family {
-        Family::Llama | Family::Llama3 => Vec::new(),
+        Family::Llama | Family::Llama3 | Family::Qwen3 => Vec::new(),
         Family::Qwen2 => (0..LAYERS)
             .map(|_| {
                 [
@@ -116,6 +121,13 @@ fn weights(family: Family) -> Weights {
                 ]
             })
             .collect(),
+    };
+    let head_norm = |noise: &mut Noise| noise.take(HD).into_iter().map(|v| 1.0 + v).collect();
+    let qk_norms = match family {
+        Family::Qwen3 => (0..LAYERS)
+            .map(|_| [head_norm(&mut noise), head_norm(&mut noise)])
+            .collect(),
+        _ => Vec::new(),
     };
     let rope_divisors = (family == Family::Llama3).then(|| {
         llama3_rope_divisors()
@@ -128,6 +140,7 @@ fn weights(family: Family) -> Weights {
         embed: noise.take(VOCAB * HIDDEN),
         layers,
         biases,
+        qk_norms,
         rope_divisors,
         norm: norm(&mut noise),
     }
@@ -165,10 +178,10 @@ fn write_gguf(weights: &Weights, path: &std::path::Path) {
             &key("attention.layer_norm_rms_epsilon"),
             Value::F32(EPS as f32),
         );
-    // llama.cpp interleaves Llama's Q/K rows and leaves Qwen2's as they are.
+    // llama.cpp interleaves Llama's Q/K rows and leaves Qwen's as they are.
     let layout = |rows: &[f32], heads: usize| match weights.family {
         Family::Llama | Family::Llama3 => permute(rows, heads),
-        Family::Qwen2 => rows.to_vec(),
+        Family::Qwen2 | Family::Qwen3 => rows.to_vec(),
     };
     if let Some(divisors) = &weights.rope_divisors {
         writer.tensor_f32("rope_freqs.weight", &[(HD / 2) as u64], divisors);
@@ -203,6 +216,11 @@ fn write_gguf(weights: &Weights, path: &std::path::Path) {
                 .tensor_f32(&bias("attn_q"), &[(HEADS * HD) as u64], bq)
                 .tensor_f32(&bias("attn_k"), &[(KV_HEADS * HD) as u64], bk)
                 .tensor_f32(&bias("attn_v"), &[(KV_HEADS * HD) as u64], bv);
+        }
+        if let Some([q_norm, k_norm]) = weights.qk_norms.get(index) {
+            writer
+                .tensor_f32(&name("attn_q_norm"), &[HD as u64], q_norm)
+                .tensor_f32(&name("attn_k_norm"), &[HD as u64], k_norm);
         }
     }
     writer.tensor_f32(
@@ -274,6 +292,10 @@ fn reference(weights: &Weights, tokens: &[u32]) -> Vec<Vec<f64>> {
             let h = rms(x, attn_norm);
             let mut qp = bias(0, apply(q, &h, HEADS * HD));
             let mut kp = bias(1, apply(k, &h, KV_HEADS * HD));
+            if let Some([q_norm, k_norm]) = weights.qk_norms.get(index) {
+                qp = qp.chunks(HD).flat_map(|head| rms(head, q_norm)).collect();
+                kp = kp.chunks(HD).flat_map(|head| rms(head, k_norm)).collect();
+            }
             rope(&mut qp, position, &divisors);
             rope(&mut kp, position, &divisors);
             queries.push(qp);
@@ -335,6 +357,11 @@ fn forward_matches_a_direct_implementation_and_the_cache_is_consistent() {
 #[test]
 fn a_qwen2_model_with_its_biases_matches_the_direct_implementation() {
     matches_the_direct_implementation(Family::Qwen2);
+}
+
+#[test]
+fn a_qwen3_model_with_its_query_and_key_norms_matches_the_direct_implementation() {
+    matches_the_direct_implementation(Family::Qwen3);
 }
 
 #[test]

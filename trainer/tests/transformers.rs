@@ -1,9 +1,8 @@
-//! Checkpoints as Hugging Face Transformers writes them, with their logits:
-//! a Qwen2 (`fixtures/qwen2_tiny.py`), a Llama with Llama 3's RoPE scaling
-//! (`fixtures/llama3_tiny.py`) and a Mistral with a sliding window
-//! (`fixtures/mistral_tiny.py`). Forge loads each directory
-//! unchanged, computes the same logits, and saves it back as a checkpoint
-//! Transformers would load as the same model.
+//! Checkpoints as Hugging Face Transformers writes them, with their logits
+//! (made by `fixtures/transformers_tiny.py`): a Qwen2, a Qwen3, a Llama with
+//! Llama 3's RoPE scaling and a Mistral with a sliding window. Forge loads
+//! each directory unchanged, computes the same logits, and saves it back as
+//! a checkpoint Transformers would load as the same model.
 
 mod backend;
 
@@ -15,6 +14,7 @@ use std::path::Path;
 const FIXTURE: &str = "tests/fixtures/qwen2_tiny";
 const LLAMA3: &str = "tests/fixtures/llama3_tiny";
 const MISTRAL: &str = "tests/fixtures/mistral_tiny";
+const QWEN3: &str = "tests/fixtures/qwen3_tiny";
 
 /// The tokens of the fixture in `dir` and the logits Transformers computed.
 fn reference_of(dir: &str) -> (Vec<u32>, Vec<Vec<f64>>) {
@@ -138,26 +138,50 @@ fn a_qwen2_model_saves_as_a_qwen2_checkpoint() {
         serde_json::from_slice(&std::fs::read(dir.path().join("config.json")).unwrap()).unwrap();
     assert_eq!(config["model_type"], "qwen2");
     assert_eq!(config["architectures"][0], "Qwen2ForCausalLM");
-    let saved = std::fs::read(dir.path().join("model.safetensors")).unwrap();
-    let original = std::fs::read(Path::new(FIXTURE).join("model.safetensors")).unwrap();
-    let names = |bytes: &[u8]| {
-        let mut names: Vec<String> = safetensors::SafeTensors::deserialize(bytes)
-            .unwrap()
-            .names()
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        names.sort();
-        names
-    };
     assert_eq!(
-        names(&saved),
-        names(&original),
+        weight_names(dir.path()),
+        weight_names(Path::new(FIXTURE)),
         "the same tensors, biases included"
     );
     let reloaded = backend::load(dir.path()).unwrap();
     assert_eq!(reloaded.config, model.config);
     let (tokens, _) = reference();
+    assert_eq!(logits(&reloaded, &tokens), logits(&model, &tokens));
+}
+
+/// The sorted names of the tensors in `dir`'s `model.safetensors`.
+fn weight_names(dir: &Path) -> Vec<String> {
+    let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
+    let mut names: Vec<String> = safetensors::SafeTensors::deserialize(&bytes)
+        .unwrap()
+        .names()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_qwen3_checkpoint_normalises_queries_and_keys_as_transformers_does() {
+    let model = backend::load(Path::new(QWEN3)).unwrap();
+    assert_eq!(model.config.architecture, Architecture::Qwen3);
+    assert_eq!(model.config.head_dim(), 16, "wider than hidden / heads");
+    let gap = gap(&model, QWEN3);
+    assert!(gap < 1e-4, "{gap}");
+    let dir = tempfile::tempdir().unwrap();
+    forge_trainer::checkpoint::save(dir.path(), &model, &ModelTokenizer::byte_level()).unwrap();
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["architectures"][0], "Qwen3ForCausalLM");
+    assert_eq!(
+        weight_names(dir.path()),
+        weight_names(Path::new(QWEN3)),
+        "the same tensors, the norms of queries and keys included"
+    );
+    let reloaded = backend::load(dir.path()).unwrap();
+    assert_eq!(reloaded.config, model.config);
+    let (tokens, _) = reference_of(QWEN3);
     assert_eq!(logits(&reloaded, &tokens), logits(&model, &tokens));
 }
 

@@ -1,5 +1,5 @@
 //! The chat format of the policy: the model family's chat template (see
-//! [`ChatTemplate`]: ChatML for SmolLM2 and Qwen2.5, Llama 3's, Zephyr's,
+//! [`ChatTemplate`]: ChatML for SmolLM2, Qwen2.5 and Qwen3, Llama 3's, Zephyr's,
 //! Llama 2's, Mistral's) with the tool schemas in the system prompt, and
 //! tool calls in Forge's format:
 //!
@@ -34,6 +34,9 @@ use serde_json::{Value, json};
 const PYTHON_TAG: &str = "<|python_tag|>";
 const CALL_OPEN: &str = "<tool_call>";
 const CALL_CLOSE: &str = "</tool_call>";
+/// What thinking models (Qwen3) enclose their reasoning in, before replying.
+const THINK_OPEN: &str = "<think>";
+const THINK_CLOSE: &str = "</think>";
 
 /// How the tools are listed in the system prompt.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -150,9 +153,10 @@ fn compact(tool: &ToolSpec) -> String {
 }
 
 /// What the model's reply asks for: a call in Forge's format or in Llama
-/// 3's own, else a message to the user.
+/// 3's own, else a message to the user. Reasoning a thinking model writes
+/// first is not part of it.
 pub fn parse_reply(reply: &str) -> Action {
-    let reply = reply.trim();
+    let reply = after_thinking(reply).trim();
     let Some(start) = reply.find(CALL_OPEN) else {
         return llama3_call(reply).unwrap_or_else(|| Action::Say(reply.to_owned()));
     };
@@ -184,6 +188,18 @@ pub fn parse_reply(reply: &str) -> Action {
             Value::String(body.to_owned()),
         )),
     }
+}
+
+/// What follows the reasoning in `<think>…</think>` (Qwen3 thinks before
+/// every reply unless told not to): a call mentioned while thinking is not
+/// made. Reasoning the token limit cut short leaves nothing.
+pub(crate) fn after_thinking(reply: &str) -> &str {
+    if let Some(end) = reply.rfind(THINK_CLOSE) {
+        return &reply[end + THINK_CLOSE.len()..];
+    }
+    reply
+        .find(THINK_OPEN)
+        .map_or(reply, |start| &reply[..start])
 }
 
 /// A call in the format Llama 3.1 and later write of their own accord,
@@ -312,6 +328,28 @@ mod tests {
         ] {
             assert_eq!(parse_reply(native), call, "Llama 3's own format: {native}");
         }
+        let thought = "<think>\nThe user wants u1. <tool_call>{\"name\": \"drop\"}</tool_call>?\n</think>\n\n";
+        for reply in [
+            format!(
+                "{thought}<tool_call>{{\"name\": \"get_user\", \"arguments\": {{\"user_id\": \"u1\"}}}}</tool_call>"
+            ),
+            format!("{thought}{{\"name\": \"get_user\", \"parameters\": {{\"user_id\": \"u1\"}}}}"),
+        ] {
+            assert_eq!(
+                parse_reply(&reply),
+                call,
+                "only what follows the reasoning: {reply}"
+            );
+        }
+        assert_eq!(
+            parse_reply(&format!("{thought}Hello!")),
+            Action::Say("Hello!".into())
+        );
+        assert_eq!(
+            parse_reply("<think>Let me call <tool_call>{\"name\": \"drop\""),
+            Action::Say(String::new()),
+            "reasoning cut short by the token limit says nothing"
+        );
         for said in [
             "{\"name\": \"Ava\"}",
             "{\"name\": \"Ava\", \"parameters\": 3}",
