@@ -1,5 +1,5 @@
 //! Checkpoints: a directory laid out as a Hugging Face model of its family
-//! (Llama, Qwen2 or Mistral) — `config.json`, `model.safetensors` (f32,
+//! (Llama, Qwen2, Qwen3 or Mistral) — `config.json`, `model.safetensors` (f32,
 //! Hugging Face tensor names and layout; shards and their index are read
 //! too), `tokenizer.json` and `tokenizer_config.json` (special tokens, and
 //! the chat template if the model has one) — so that Forge's fine-tuned
