@@ -511,6 +511,25 @@ fn bad_configs_and_run_directories_are_refused_clearly() {
     );
     assert!(!bf16.exists(), "a run that never started is not kept");
 
+    // The smoke run's tiny model has no `<think>` to leave empty.
+    std::fs::write(&config, "[model]\nthinking = \"off\"\n").unwrap();
+    let unthinking = dir.path().join("unthinking");
+    let output = train(&[
+        "--preset",
+        "smoke",
+        "--config",
+        config.to_str().unwrap(),
+        "--run-dir",
+        unthinking.to_str().unwrap(),
+    ]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("model.thinking = \"off\""),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!unthinking.exists(), "a run that never started is not kept");
+
     // A new run refuses a directory that holds anything but a run: it
     // would write over the files there.
     let busy = dir.path().join("busy");

@@ -19,7 +19,9 @@ mod template;
 /// Tokenizers of the chat formats, for tests across the crate.
 #[cfg(test)]
 pub(crate) use template::tests::{llama3_tokenizer, zephyr_tokenizer};
-pub use template::{ChatTemplate, ChatText, beginning, completion, reply_opening, stop_ids, turn};
+pub use template::{
+    ChatTemplate, ChatText, beginning, completion, prefill, reply_opening, stop_ids, turn,
+};
 
 use crate::Generation;
 use crate::sampling::Sampling;
@@ -50,11 +52,43 @@ pub enum ToolListing {
     Compact,
 }
 
-/// The system side of the prompt: what the agent is told before the dialogue.
+/// Whether a thinking model (Qwen3) reasons in `<think>…</think>` before
+/// it replies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Thinking {
+    /// As the model does of its own accord.
+    #[default]
+    On,
+    /// Each reply opens with an empty `<think>\n\n</think>\n\n`, as
+    /// Qwen3's template writes with `enable_thinking=False`: the model
+    /// replies at once. For models whose vocabulary has `<think>`.
+    Off,
+}
+
+impl Thinking {
+    /// Refuses `Off` for a model without the tokens to think in.
+    pub fn check(self, tokenizer: &ModelTokenizer) -> Result<(), String> {
+        let thinks = [THINK_OPEN, THINK_CLOSE]
+            .iter()
+            .all(|token| tokenizer.token_id(token).is_some());
+        match self {
+            Self::Off if !thinks => Err(format!(
+                "thinking = \"off\" is for models that think in {THINK_OPEN}…{THINK_CLOSE} \
+                 (Qwen3); this model's vocabulary has no such tokens"
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The system side of the prompt: what the agent is told before the
+/// dialogue, and whether it thinks before replying.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PromptStyle {
     pub system: String,
     pub tools: ToolListing,
+    pub thinking: Thinking,
 }
 
 /// How a model was trained to be prompted, saved with its checkpoints
@@ -66,6 +100,8 @@ pub struct PromptSettings {
     pub system: String,
     #[serde(default)]
     pub tools: ToolListing,
+    #[serde(default)]
+    pub thinking: Thinking,
 }
 
 impl PromptSettings {
@@ -76,6 +112,7 @@ impl PromptSettings {
             style.system = self.system.clone();
         }
         style.tools = self.tools;
+        style.thinking = self.thinking;
         style
     }
 }
@@ -90,6 +127,7 @@ impl PromptStyle {
                  confirms; tell them the information they ask for."
             ),
             tools: ToolListing::Schemas,
+            thinking: Thinking::On,
         }
     }
 }
@@ -120,6 +158,9 @@ pub fn render(style: &PromptStyle, tools: &[ToolSpec], transcript: &[ChatMessage
         out.push(turn(role, &content));
     }
     out.push(reply_opening());
+    if style.thinking == Thinking::Off {
+        out.push(prefill(&format!("{THINK_OPEN}\n\n{THINK_CLOSE}\n\n")));
+    }
     out
 }
 
@@ -419,6 +460,7 @@ mod tests {
         let style = PromptStyle {
             system: "Be helpful.".into(),
             tools: ToolListing::Schemas,
+            thinking: Thinking::On,
         };
         let prompt = render(&style, &tools, &transcript).to_text(ChatTemplate::ChatMl);
         assert!(prompt.starts_with("<|im_start|>system\nBe helpful."));
@@ -438,5 +480,26 @@ mod tests {
             prompt.contains("Tools:\nget_user(): Get a user.<|im_end|>"),
             "{prompt}"
         );
+        let replying = PromptStyle {
+            thinking: Thinking::Off,
+            ..compact
+        };
+        let prompt = render(&replying, &tools, &transcript).to_text(ChatTemplate::ChatMl);
+        assert!(
+            prompt.ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n"),
+            "Qwen3's template without thinking: {prompt}"
+        );
+        assert!(
+            prompt.matches("<think>").count() == 1,
+            "earlier replies stay as they were said"
+        );
+        let err = Thinking::Off
+            .check(&ModelTokenizer::byte_level())
+            .unwrap_err();
+        assert!(err.contains("no such tokens"), "{err}");
+        let qwen3 =
+            ModelTokenizer::byte_level_with(&[THINK_OPEN, THINK_CLOSE], THINK_OPEN, THINK_CLOSE);
+        assert_eq!(Thinking::Off.check(&qwen3), Ok(()));
+        assert_eq!(Thinking::On.check(&ModelTokenizer::byte_level()), Ok(()));
     }
 }

@@ -381,6 +381,11 @@ pub fn reply_opening() -> ChatText {
     ChatText::default().with(Piece::Header("assistant".into()))
 }
 
+/// The beginning of a reply written for the model, which goes on from it.
+pub fn prefill(text: &str) -> ChatText {
+    ChatText::default().with(Piece::Content(text.to_owned()))
+}
+
 /// A completion that says `text`: the text, then the end of the turn.
 pub fn completion(text: &str) -> ChatText {
     ChatText::default()
@@ -449,6 +454,7 @@ pub(super) mod tests {
         let style = PromptStyle {
             system: "Be helpful.".into(),
             tools: ToolListing::Compact,
+            thinking: Default::default(),
         };
         let transcript = [
             ChatMessage::user("Hi"),
@@ -657,6 +663,7 @@ pub(super) mod tests {
         let style = PromptStyle {
             system: "Be helpful.".into(),
             tools: ToolListing::Compact,
+            thinking: Default::default(),
         };
         let cases = [
             (

@@ -2,7 +2,7 @@
 //! defaults (`forge train --print-config` shows them; the run directory keeps
 //! the one used).
 
-use crate::chat::{PromptSettings, ToolListing};
+use crate::chat::{PromptSettings, Thinking, ToolListing};
 use crate::config::LlamaConfig;
 use crate::llama::{LoadError, Precision};
 use forge_model::tokenizer::ModelTokenizer;
@@ -66,6 +66,10 @@ pub struct ModelSection {
     pub system: String,
     /// How the system prompt lists the tools: `schemas` or `compact`.
     pub tools: ToolListing,
+    /// Whether a thinking model (Qwen3) reasons in `<think>…</think>` before
+    /// each reply: `on`, or `off` (an empty one opens each reply, as Qwen3's
+    /// `enable_thinking=False` does).
+    pub thinking: Thinking,
 }
 
 impl Default for ModelSection {
@@ -79,6 +83,7 @@ impl Default for ModelSection {
             precision: Precision::F32,
             system: String::new(),
             tools: ToolListing::default(),
+            thinking: Thinking::default(),
         }
     }
 }
@@ -89,6 +94,7 @@ impl ModelSection {
         PromptSettings {
             system: self.system.clone(),
             tools: self.tools,
+            thinking: self.thinking,
         }
     }
 

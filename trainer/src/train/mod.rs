@@ -359,6 +359,11 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             }
         };
         let model = model.with_precision(config.model.precision)?;
+        config
+            .model
+            .thinking
+            .check(&tokenizer)
+            .map_err(|message| anyhow::anyhow!("invalid training config: model.{message}"))?;
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         if resume && latest.is_none() {
             // What the stopped run logged, the restart logs again.
