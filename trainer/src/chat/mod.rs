@@ -19,9 +19,7 @@ mod template;
 /// Tokenizers of the chat formats, for tests across the crate.
 #[cfg(test)]
 pub(crate) use template::tests::{llama3_tokenizer, zephyr_tokenizer};
-pub use template::{
-    ChatTemplate, ChatText, beginning, completion, prefill, reply_opening, stop_ids, turn,
-};
+pub use template::{ChatTemplate, ChatText, beginning, completion, reply_opening, stop_ids, turn};
 
 use crate::Generation;
 use crate::sampling::Sampling;
@@ -31,6 +29,7 @@ use forge_runtime::episode::{Action, Policy};
 use forge_runtime::schema::ToolSpec;
 use forge_runtime::trajectory::{ChatMessage, Role};
 use serde_json::{Value, json};
+use template::prefill;
 
 /// What Llama 3.1 and later write before a call.
 const PYTHON_TAG: &str = "<|python_tag|>";
