@@ -17,7 +17,7 @@ use forge_runtime::schema::ToolSpec;
 use forge_runtime::trajectory::{self, EpisodeRecord};
 use forge_runtime::{Actor, Environment, PreparedTask};
 use forge_trainer::accelerator::Accelerator;
-use forge_trainer::chat::{PromptSettings, PromptStyle};
+use forge_trainer::chat::{PromptSettings, PromptStyle, Thinking};
 use forge_trainer::episodes::LocalPlay;
 use forge_trainer::train::rollout::{Job, Users};
 use forge_trainer::{Precision, Sampling};
@@ -71,6 +71,11 @@ pub struct AgentArgs {
     /// `f32`, or `bf16` (mixed precision; cuda only).
     #[arg(long, default_value = "f32")]
     pub precision: Precision,
+    /// `--policy model`: whether a thinking model (Qwen3) reasons before
+    /// each reply (`on`), or replies at once after an empty `<think>`
+    /// (`off`) [default: as a Forge checkpoint was trained; on].
+    #[arg(long, value_name = "on|off")]
+    pub thinking: Option<Thinking>,
     /// `--policy model`: episodes played at once, their turns decoded as one
     /// batch (the same batch size gives the same episodes) [default: 64 on a
     /// GPU; 1 on the CPU, where one thread computes a batch no faster than
@@ -194,11 +199,14 @@ impl Agents {
             Some(path) => recorded_by_task(path, env.name())?,
             None => BTreeMap::new(),
         };
-        let prompt = match &local {
+        let mut prompt = match &local {
             // A trained checkpoint is prompted the way it was trained.
             Some(local) => forge_trainer::checkpoint::load_prompt(&local.path)?,
             None => PromptSettings::default(),
         };
+        if let Some(thinking) = args.thinking {
+            prompt.thinking = thinking;
+        }
         let style = prompt.style(&env.bundle().manifest.description);
         Ok(Self {
             policy: args.policy,

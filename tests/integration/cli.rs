@@ -725,6 +725,81 @@ fn a_llama3_model_is_prompted_in_its_own_template() {
     );
 }
 
+#[test]
+fn a_thinking_model_replies_at_once_with_thinking_off() {
+    use forge_trainer::{CpuModel, LlamaConfig, checkpoint};
+    let dir = tempfile::tempdir().unwrap();
+    let save = |name: &str, tokenizer: &ModelTokenizer| {
+        let path = dir.path().join(name);
+        let config = LlamaConfig::tiny(tokenizer.vocab_size());
+        checkpoint::save(
+            &path,
+            &CpuModel::init(config, 7, &Default::default()),
+            tokenizer,
+        )
+        .unwrap();
+        path
+    };
+    let run = |model: &Path| {
+        let out = model.with_extension("jsonl");
+        let output = forge(&[
+            "run",
+            "--policy",
+            "model",
+            "--model",
+            model.to_str().unwrap(),
+            "--thinking",
+            "off",
+            "--tasks",
+            "shop-01",
+            "--max-turns",
+            "1",
+            "--max-new-tokens",
+            "4",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        (output, out)
+    };
+    // A tiny ChatML model with Qwen3's `<think>` and `</think>`.
+    let control = [
+        "<|endoftext|>",
+        "<|im_start|>",
+        "<|im_end|>",
+        "<think>",
+        "</think>",
+    ];
+    let qwen3 = ModelTokenizer::byte_level_with(&control, control[1], control[2]);
+    let (output, out) = run(&save("qwen3", &qwen3));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let record: Value = serde_json::from_str(
+        std::fs::read_to_string(out)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let prompt: Vec<u32> =
+        serde_json::from_value(record["policy_trace"]["turns"][0]["prompt_ids"].clone()).unwrap();
+    let think = qwen3.token_id("<think>").unwrap();
+    assert_eq!(prompt.iter().filter(|&&id| id == think).count(), 1);
+    let decoded = qwen3.decode(&prompt).unwrap();
+    assert!(
+        decoded.ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n"),
+        "{decoded}"
+    );
+    // A model that cannot think is refused before it loads.
+    let (output, out) = run(&save("smollm", &ModelTokenizer::byte_level()));
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("thinking off is for models that think"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!out.exists() || std::fs::read_to_string(&out).unwrap().is_empty());
+}
+
 /// TinyLlama-1.1B-Chat-v1.0's chat template, as its files carry it.
 const TINYLLAMA_TEMPLATE: &str = "{% for message in messages %}
 {% if message['role'] == 'user' %}

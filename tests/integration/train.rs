@@ -524,7 +524,7 @@ fn bad_configs_and_run_directories_are_refused_clearly() {
     ]);
     assert!(!output.status.success());
     assert!(
-        stderr(&output).contains("model.thinking = \"off\""),
+        stderr(&output).contains("model.thinking off is for models"),
         "{}",
         stderr(&output)
     );

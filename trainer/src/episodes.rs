@@ -7,7 +7,7 @@ use crate::checkpoint;
 use crate::llama::{Llama, Precision};
 use crate::sampling::Sampling;
 use crate::train::rollout::{Job, Play, Script, Users};
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use burn::tensor::backend::AutodiffBackend;
 use forge_llm::ChatClient;
 use forge_runtime::trajectory::EpisodeRecord;
@@ -72,10 +72,16 @@ impl OnBackend for Playing<'_, '_> {
     fn run<B: AutodiffBackend>(self, device: B::Device) -> Result<()> {
         let spec = self.spec;
         Llama::<B::InnerBackend>::check_precision(spec.precision, &device)?;
+        let tokenizer = checkpoint::load_tokenizer(spec.model)?;
+        for job in self.jobs {
+            job.style
+                .thinking
+                .check(&tokenizer)
+                .map_err(|message| anyhow!("{}: {message}", spec.model.display()))?;
+        }
         let model = Llama::<B::InnerBackend>::load(spec.model, &device)
             .and_then(|model| model.with_precision(spec.precision))
             .with_context(|| format!("loading {}", spec.model.display()))?;
-        let tokenizer = checkpoint::load_tokenizer(spec.model)?;
         let play = Play::new(
             &model,
             None,

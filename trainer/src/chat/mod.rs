@@ -29,15 +29,12 @@ use forge_runtime::episode::{Action, Policy};
 use forge_runtime::schema::ToolSpec;
 use forge_runtime::trajectory::{ChatMessage, Role};
 use serde_json::{Value, json};
-use template::prefill;
+use template::{THINK_CLOSE, THINK_OPEN, empty_thought};
 
 /// What Llama 3.1 and later write before a call.
 const PYTHON_TAG: &str = "<|python_tag|>";
 const CALL_OPEN: &str = "<tool_call>";
 const CALL_CLOSE: &str = "</tool_call>";
-/// What thinking models (Qwen3) enclose their reasoning in, before replying.
-const THINK_OPEN: &str = "<think>";
-const THINK_CLOSE: &str = "</think>";
 
 /// How the tools are listed in the system prompt.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -65,6 +62,19 @@ pub enum Thinking {
     Off,
 }
 
+impl std::str::FromStr for Thinking {
+    type Err = String;
+
+    /// `on` or `off`, as the config and `--thinking` name them.
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "on" => Ok(Self::On),
+            "off" => Ok(Self::Off),
+            other => Err(format!("`{other}`: expected on or off")),
+        }
+    }
+}
+
 impl Thinking {
     /// Refuses `Off` for a model without the tokens to think in.
     pub fn check(self, tokenizer: &ModelTokenizer) -> Result<(), String> {
@@ -73,8 +83,8 @@ impl Thinking {
             .all(|token| tokenizer.token_id(token).is_some());
         match self {
             Self::Off if !thinks => Err(format!(
-                "thinking = \"off\" is for models that think in {THINK_OPEN}…{THINK_CLOSE} \
-                 (Qwen3); this model's vocabulary has no such tokens"
+                "thinking off is for models that think in {THINK_OPEN}…{THINK_CLOSE} (Qwen3); \
+                 this model's vocabulary has no such tokens"
             )),
             _ => Ok(()),
         }
@@ -158,7 +168,7 @@ pub fn render(style: &PromptStyle, tools: &[ToolSpec], transcript: &[ChatMessage
     }
     out.push(reply_opening());
     if style.thinking == Thinking::Off {
-        out.push(prefill(&format!("{THINK_OPEN}\n\n{THINK_CLOSE}\n\n")));
+        out.push(empty_thought());
     }
     out
 }

@@ -14,6 +14,9 @@ const BOS: &str = "<s>";
 const EOS: &str = "</s>";
 const INST: &str = "[INST]";
 const INST_END: &str = "[/INST]";
+/// What thinking models (Qwen3) enclose their reasoning in, before replying.
+pub(super) const THINK_OPEN: &str = "<think>";
+pub(super) const THINK_CLOSE: &str = "</think>";
 /// What Llama 3.1's and later templates write before the system prompt.
 const KNOWLEDGE_DATE: &str = "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n";
 
@@ -136,6 +139,15 @@ impl ChatTemplate {
 
     /// Lays out `piece`, coming after what `layout` tells, onto `out`.
     fn lay_out(self, piece: &Piece, layout: &Layout, out: &mut Vec<Laid>) {
+        if *piece == Piece::EmptyThought {
+            // As Qwen3's template writes it, whatever the format.
+            return out.extend([
+                Laid::Control(THINK_OPEN),
+                Laid::Text("\n\n".into()),
+                Laid::Control(THINK_CLOSE),
+                Laid::Text("\n\n".into()),
+            ]);
+        }
         if matches!(self, Self::Llama2 | Self::Mistral { .. }) {
             return self.lay_out_instructed(piece, layout, out);
         }
@@ -163,7 +175,9 @@ impl ChatTemplate {
             (Self::Zephyr, Piece::Begin) => out.push(Laid::Control(BOS)),
             (Self::Zephyr, Piece::Header(role)) => out.push(Laid::Text(format!("<|{role}|>\n"))),
             (Self::Zephyr, Piece::AfterTurn) => out.push(Laid::Text("\n".into())),
-            (Self::Llama2 | Self::Mistral { .. }, _) => unreachable!("laid out above"),
+            (Self::Llama2 | Self::Mistral { .. }, _) | (_, Piece::EmptyThought) => {
+                unreachable!("laid out above")
+            }
         }
     }
 
@@ -224,6 +238,7 @@ impl ChatTemplate {
                 _ => {}
             },
             Piece::AfterTurn => {}
+            Piece::EmptyThought => unreachable!("laid out above"),
         }
     }
 }
@@ -258,7 +273,7 @@ impl Layout {
                 self.closed = Some(self.open_role().to_owned());
                 self.open = None;
             }
-            Piece::Begin | Piece::AfterTurn | Piece::Content(_) => {}
+            Piece::Begin | Piece::AfterTurn | Piece::Content(_) | Piece::EmptyThought => {}
         }
     }
 }
@@ -285,6 +300,8 @@ enum Piece {
     EndOfTurn,
     /// What follows a closed turn before the next one.
     AfterTurn,
+    /// A reply's reasoning, left empty: the model replies at once.
+    EmptyThought,
     Content(String),
 }
 
@@ -381,9 +398,9 @@ pub fn reply_opening() -> ChatText {
     ChatText::default().with(Piece::Header("assistant".into()))
 }
 
-/// The beginning of a reply written for the model, which goes on from it.
-pub fn prefill(text: &str) -> ChatText {
-    ChatText::default().with(Piece::Content(text.to_owned()))
+/// An empty reasoning, opening a reply of a thinking model (Qwen3).
+pub fn empty_thought() -> ChatText {
+    ChatText::default().with(Piece::EmptyThought)
 }
 
 /// A completion that says `text`: the text, then the end of the turn.
