@@ -646,10 +646,10 @@ fn bench_model_measures_each_phase_and_names_bad_shapes() {
     }
 }
 
-/// The record of one agent turn of `model` (4 new tokens at most) on the
-/// example's first task, written to `out`.
-fn one_model_turn(model: &str, out: &Path) -> Value {
-    let output = forge(&[
+/// `forge run` of the local `model` for one short turn of the example's
+/// first task, with `extra` options, into `out`.
+fn model_turn(model: &str, out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
         "run",
         "--policy",
         "model",
@@ -663,7 +663,15 @@ fn one_model_turn(model: &str, out: &Path) -> Value {
         "4",
         "--out",
         out.to_str().unwrap(),
-    ]);
+    ];
+    args.extend(extra);
+    forge(&args)
+}
+
+/// The record of one agent turn of `model` (4 new tokens at most) on the
+/// example's first task, with `extra` options, written to `out`.
+fn one_model_turn(model: &str, out: &Path, extra: &[&str]) -> Value {
+    let output = model_turn(model, out, extra);
     assert!(output.status.success(), "{}", stderr(&output));
     let text = std::fs::read_to_string(out).unwrap();
     serde_json::from_str(text.lines().next().unwrap()).unwrap()
@@ -676,7 +684,7 @@ fn inspect_and_first_prompt(model: &Path, tokenizer: &ModelTokenizer) -> (Value,
     let output = forge(&["model", "inspect", model.to_str().unwrap(), "--json"]);
     let inspected = json_lines(&output).remove(0);
     let path = model.with_extension("jsonl");
-    let record = one_model_turn(model.to_str().unwrap(), &path);
+    let record = one_model_turn(model.to_str().unwrap(), &path, &[]);
     assert!(forge(&["replay", path.to_str().unwrap()]).status.success());
     let prompt: Vec<u32> =
         serde_json::from_value(record["policy_trace"]["turns"][0]["prompt_ids"].clone()).unwrap();
@@ -740,27 +748,7 @@ fn a_thinking_model_replies_at_once_with_thinking_off() {
         .unwrap();
         path
     };
-    let run = |model: &Path| {
-        let out = model.with_extension("jsonl");
-        let output = forge(&[
-            "run",
-            "--policy",
-            "model",
-            "--model",
-            model.to_str().unwrap(),
-            "--thinking",
-            "off",
-            "--tasks",
-            "shop-01",
-            "--max-turns",
-            "1",
-            "--max-new-tokens",
-            "4",
-            "--out",
-            out.to_str().unwrap(),
-        ]);
-        (output, out)
-    };
+    let thinking_off = ["--thinking", "off"];
     // A tiny ChatML model with Qwen3's `<think>` and `</think>`.
     let control = [
         "<|endoftext|>",
@@ -770,16 +758,9 @@ fn a_thinking_model_replies_at_once_with_thinking_off() {
         "</think>",
     ];
     let qwen3 = ModelTokenizer::byte_level_with(&control, control[1], control[2]);
-    let (output, out) = run(&save("qwen3", &qwen3));
-    assert!(output.status.success(), "{}", stderr(&output));
-    let record: Value = serde_json::from_str(
-        std::fs::read_to_string(out)
-            .unwrap()
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
+    let model = save("qwen3", &qwen3);
+    let out = model.with_extension("jsonl");
+    let record = one_model_turn(model.to_str().unwrap(), &out, &thinking_off);
     let prompt: Vec<u32> =
         serde_json::from_value(record["policy_trace"]["turns"][0]["prompt_ids"].clone()).unwrap();
     let think = qwen3.token_id("<think>").unwrap();
@@ -790,7 +771,9 @@ fn a_thinking_model_replies_at_once_with_thinking_off() {
         "{decoded}"
     );
     // A model that cannot think is refused before it loads.
-    let (output, out) = run(&save("smollm", &ModelTokenizer::byte_level()));
+    let model = save("smollm", &ModelTokenizer::byte_level());
+    let out = model.with_extension("jsonl");
+    let output = model_turn(model.to_str().unwrap(), &out, &thinking_off);
     assert!(!output.status.success());
     assert!(
         stderr(&output).contains("thinking off is for models that think"),
@@ -878,7 +861,7 @@ fn a_local_model_policy_records_its_tokens_and_replays() {
     };
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("model.jsonl");
-    let record = one_model_turn(model.to_str().unwrap(), &path);
+    let record = one_model_turn(model.to_str().unwrap(), &path, &[]);
     assert!(record["policy"].as_str().unwrap().starts_with("model:"));
     let turn = &record["policy_trace"]["turns"][0];
     assert!(

@@ -491,44 +491,32 @@ fn bad_configs_and_run_directories_are_refused_clearly() {
         assert!(stderr(&output).contains(key), "{}", stderr(&output));
     }
 
-    // bf16 products need the GPU backend; the CPU run says so, and leaves
-    // nothing behind that would stand in the way of running it again.
-    std::fs::write(&config, "[model]\nprecision = \"bf16\"\n").unwrap();
-    let bf16 = dir.path().join("bf16");
-    let output = train(&[
-        "--preset",
-        "smoke",
-        "--config",
-        config.to_str().unwrap(),
-        "--run-dir",
-        bf16.to_str().unwrap(),
-    ]);
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("--device cuda"),
-        "{}",
-        stderr(&output)
-    );
-    assert!(!bf16.exists(), "a run that never started is not kept");
-
-    // The smoke run's tiny model has no `<think>` to leave empty.
-    std::fs::write(&config, "[model]\nthinking = \"off\"\n").unwrap();
-    let unthinking = dir.path().join("unthinking");
-    let output = train(&[
-        "--preset",
-        "smoke",
-        "--config",
-        config.to_str().unwrap(),
-        "--run-dir",
-        unthinking.to_str().unwrap(),
-    ]);
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("model.thinking off is for models"),
-        "{}",
-        stderr(&output)
-    );
-    assert!(!unthinking.exists(), "a run that never started is not kept");
+    // Settings the model or the machine cannot honour — bf16 products need
+    // the GPU backend, the smoke run's tiny model has no `<think>` to leave
+    // empty — are refused, and leave nothing behind that would stand in the
+    // way of running again.
+    for (name, text, said) in [
+        ("bf16", "precision = \"bf16\"", "--device cuda"),
+        (
+            "unthinking",
+            "thinking = \"off\"",
+            "model.thinking off is for models",
+        ),
+    ] {
+        std::fs::write(&config, format!("[model]\n{text}\n")).unwrap();
+        let run = dir.path().join(name);
+        let output = train(&[
+            "--preset",
+            "smoke",
+            "--config",
+            config.to_str().unwrap(),
+            "--run-dir",
+            run.to_str().unwrap(),
+        ]);
+        assert!(!output.status.success(), "{name}");
+        assert!(stderr(&output).contains(said), "{}", stderr(&output));
+        assert!(!run.exists(), "a run that never started is not kept");
+    }
 
     // A new run refuses a directory that holds anything but a run: it
     // would write over the files there.
