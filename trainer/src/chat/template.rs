@@ -62,11 +62,9 @@ impl ChatTemplate {
             // Dated where the model's own template dates the probe chat.
             let dated = Self::Llama3 { dated: true };
             let dates = |source: &String| {
-                let ends = [tokenizer.bos, tokenizer.eos].map(token);
-                let [bos, eos] = ends
-                    .each_ref()
-                    .map(|end| end.as_deref().unwrap_or_default());
-                Probes::render(source, bos, eos).fit(dated)
+                let (bos, eos) = (token(tokenizer.bos), token(tokenizer.eos));
+                let [bos, eos] = [bos, eos].map(Option::unwrap_or_default);
+                Probes::render(source, &bos, &eos).fit(dated)
             };
             return Ok(Self::Llama3 {
                 dated: tokenizer.chat_template.as_ref().is_some_and(dates),

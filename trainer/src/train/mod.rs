@@ -327,43 +327,40 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             .map_err(|message| anyhow::anyhow!("invalid training config: {message}"))?;
         Llama::<B>::check_precision(config.model.precision, &device)?;
         let latest = read_latest(dir)?;
-        let (model, tokenizer, position) = match (&latest, resume) {
-            (Some(checkpoint), true) => {
-                let model = Llama::load(checkpoint, &device)
-                    .with_context(|| format!("loading {}", checkpoint.display()))?;
-                let tokenizer = checkpoint::load_tokenizer(checkpoint)?;
-                (model, tokenizer, read_position(checkpoint)?)
-            }
+        // Where the weights come from: the latest checkpoint when resuming,
+        // else `model.init` (a run stopped before its first checkpoint
+        // resumes from its start), else a tiny model made here.
+        let (source, position) = match (&latest, resume) {
+            (Some(checkpoint), true) => (Some(checkpoint.as_path()), read_position(checkpoint)?),
             (Some(_), false) => bail!(
                 "{} already holds a run: pass --resume to continue it, or choose another directory",
                 dir.display()
             ),
-            // A run stopped before its first checkpoint resumes from its start.
-            (None, _) => {
-                let (model, tokenizer) = match models.init {
-                    Some(path) => (
-                        Llama::load(path, &device)
-                            .with_context(|| format!("loading {}", path.display()))?,
-                        checkpoint::load_tokenizer(path)?,
-                    ),
-                    None => {
-                        let tokenizer = ModelTokenizer::byte_level();
-                        let tiny = config
-                            .model
-                            .tiny_shape(tokenizer.vocab_size())
-                            .context("model.tiny_*")?;
-                        (Llama::init(tiny, config.seed, &device), tokenizer)
-                    }
-                };
-                (model, tokenizer, Position::default())
-            }
+            (None, _) => (models.init, Position::default()),
         };
-        let model = model.with_precision(config.model.precision)?;
+        let tokenizer = match source {
+            Some(path) => checkpoint::load_tokenizer(path)?,
+            None => ModelTokenizer::byte_level(),
+        };
+        // Refused before the weights load.
         config
             .model
             .thinking
             .check(&tokenizer)
             .map_err(|message| anyhow::anyhow!("invalid training config: model.{message}"))?;
+        let model = match source {
+            Some(path) => {
+                Llama::load(path, &device).with_context(|| format!("loading {}", path.display()))?
+            }
+            None => {
+                let tiny = config
+                    .model
+                    .tiny_shape(tokenizer.vocab_size())
+                    .context("model.tiny_*")?;
+                Llama::init(tiny, config.seed, &device)
+            }
+        };
+        let model = model.with_precision(config.model.precision)?;
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         if resume && latest.is_none() {
             // What the stopped run logged, the restart logs again.
