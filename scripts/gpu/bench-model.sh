@@ -15,9 +15,11 @@ export PYTHONUNBUFFERED=1
 
 # Each phase and each side gets a bounded time of its own, so that one that
 # fails or hangs still leaves the others' figures (the first phase also pays
-# for compiling and autotuning the kernels); about 410 s at most in all.
+# for compiling and autotuning the kernels); about 435 s at most in all.
 # forge's bf16 is mixed precision (bf16 products, f32 weights and
 # optimizer), measured on the headline shapes; PyTorch's is bf16 throughout.
+# The training steps are measured once more with rank-16 LoRA adapters on
+# every projection (the weights frozen), against forge's full bf16 steps.
 : > "$OUT/bench-forge.jsonl"
 phase() { # seconds, then the arguments that pick the phase
   local seconds="$1"; shift
@@ -26,8 +28,9 @@ phase() { # seconds, then the arguments that pick the phase
 }
 phase 60 --train none --decode none
 phase 90 --forward none --decode none
-phase 90 --forward none --train none
+phase 80 --forward none --train none
 phase 80 --precision bf16 --forward none --train 16x1024,64x1024 --decode 256
+phase 35 --precision bf16 --lora-rank 16 --forward none --train 16x1024,64x1024 --decode none --repeats 2
 for dtype in float32 bfloat16; do
   echo "== torch $dtype" >&2
   timeout 45 "$PYTHON" "$here/bench_torch.py" --device cuda --dtype "$dtype" | tee "$OUT/bench-torch-$dtype.jsonl"
@@ -36,7 +39,7 @@ done
 "$PYTHON" - "$OUT" <<'PY'
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
-def load(name, precision=None):
+def load(name, precision=None, lora_rank=0):
     path = out / name
     rows = {}
     if path.exists():
@@ -44,6 +47,8 @@ def load(name, precision=None):
             try:
                 row = json.loads(line)
             except ValueError:
+                continue
+            if row.get("lora_rank", 0) != lora_rank:
                 continue
             if precision is None or row.get("precision") == precision:
                 rows[(row["phase"], row["batch"], row["seq"])] = row["tokens_per_s"]
@@ -60,4 +65,10 @@ for key in sorted(set(forge) | set(forge16) | set(f32) | set(bf16), key=lambda k
     shape = f"{batch}x{seq}" if phase != "decode" else f"b{batch} p{seq}"
     a, b, c, d = forge.get(key), f32.get(key), forge16.get(key), bf16.get(key)
     print(f"{phase:<8} {shape:<12} {cell(a)} {cell(b)} {cell(c)} {cell(d)} {ratio(a, b)} {ratio(c, d)}")
+lora = load("bench-forge.jsonl", "bf16", 16)
+if lora:
+    print(f"\n{'phase':<8} {'shape':<12} {'full bf16':>12} {'LoRA r16':>12} {'ratio':>10}   (forge tokens/s)")
+    for key in sorted(lora):
+        phase, batch, seq = key
+        print(f"{phase:<8} {f'{batch}x{seq}':<12} {cell(forge16.get(key))} {cell(lora[key])} {ratio(lora[key], forge16.get(key))}")
 PY

@@ -249,6 +249,14 @@ fn start(args: &TrainArgs, config: TrainConfig, time_limit: Option<Duration>) ->
             )
         };
         println!("{done}; {evaluated}");
+        if summary.trained_parameters < summary.parameters {
+            println!(
+                "trained {} of the model's {} parameters (LoRA adapters: {})",
+                summary.trained_parameters,
+                summary.parameters,
+                run_dir.join("final/adapter").display()
+            );
+        }
         println!(
             "model: {}\ncurves: {}\nmetrics: {}",
             run_dir.join("final").display(),

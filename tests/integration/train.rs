@@ -472,6 +472,75 @@ fn an_interrupted_run_resumes_exactly() {
 }
 
 #[test]
+fn a_lora_run_trains_its_adapters_and_resumes_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("lora.toml");
+    std::fs::write(
+        &config,
+        "checkpoint_every = 2\n[lora]\nrank = 4\nalpha = 8.0\ntargets = [\"q_proj\", \"v_proj\", \"down_proj\"]\n\
+         [sft]\nsteps = 3\nbatch = 4\nlr = 0.01\n[rl]\nsteps = 2\ntasks_per_step = 2\nrollouts = 4\n\
+         max_new_tokens = 24\n[eval]\nevery = 0\nmax_new_tokens = 24\n",
+    )
+    .unwrap();
+    let args = |run: &Path| {
+        vec![
+            "--preset".to_owned(),
+            "smoke".to_owned(),
+            "--config".to_owned(),
+            config.to_str().unwrap().to_owned(),
+            "--run-dir".to_owned(),
+            run.to_str().unwrap().to_owned(),
+            "--json".to_owned(),
+        ]
+    };
+    let whole = dir.path().join("whole");
+    let trained = summary(&train(&as_strs(&args(&whole))));
+    assert_eq!(trained["complete"], true);
+    // Rank 4 on the tiny model's two layers (width 64, 32 for the two KV
+    // heads of 16, feed-forward 192): q 4·(64+64), v 4·(64+32), down
+    // 4·(192+64) numbers a layer.
+    assert_eq!(trained["trained_parameters"], 2 * (512 + 384 + 1024));
+    assert!(trained["parameters"].as_u64().unwrap() > 20 * 3840);
+    // Stopped inside SFT, then inside RL, then finished.
+    let parts = dir.path().join("parts");
+    let mut first = args(&parts);
+    first.extend(["--max-steps".to_owned(), "2".to_owned()]);
+    summary(&train(&as_strs(&first)));
+    let resume = ["--run-dir", parts.to_str().unwrap(), "--resume", "--json"];
+    let mut again = resume.to_vec();
+    again.extend(["--max-steps", "2"]);
+    assert_eq!(summary(&train(&again))["steps"], 4);
+    assert_eq!(summary(&train(&resume))["complete"], true);
+
+    let adapters = |run: &Path| std::fs::read(run.join("final/adapter/adapter_model.safetensors"));
+    assert!(
+        adapters(&whole).unwrap() == adapters(&parts).unwrap(),
+        "the resumed run ends with the same adapters"
+    );
+    assert!(final_weights(&whole) == final_weights(&parts));
+    let optimizer = |run: &Path| std::fs::read(run.join("checkpoints/step-000004/optimizer.bin"));
+    assert!(optimizer(&whole).unwrap() == optimizer(&parts).unwrap());
+
+    // The adapters are PEFT's: its config names them and their base.
+    let peft: Value = serde_json::from_slice(
+        &std::fs::read(whole.join("final/adapter/adapter_config.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            &peft["r"],
+            &peft["lora_alpha"],
+            &peft["base_model_name_or_path"]
+        ),
+        (&json!(4), &json!(8.0), &json!("tiny"))
+    );
+    assert_eq!(
+        peft["target_modules"],
+        json!(["q_proj", "v_proj", "down_proj"])
+    );
+}
+
+#[test]
 fn bad_configs_and_run_directories_are_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("bad.toml");

@@ -15,6 +15,7 @@ use crate::accelerator::{self, Accelerator, OnBackend};
 use crate::config::LlamaConfig;
 use crate::kv_cache::Prefix;
 use crate::llama::{Llama, Precision};
+use crate::lora::{FreshAdapters, Lora};
 use crate::sampling::{Sampling, Stop};
 use crate::train::objective::{Sequence, Span, sft_gradients};
 use anyhow::{Context, Result, bail};
@@ -66,6 +67,9 @@ pub struct BenchSpec {
     pub weights: Option<PathBuf>,
     /// The precision of the products with the weights.
     pub precision: Precision,
+    /// LoRA adapters on every projection at this rank (0: none): training
+    /// steps then update the adapters alone.
+    pub lora_rank: usize,
     /// Forward passes (no gradient) over whole sequences.
     pub forward: Vec<Shape>,
     /// Training steps: every position's next token trained, AdamW.
@@ -154,11 +158,13 @@ pub struct Measurement {
     pub seconds: f64,
     pub tokens_per_s: f64,
     pub precision: Precision,
+    /// The rank of the LoRA adapters measured (0: none).
+    pub lora_rank: usize,
 }
 
 impl Measurement {
     /// A measurement over every position of `shape`.
-    fn whole(phase: Phase, shape: Shape, seconds: f64, precision: Precision) -> Self {
+    fn whole(phase: Phase, shape: Shape, seconds: f64, spec: &BenchSpec) -> Self {
         Self {
             phase,
             batch: shape.batch,
@@ -166,7 +172,8 @@ impl Measurement {
             tokens: shape.batch * shape.seq,
             seconds,
             tokens_per_s: (shape.batch * shape.seq) as f64 / seconds,
-            precision,
+            precision: spec.precision,
+            lora_rank: spec.lora_rank,
         }
     }
 }
@@ -210,6 +217,15 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
                 Llama::load(path, &device).with_context(|| format!("loading {}", path.display()))?
             }
             None => Llama::init(spec.config.clone(), spec.seed, &device),
+        };
+        let model = if spec.lora_rank > 0 {
+            let lora = Lora {
+                rank: spec.lora_rank,
+                ..Lora::default()
+            };
+            model.with_lora(&lora, &mut FreshAdapters::new(spec.seed))?
+        } else {
+            model
         }
         .with_precision(spec.precision)?;
         Ok(Self {
@@ -270,7 +286,7 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
             sync::<B::InnerBackend>(&device);
             drop(logits);
         });
-        Measurement::whole(Phase::Forward, shape, seconds, self.spec.precision)
+        Measurement::whole(Phase::Forward, shape, seconds, self.spec)
     }
 
     /// Whole training steps: the gradients of every position's cross-entropy
@@ -295,7 +311,7 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
             model = optimizer.step(1e-5, model.clone(), grads);
             sync::<B>(&device);
         });
-        Measurement::whole(Phase::Train, shape, seconds, self.spec.precision)
+        Measurement::whole(Phase::Train, shape, seconds, self.spec)
     }
 
     /// Sampling `new_tokens` after a `prompt`-token prompt in each of
@@ -368,6 +384,7 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
             seconds,
             tokens_per_s: tokens as f64 / seconds,
             precision: self.spec.precision,
+            lora_rank: self.spec.lora_rank,
         }
     }
 }
@@ -405,6 +422,7 @@ mod tests {
             config: LlamaConfig::tiny(64),
             weights: None,
             precision: Precision::F32,
+            lora_rank: 0,
             forward: vec![Shape { batch: 2, seq: 8 }],
             train: vec![Shape { batch: 3, seq: 6 }],
             micro_batch: 2,
@@ -440,6 +458,17 @@ mod tests {
         };
         let error = run(&bf16, Accelerator::Cpu, &mut |_| {}).unwrap_err();
         assert!(error.to_string().contains("--device cuda"), "{error}");
+        // Training LoRA adapters, and saying so.
+        let lora = BenchSpec {
+            lora_rank: 4,
+            forward: Vec::new(),
+            decode: Vec::new(),
+            conversations: Vec::new(),
+            ..spec.clone()
+        };
+        let measured = run(&lora, Accelerator::Cpu, &mut |_| {}).expect("the bench runs");
+        let rows: Vec<_> = measured.iter().map(|m| (m.phase, m.lora_rank)).collect();
+        assert_eq!(rows, [(Phase::Train, 4)]);
         let zero = BenchSpec { repeats: 0, ..spec };
         let error = run(&zero, Accelerator::Cpu, &mut |_| {}).unwrap_err();
         assert!(error.to_string().contains("repeats"), "{error}");

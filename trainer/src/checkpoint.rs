@@ -8,6 +8,7 @@
 use crate::chat::PromptSettings;
 use crate::config::LlamaConfig;
 use crate::llama::{Llama, LoadError, WeightSource};
+use burn::tensor::TensorData;
 use burn::tensor::backend::Backend;
 use forge_model::gguf::Gguf;
 use forge_model::quant::{GgmlType, dequantize};
@@ -29,6 +30,11 @@ const TOKENIZER_CONFIG: &str = "tokenizer_config.json";
 const CHAT_TEMPLATE: &str = "chat_template.jinja";
 /// Where Hugging Face lists the files of weights split into shards.
 const SHARD_INDEX: &str = "model.safetensors.index.json";
+/// Where a checkpoint of a LoRA run keeps its adapters, and PEFT's names
+/// of their files.
+const ADAPTER_DIR: &str = "adapter";
+const ADAPTER_WEIGHTS: &str = "adapter_model.safetensors";
+const ADAPTER_CONFIG: &str = "adapter_config.json";
 
 fn checkpoint_error(path: &Path, what: impl std::fmt::Display) -> LoadError {
     LoadError::Checkpoint(format!("{}: {what}", path.display()))
@@ -44,16 +50,7 @@ pub fn save<B: Backend>(
 ) -> anyhow::Result<()> {
     use anyhow::Context;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let tensors = model.named_tensors();
-    let views = tensors
-        .iter()
-        .map(|(name, data)| {
-            let view =
-                safetensors::tensor::TensorView::new(Dtype::F32, data.shape.to_vec(), &data.bytes)?;
-            Ok((name.clone(), view))
-        })
-        .collect::<Result<Vec<_>, safetensors::SafeTensorError>>()?;
-    let weights = safetensors::serialize(views, Some([("format".into(), "pt".into())].into()))?;
+    let weights = serialize(&model.named_tensors())?;
     let config = model
         .config
         .to_hf_json(tokenizer.bos, tokenizer.eos)
@@ -70,6 +67,50 @@ pub fn save<B: Backend>(
         tokenizer_settings(tokenizer).to_string().as_bytes(),
     )?;
     Ok(())
+}
+
+/// Writes the LoRA adapters of `model`, fine-tuned from `base`, into
+/// `dir/adapter/` as PEFT lays them out (`adapter_config.json`,
+/// `adapter_model.safetensors`): what a run resumes from, and what PEFT puts
+/// on the base model. In a directory of their own, so that the checkpoint
+/// beside them, which folds them in, still loads as a plain model.
+pub fn save_adapter<B: Backend>(dir: &Path, model: &Llama<B>, base: &str) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let Some(lora) = model.lora() else {
+        return Ok(());
+    };
+    let dir = dir.join(ADAPTER_DIR);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    write_atomically(
+        &dir.join(ADAPTER_WEIGHTS),
+        &serialize(&model.adapter_tensors())?,
+    )?;
+    write_atomically(
+        &dir.join(ADAPTER_CONFIG),
+        lora.peft_config(base).to_string().as_bytes(),
+    )
+}
+
+/// The adapters [`save_adapter`] wrote into checkpoint `dir`, as a source of
+/// [`Llama::with_lora`].
+pub fn adapter_source(dir: &Path) -> Result<SafetensorsSource, LoadError> {
+    SafetensorsSource::file(dir.join(ADAPTER_DIR).join(ADAPTER_WEIGHTS))
+}
+
+/// `tensors` as a safetensors file (f32).
+fn serialize(tensors: &[(String, TensorData)]) -> anyhow::Result<Vec<u8>> {
+    let views = tensors
+        .iter()
+        .map(|(name, data)| {
+            let view =
+                safetensors::tensor::TensorView::new(Dtype::F32, data.shape.to_vec(), &data.bytes)?;
+            Ok((name.clone(), view))
+        })
+        .collect::<Result<Vec<_>, safetensors::SafeTensorError>>()?;
+    Ok(safetensors::serialize(
+        views,
+        Some([("format".into(), "pt".into())].into()),
+    )?)
 }
 
 /// What Hugging Face reads from `tokenizer_config.json` beside a
@@ -192,6 +233,12 @@ pub fn read_config_json(dir: &Path) -> Result<serde_json::Value, LoadError> {
     serde_json::from_str(&text).map_err(|err| checkpoint_error(&path, err))
 }
 
+/// The model config of checkpoint directory `dir`.
+pub fn read_model_config(dir: &Path) -> Result<LlamaConfig, LoadError> {
+    LlamaConfig::from_hf_json(&read_config_json(dir)?)
+        .map_err(|err| checkpoint_error(&dir.join(CONFIG), err))
+}
+
 /// The tensors of a checkpoint directory: `model.safetensors`, or the
 /// shards `model.safetensors.index.json` lists (as Hugging Face splits
 /// large models). Files are mapped, not read: a tensor's bytes are paged
@@ -203,7 +250,6 @@ pub struct SafetensorsSource {
     shards: Vec<Shard>,
     /// Each tensor's shard, by name.
     places: BTreeMap<String, usize>,
-    config: LlamaConfig,
 }
 
 /// One safetensors file, mapped and checked to parse.
@@ -236,21 +282,10 @@ struct ShardIndex {
 
 impl SafetensorsSource {
     pub fn open(dir: &Path) -> Result<Self, LoadError> {
-        let config = LlamaConfig::from_hf_json(&read_config_json(dir)?)
-            .map_err(|err| checkpoint_error(&dir.join(CONFIG), err))?;
         let weights = dir.join(WEIGHTS);
         let index = dir.join(SHARD_INDEX);
         if weights.exists() || !index.exists() {
-            let shard = Shard::open(weights.clone())?;
-            let places = (shard.tensors().names().into_iter())
-                .map(|name| (name.to_owned(), 0))
-                .collect();
-            return Ok(Self {
-                path: weights,
-                places,
-                shards: vec![shard],
-                config,
-            });
+            return Self::file(weights);
         }
         let text = std::fs::read_to_string(&index).map_err(|err| checkpoint_error(&index, err))?;
         let listed: ShardIndex =
@@ -282,12 +317,20 @@ impl SafetensorsSource {
             path: index,
             shards,
             places,
-            config,
         })
     }
 
-    pub fn config(&self) -> &LlamaConfig {
-        &self.config
+    /// The tensors of one safetensors file.
+    pub fn file(path: PathBuf) -> Result<Self, LoadError> {
+        let shard = Shard::open(path.clone())?;
+        let places = (shard.tensors().names().into_iter())
+            .map(|name| (name.to_owned(), 0))
+            .collect();
+        Ok(Self {
+            path,
+            places,
+            shards: vec![shard],
+        })
     }
 
     /// The names of the tensors the checkpoint holds.

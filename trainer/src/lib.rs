@@ -16,6 +16,7 @@ mod draw;
 pub mod episodes;
 pub mod kv_cache;
 pub mod llama;
+pub mod lora;
 pub mod rope;
 pub mod sampling;
 pub mod train;

@@ -5,6 +5,7 @@ use crate::config::LlamaConfig;
 use crate::cpu_product;
 use crate::draw::draw;
 use crate::kv_cache::{KvCache, Prefix, shared_len};
+use crate::lora::{Adapter, Lora, TARGETS};
 use crate::sampling::{Generation, Sampling, Stop};
 use burn::module::{Module, Param, ParamId};
 use burn::tensor::activation::{silu, softmax};
@@ -37,18 +38,79 @@ pub enum LoadError {
 #[derive(Module, Debug)]
 pub struct Layer<B: Backend> {
     attn_norm: Param<Tensor<B, 1>>,
-    wq: Param<Tensor<B, 2>>,
-    wk: Param<Tensor<B, 2>>,
-    wv: Param<Tensor<B, 2>>,
+    wq: Projection<B>,
+    wk: Projection<B>,
+    wv: Projection<B>,
     /// Biases of the Q, K and V projections (Qwen2), `[out]`.
     qkv_bias: Option<[Param<Tensor<B, 1>>; 3]>,
     /// RMS-norm weights of each query head and each key head (Qwen3), `[head_dim]`.
     qk_norm: Option<[Param<Tensor<B, 1>>; 2]>,
-    wo: Param<Tensor<B, 2>>,
+    wo: Projection<B>,
     ffn_norm: Param<Tensor<B, 1>>,
-    w_gate: Param<Tensor<B, 2>>,
-    w_up: Param<Tensor<B, 2>>,
-    w_down: Param<Tensor<B, 2>>,
+    w_gate: Projection<B>,
+    w_up: Projection<B>,
+    w_down: Projection<B>,
+}
+
+impl<B: Backend> Layer<B> {
+    /// The projections, in the order of [`lora::TARGETS`].
+    fn projections_mut(&mut self) -> [&mut Projection<B>; 7] {
+        [
+            &mut self.wq,
+            &mut self.wk,
+            &mut self.wv,
+            &mut self.wo,
+            &mut self.w_gate,
+            &mut self.w_up,
+            &mut self.w_down,
+        ]
+    }
+
+    fn projections(&self) -> [&Projection<B>; 7] {
+        [
+            &self.wq,
+            &self.wk,
+            &self.wv,
+            &self.wo,
+            &self.w_gate,
+            &self.w_up,
+            &self.w_down,
+        ]
+    }
+}
+
+/// A weight matrix `[in, out]`, applied as `x @ weight`, and its LoRA
+/// adapter when the model is fine-tuned with one.
+#[derive(Module, Debug)]
+pub struct Projection<B: Backend> {
+    weight: Param<Tensor<B, 2>>,
+    adapter: Option<Adapter<B>>,
+}
+
+impl<B: Backend> Projection<B> {
+    fn new(weight: Param<Tensor<B, 2>>) -> Self {
+        Self {
+            weight,
+            adapter: None,
+        }
+    }
+
+    /// `x @ weight` (plus the adapter's update) with factors in `dtype`.
+    fn apply(&self, x: Tensor<B, 2>, dtype: Option<FloatDType>) -> Tensor<B, 2> {
+        let y = product_in(x.clone(), self.weight.val(), dtype);
+        match &self.adapter {
+            Some(adapter) => y + adapter.apply(x, dtype),
+            None => y,
+        }
+    }
+
+    /// The weight with the adapter's update folded in.
+    fn merged(&self) -> Tensor<B, 2> {
+        match &self.adapter {
+            Some(adapter) => self.weight.val() + adapter.delta(),
+            None => self.weight.val(),
+        }
+    }
 }
 
 /// The precision of the model's matrix products with its weights — the
@@ -111,6 +173,8 @@ pub struct Llama<B: Backend> {
     norm: Param<Tensor<B, 1>>,
     /// `[hidden, vocab]`; `None` when the output projection is the embedding.
     lm_head: Option<Param<Tensor<B, 2>>>,
+    /// How the projections are adapted, when they are (see [`Self::with_lora`]).
+    lora: Option<Lora>,
 }
 
 /// Where a model's weights come from: the value of each tensor by its
@@ -171,8 +235,8 @@ impl<B: Backend> Llama<B> {
     /// (`config.json` + `model.safetensors`).
     pub fn load(path: &Path, device: &B::Device) -> Result<Self, LoadError> {
         if path.is_dir() {
+            let config = crate::checkpoint::read_model_config(path)?;
             let mut checkpoint = crate::checkpoint::SafetensorsSource::open(path)?;
-            let config = checkpoint.config().clone();
             let read: HashSet<String> = tensor_names(&config)
                 .into_iter()
                 .map(|(name, _)| name)
@@ -257,30 +321,15 @@ impl<B: Backend> Llama<B> {
         let vector = |(id, data): (ParamId, TensorData)| {
             Param::initialized(id, Tensor::<B, 1>::from_data(data, device).require_grad())
         };
-        // `[out, in]` → `[in, out]`, transposed once here rather than viewed
-        // transposed: the CPU backend lays a transposed operand out anew (a
-        // strided copy of the whole matrix) for every product.
-        let matrix = |(id, data): (ParamId, TensorData)| {
-            let [rows, cols] = data.shape[..] else {
-                unreachable!("`tensor_names` gives matrices two dims")
-            };
-            let values = data.into_vec::<f32>().expect("weights are f32");
-            let mut transposed = vec![0.0; values.len()];
-            for (row, values) in values.chunks_exact(cols).enumerate() {
-                for (col, &value) in values.iter().enumerate() {
-                    transposed[col * rows + row] = value;
-                }
-            }
-            let data = TensorData::new(transposed, [cols, rows]);
-            Param::initialized(id, Tensor::<B, 2>::from_data(data, device).require_grad())
-        };
+        let matrix = |(id, data): (ParamId, TensorData)| matrix_param::<B>(id, data, device);
+        let projection = |tensor| Projection::new(matrix(tensor));
         let embedding = matrix(next());
         let layers = (0..config.layers)
             .map(|_| Layer {
                 attn_norm: vector(next()),
-                wq: matrix(next()),
-                wk: matrix(next()),
-                wv: matrix(next()),
+                wq: projection(next()),
+                wk: projection(next()),
+                wv: projection(next()),
                 qkv_bias: config
                     .architecture
                     .qkv_bias()
@@ -289,11 +338,11 @@ impl<B: Backend> Llama<B> {
                     .architecture
                     .qk_norm()
                     .then(|| [vector(next()), vector(next())]),
-                wo: matrix(next()),
+                wo: projection(next()),
                 ffn_norm: vector(next()),
-                w_gate: matrix(next()),
-                w_up: matrix(next()),
-                w_down: matrix(next()),
+                w_gate: projection(next()),
+                w_up: projection(next()),
+                w_down: projection(next()),
             })
             .collect();
         let norm = vector(next());
@@ -305,7 +354,80 @@ impl<B: Backend> Llama<B> {
             layers,
             norm,
             lm_head,
+            lora: None,
         })
+    }
+
+    /// The same model fine-tuned by LoRA: adapters on `lora.targets`, read
+    /// from `source` by [`Lora::tensor_names`] ([`FreshAdapters`] for new
+    /// ones), and every other weight frozen. Their parameter ids follow the
+    /// weights', so that a reloaded model matches its saved optimizer state.
+    pub fn with_lora(self, lora: &Lora, source: &mut dyn WeightSource) -> Result<Self, LoadError> {
+        let mut model = self.no_grad();
+        let device = model.device();
+        let mut ids = (tensor_names(&model.config).len() as u64 + 1..).map(ParamId::from);
+        let mut tensors = lora.tensor_names(&model.config).into_iter();
+        let mut next = || -> Result<Param<Tensor<B, 2>>, LoadError> {
+            let (name, shape) = tensors.next().expect("a tensor per adapted projection");
+            let data = TensorData::new(source.tensor(&name, &shape)?, shape);
+            let id = ids.next().expect("ids are unbounded");
+            Ok(matrix_param(id, data, &device))
+        };
+        for layer in &mut model.layers {
+            for (target, projection) in TARGETS.iter().zip(layer.projections_mut()) {
+                if lora.adapts(target) {
+                    let (down, up) = (next()?, next()?);
+                    projection.adapter = Some(Adapter::new(down, up, lora.scale()));
+                }
+            }
+        }
+        model.lora = Some(lora.clone());
+        Ok(model)
+    }
+
+    /// The LoRA adapters by PEFT's names, in PEFT's layout (empty without
+    /// LoRA).
+    pub fn adapter_tensors(&self) -> Vec<(String, TensorData)> {
+        let Some(lora) = &self.lora else {
+            return Vec::new();
+        };
+        let values = self
+            .layers
+            .iter()
+            .flat_map(|layer| layer.projections())
+            .filter_map(|projection| projection.adapter.as_ref())
+            .flat_map(Adapter::peft_tensors)
+            .map(Tensor::into_data);
+        lora.tensor_names(&self.config)
+            .into_iter()
+            .map(|(name, _)| name)
+            .zip(values)
+            .collect()
+    }
+
+    pub fn lora(&self) -> Option<&Lora> {
+        self.lora.as_ref()
+    }
+
+    /// How many numbers the model's weights hold (adapters aside).
+    pub fn weight_count(&self) -> usize {
+        self.num_params() - self.adapter_count()
+    }
+
+    /// How many numbers training updates: the adapters' with LoRA, else
+    /// every weight.
+    pub fn trained_count(&self) -> usize {
+        match self.lora {
+            Some(_) => self.adapter_count(),
+            None => self.num_params(),
+        }
+    }
+
+    fn adapter_count(&self) -> usize {
+        (self.layers.iter().flat_map(Layer::projections))
+            .filter_map(|projection| projection.adapter.as_ref())
+            .map(Module::num_params)
+            .sum()
     }
 
     /// The same model computing its products at `precision`; refused when
@@ -335,27 +457,34 @@ impl<B: Backend> Llama<B> {
         product_in(x, w, self.precision.dtype())
     }
 
+    /// `projection` applied to `x` at the model's precision.
+    fn apply(&self, x: Tensor<B, 2>, projection: &Projection<B>) -> Tensor<B, 2> {
+        projection.apply(x, self.precision.dtype())
+    }
+
     /// Every tensor by its Hugging Face name, in Hugging Face layout (what a
-    /// checkpoint stores).
+    /// checkpoint stores), LoRA adapters folded into their projections.
     pub fn named_tensors(&self) -> Vec<(String, TensorData)> {
-        let matrix = |param: &Param<Tensor<B, 2>>| param.val().transpose().into_data();
+        let layout = |weight: Tensor<B, 2>| weight.transpose().into_data();
+        let matrix = |param: &Param<Tensor<B, 2>>| layout(param.val());
+        let projection = |projection: &Projection<B>| layout(projection.merged());
         let vector = |param: &Param<Tensor<B, 1>>| param.val().into_data();
         let mut values = vec![matrix(&self.embedding)];
         for layer in &self.layers {
             values.extend([
                 vector(&layer.attn_norm),
-                matrix(&layer.wq),
-                matrix(&layer.wk),
-                matrix(&layer.wv),
+                projection(&layer.wq),
+                projection(&layer.wk),
+                projection(&layer.wv),
             ]);
             values.extend(layer.qkv_bias.iter().flatten().map(vector));
             values.extend(layer.qk_norm.iter().flatten().map(vector));
             values.extend([
-                matrix(&layer.wo),
+                projection(&layer.wo),
                 vector(&layer.ffn_norm),
-                matrix(&layer.w_gate),
-                matrix(&layer.w_up),
-                matrix(&layer.w_down),
+                projection(&layer.w_gate),
+                projection(&layer.w_up),
+                projection(&layer.w_down),
             ]);
         }
         values.push(vector(&self.norm));
@@ -440,8 +569,7 @@ impl<B: Backend> Llama<B> {
         let heads = |t: Tensor<B, 2>, count: usize| t.reshape([b, n, count, hd]).swap_dims(1, 2);
         for (index, layer) in self.layers.iter().enumerate() {
             let h = rms_norm(x.clone(), layer.attn_norm.val(), config.rms_eps);
-            let [q, k, v] =
-                [&layer.wq, &layer.wk, &layer.wv].map(|w| self.product(h.clone(), w.val()));
+            let [q, k, v] = [&layer.wq, &layer.wk, &layer.wv].map(|w| self.apply(h.clone(), w));
             let row = |bias: &Param<Tensor<B, 1>>| bias.val().unsqueeze_dim::<2>(0);
             let [q, k, v] = match &layer.qkv_bias {
                 Some([bq, bk, bv]) => [q + row(bq), k + row(bk), v + row(bv)],
@@ -482,11 +610,10 @@ impl<B: Backend> Llama<B> {
                 .reshape([b, config.heads, n, hd])
                 .swap_dims(1, 2)
                 .reshape([b * n, config.heads * hd]);
-            x = x + self.product(attention, layer.wo.val());
+            x = x + self.apply(attention, &layer.wo);
             let h = rms_norm(x.clone(), layer.ffn_norm.val(), config.rms_eps);
-            let gated = silu(self.product(h.clone(), layer.w_gate.val()))
-                * self.product(h, layer.w_up.val());
-            x = x + self.product(gated, layer.w_down.val());
+            let gated = silu(self.apply(h.clone(), &layer.w_gate)) * self.apply(h, &layer.w_up);
+            x = x + self.apply(gated, &layer.w_down);
         }
         rms_norm(x, self.norm.val(), config.rms_eps)
     }
@@ -951,7 +1078,7 @@ fn unread<'a>(
 
 /// `x @ w` with both factors rounded to `dtype` first and the product
 /// returned in `x`'s type; `None` multiplies them as they are.
-fn product_in<B: Backend, const D: usize>(
+pub(crate) fn product_in<B: Backend, const D: usize>(
     x: Tensor<B, D>,
     w: Tensor<B, D>,
     dtype: Option<FloatDType>,
@@ -963,6 +1090,28 @@ fn product_in<B: Backend, const D: usize>(
             x.cast(dtype).matmul(w.cast(dtype)).cast(result)
         }
     }
+}
+
+/// A weight `[out, in]` as a parameter `[in, out]`: transposed once here
+/// rather than viewed transposed, as the CPU backend lays a transposed
+/// operand out anew (a strided copy of the whole matrix) for every product.
+fn matrix_param<B: Backend>(
+    id: ParamId,
+    data: TensorData,
+    device: &B::Device,
+) -> Param<Tensor<B, 2>> {
+    let [rows, cols] = data.shape[..] else {
+        unreachable!("matrices have two dims")
+    };
+    let values = data.into_vec::<f32>().expect("weights are f32");
+    let mut transposed = vec![0.0; values.len()];
+    for (row, values) in values.chunks_exact(cols).enumerate() {
+        for (col, &value) in values.iter().enumerate() {
+            transposed[col * rows + row] = value;
+        }
+    }
+    let data = TensorData::new(transposed, [cols, rows]);
+    Param::initialized(id, Tensor::<B, 2>::from_data(data, device).require_grad())
 }
 
 fn rope<B: Backend>(x: Tensor<B, 4>, cos: &Tensor<B, 4>, sin: &Tensor<B, 4>) -> Tensor<B, 4> {

@@ -29,6 +29,10 @@ pub struct ModelBenchArgs {
     /// (mixed precision: bfloat16 factors, f32 results and weights; cuda only).
     #[arg(long, default_value = "f32")]
     precision: Precision,
+    /// Measure with LoRA adapters of this rank on every projection (alpha
+    /// 16): training steps update the adapters alone, the weights frozen.
+    #[arg(long, value_name = "RANK", default_value_t = 0)]
+    lora_rank: usize,
     /// Forward passes, BATCHxSEQ, comma-separated, or `none`
     /// [default: 1x128,16x1024 on cuda; 1x128 elsewhere].
     #[arg(long, value_name = "SHAPES")]
@@ -110,6 +114,7 @@ pub fn run(args: ModelBenchArgs) -> Result<ExitCode> {
             .map(crate::commands::model::resolve)
             .transpose()?,
         precision: args.precision,
+        lora_rank: args.lora_rank,
         forward: shapes(args.forward, pick("1x128,16x1024", "1x128"))
             .map_err(anyhow::Error::msg)?,
         train: shapes(args.train, pick("16x1024,64x1024", "2x128")).map_err(anyhow::Error::msg)?,

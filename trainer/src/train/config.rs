@@ -5,6 +5,7 @@
 use crate::chat::{PromptSettings, Thinking, ToolListing};
 use crate::config::LlamaConfig;
 use crate::llama::{LoadError, Precision};
+use crate::lora::Lora;
 use forge_model::tokenizer::ModelTokenizer;
 use forge_rl::advantage::Scaling;
 use serde::{Deserialize, Serialize};
@@ -16,6 +17,9 @@ pub struct TrainConfig {
     /// the simulated users) derives from this.
     pub seed: u64,
     pub model: ModelSection,
+    /// LoRA: train low-rank adapters of the projections, the weights frozen
+    /// (`rank = 0`, the default: train every weight).
+    pub lora: Lora,
     pub tasks: TasksSection,
     pub sft: SftSection,
     pub rl: RlSection,
@@ -33,6 +37,7 @@ impl Default for TrainConfig {
         Self {
             seed: 0,
             model: ModelSection::default(),
+            lora: Lora::default(),
             tasks: TasksSection::default(),
             sft: SftSection::default(),
             rl: RlSection::default(),
@@ -573,6 +578,7 @@ impl TrainConfig {
         if let Some((_, message)) = checks.iter().find(|(ok, _)| !ok) {
             return Err((*message).to_owned());
         }
+        self.lora.validate()?;
         if model.init == "tiny" {
             model
                 .tiny_shape(ModelTokenizer::byte_level().vocab_size())

@@ -21,7 +21,8 @@ pub mod rollout;
 use crate::Cpu;
 use crate::accelerator::{self, Accelerator, OnBackend};
 use crate::checkpoint;
-use crate::llama::Llama;
+use crate::llama::{Llama, WeightSource};
+use crate::lora::FreshAdapters;
 use crate::sampling::Sampling;
 use anyhow::{Context, Result, bail};
 use burn::backend::Autodiff;
@@ -165,6 +166,10 @@ pub struct Summary {
     pub heldout_success_after: Option<f64>,
     /// The trained model (a complete run's).
     pub final_model: Option<PathBuf>,
+    /// The model's weights, and how many numbers training updates: all of
+    /// them, or with LoRA the adapters'.
+    pub parameters: usize,
+    pub trained_parameters: usize,
     pub seconds: f64,
 }
 
@@ -327,16 +332,22 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             .map_err(|message| anyhow::anyhow!("invalid training config: {message}"))?;
         Llama::<B>::check_precision(config.model.precision, &device)?;
         let latest = read_latest(dir)?;
-        // Where the weights come from: the latest checkpoint when resuming,
-        // else `model.init` (a run stopped before its first checkpoint
-        // resumes from its start), else a tiny model made here.
-        let (source, position) = match (&latest, resume) {
-            (Some(checkpoint), true) => (Some(checkpoint.as_path()), read_position(checkpoint)?),
+        let position = match (&latest, resume) {
+            (Some(checkpoint), true) => read_position(checkpoint)?,
             (Some(_), false) => bail!(
                 "{} already holds a run: pass --resume to continue it, or choose another directory",
                 dir.display()
             ),
-            (None, _) => (models.init, Position::default()),
+            (None, _) => Position::default(),
+        };
+        // Where the weights come from: the latest checkpoint when resuming
+        // (with LoRA, whose weights stay as they started, only the adapters),
+        // else `model.init` (a run stopped before its first checkpoint
+        // resumes from its start), else a tiny model made here.
+        let lora = &config.lora;
+        let source = match &latest {
+            Some(checkpoint) if !lora.enabled() => Some(checkpoint.as_path()),
+            _ => models.init,
         };
         let tokenizer = match source {
             Some(path) => checkpoint::load_tokenizer(path)?,
@@ -359,6 +370,15 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                     .context("model.tiny_*")?;
                 Llama::init(tiny, config.seed, &device)
             }
+        };
+        let model = if lora.enabled() {
+            let mut adapters: Box<dyn WeightSource> = match &latest {
+                Some(checkpoint) => Box::new(checkpoint::adapter_source(checkpoint)?),
+                None => Box::new(FreshAdapters::new(config.seed)),
+            };
+            model.with_lora(lora, adapters.as_mut())?
+        } else {
+            model
         };
         let model = model.with_precision(config.model.precision)?;
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -532,6 +552,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             heldout_success_after_sft: (sft_steps > 0).then(|| success_at(sft_steps)).flatten(),
             heldout_success_after: latest,
             final_model: complete.then_some(final_model),
+            parameters: self.model.weight_count(),
+            trained_parameters: self.model.trained_count(),
             seconds: started.elapsed().as_secs_f64(),
         })
     }
@@ -860,7 +882,9 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
 
     /// The model, its tokenizer and how it is prompted, loadable by `--policy model`.
     fn save_model(&self, dir: &Path) -> Result<()> {
-        checkpoint::save(dir, &self.model.valid(), &self.tokenizer)?;
+        let model = self.model.valid();
+        checkpoint::save(dir, &model, &self.tokenizer)?;
+        checkpoint::save_adapter(dir, &model, &self.config.model.init)?;
         checkpoint::save_prompt(dir, &self.config.model.prompt())
     }
 
