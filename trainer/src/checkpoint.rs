@@ -4,6 +4,8 @@
 //! too), `tokenizer.json` and `tokenizer_config.json` (special tokens, and
 //! the chat template if the model has one) — so that Forge's fine-tuned
 //! models load in other tools and Hugging Face checkpoints load in Forge.
+//! A LoRA run's checkpoints fold the adapters into those weights and keep
+//! them, as PEFT lays adapters out, in `adapter/`.
 
 use crate::chat::PromptSettings;
 use crate::config::LlamaConfig;
@@ -94,7 +96,16 @@ pub fn save_adapter<B: Backend>(dir: &Path, model: &Llama<B>, base: &str) -> any
 /// The adapters [`save_adapter`] wrote into checkpoint `dir`, as a source of
 /// [`Llama::with_lora`].
 pub fn adapter_source(dir: &Path) -> Result<SafetensorsSource, LoadError> {
-    SafetensorsSource::file(dir.join(ADAPTER_DIR).join(ADAPTER_WEIGHTS))
+    let path = dir.join(ADAPTER_DIR).join(ADAPTER_WEIGHTS);
+    if !path.exists() {
+        return Err(checkpoint_error(
+            dir,
+            format!(
+                "holds no LoRA adapters ({ADAPTER_DIR}/{ADAPTER_WEIGHTS}): it was saved by a run without [lora]"
+            ),
+        ));
+    }
+    SafetensorsSource::file(path)
 }
 
 /// `tensors` as a safetensors file (f32).

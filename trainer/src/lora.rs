@@ -302,6 +302,13 @@ mod tests {
             (&"LORA".into(), &2.into(), &4.0.into())
         );
         assert_eq!(config["target_modules"], serde_json::json!(lora().targets));
+
+        // A checkpoint of a run without LoRA has none to resume from.
+        std::fs::remove_dir_all(dir.path().join("adapter")).unwrap();
+        let Err(err) = checkpoint::adapter_source(dir.path()) else {
+            panic!("adapters read from a checkpoint without them");
+        };
+        assert!(err.to_string().contains("holds no LoRA adapters"), "{err}");
     }
 
     #[test]
