@@ -68,7 +68,8 @@ pub struct BenchSpec {
     /// The precision of the products with the weights.
     pub precision: Precision,
     /// LoRA adapters on every projection at this rank (0: none): training
-    /// steps then update the adapters alone.
+    /// steps then update the adapters alone; forward passes and decoding
+    /// run with them folded in, as rollouts do.
     pub lora_rank: usize,
     /// Forward passes (no gradient) over whole sequences.
     pub forward: Vec<Shape>,
@@ -277,7 +278,7 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
     }
 
     fn forward(&mut self, shape: Shape) -> Measurement {
-        let model = self.model.valid();
+        let model = self.model.valid().fold_adapters();
         let rows: Vec<Vec<u32>> = (0..shape.batch).map(|_| self.tokens(shape.seq)).collect();
         let rows: Vec<&[u32]> = rows.iter().map(Vec::as_slice).collect();
         let device = model.device();
@@ -317,7 +318,7 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
     /// Sampling `new_tokens` after a `prompt`-token prompt in each of
     /// `batch` rows (temperature 1, as in rollouts), prompt pass included.
     fn decode(&mut self, batch: usize) -> Measurement {
-        let model = self.model.valid();
+        let model = self.model.valid().fold_adapters();
         let prompts: Vec<Vec<u32>> = (0..batch).map(|_| self.tokens(self.spec.prompt)).collect();
         let prompts: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
         let samplings = self.samplings(batch);
@@ -332,7 +333,7 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
     /// from each row's prefix as rollouts do, `Phase::TurnsReread` reads
     /// every prompt whole.
     fn conversation(&mut self, batch: usize, phase: Phase) -> Measurement {
-        let model = self.model.valid();
+        let model = self.model.valid().fold_adapters();
         let first: Vec<Vec<u32>> = (0..batch).map(|_| self.tokens(self.spec.prompt)).collect();
         let replies: Vec<Vec<Vec<u32>>> = (1..self.spec.turns)
             .map(|_| (0..batch).map(|_| self.tokens(self.spec.message)).collect())

@@ -30,7 +30,8 @@ pub struct ModelBenchArgs {
     #[arg(long, default_value = "f32")]
     precision: Precision,
     /// Measure with LoRA adapters of this rank on every projection (alpha
-    /// 16): training steps update the adapters alone, the weights frozen.
+    /// 16): training steps update the adapters alone, the weights frozen;
+    /// forward passes and decoding fold them in, as rollouts do.
     #[arg(long, value_name = "RANK", default_value_t = 0)]
     lora_rank: usize,
     /// Forward passes, BATCHxSEQ, comma-separated, or `none`

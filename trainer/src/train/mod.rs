@@ -614,7 +614,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
     fn rl_step(&mut self, rl_step: usize) -> Result<Metrics> {
         let config = self.config.rl.clone();
         let step = self.position.step;
-        let policy = self.model.valid();
+        let policy = self.model.valid().fold_adapters();
         let rollout_started = Instant::now();
         let play = Play::new(
             &policy,
@@ -811,7 +811,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             return Ok(());
         }
         let started = Instant::now();
-        let policy = self.model.valid();
+        let policy = self.model.valid().fold_adapters();
         let play = Play::new(
             &policy,
             None,
