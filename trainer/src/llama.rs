@@ -53,7 +53,7 @@ pub struct Layer<B: Backend> {
 }
 
 impl<B: Backend> Layer<B> {
-    /// The projections, in the order of [`lora::TARGETS`].
+    /// The projections, in the order of [`TARGETS`].
     fn projections_mut(&mut self) -> [&mut Projection<B>; 7] {
         [
             &mut self.wq,
