@@ -205,6 +205,22 @@ fn final_weights(run: &Path) -> Vec<u8> {
     std::fs::read(run.join("final/model.safetensors")).unwrap()
 }
 
+/// `forge train` arguments of a smoke run in `run` with the config file
+/// `config` over the preset, ending with a JSON summary.
+fn smoke_args(config: &str, run: &Path) -> Vec<String> {
+    [
+        "--preset",
+        "smoke",
+        "--config",
+        config,
+        "--run-dir",
+        run.to_str().unwrap(),
+        "--json",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
 fn without_timing(path: &Path) -> Vec<Value> {
     jsonl(path)
         .into_iter()
@@ -229,17 +245,7 @@ fn an_interrupted_run_resumes_exactly() {
     let config = config.to_str().unwrap();
     let whole = dir.path().join("whole");
     let parts = dir.path().join("parts");
-    let args = |run: &Path| {
-        vec![
-            "--preset".to_owned(),
-            "smoke".to_owned(),
-            "--config".to_owned(),
-            config.to_owned(),
-            "--run-dir".to_owned(),
-            run.to_str().unwrap().to_owned(),
-            "--json".to_owned(),
-        ]
-    };
+    let args = |run: &Path| smoke_args(config, run);
     summary(&train(&as_strs(&args(&whole))));
     // Stopped inside SFT, then again inside RL, then finished.
     let mut first = args(&parts);
@@ -482,17 +488,7 @@ fn a_lora_run_trains_its_adapters_and_resumes_exactly() {
          max_new_tokens = 24\n[eval]\nevery = 0\nmax_new_tokens = 24\n",
     )
     .unwrap();
-    let args = |run: &Path| {
-        vec![
-            "--preset".to_owned(),
-            "smoke".to_owned(),
-            "--config".to_owned(),
-            config.to_str().unwrap().to_owned(),
-            "--run-dir".to_owned(),
-            run.to_str().unwrap().to_owned(),
-            "--json".to_owned(),
-        ]
-    };
+    let args = |run: &Path| smoke_args(config.to_str().unwrap(), run);
     let whole = dir.path().join("whole");
     let trained = summary(&train(&as_strs(&args(&whole))));
     assert_eq!(trained["complete"], true);
