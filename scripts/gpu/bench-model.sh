@@ -14,26 +14,35 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 
 # Each phase and each side gets a bounded time of its own, so that one that
-# fails or hangs still leaves the others' figures (the first phase also pays
-# for compiling and autotuning the kernels); about 435 s at most in all.
+# fails or hangs still leaves the others' figures; about 460 s at most in
+# all. Most of a phase's time on a fresh machine is compiling kernels
+# (NVRTC, about half a second each, with the GPU idle) and autotuning:
+# SmolLM2's first f32 forward pass took 50 s on an H200's host, 16x1024
+# another 64 s. forge keeps what it compiled and chose in its cache
+# (FORGE_CACHE_DIR), so each phase, and the training call after this one,
+# compiles only the kernels no earlier process has: the f32 phase, which
+# pays for most of them, gets the most time, and its measurements come out
+# one by one as they finish.
 # forge's bf16 is mixed precision (bf16 products, f32 weights and
 # optimizer), measured on the headline shapes; PyTorch's is bf16 throughout.
 # The training steps are measured once more with rank-16 LoRA adapters on
 # every projection (the weights frozen), against forge's full bf16 steps.
+# TORCH_ARGS adds arguments to bench_torch.py (e.g. `--forward none --train
+# none --decode 256` to measure one shape again).
 : > "$OUT/bench-forge.jsonl"
 phase() { # seconds, then the arguments that pick the phase
   local seconds="$1"; shift
   echo "== forge bench model $*" >&2
   timeout "$seconds" "$FORGE" bench model --device cuda "$@" --json | tee -a "$OUT/bench-forge.jsonl"
 }
-phase 60 --train none --decode none
-phase 90 --forward none --decode none
-phase 80 --forward none --train none
-phase 80 --precision bf16 --forward none --train 16x1024,64x1024 --decode 256
-phase 35 --precision bf16 --lora-rank 16 --forward none --train 16x1024,64x1024 --decode none --repeats 2
+phase 240
+phase 100 --precision bf16 --forward none --train 16x1024,64x1024 --decode 256
+phase 30 --precision bf16 --lora-rank 16 --forward none --train 16x1024,64x1024 --decode none --repeats 2
+# PyTorch compiles nothing (eager), but loading it takes about 20 s.
 for dtype in float32 bfloat16; do
   echo "== torch $dtype" >&2
-  timeout 45 "$PYTHON" "$here/bench_torch.py" --device cuda --dtype "$dtype" | tee "$OUT/bench-torch-$dtype.jsonl"
+  timeout 45 "$PYTHON" "$here/bench_torch.py" --device cuda --dtype "$dtype" --repeats 1 ${TORCH_ARGS:-} \
+    | tee "$OUT/bench-torch-$dtype.jsonl"
 done
 
 "$PYTHON" - "$OUT" <<'PY'

@@ -14,6 +14,9 @@ here=scripts/gpu
 stage=/tmp/forge-gpu
 OUT="${OUT:-$stage/out}"
 mkdir -p "$stage" "$OUT"
+# Both calls' forge processes share the kernels compiled (and the autotune
+# results) of those before them: compiling is most of a first run's time.
+export FORGE_CACHE_DIR="$stage/cache"
 
 # NVRTC (which compiles the kernels at run time) and the CUDA headers it
 # includes, from the machine's toolkit or PyTorch's wheels.
@@ -23,7 +26,9 @@ cuda_env() {
   fi
   export CUDA_PATH="${CUDA_PATH:-/usr/local/cuda}"
   local dirs
-  dirs="$( (find "$CUDA_PATH" /usr/local /opt /usr/lib -name 'libnvrtc.so*' -printf '%h\n' 2> /dev/null || true) \
+  # Not the toolkit's stubs/ folder: its libcuda.so is a link-time stub that
+  # would shadow the driver's (CUDA_ERROR_STUB_LIBRARY).
+  dirs="$( (find "$CUDA_PATH" /usr/local /opt /usr/lib -name stubs -prune -o -name 'libnvrtc.so*' -printf '%h\n' 2> /dev/null || true) \
     | sort -u | paste -sd:)"
   export LD_LIBRARY_PATH="${dirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 export CUDARC_CUDA_VERSION="${CUDARC_CUDA_VERSION:-13000}"
 
 cargo build --release --features cuda
-forge=target/release/forge
+forge="${CARGO_TARGET_DIR:-target}/release/forge"
 model="$("$forge" model fetch smollm2-135m)"
 
 rm -rf .gpu && mkdir -p .gpu/a .gpu/b

@@ -12,7 +12,7 @@
 # by hand:
 #   FORGE=target/release/forge MODEL=SmolLM2-135M-Instruct.Q4_1.gguf \
 #     ENVS=dir-of-bundles OUT=dir scripts/gpu/train-smollm2.sh
-# Time limits (whole seconds): SFT_SECONDS (default 100), RL_SECONDS (150);
+# Time limits (whole seconds): SFT_SECONDS (default 90), RL_SECONDS (130);
 # a run stops before a step that would end past its limit, and is killed
 # 75 s after it.
 # EXTRA_CONFIG names a TOML file layered over the shared settings (each
@@ -26,8 +26,8 @@ FORGE="${FORGE:-target/release/forge}"
 MODEL="${MODEL:?the SmolLM2 GGUF (forge model fetch prints its path)}"
 ENVS="${ENVS:?a directory of synthesized bundles (forge synth --all --out DIR)}"
 OUT="${OUT:-gpu-runs}"
-SFT_SECONDS="${SFT_SECONDS:-100}"
-RL_SECONDS="${RL_SECONDS:-150}"
+SFT_SECONDS="${SFT_SECONDS:-90}"
+RL_SECONDS="${RL_SECONDS:-130}"
 DEVICE="${DEVICE:-cuda}"
 mkdir -p "$OUT"
 

@@ -14,6 +14,8 @@ pub mod config;
 mod cpu_product;
 mod draw;
 pub mod episodes;
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+mod kernel_cache;
 pub mod kv_cache;
 pub mod llama;
 pub mod lora;
@@ -82,6 +84,7 @@ fn started<B: burn::tensor::backend::Backend>(
     unusable: &str,
 ) -> anyhow::Result<B::Device> {
     use burn::tensor::Tensor;
+    kernel_cache::keep_kernels();
     let round_trip =
         std::panic::AssertUnwindSafe(|| Tensor::<B, 1>::ones([1], &device).into_data());
     std::panic::catch_unwind(round_trip).map_err(|_| anyhow::anyhow!("{unusable}"))?;
