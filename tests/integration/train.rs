@@ -537,6 +537,56 @@ fn a_lora_run_trains_its_adapters_and_resumes_exactly() {
 }
 
 #[test]
+fn a_lora_run_resumes_only_on_the_base_weights_it_started_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: String| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    // Two base models alike but for their seed.
+    let bases: Vec<_> = [0, 1]
+        .into_iter()
+        .map(|seed| {
+            let config = write(
+                &format!("base{seed}.toml"),
+                format!("seed = {seed}\n[sft]\nsteps = 1\nbatch = 2\n[rl]\nsteps = 0\n[eval]\nevery = 0\n"),
+            );
+            let run = dir.path().join(format!("base{seed}"));
+            summary(&train(&as_strs(&smoke_args(&config, &run))));
+            run.join("final/model.safetensors")
+        })
+        .collect();
+    let config = write(
+        "lora.toml",
+        format!(
+            "checkpoint_every = 1\n[model]\ninit = {:?}\n[lora]\nrank = 2\n[sft]\nsteps = 2\nbatch = 2\n\
+             [rl]\nsteps = 0\n[eval]\nevery = 0\n",
+            dir.path().join("base0/final")
+        ),
+    );
+    let run = dir.path().join("lora");
+    let mut first = smoke_args(&config, &run);
+    first.extend(["--max-steps".to_owned(), "1".to_owned()]);
+    summary(&train(&as_strs(&first)));
+
+    // The base replaced under the run's model.init: refused, saying so.
+    let original = std::fs::read(&bases[0]).unwrap();
+    std::fs::copy(&bases[1], &bases[0]).unwrap();
+    let resume = ["--run-dir", run.to_str().unwrap(), "--resume", "--json"];
+    let refused = train(&resume);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("other base weights"),
+        "{}",
+        stderr(&refused)
+    );
+    // The base restored: the run goes on.
+    std::fs::write(&bases[0], original).unwrap();
+    assert_eq!(summary(&train(&resume))["complete"], true);
+}
+
+#[test]
 fn bad_configs_and_run_directories_are_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("bad.toml");

@@ -37,6 +37,8 @@ const SHARD_INDEX: &str = "model.safetensors.index.json";
 const ADAPTER_DIR: &str = "adapter";
 const ADAPTER_WEIGHTS: &str = "adapter_model.safetensors";
 const ADAPTER_CONFIG: &str = "adapter_config.json";
+/// Beside the adapters: the digest of the base weights they were trained on.
+const ADAPTER_BASE: &str = "base_weights.sha256";
 
 fn checkpoint_error(path: &Path, what: impl std::fmt::Display) -> LoadError {
     LoadError::Checkpoint(format!("{}: {what}", path.display()))
@@ -71,12 +73,18 @@ pub fn save<B: Backend>(
     Ok(())
 }
 
-/// Writes the LoRA adapters of `model`, fine-tuned from `base`, into
-/// `dir/adapter/` as PEFT lays them out (`adapter_config.json`,
-/// `adapter_model.safetensors`): what a run resumes from, and what PEFT puts
+/// Writes the LoRA adapters of `model`, fine-tuned from `base` (whose
+/// weights have [`weights_digest`] `base_digest`), into `dir/adapter/` as
+/// PEFT lays them out (`adapter_config.json`, `adapter_model.safetensors`),
+/// with the digest beside them: what a run resumes from, and what PEFT puts
 /// on the base model. In a directory of their own, so that the checkpoint
 /// beside them, which folds them in, still loads as a plain model.
-pub fn save_adapter<B: Backend>(dir: &Path, model: &Llama<B>, base: &str) -> anyhow::Result<()> {
+pub fn save_adapter<B: Backend>(
+    dir: &Path,
+    model: &Llama<B>,
+    base: &str,
+    base_digest: &str,
+) -> anyhow::Result<()> {
     use anyhow::Context;
     let Some(lora) = model.lora() else {
         return Ok(());
@@ -90,7 +98,51 @@ pub fn save_adapter<B: Backend>(dir: &Path, model: &Llama<B>, base: &str) -> any
     write_atomically(
         &dir.join(ADAPTER_CONFIG),
         lora.peft_config(base).to_string().as_bytes(),
-    )
+    )?;
+    write_atomically(&dir.join(ADAPTER_BASE), base_digest.as_bytes())
+}
+
+/// The sha256 of weights (names, shapes and values, as
+/// [`Llama::named_tensors`] lists them), whatever file they came from: what
+/// identifies the base model of LoRA adapters, which are worthless on any
+/// other.
+pub fn weights_digest(tensors: &[(String, TensorData)]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for (name, data) in tensors {
+        hasher.update((name.len() as u64).to_le_bytes());
+        hasher.update(name.as_bytes());
+        for &dim in data.shape.iter() {
+            hasher.update((dim as u64).to_le_bytes());
+        }
+        hasher.update(&*data.bytes);
+    }
+    hasher
+        .finalize()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// Refuses the adapters of checkpoint `dir` for base weights whose digest
+/// is not the one they were trained on (a model file replaced under the
+/// run's `model.init`, say): resumed, they would train on as if nothing had
+/// changed, and be worth nothing.
+pub fn check_adapter_base(dir: &Path, base_digest: &str) -> Result<(), LoadError> {
+    let path = dir.join(ADAPTER_DIR).join(ADAPTER_BASE);
+    let recorded = std::fs::read_to_string(&path)
+        .map_err(|err| checkpoint_error(dir, format!("{}: {err}", path.display())))?;
+    if recorded.trim() == base_digest {
+        return Ok(());
+    }
+    Err(checkpoint_error(
+        dir,
+        format!(
+            "holds LoRA adapters trained on other base weights (sha256 {}) than model.init's \
+             now ({base_digest}): resume with the model the run started from",
+            recorded.trim()
+        ),
+    ))
 }
 
 /// The adapters [`save_adapter`] wrote into checkpoint `dir`, as a source of

@@ -273,7 +273,16 @@ mod tests {
         let trained = || Trained(ChaCha8Rng::seed_from_u64(3));
         let adapted = base.clone().with_lora(&lora(), &mut trained()).unwrap();
         checkpoint::save(dir.path(), &adapted, &ModelTokenizer::byte_level()).unwrap();
-        checkpoint::save_adapter(dir.path(), &adapted, "tiny").unwrap();
+        let digest = |model: &Llama<Cpu>| checkpoint::weights_digest(&model.named_tensors());
+        checkpoint::save_adapter(dir.path(), &adapted, "tiny", &digest(&base)).unwrap();
+        // The adapters go with their base alone.
+        checkpoint::check_adapter_base(dir.path(), &digest(&base)).unwrap();
+        let other = Llama::<Cpu>::init(LlamaConfig::tiny(32), 8, &device);
+        let refused = checkpoint::check_adapter_base(dir.path(), &digest(&other)).unwrap_err();
+        assert!(
+            refused.to_string().contains("other base weights"),
+            "{refused}"
+        );
         let expected = logits(&adapted);
         assert_ne!(expected, logits(&base));
 

@@ -292,6 +292,8 @@ pub struct Trainer<'a, B: AutodiffBackend> {
     queue: TaskQueue,
     tokenizer: ModelTokenizer,
     model: Llama<B>,
+    /// With LoRA, the digest of the frozen weights the adapters train on.
+    lora_base: Option<String>,
     optimizer: AdamOptimizer<B>,
     /// The policy at the start of RL, for the KL penalty.
     reference: Option<Llama<B::InnerBackend>>,
@@ -371,9 +373,15 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 Llama::init(tiny, config.seed, &device)
             }
         };
-        let model = if lora.enabled() {
+        let lora_base = lora
+            .enabled()
+            .then(|| checkpoint::weights_digest(&model.named_tensors()));
+        let model = if let Some(base) = &lora_base {
             let mut adapters: Box<dyn WeightSource> = match &latest {
-                Some(checkpoint) => Box::new(checkpoint::adapter_source(checkpoint)?),
+                Some(checkpoint) => {
+                    checkpoint::check_adapter_base(checkpoint, base)?;
+                    Box::new(checkpoint::adapter_source(checkpoint)?)
+                }
                 None => Box::new(FreshAdapters::new(config.seed)),
             };
             model.with_lora(lora, adapters.as_mut())?
@@ -432,6 +440,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             queue,
             tokenizer,
             model,
+            lora_base,
             reference: None,
             device,
             position,
@@ -884,7 +893,9 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
     fn save_model(&self, dir: &Path) -> Result<()> {
         let model = self.model.valid();
         checkpoint::save(dir, &model, &self.tokenizer)?;
-        checkpoint::save_adapter(dir, &model, &self.config.model.init)?;
+        if let Some(base) = &self.lora_base {
+            checkpoint::save_adapter(dir, &model, &self.config.model.init, base)?;
+        }
         checkpoint::save_prompt(dir, &self.config.model.prompt())
     }
 
