@@ -163,6 +163,8 @@ struct Summary {
     types: BTreeMap<String, (usize, u64)>,
     /// The model's tokenizer, or why Forge cannot read it.
     tokenizer: Result<ModelTokenizer, String>,
+    /// A LoRA run's checkpoint: the adapters kept beside the weights.
+    adapters: Option<checkpoint::AdapterSummary>,
 }
 
 impl Summary {
@@ -193,6 +195,7 @@ impl Summary {
             metadata,
             types: count_types(tensors),
             tokenizer: ModelTokenizer::from_gguf(&gguf).map_err(|err| err.to_string()),
+            adapters: None,
         })
     }
 
@@ -218,6 +221,7 @@ impl Summary {
             metadata,
             types: count_types(weights.tensor_types()),
             tokenizer: checkpoint::read_tokenizer(dir).map_err(|err| err.to_string()),
+            adapters: checkpoint::adapter_summary(dir)?,
         })
     }
 
@@ -264,6 +268,13 @@ fn inspect(args: &InspectArgs) -> Result<()> {
             "tokenizer": summary.tokenizer.as_ref().ok().map(ModelTokenizer::kind),
             "vocab_size": summary.vocab(),
             "chat_template": summary.chat_template().ok().map(ChatTemplate::name),
+            "adapters": summary.adapters.as_ref().map(|adapters| json!({
+                "rank": adapters.rank,
+                "alpha": adapters.alpha,
+                "targets": adapters.targets,
+                "base": adapters.base,
+                "base_sha256": adapters.base_digest,
+            })),
         }));
         return Ok(());
     }
@@ -304,6 +315,17 @@ fn inspect(args: &InspectArgs) -> Result<()> {
             tokenizer.vocab_size()
         ),
         (Err(why), _) => println!("tokenizer: not read: {why}"),
+    }
+    if let Some(adapters) = &summary.adapters {
+        println!(
+            "LoRA adapters (folded into the weights above; in adapter/): rank {}, alpha {}, on {}; \
+             base {} (weights sha256 {})",
+            adapters.rank,
+            adapters.alpha,
+            adapters.targets.join(", "),
+            adapters.base,
+            adapters.base_digest
+        );
     }
     Ok(())
 }

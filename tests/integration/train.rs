@@ -149,6 +149,7 @@ fn the_smoke_run_trains_sft_then_erpo_on_the_cpu() {
         inspected["metadata"]["num_hidden_layers"].is_string(),
         "{inspected}"
     );
+    assert_eq!(inspected["adapters"], Value::Null, "no LoRA: {inspected}");
     let output = forge(&["model", "tokenize", final_model.to_str().unwrap(), "hi"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let ids: Vec<u32> = serde_json::from_str(&stdout(&output)).unwrap();
@@ -534,6 +535,21 @@ fn a_lora_run_trains_its_adapters_and_resumes_exactly() {
         peft["target_modules"],
         json!(["q_proj", "v_proj", "down_proj"])
     );
+    // `forge model inspect` tells of them, and of their base's weights.
+    let output = forge(&[
+        "model",
+        "inspect",
+        whole.join("final").to_str().unwrap(),
+        "--json",
+    ]);
+    let adapters = &json_lines(&output).remove(0)["adapters"];
+    assert_eq!(
+        (&adapters["rank"], &adapters["targets"], &adapters["base"]),
+        (&json!(4), &peft["target_modules"], &json!("tiny"))
+    );
+    let digest = std::fs::read_to_string(whole.join("final/adapter/base_weights.sha256")).unwrap();
+    assert_eq!(adapters["base_sha256"], json!(digest));
+    assert_eq!(digest.len(), 64);
 }
 
 #[test]

@@ -102,6 +102,41 @@ pub fn save_adapter<B: Backend>(
     write_atomically(&dir.join(ADAPTER_BASE), base_digest.as_bytes())
 }
 
+/// What a checkpoint's `adapter/` says of its LoRA adapters.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct AdapterSummary {
+    #[serde(rename = "r")]
+    pub rank: usize,
+    #[serde(rename = "lora_alpha")]
+    pub alpha: f64,
+    #[serde(rename = "target_modules")]
+    pub targets: Vec<String>,
+    /// The base model as the run named it (its `model.init`).
+    #[serde(rename = "base_model_name_or_path")]
+    pub base: String,
+    /// The [`weights_digest`] of the base weights.
+    #[serde(skip)]
+    pub base_digest: String,
+}
+
+/// The LoRA adapters checkpoint `dir` holds beside its folded-in weights,
+/// if any.
+pub fn adapter_summary(dir: &Path) -> Result<Option<AdapterSummary>, LoadError> {
+    let adapter = dir.join(ADAPTER_DIR);
+    if !adapter.is_dir() {
+        return Ok(None);
+    }
+    let read = |name: &str| {
+        let path = adapter.join(name);
+        std::fs::read_to_string(&path)
+            .map_err(|err| checkpoint_error(dir, format!("{}: {err}", path.display())))
+    };
+    let mut summary: AdapterSummary = serde_json::from_str(&read(ADAPTER_CONFIG)?)
+        .map_err(|err| checkpoint_error(dir, format!("{ADAPTER_DIR}/{ADAPTER_CONFIG}: {err}")))?;
+    summary.base_digest = read(ADAPTER_BASE)?.trim().to_owned();
+    Ok(Some(summary))
+}
+
 /// The sha256 of weights (names, shapes and values, as
 /// [`Llama::named_tensors`] lists them), whatever file they came from: what
 /// identifies the base model of LoRA adapters, which are worthless on any
