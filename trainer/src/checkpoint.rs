@@ -122,19 +122,21 @@ pub struct AdapterSummary {
 /// The LoRA adapters checkpoint `dir` holds beside its folded-in weights,
 /// if any.
 pub fn adapter_summary(dir: &Path) -> Result<Option<AdapterSummary>, LoadError> {
-    let adapter = dir.join(ADAPTER_DIR);
-    if !adapter.is_dir() {
+    if !dir.join(ADAPTER_DIR).is_dir() {
         return Ok(None);
     }
-    let read = |name: &str| {
-        let path = adapter.join(name);
-        std::fs::read_to_string(&path)
-            .map_err(|err| checkpoint_error(dir, format!("{}: {err}", path.display())))
-    };
-    let mut summary: AdapterSummary = serde_json::from_str(&read(ADAPTER_CONFIG)?)
-        .map_err(|err| checkpoint_error(dir, format!("{ADAPTER_DIR}/{ADAPTER_CONFIG}: {err}")))?;
-    summary.base_digest = read(ADAPTER_BASE)?.trim().to_owned();
+    let mut summary: AdapterSummary =
+        serde_json::from_str(&read_adapter_file(dir, ADAPTER_CONFIG)?).map_err(|err| {
+            checkpoint_error(dir, format!("{ADAPTER_DIR}/{ADAPTER_CONFIG}: {err}"))
+        })?;
+    summary.base_digest = read_adapter_file(dir, ADAPTER_BASE)?.trim().to_owned();
     Ok(Some(summary))
+}
+
+/// The text of file `name` in checkpoint `dir`'s `adapter/`.
+fn read_adapter_file(dir: &Path, name: &str) -> Result<String, LoadError> {
+    std::fs::read_to_string(dir.join(ADAPTER_DIR).join(name))
+        .map_err(|err| checkpoint_error(dir, format!("{ADAPTER_DIR}/{name}: {err}")))
 }
 
 /// The sha256 of weights (names, shapes and values, as
@@ -164,18 +166,16 @@ pub fn weights_digest(tensors: &[(String, TensorData)]) -> String {
 /// run's `model.init`, say): resumed, they would train on as if nothing had
 /// changed, and be worth nothing.
 pub fn check_adapter_base(dir: &Path, base_digest: &str) -> Result<(), LoadError> {
-    let path = dir.join(ADAPTER_DIR).join(ADAPTER_BASE);
-    let recorded = std::fs::read_to_string(&path)
-        .map_err(|err| checkpoint_error(dir, format!("{}: {err}", path.display())))?;
-    if recorded.trim() == base_digest {
+    let recorded = read_adapter_file(dir, ADAPTER_BASE)?;
+    let recorded = recorded.trim();
+    if recorded == base_digest {
         return Ok(());
     }
     Err(checkpoint_error(
         dir,
         format!(
-            "holds LoRA adapters trained on other base weights (sha256 {}) than model.init's \
-             now ({base_digest}): resume with the model the run started from",
-            recorded.trim()
+            "holds LoRA adapters trained on other base weights (sha256 {recorded}) than \
+             model.init's now ({base_digest}): resume with the model the run started from"
         ),
     ))
 }
