@@ -86,9 +86,9 @@ pub fn save_adapter<B: Backend>(
     base_digest: &str,
 ) -> anyhow::Result<()> {
     use anyhow::Context;
-    let Some(lora) = model.lora() else {
-        return Ok(());
-    };
+    let lora = model
+        .lora()
+        .context("the model has no LoRA adapters to save")?;
     let dir = dir.join(ADAPTER_DIR);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     write_atomically(
@@ -154,11 +154,7 @@ pub fn weights_digest(tensors: &[(String, TensorData)]) -> String {
         }
         hasher.update(&*data.bytes);
     }
-    hasher
-        .finalize()
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    forge_runtime::canonical::hex(&hasher.finalize())
 }
 
 /// Refuses the adapters of checkpoint `dir` for base weights whose digest
