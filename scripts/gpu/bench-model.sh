@@ -15,14 +15,15 @@ export PYTHONUNBUFFERED=1
 
 # Each phase and each side gets a bounded time of its own, so that one that
 # fails or hangs still leaves the others' figures; about 460 s at most in
-# all. Most of a phase's time on a fresh machine is compiling kernels
-# (NVRTC, about half a second each, with the GPU idle) and autotuning:
-# SmolLM2's first f32 forward pass took 50 s on an H200's host, 16x1024
-# another 64 s. forge keeps what it compiled and chose in its cache
-# (FORGE_CACHE_DIR), so each phase, and the training call after this one,
-# compiles only the kernels no earlier process has: the f32 phase, which
-# pays for most of them, gets the most time, and its measurements come out
-# one by one as they finish.
+# all. Much of a phase's time on a fresh machine is compiling kernels
+# (NVRTC, about half a second each, with the GPU idle). forge built without
+# the `autotune` feature (as prepare.sh builds it) compiles one kernel per
+# product; autotuning compiles every candidate, which made SmolLM2's first
+# f32 forward pass take 50 s on an H200's host, 16x1024 another 64 s.
+# forge keeps what it compiled in its cache (FORGE_CACHE_DIR), so each
+# phase, and the training call after this one, compiles only the kernels no
+# earlier process has: the f32 phase, which pays for most of them, gets the
+# most time, and its measurements come out one by one as they finish.
 # forge's bf16 is mixed precision (bf16 products, f32 weights and
 # optimizer), measured on the headline shapes; PyTorch's is bf16 throughout.
 # The training steps are measured once more with rank-16 LoRA adapters on

@@ -7,15 +7,18 @@
 #                     PyTorch's throughput (scripts/gpu/bench-model.sh);
 #   device.sh train   (carry .gpu/b) joins the model, checks its sha256, and
 #                     runs scripts/gpu/train-smollm2.sh.
-# Results go to $OUT (which comes back).
+# Results go to $OUT (which comes back), with the kernels compiled so far
+# (kernels.tar.xz): staged again by prepare.sh (KERNELS=), they spare a
+# later session on the same kind of GPU the compiling (PTX is built for the
+# GPU's architecture).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 here=scripts/gpu
 stage=/tmp/forge-gpu
 OUT="${OUT:-$stage/out}"
 mkdir -p "$stage" "$OUT"
-# Both calls' forge processes share the kernels compiled (and the autotune
-# results) of those before them: compiling is most of a first run's time.
+# Both calls' forge processes share the kernels compiled by those before
+# them: compiling is much of a first run's time.
 export FORGE_CACHE_DIR="$stage/cache"
 
 # NVRTC (which compiles the kernels at run time) and the CUDA headers it
@@ -37,13 +40,26 @@ cuda_env() {
   ls "$CUDA_PATH/include/cuda_runtime.h" > /dev/null || echo "warning: no CUDA headers under $CUDA_PATH/include" >&2
 }
 
+# Leaves the cache's kernels in $OUT, then exits with the stage's status.
+keep_kernels_and_exit() {
+  if [[ -d "$FORGE_CACHE_DIR/kernels" ]]; then
+    tar -C "$FORGE_CACHE_DIR" -cJf "$OUT/kernels.tar.xz" kernels
+  fi
+  exit "$1"
+}
+
 case "${1:-}" in
   bench)
     cp .gpu/a/model.part1 .gpu/a/model.sha256 "$stage/"
     xz -dc .gpu/a/forge.xz > "$stage/forge" && chmod +x "$stage/forge"
     rm -rf "$stage/envs" && tar -C "$stage" -xJf .gpu/a/envs.tar.xz
+    if [[ -f .gpu/a/kernels.tar.xz ]]; then
+      mkdir -p "$FORGE_CACHE_DIR" && tar -C "$FORGE_CACHE_DIR" -xJf .gpu/a/kernels.tar.xz
+    fi
     cuda_env
-    FORGE="$stage/forge" OUT="$OUT" "$here/bench-model.sh"
+    status=0
+    FORGE="$stage/forge" OUT="$OUT" "$here/bench-model.sh" || status=$?
+    keep_kernels_and_exit "$status"
     ;;
   train)
     [[ -f "$stage/model.part1" && -x "$stage/forge" ]] || {
@@ -62,7 +78,7 @@ case "${1:-}" in
       "$here/train-smollm2.sh" || status=$?
     (cd "$runs" && find . \( -name checkpoints -o -name final -o -name reference \) -prune -o -type f -print0 \
       | tar -cJf "$OUT/train-runs.tar.xz" --null -T -)
-    exit "$status"
+    keep_kernels_and_exit "$status"
     ;;
   *)
     echo "usage: $0 bench|train" >&2

@@ -7,6 +7,8 @@
 #   .gpu/a  forge built with CUDA (stripped, xz), the synthesized
 #           environments, and the model's first part;
 #   .gpu/b  the model's second part (both calls carry about the same).
+# KERNELS=path/to/kernels.tar.xz adds to .gpu/a the kernels an earlier
+# session's calls brought back from the same kind of GPU (device.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CUDARC_CUDA_VERSION="${CUDARC_CUDA_VERSION:-13000}"
@@ -20,6 +22,10 @@ strip -o .gpu/forge "$forge"
 xz -T0 -9 -c .gpu/forge > .gpu/a/forge.xz && rm .gpu/forge
 "$forge" synth --all --out .gpu/envs > /dev/null
 tar -C .gpu -cJf .gpu/a/envs.tar.xz envs && rm -rf .gpu/envs
+if [[ -n "${KERNELS:-}" ]]; then
+  tar -tJf "$KERNELS" > /dev/null || { echo "KERNELS=$KERNELS is not an xz tar archive" >&2; exit 1; }
+  cp "$KERNELS" .gpu/a/kernels.tar.xz
+fi
 
 # Each call carries the working tree (tracked files and untracked ones git
 # does not ignore) plus its part; the model is split so that both calls
@@ -28,7 +34,7 @@ limit=$(( 62 * 1024 * 1024 ))
 tree=$( { git ls-files -z; git ls-files -z --others --exclude-standard; } \
   | xargs -0 stat -c %s 2> /dev/null | awk '{ sum += $1 } END { print sum + 0 }')
 size() { stat -c %s "$@" | awk '{ sum += $1 } END { print sum + 0 }'; }
-extra=$(size .gpu/a/forge.xz .gpu/a/envs.tar.xz)
+extra=$(size .gpu/a/*)
 model_size=$(size "$model")
 first=$(( (model_size - extra) / 2 ))
 (( first > 0 )) || { echo "call a is full before the model: $extra bytes" >&2; exit 1; }

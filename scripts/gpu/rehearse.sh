@@ -3,11 +3,12 @@
 # (trainer/tests: logits against the references, SmolLM2's included; batched,
 # cached and multi-turn decoding with the device-side draw; the training
 # objectives through autodiff; checkpoints) run on burn's WebGPU backend,
-# whose cubecl kernel sources, fusion and autotuning are the CUDA backend's
+# whose cubecl kernel sources and fusion are the CUDA backend's
 # (compiled to WGSL: tensor cores, NVRTC and bf16 are CUDA's alone), through
 # Mesa's software Vulkan driver (lavapipe). Run it before spending GPU time
-# on a change to the model, the draw or the objectives: about ten minutes on
-# two cores, after a build of half an hour from a cold cache.
+# on a change to the model, the draw or the objectives: a minute of tests
+# on two cores, after a build of a quarter of an hour (half an hour from a
+# cold cache).
 #   scripts/gpu/rehearse.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -91,7 +91,7 @@ pub struct BenchSpec {
     pub turns: usize,
     pub message: usize,
     /// Timed repetitions of each measurement, after one untimed warm-up
-    /// (which pays for kernel compilation and autotuning on a GPU).
+    /// (which pays for kernel compilation, and autotuning, on a GPU).
     pub repeats: usize,
     pub seed: u64,
 }

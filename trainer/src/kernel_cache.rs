@@ -2,17 +2,18 @@
 //! Forge's cache directory, where every forge process on the machine finds
 //! them.
 //!
-//! The CUDA and WebGPU backends compile each kernel when it is first
-//! launched (NVRTC on CUDA), and autotuning compiles and times every
-//! candidate of an operation. On an H200's host that is about half a second
-//! per kernel and the better part of a minute before SmolLM2's first forward
-//! pass, with the GPU idle. cubecl keeps no compiled kernels by default, and
-//! writes autotune results under a `target/` directory it looks for from the
-//! working directory, so each process (a training run, each of the RL runs
-//! sharing a GPU, each bench phase) paid it all again. Kept under
-//! `<cache>/kernels`, only the first process on a machine pays: later ones
-//! load what it compiled (CUDA's PTX; WebGPU's WGSL is compiled by the
-//! driver, and only its autotune results are kept) and what it chose.
+//! The CUDA and WebGPU backends compile each kernel when it is first launched
+//! (NVRTC on CUDA), and autotuning (the `autotune` feature) compiles and
+//! times every candidate of an operation. On an H200's host that is about
+//! half a second per kernel, and with autotuning the better part of a minute
+//! before SmolLM2's first forward pass, with the GPU idle. cubecl keeps no
+//! compiled kernels by default, and writes autotune results under a `target/`
+//! directory it looks for from the working directory, so each process (a
+//! training run, each of the RL runs sharing a GPU, each bench phase) paid it
+//! all again. Kept under `<cache>/kernels`, only the first process on a
+//! machine pays: later ones load what it compiled (CUDA's PTX; WebGPU's WGSL
+//! is compiled by the driver, and only its autotune results are kept) and
+//! what it chose.
 //! cubecl versions its cache files, so an upgrade starts afresh rather than
 //! loading stale kernels.
 
