@@ -39,17 +39,17 @@ phase() { # seconds, then the arguments that pick the phase
 phase 240
 phase 100 --precision bf16 --forward none --train 16x1024,64x1024 --decode 256
 phase 30 --precision bf16 --lora-rank 16 --forward none --train 16x1024,64x1024 --decode none --repeats 2
-# PyTorch compiles nothing (eager), but loading it takes about 20 s.
-for dtype in float32 bfloat16; do
-  echo "== torch $dtype" >&2
-  timeout 45 "$PYTHON" "$here/bench_torch.py" --device cuda --dtype "$dtype" --repeats 1 ${TORCH_ARGS:-} \
-    | tee "$OUT/bench-torch-$dtype.jsonl"
-done
+# PyTorch compiles nothing (eager), but importing it takes about 20 s: one
+# process measures both dtypes, shape by shape.
+echo "== torch float32,bfloat16" >&2
+timeout 90 "$PYTHON" "$here/bench_torch.py" --device cuda --repeats 1 ${TORCH_ARGS:-} \
+  | tee "$OUT/bench-torch.jsonl"
 
 "$PYTHON" - "$OUT" <<'PY'
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
-def load(name, precision=None, lora_rank=0):
+def load(name, lora_rank=0, **match):
+    """Tokens/s by (phase, batch, seq) of the rows of `name` that match."""
     path = out / name
     rows = {}
     if path.exists():
@@ -60,13 +60,13 @@ def load(name, precision=None, lora_rank=0):
                 continue
             if row.get("lora_rank", 0) != lora_rank:
                 continue
-            if precision is None or row.get("precision") == precision:
+            if all(row.get(key) == value for key, value in match.items()):
                 rows[(row["phase"], row["batch"], row["seq"])] = row["tokens_per_s"]
     return rows
-forge = load("bench-forge.jsonl", "f32")
-forge16 = load("bench-forge.jsonl", "bf16")
-f32 = load("bench-torch-float32.jsonl")
-bf16 = load("bench-torch-bfloat16.jsonl")
+forge = load("bench-forge.jsonl", precision="f32")
+forge16 = load("bench-forge.jsonl", precision="bf16")
+f32 = load("bench-torch.jsonl", dtype="float32")
+bf16 = load("bench-torch.jsonl", dtype="bfloat16")
 cell = lambda value: f"{value:>12,.0f}" if value else f"{'-':>12}"
 ratio = lambda a, b: f"{a / b:>9.2f}x" if a and b else f"{'-':>10}"
 print(f"{'phase':<8} {'shape':<12} {'forge f32':>12} {'torch tf32':>12} {'forge bf16':>12} {'torch bf16':>12} {'f32 ratio':>10} {'bf16 ratio':>10}   (tokens/s)")
@@ -75,7 +75,7 @@ for key in sorted(set(forge) | set(forge16) | set(f32) | set(bf16), key=lambda k
     shape = f"{batch}x{seq}" if phase != "decode" else f"b{batch} p{seq}"
     a, b, c, d = forge.get(key), f32.get(key), forge16.get(key), bf16.get(key)
     print(f"{phase:<8} {shape:<12} {cell(a)} {cell(b)} {cell(c)} {cell(d)} {ratio(a, b)} {ratio(c, d)}")
-lora = load("bench-forge.jsonl", "bf16", 16)
+lora = load("bench-forge.jsonl", 16, precision="bf16")
 if lora:
     print(f"\n{'phase':<8} {'shape':<12} {'full bf16':>12} {'LoRA r16':>12} {'ratio':>10}   (forge tokens/s)")
     for key in sorted(lora):
