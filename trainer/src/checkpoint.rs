@@ -129,8 +129,14 @@ pub fn adapter_summary(dir: &Path) -> Result<Option<AdapterSummary>, LoadError> 
         serde_json::from_str(&read_adapter_file(dir, ADAPTER_CONFIG)?).map_err(|err| {
             checkpoint_error(dir, format!("{ADAPTER_DIR}/{ADAPTER_CONFIG}: {err}"))
         })?;
-    summary.base_digest = read_adapter_file(dir, ADAPTER_BASE)?.trim().to_owned();
+    summary.base_digest = recorded_base_digest(dir)?;
     Ok(Some(summary))
+}
+
+/// The [`weights_digest`] of the base weights checkpoint `dir`'s adapters
+/// were trained on, as [`save_adapter`] recorded it.
+fn recorded_base_digest(dir: &Path) -> Result<String, LoadError> {
+    Ok(read_adapter_file(dir, ADAPTER_BASE)?.trim().to_owned())
 }
 
 /// The text of file `name` in checkpoint `dir`'s `adapter/`.
@@ -162,8 +168,7 @@ pub fn weights_digest(tensors: &[(String, TensorData)]) -> String {
 /// run's `model.init`, say): resumed, they would train on as if nothing had
 /// changed, and be worth nothing.
 pub fn check_adapter_base(dir: &Path, base_digest: &str) -> Result<(), LoadError> {
-    let recorded = read_adapter_file(dir, ADAPTER_BASE)?;
-    let recorded = recorded.trim();
+    let recorded = recorded_base_digest(dir)?;
     if recorded == base_digest {
         return Ok(());
     }

@@ -1,7 +1,8 @@
 //! The backend the model tests run on: the CPU one, or with `--features wgpu`
 //! burn's WebGPU one, whose cubecl kernel sources and fusion (and autotuning,
-//! with `--features autotune`) are the CUDA backend's. On a machine without a GPU that runs through Mesa's
-//! lavapipe (`scripts/gpu/rehearse.sh`): the GPU code path, tested on a CPU.
+//! with `--features autotune`) are the CUDA backend's. On a machine without a
+//! GPU that runs through Mesa's lavapipe (`scripts/gpu/rehearse.sh`): the GPU
+//! code path, tested on a CPU.
 
 #![allow(dead_code)] // each test file uses its own part of it
 
