@@ -1,5 +1,7 @@
 //! `forge model`: obtaining and inspecting the policy's model files.
 
+mod merge;
+
 use crate::output;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
@@ -9,6 +11,7 @@ use forge_model::tokenizer::ModelTokenizer;
 use forge_trainer::Stop;
 use forge_trainer::chat::{ChatTemplate, ChatText, beginning, reply_opening, turn};
 use forge_trainer::checkpoint;
+use forge_trainer::peft::PeftAdapters;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +30,9 @@ pub enum ModelCommand {
     /// Ask a model one question through its chat template (greedy unless
     /// told otherwise): the quickest check that the weights loaded right.
     Chat(ChatArgs),
+    /// Fold LoRA adapters (PEFT's, or a Forge LoRA run's) into their base
+    /// model, and write the merged model as a checkpoint.
+    Merge(merge::MergeArgs),
 }
 
 #[derive(Args, Debug)]
@@ -78,6 +84,7 @@ pub fn run(command: ModelCommand) -> Result<ExitCode> {
         }
         ModelCommand::Inspect(args) => inspect(&args)?,
         ModelCommand::Chat(args) => chat(&args)?,
+        ModelCommand::Merge(args) => merge::merge(&args)?,
         ModelCommand::Tokenize(args) => {
             let tokenizer = checkpoint::read_tokenizer(&resolve(&args.model)?)?;
             println!("{}", json!(tokenizer.encode(&args.text)?));
@@ -164,7 +171,7 @@ struct Summary {
     /// The model's tokenizer, or why Forge cannot read it.
     tokenizer: Result<ModelTokenizer, String>,
     /// A LoRA run's checkpoint: the adapters kept beside the weights.
-    adapters: Option<checkpoint::AdapterSummary>,
+    adapters: Option<PeftAdapters>,
 }
 
 impl Summary {
@@ -221,7 +228,7 @@ impl Summary {
             metadata,
             types: count_types(weights.tensor_types()),
             tokenizer: checkpoint::read_tokenizer(dir).map_err(|err| err.to_string()),
-            adapters: checkpoint::adapter_summary(dir)?,
+            adapters: checkpoint::adapters(dir)?,
         })
     }
 
@@ -269,9 +276,10 @@ fn inspect(args: &InspectArgs) -> Result<()> {
             "vocab_size": summary.vocab(),
             "chat_template": summary.chat_template().ok().map(ChatTemplate::name),
             "adapters": summary.adapters.as_ref().map(|adapters| json!({
-                "rank": adapters.rank,
-                "alpha": adapters.alpha,
-                "targets": adapters.targets,
+                "rank": adapters.lora.rank,
+                "alpha": adapters.lora.alpha,
+                "rslora": adapters.lora.rslora,
+                "targets": adapters.lora.targets,
                 "base": adapters.base,
                 "base_sha256": adapters.base_digest,
             })),
@@ -317,14 +325,16 @@ fn inspect(args: &InspectArgs) -> Result<()> {
         (Err(why), _) => println!("tokenizer: not read: {why}"),
     }
     if let Some(adapters) = &summary.adapters {
+        let lora = &adapters.lora;
         println!(
-            "LoRA adapters (folded into the weights above; in adapter/): rank {}, alpha {}, on {}; \
+            "{}LoRA adapters (folded into the weights above; in adapter/): rank {}, alpha {}, on {}; \
              base {} (weights sha256 {})",
-            adapters.rank,
-            adapters.alpha,
-            adapters.targets.join(", "),
-            adapters.base,
-            adapters.base_digest
+            if lora.rslora { "rs" } else { "" },
+            lora.rank,
+            lora.alpha,
+            lora.targets.join(", "),
+            adapters.base.as_deref().unwrap_or("unnamed"),
+            adapters.base_digest.as_deref().unwrap_or("unrecorded")
         );
     }
     Ok(())

@@ -553,7 +553,7 @@ fn a_lora_run_trains_its_adapters_and_resumes_exactly() {
 }
 
 #[test]
-fn a_lora_run_resumes_only_on_the_base_weights_it_started_from() {
+fn lora_adapters_go_only_with_the_base_weights_they_were_trained_on() {
     let dir = tempfile::tempdir().unwrap();
     let write = |name: &str, text: String| {
         let path = dir.path().join(name);
@@ -600,6 +600,69 @@ fn a_lora_run_resumes_only_on_the_base_weights_it_started_from() {
     // The base restored: the run goes on.
     std::fs::write(&bases[0], original).unwrap();
     assert_eq!(summary(&train(&resume))["complete"], true);
+
+    // `forge model merge` folds the adapters into the base their config
+    // names, as the run's own checkpoint holds them.
+    let merged = dir.path().join("merged");
+    let merge = |adapters: &Path, out: &Path, more: &[&str]| {
+        let mut args = vec![
+            "model",
+            "merge",
+            adapters.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend(more);
+        forge(&args)
+    };
+    let output = merge(&run.join("final"), &merged, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let weights = |dir: &Path| std::fs::read(dir.join("model.safetensors")).unwrap();
+    assert!(weights(&merged) == weights(&run.join("final")));
+    for file in [
+        "adapter/adapter_model.safetensors",
+        "adapter/base_weights.sha256",
+        "prompt.json",
+    ] {
+        assert!(
+            std::fs::read(merged.join(file)).unwrap()
+                == std::fs::read(run.join("final").join(file)).unwrap(),
+            "{file}"
+        );
+    }
+    // Into other base weights: refused unless asked for, writing nothing.
+    let other = dir.path().join("other");
+    let base1 = dir.path().join("base1/final");
+    let refused = merge(
+        &run.join("final/adapter"),
+        &other,
+        &["--base", base1.to_str().unwrap()],
+    );
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("other base weights") && stderr(&refused).contains("--any-base"),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(!other.exists());
+    let forced = ["--base", base1.to_str().unwrap(), "--any-base"];
+    let output = merge(&run.join("final/adapter"), &other, &forced);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(weights(&other) != weights(&merged));
+    // Nothing is written over: a non-empty --out is refused.
+    let refused = merge(&run.join("final"), &merged, &[]);
+    assert!(
+        stderr(&refused).contains("is not empty"),
+        "{}",
+        stderr(&refused)
+    );
+    // Nor are directories without adapters taken for some.
+    let refused = merge(&base1, &dir.path().join("none"), &[]);
+    assert!(
+        stderr(&refused).contains("holds no LoRA adapters"),
+        "{}",
+        stderr(&refused)
+    );
 }
 
 #[test]

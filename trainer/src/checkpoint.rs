@@ -10,6 +10,7 @@
 use crate::chat::PromptSettings;
 use crate::config::LlamaConfig;
 use crate::llama::{Llama, LoadError, WeightSource};
+use crate::peft::{self, PeftAdapters};
 use burn::tensor::TensorData;
 use burn::tensor::backend::Backend;
 use forge_model::gguf::Gguf;
@@ -32,15 +33,11 @@ const TOKENIZER_CONFIG: &str = "tokenizer_config.json";
 const CHAT_TEMPLATE: &str = "chat_template.jinja";
 /// Where Hugging Face lists the files of weights split into shards.
 const SHARD_INDEX: &str = "model.safetensors.index.json";
-/// Where a checkpoint of a LoRA run keeps its adapters, and PEFT's names
-/// of their files.
-const ADAPTER_DIR: &str = "adapter";
-const ADAPTER_WEIGHTS: &str = "adapter_model.safetensors";
-const ADAPTER_CONFIG: &str = "adapter_config.json";
-/// Beside the adapters: the digest of the base weights they were trained on.
-const ADAPTER_BASE: &str = "base_weights.sha256";
+/// Where a checkpoint of a LoRA run keeps its adapters (as PEFT lays them
+/// out: see [`crate::peft`]).
+pub const ADAPTER_DIR: &str = "adapter";
 
-fn checkpoint_error(path: &Path, what: impl std::fmt::Display) -> LoadError {
+pub(crate) fn checkpoint_error(path: &Path, what: impl std::fmt::Display) -> LoadError {
     LoadError::Checkpoint(format!("{}: {what}", path.display()))
 }
 
@@ -92,57 +89,24 @@ pub fn save_adapter<B: Backend>(
     let dir = dir.join(ADAPTER_DIR);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     write_atomically(
-        &dir.join(ADAPTER_WEIGHTS),
+        &dir.join(peft::WEIGHTS),
         &serialize(&model.adapter_tensors())?,
     )?;
     write_atomically(
-        &dir.join(ADAPTER_CONFIG),
+        &dir.join(peft::CONFIG),
         lora.peft_config(base).to_string().as_bytes(),
     )?;
-    write_atomically(&dir.join(ADAPTER_BASE), base_digest.as_bytes())
-}
-
-/// What a checkpoint's `adapter/` says of its LoRA adapters.
-#[derive(Debug, Clone, serde::Deserialize)]
-pub struct AdapterSummary {
-    #[serde(rename = "r")]
-    pub rank: usize,
-    #[serde(rename = "lora_alpha")]
-    pub alpha: f64,
-    #[serde(rename = "target_modules")]
-    pub targets: Vec<String>,
-    /// The base model as the run named it (its `model.init`).
-    #[serde(rename = "base_model_name_or_path")]
-    pub base: String,
-    /// The [`weights_digest`] of the base weights.
-    #[serde(skip)]
-    pub base_digest: String,
+    write_atomically(&dir.join(peft::BASE_DIGEST), base_digest.as_bytes())
 }
 
 /// The LoRA adapters checkpoint `dir` holds beside its folded-in weights,
 /// if any.
-pub fn adapter_summary(dir: &Path) -> Result<Option<AdapterSummary>, LoadError> {
-    if !dir.join(ADAPTER_DIR).is_dir() {
+pub fn adapters(dir: &Path) -> Result<Option<PeftAdapters>, LoadError> {
+    let adapters = dir.join(ADAPTER_DIR);
+    if !adapters.is_dir() {
         return Ok(None);
     }
-    let mut summary: AdapterSummary =
-        serde_json::from_str(&read_adapter_file(dir, ADAPTER_CONFIG)?).map_err(|err| {
-            checkpoint_error(dir, format!("{ADAPTER_DIR}/{ADAPTER_CONFIG}: {err}"))
-        })?;
-    summary.base_digest = recorded_base_digest(dir)?;
-    Ok(Some(summary))
-}
-
-/// The [`weights_digest`] of the base weights checkpoint `dir`'s adapters
-/// were trained on, as [`save_adapter`] recorded it.
-fn recorded_base_digest(dir: &Path) -> Result<String, LoadError> {
-    Ok(read_adapter_file(dir, ADAPTER_BASE)?.trim().to_owned())
-}
-
-/// The text of file `name` in checkpoint `dir`'s `adapter/`.
-fn read_adapter_file(dir: &Path, name: &str) -> Result<String, LoadError> {
-    std::fs::read_to_string(dir.join(ADAPTER_DIR).join(name))
-        .map_err(|err| checkpoint_error(dir, format!("{ADAPTER_DIR}/{name}: {err}")))
+    PeftAdapters::open(&adapters).map(Some)
 }
 
 /// The sha256 of weights (names, shapes and values, as
@@ -163,37 +127,16 @@ pub fn weights_digest(tensors: &[(String, TensorData)]) -> String {
     forge_runtime::canonical::hex(&hasher.finalize())
 }
 
-/// Refuses the adapters of checkpoint `dir` for base weights whose digest
-/// is not the one they were trained on (a model file replaced under the
-/// run's `model.init`, say): resumed, they would train on as if nothing had
-/// changed, and be worth nothing.
-pub fn check_adapter_base(dir: &Path, base_digest: &str) -> Result<(), LoadError> {
-    let recorded = recorded_base_digest(dir)?;
-    if recorded == base_digest {
-        return Ok(());
-    }
-    Err(checkpoint_error(
-        dir,
-        format!(
-            "holds LoRA adapters trained on other base weights (sha256 {recorded}) than \
-             model.init's now ({base_digest}): resume with the model the run started from"
-        ),
-    ))
-}
-
-/// The adapters [`save_adapter`] wrote into checkpoint `dir`, as a source of
-/// [`Llama::with_lora`].
-pub fn adapter_source(dir: &Path) -> Result<SafetensorsSource, LoadError> {
-    let path = dir.join(ADAPTER_DIR).join(ADAPTER_WEIGHTS);
-    if !path.exists() {
-        return Err(checkpoint_error(
+/// The adapters a LoRA run saved into checkpoint `dir`, to resume from.
+pub fn saved_adapters(dir: &Path) -> Result<PeftAdapters, LoadError> {
+    adapters(dir)?.ok_or_else(|| {
+        checkpoint_error(
             dir,
             format!(
-                "holds no LoRA adapters ({ADAPTER_DIR}/{ADAPTER_WEIGHTS}): it was saved by a run without [lora]"
+                "holds no LoRA adapters ({ADAPTER_DIR}/): it was saved by a run without [lora]"
             ),
-        ));
-    }
-    SafetensorsSource::file(path)
+        )
+    })
 }
 
 /// `tensors` as a safetensors file (f32).

@@ -19,6 +19,7 @@ mod kernel_cache;
 pub mod kv_cache;
 pub mod llama;
 pub mod lora;
+pub mod peft;
 pub mod rope;
 pub mod sampling;
 pub mod train;

@@ -1,5 +1,5 @@
-//! LoRA: fine-tuning a low-rank update `x·A·B`, scaled by `alpha / rank`,
-//! of chosen projections while every weight of the model stays frozen.
+//! LoRA: fine-tuning a low-rank update `x·A·B`, scaled by `alpha / rank`
+//! (or rsLoRA's `alpha / √rank`), of chosen projections while every weight of the model stays frozen.
 //!
 //! The optimizer then keeps moments for the adapters alone (well under a
 //! percent of the weights of a 135M model at rank 16) and no gradient of a
@@ -36,12 +36,17 @@ pub struct Lora {
     /// The rank of each update; 0 trains every weight instead (full
     /// fine-tuning).
     pub rank: usize,
-    /// The update is scaled by `alpha / rank`.
+    /// The update is scaled by `alpha / rank` (`alpha / √rank` with
+    /// `rslora`).
     pub alpha: f32,
     /// The adapted projections of every layer, by their Hugging Face names
     /// (`q_proj`, `k_proj`, `v_proj`, `o_proj`, `gate_proj`, `up_proj`,
     /// `down_proj`).
     pub targets: Vec<String>,
+    /// Rank-stabilised LoRA: the update scaled by `alpha / √rank`, which
+    /// keeps its size as the rank grows, where `alpha / rank` shrinks it
+    /// (and a higher rank learns no faster).
+    pub rslora: bool,
 }
 
 impl Default for Lora {
@@ -50,6 +55,7 @@ impl Default for Lora {
             rank: 0,
             alpha: 16.0,
             targets: TARGETS.map(str::to_owned).to_vec(),
+            rslora: false,
         }
     }
 }
@@ -60,7 +66,8 @@ impl Lora {
     }
 
     pub fn scale(&self) -> f32 {
-        self.alpha / self.rank as f32
+        let rank = self.rank as f32;
+        self.alpha / if self.rslora { rank.sqrt() } else { rank }
     }
 
     /// Refuses a setting that adapts nothing or names what is not a projection.
@@ -126,7 +133,7 @@ impl Lora {
             "lora_dropout": 0.0,
             "bias": "none",
             "fan_in_fan_out": false,
-            "use_rslora": false,
+            "use_rslora": self.rslora,
             "inference_mode": true,
         })
     }
@@ -211,6 +218,7 @@ mod tests {
             targets: ["q_proj", "v_proj", "down_proj"]
                 .map(str::to_owned)
                 .to_vec(),
+            rslora: false,
         }
     }
 
@@ -266,6 +274,35 @@ mod tests {
     }
 
     #[test]
+    fn rank_stabilised_adapters_scale_by_the_root_of_the_rank() {
+        let rslora = Lora {
+            rank: 16,
+            alpha: 8.0,
+            rslora: true,
+            ..Lora::default()
+        };
+        assert_eq!(
+            (
+                rslora.scale(),
+                Lora {
+                    rslora: false,
+                    ..rslora.clone()
+                }
+                .scale()
+            ),
+            (2.0, 0.5)
+        );
+        // Saved as PEFT marks them, and read back so.
+        let dir = tempfile::tempdir().unwrap();
+        let model = Llama::<Cpu>::init(LlamaConfig::tiny(32), 7, &Default::default())
+            .with_lora(&rslora, &mut FreshAdapters::new(7))
+            .unwrap();
+        checkpoint::save_adapter(dir.path(), &model, "tiny", "digest").unwrap();
+        let saved = checkpoint::saved_adapters(dir.path()).unwrap();
+        assert_eq!(saved.lora, rslora);
+    }
+
+    #[test]
     fn a_checkpoint_folds_the_adapters_in_and_keeps_them_for_peft() {
         let dir = tempfile::tempdir().unwrap();
         let device = Default::default();
@@ -276,9 +313,14 @@ mod tests {
         let digest = |model: &Llama<Cpu>| checkpoint::weights_digest(&model.named_tensors());
         checkpoint::save_adapter(dir.path(), &adapted, "tiny", &digest(&base)).unwrap();
         // The adapters go with their base alone.
-        checkpoint::check_adapter_base(dir.path(), &digest(&base)).unwrap();
+        let saved = checkpoint::saved_adapters(dir.path()).unwrap();
+        assert_eq!(
+            (&saved.lora, saved.base.as_deref()),
+            (&lora(), Some("tiny"))
+        );
+        saved.check_base(&digest(&base), "").unwrap();
         let other = Llama::<Cpu>::init(LlamaConfig::tiny(32), 8, &device);
-        let refused = checkpoint::check_adapter_base(dir.path(), &digest(&other)).unwrap_err();
+        let refused = saved.check_base(&digest(&other), "").unwrap_err();
         assert!(
             refused.to_string().contains("other base weights"),
             "{refused}"
@@ -298,11 +340,11 @@ mod tests {
         assert!(folded.lora().is_none() && folded.adapter_tensors().is_empty());
         close(logits(&folded));
         // The adapters, put back on the base: the same model exactly.
-        let mut saved = checkpoint::adapter_source(dir.path()).unwrap();
-        let reloaded = base.with_lora(&lora(), &mut saved).unwrap();
+        let mut tensors = saved.tensors(&base).unwrap();
+        let names = tensors.names();
+        let reloaded = base.with_lora(&lora(), &mut tensors).unwrap();
         assert_eq!(logits(&reloaded), expected);
 
-        let names = saved.names();
         assert_eq!(names.len(), 12);
         assert!(
             names.contains(
@@ -321,7 +363,7 @@ mod tests {
 
         // A checkpoint of a run without LoRA has none to resume from.
         std::fs::remove_dir_all(dir.path().join("adapter")).unwrap();
-        let Err(err) = checkpoint::adapter_source(dir.path()) else {
+        let Err(err) = checkpoint::saved_adapters(dir.path()) else {
             panic!("adapters read from a checkpoint without them");
         };
         assert!(err.to_string().contains("holds no LoRA adapters"), "{err}");

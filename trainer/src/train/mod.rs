@@ -379,8 +379,9 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let model = if let Some(base) = &lora_base {
             let mut adapters: Box<dyn WeightSource> = match &latest {
                 Some(checkpoint) => {
-                    checkpoint::check_adapter_base(checkpoint, base)?;
-                    Box::new(checkpoint::adapter_source(checkpoint)?)
+                    let saved = checkpoint::saved_adapters(checkpoint)?;
+                    saved.check_base(base, "resume with the model.init the run started from")?;
+                    Box::new(saved.tensors(&model)?)
                 }
                 None => Box::new(FreshAdapters::new(config.seed)),
             };
