@@ -517,6 +517,15 @@ fn a_lora_run_trains_its_adapters_and_resumes_exactly() {
     assert!(final_weights(&whole) == final_weights(&parts));
     let optimizer = |run: &Path| std::fs::read(run.join("checkpoints/step-000004/optimizer.bin"));
     assert!(optimizer(&whole).unwrap() == optimizer(&parts).unwrap());
+    // The reference policy of the KL term is the adapters at the start of
+    // RL on the frozen weights: the run keeps no copy of the weights for it.
+    let reference = whole.join("reference");
+    assert!(
+        reference
+            .join("adapter/adapter_model.safetensors")
+            .is_file()
+    );
+    assert!(!reference.join("model.safetensors").exists());
 
     // The adapters are PEFT's: its config names them and their base.
     let peft: Value = serde_json::from_slice(

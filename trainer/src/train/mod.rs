@@ -606,19 +606,29 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         self.optimizer = optimizer::new(&self.config.optim);
         if self.config.rl.kl > 0.0 {
             let dir = self.dir.join(REFERENCE);
-            checkpoint::save(&dir, &self.model.valid(), &self.tokenizer)?;
+            let policy = self.model.valid();
+            match &self.lora_base {
+                // The adapters alone: the frozen weights are the policy's.
+                Some(base) => {
+                    checkpoint::save_adapter(&dir, &policy, &self.config.model.init, base)?
+                }
+                None => checkpoint::save(&dir, &policy, &self.tokenizer)?,
+            }
             self.reference = Some(self.load_reference()?);
         }
         Ok(())
     }
 
     /// The policy at the start of RL, as `start_rl` saved it, computing
-    /// at the run's precision.
+    /// at the run's precision. A LoRA run's is its frozen weights (shared
+    /// with the policy, not copied) with the adapters as they were then.
     fn load_reference(&self) -> Result<Llama<B::InnerBackend>> {
         let path = self.dir.join(REFERENCE);
-        let reference = Llama::load(&path, &self.device)
-            .with_context(|| format!("loading the reference policy {}", path.display()))?;
-        Ok(reference.with_precision(self.config.model.precision)?)
+        let loaded = checkpoint::adapters(&path).and_then(|adapters| match adapters {
+            Some(saved) => saved.apply(self.model.valid()),
+            None => Llama::load(&path, &self.device)?.with_precision(self.config.model.precision),
+        });
+        loaded.with_context(|| format!("loading the reference policy {}", path.display()))
     }
 
     fn rl_step(&mut self, rl_step: usize) -> Result<Metrics> {
