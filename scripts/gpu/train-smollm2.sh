@@ -86,7 +86,8 @@ rl=(erpo grpo erpo-unstable-masked erpo-unstable-unmasked)
 echo "== ${rl[*]} (in parallel)" >&2
 monitor "$OUT/gpu-rl.csv"
 # The RL runs' starting point is the SFT run's final evaluation.
-from=("[model]" "init = \"$sft\"" "[sft]" "steps = 0" "[eval]" "every = 3" "at_start = false")
+from=("[model]" "init = \"$sft\"" "[sft]" "steps = 0" "[eval]" "every = 3" "at_start = false"
+  "[optim]" "micro_batch = 1")
 pids=()
 run erpo "$(config erpo "${from[@]}" "[rl]" 'scaling = "erpo"')" "$RL_SECONDS" & pids+=($!)
 run grpo "$(config grpo "${from[@]}" "[rl]" 'scaling = "grpo"')" "$RL_SECONDS" & pids+=($!)
