@@ -256,7 +256,7 @@ mod tests {
 
     /// Random adapters for `lora` on `base`, as bf16 (as PEFT saves those of
     /// a bf16 model): PEFT's names and layout, and each tensor's values.
-    fn adapters(lora: &Lora, base: &Llama<Cpu>) -> Vec<(String, Vec<usize>, Vec<bf16>)> {
+    fn random_adapters(lora: &Lora, base: &Llama<Cpu>) -> Vec<(String, Vec<usize>, Vec<bf16>)> {
         let mut rng = ChaCha8Rng::seed_from_u64(9);
         lora.tensor_names(&base.config)
             .into_iter()
@@ -308,7 +308,7 @@ mod tests {
                 config["base_model_name_or_path"].as_str()
             );
             assert_eq!(adapters.base_digest, None);
-            let tensors = self::adapters(&adapters.lora, &base);
+            let tensors = random_adapters(&adapters.lora, &base);
             write(dir.path(), &config, &tensors);
 
             let merged = adapters
@@ -397,7 +397,7 @@ mod tests {
         let adapters = PeftAdapters::open(dir.path()).unwrap();
         let base = base();
         // An adapted embedding beside the projections' adapters.
-        let mut tensors = self::adapters(&adapters.lora, &base);
+        let mut tensors = random_adapters(&adapters.lora, &base);
         let embedding = "base_model.model.model.embed_tokens.lora_embedding_A".to_owned();
         tensors.push((embedding.clone(), vec![4, 32], vec![bf16::ZERO; 128]));
         write(dir.path(), &config, &tensors);
