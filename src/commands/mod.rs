@@ -28,3 +28,14 @@ pub(crate) fn holds_files(dir: &Path) -> Result<bool> {
         .with_context(|| format!("reading {}", dir.display()))?;
     Ok(entries.next().is_some())
 }
+
+/// Leaves `dir`, which a command that failed was writing into, as the
+/// command found it: gone, or empty (as [`holds_files`] required) when it
+/// `existed`; so that the same command can be run again once the cause is
+/// fixed, and nothing half-written is taken for a result.
+pub(crate) fn leave_as_found(dir: &Path, existed: bool) {
+    let _ = std::fs::remove_dir_all(dir);
+    if existed {
+        let _ = std::fs::create_dir(dir);
+    }
+}

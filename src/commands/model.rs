@@ -327,9 +327,9 @@ fn inspect(args: &InspectArgs) -> Result<()> {
     if let Some(adapters) = &summary.adapters {
         let lora = &adapters.lora;
         println!(
-            "{}LoRA adapters (folded into the weights above; in adapter/): rank {}, alpha {}, on {}; \
+            "{} adapters (folded into the weights above; in adapter/): rank {}, alpha {}, on {}; \
              base {} (weights sha256 {})",
-            if lora.rslora { "rs" } else { "" },
+            lora.kind(),
             lora.rank,
             lora.alpha,
             lora.targets.join(", "),

@@ -1,6 +1,6 @@
 //! `forge train`: SFT then ERPO on environments, into a run directory.
 
-use crate::commands::holds_files;
+use crate::commands::{holds_files, leave_as_found};
 use crate::{output, shutdown};
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
@@ -153,14 +153,10 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
     }
     let outcome = start(&args, config, time_limit);
     // A run that failed before recording anything (a setting the backend
-    // refuses, a model that does not load) leaves nothing behind, so that
-    // the same command can be run again once the cause is fixed.
+    // refuses, a model that does not load) leaves nothing behind.
     let recorded = std::fs::metadata(run_dir.join(METRICS_FILE)).is_ok_and(|meta| meta.len() > 0);
     if outcome.is_err() && !recorded {
-        let _ = std::fs::remove_dir_all(run_dir);
-        if existed {
-            let _ = std::fs::create_dir(run_dir);
-        }
+        leave_as_found(run_dir, existed);
     }
     outcome
 }

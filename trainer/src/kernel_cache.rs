@@ -13,8 +13,8 @@
 //! all again. Kept under `<cache>/kernels`, only the first process on a
 //! machine pays: later ones load what it compiled (CUDA's PTX; WebGPU's WGSL
 //! is compiled by the driver, and only its autotune results are kept) and
-//! what it chose. cubecl versions its cache files, so an upgrade starts afresh rather than
-//! loading stale kernels.
+//! what it chose. cubecl versions its cache files, so an upgrade starts
+//! afresh rather than loading stale kernels.
 
 use cubecl_runtime::config::{CubeClRuntimeConfig, RuntimeConfig, cache::CacheConfig};
 use std::path::Path;

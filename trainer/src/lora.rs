@@ -1,5 +1,6 @@
 //! LoRA: fine-tuning a low-rank update `x·A·B`, scaled by `alpha / rank`
-//! (or rsLoRA's `alpha / √rank`), of chosen projections while every weight of the model stays frozen.
+//! (or rsLoRA's `alpha / √rank`), of chosen projections while every weight
+//! of the model stays frozen.
 //!
 //! The optimizer then keeps moments for the adapters alone (well under a
 //! percent of the weights of a 135M model at rank 16) and no gradient of a
@@ -63,6 +64,11 @@ impl Default for Lora {
 impl Lora {
     pub fn enabled(&self) -> bool {
         self.rank > 0
+    }
+
+    /// `LoRA`, or `rsLoRA` with `rslora`: how reports name the adapters.
+    pub fn kind(&self) -> &'static str {
+        if self.rslora { "rsLoRA" } else { "LoRA" }
     }
 
     pub fn scale(&self) -> f32 {

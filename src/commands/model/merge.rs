@@ -2,7 +2,7 @@
 //! as a checkpoint every Forge command (and Hugging Face) loads as a model.
 
 use super::resolve;
-use crate::commands::holds_files;
+use crate::commands::{holds_files, leave_as_found};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use forge_trainer::checkpoint::{self, ADAPTER_DIR, PROMPT};
@@ -82,18 +82,14 @@ pub fn merge(args: &MergeArgs) -> Result<()> {
         checkpoint::save_prompt(&args.out, &prompt)
     })();
     if let Err(err) = written {
-        // Nothing half-written is left to be taken for a model.
-        let _ = std::fs::remove_dir_all(&args.out);
-        if existed {
-            let _ = std::fs::create_dir(&args.out);
-        }
+        leave_as_found(&args.out, existed);
         return Err(err);
     }
     let lora = &adapters.lora;
     eprintln!(
-        "folded rank-{} {}LoRA adapters (alpha {}) on {} of {layers} layers into {}",
+        "folded rank-{} {} adapters (alpha {}) on {} of {layers} layers into {}",
         lora.rank,
-        if lora.rslora { "rs" } else { "" },
+        lora.kind(),
         lora.alpha,
         lora.targets.join(", "),
         base_path.display(),
