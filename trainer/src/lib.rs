@@ -7,6 +7,7 @@
 //! here once and the rest of Forge does not rebuild them.
 
 pub mod accelerator;
+mod attention;
 pub mod bench;
 pub mod chat;
 pub mod checkpoint;

@@ -1,6 +1,7 @@
 //! The decoder: a burn module built from GGUF, a checkpoint or random
 //! weights; the forward pass with a KV cache; sampling; log-probs for training.
 
+use crate::attention::attention;
 use crate::config::LlamaConfig;
 use crate::cpu_product;
 use crate::draw::draw;
@@ -8,7 +9,7 @@ use crate::kv_cache::{KvCache, Prefix, shared_len};
 use crate::lora::{Adapter, Lora, TARGETS};
 use crate::sampling::{Generation, Sampling, Stop};
 use burn::module::{Module, Param, ParamId};
-use burn::tensor::activation::{silu, softmax};
+use burn::tensor::activation::silu;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, DType, FloatDType, Int, Tensor, TensorData};
 use forge_model::gguf::{Gguf, GgufError};
@@ -582,9 +583,11 @@ impl<B: Backend> Llama<B> {
         let (cos, sin) = self.rope_tables(start, n, pads);
         let total = start + n;
         let group = config.heads / config.kv_heads;
+        // Rows in the order of the queries' `[b, kv_heads, group·n]` below.
         let mask = attention_mask::<B>(n, start, pads, config.sliding_window, &device)
             .unsqueeze_dim::<5>(1)
-            .expand([b, config.kv_heads, group, n, total]);
+            .expand([b, config.kv_heads, group, n, total])
+            .reshape([b, config.kv_heads, group * n, total]);
         let heads = |t: Tensor<B, 2>, count: usize| t.reshape([b, n, count, hd]).swap_dims(1, 2);
         for (index, layer) in self.layers.iter().enumerate() {
             let h = rms_norm(x.clone(), layer.attn_norm.val(), config.rms_eps);
@@ -617,17 +620,8 @@ impl<B: Backend> Llama<B> {
             // one block of `group · n` query rows, so keys and values are
             // never copied per query head (in decoding, that copy would move
             // the whole cache three times a token).
-            let scores = q
-                .reshape([b, config.kv_heads, group * n, hd])
-                .matmul(k.swap_dims(2, 3))
-                .div_scalar((hd as f64).sqrt());
-            let masked = |scores: Tensor<B, 4>| {
-                scores
-                    .reshape([b, config.kv_heads, group, n, total])
-                    .mask_fill(mask.clone(), f32::NEG_INFINITY)
-                    .reshape([b, config.kv_heads, group * n, total])
-            };
-            let attention = attend(scores, masked, v, &device)
+            let q = q.reshape([b, config.kv_heads, group * n, hd]);
+            let attention = attention(q, k, v, mask.clone())
                 .reshape([b, config.heads, n, hd])
                 .swap_dims(1, 2)
                 .reshape([b * n, config.heads * hd]);
@@ -1135,39 +1129,6 @@ fn matrix_param<B: Backend>(
     Param::initialized(id, Tensor::<B, 2>::from_data(data, device).require_grad())
 }
 
-/// `softmax(masked(scores)) · v`, where `masked` sets the scores of
-/// positions a query does not see to -∞.
-///
-/// Under autodiff, the backward pass then keeps one matrix of attention
-/// weights (heads × n × n) per layer, where burn's softmax keeps three (its
-/// shifted input, its exponentials and its output): memory that grows with
-/// the square of the sequence and bounds how long a sequence trains. The
-/// weights `P` are computed outside the graph, and the softmax's gradient
-/// enters through terms that are exactly zero in value:
-/// `Z = S − S̄` (zero; gradient the identity),
-/// `G = P⊙Z − P⊙rowsum(P⊙Z)` (zero; gradient softmax's Jacobian applied),
-/// and the output `P·v + G·v̄` (`v̄` detached), equal to `P·v` bit for bit.
-/// Its gradient is softmax's: `dS = P⊙dP − P⊙rowsum(P⊙dP)` with
-/// `dP = dO·vᵀ`, and `dv = Pᵀ·dO`.
-fn attend<B: Backend>(
-    scores: Tensor<B, 4>,
-    masked: impl Fn(Tensor<B, 4>) -> Tensor<B, 4>,
-    v: Tensor<B, 4>,
-    device: &B::Device,
-) -> Tensor<B, 4> {
-    if !B::ad_enabled(device) {
-        return softmax(masked(scores), 3).matmul(v);
-    }
-    let weights = softmax(masked(scores.clone().detach()), 3);
-    // The scores are finite (the mask applies to the weights alone): each
-    // zero is exactly zero.
-    let zero = scores.clone() - scores.detach();
-    let weighted = weights.clone() * zero;
-    let rows = weighted.clone().sum_dim(3);
-    let jacobian = weighted - weights.clone() * rows;
-    weights.matmul(v.clone()) + jacobian.matmul(v.detach())
-}
-
 fn rope<B: Backend>(x: Tensor<B, 4>, cos: &Tensor<B, 4>, sin: &Tensor<B, 4>) -> Tensor<B, 4> {
     let [b, heads, n, hd] = x.dims();
     let half = hd / 2;
@@ -1326,52 +1287,6 @@ mod tests {
     use burn::backend::Autodiff;
 
     type Train = Autodiff<crate::Cpu>;
-
-    /// Attention as burn's softmax computes it, and its gradients, against
-    /// [`attend`]'s: the same output bit for bit, the same gradients up to
-    /// rounding — with a causal mask, whose masked weights are zero.
-    #[test]
-    fn attention_keeps_softmaxs_values_and_gradients() {
-        use burn::tensor::{Bool, Distribution, Tolerance};
-        let device = Default::default();
-        let random = |shape: [usize; 4]| {
-            Tensor::<Train, 4>::random(shape, Distribution::Normal(0.0, 2.0), &device)
-        };
-        let (scores, v, upstream) = (
-            random([2, 3, 5, 5]),
-            random([2, 3, 5, 4]),
-            random([2, 3, 5, 4]),
-        );
-        let mask = Tensor::<Train, 2, Bool>::tril_mask([5, 5], 0, &device)
-            .unsqueeze::<4>()
-            .expand([2, 3, 5, 5]);
-        let masked = |scores: Tensor<Train, 4>| scores.mask_fill(mask.clone(), f32::NEG_INFINITY);
-        let run = |ours: bool| {
-            let (scores, v) = (scores.clone().require_grad(), v.clone().require_grad());
-            let out = if ours {
-                attend(scores.clone(), masked, v.clone(), &device)
-            } else {
-                softmax(masked(scores.clone()), 3).matmul(v.clone())
-            };
-            let grads = (out.clone() * upstream.clone()).sum().backward();
-            let grad = |t: &Tensor<Train, 4>| t.grad(&grads).unwrap().into_data();
-            (out.into_data(), grad(&scores), grad(&v))
-        };
-        let (ours, theirs) = (run(true), run(false));
-        assert_eq!(ours.0, theirs.0);
-        ours.1
-            .assert_approx_eq::<f32>(&theirs.1, Tolerance::absolute(1e-5));
-        ours.2
-            .assert_approx_eq::<f32>(&theirs.2, Tolerance::absolute(1e-5));
-        // Not vacuous: the scores' gradient is far from zero.
-        let largest = theirs
-            .1
-            .to_vec::<f32>()
-            .unwrap()
-            .iter()
-            .fold(0f32, |m, g| m.max(g.abs()));
-        assert!(largest > 0.1, "{largest}");
-    }
 
     /// Mixed precision's mechanism, checked with the one other float type
     /// the CPU backend holds (f64; bf16 needs the GPU): the product comes
