@@ -4,9 +4,9 @@
 //! Materialised attention keeps its weights (heads × n × n per layer) for
 //! the backward pass: at SmolLM2's shape that is 4.5 GB of a 2,048-token
 //! sequence's training step, growing with the square of the sequence. The
-//! backward pass here keeps only the layer's queries, keys, values and
-//! output (heads × n × head_dim) and computes each block's weights again
-//! from them, the way FlashAttention does, at the cost of one more product
+//! backward pass here keeps only the layer's queries, keys and values
+//! (heads × n × head_dim) and its mask, and computes each block's weights
+//! again from them, the way FlashAttention does, at the cost of one more product
 //! of queries and keys. Blocks bound the weights held at any moment, in the
 //! forward pass too (a prompt pass of many long rows in decoding).
 //!
@@ -98,13 +98,22 @@ fn forward<B: Backend>(
     budget: usize,
 ) -> Tensor<B, 4> {
     let keys = k.swap_dims(2, 3);
-    let blocks: Vec<_> = blocks(&q, &keys, budget)
+    let blocks = blocks(&q, &keys, budget)
         .map(|(start, len)| {
             let q = q.clone().narrow(2, start, len);
             let mask = mask.clone().narrow(2, start, len);
             weights(q, keys.clone(), mask).matmul(v.clone())
         })
         .collect();
+    joined(blocks)
+}
+
+/// The blocks' rows as one tensor; a lone block as it is (decoding's
+/// blocks are one token's rows: no copy for them).
+fn joined<B: Backend>(mut blocks: Vec<Tensor<B, 4>>) -> Tensor<B, 4> {
+    if blocks.len() == 1 {
+        return blocks.remove(0);
+    }
     Tensor::cat(blocks, 2)
 }
 
@@ -140,6 +149,8 @@ fn blocks<B: Backend>(
 #[derive(Debug)]
 struct Recomputed;
 
+/// What the backward pass keeps of the forward pass: its inputs, never the
+/// weights.
 #[derive(Clone, Debug)]
 struct Saved<I: Backend> {
     q: Tensor<I, 4>,
@@ -231,7 +242,7 @@ impl<I: Backend> Saved<I> {
             dv = sum(dv, p.swap_dims(2, 3).matmul(upstream));
         }
         let none = "at least one block";
-        [Tensor::cat(dq, 2), dk.expect(none), dv.expect(none)]
+        [joined(dq), dk.expect(none), dv.expect(none)]
     }
 }
 
