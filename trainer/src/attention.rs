@@ -6,8 +6,8 @@
 //! sequence's training step, growing with the square of the sequence. The
 //! backward pass here keeps only the layer's queries, keys and values
 //! (heads × n × head_dim) and its mask, and computes each block's weights
-//! again from them, the way FlashAttention does, at the cost of one more product
-//! of queries and keys. Blocks bound the weights held at any moment, in the
+//! again from them, the way FlashAttention does, at the cost of one more
+//! product of queries and keys. Blocks bound the weights held at any moment, in the
 //! forward pass too (a prompt pass of many long rows in decoding).
 //!
 //! The model is generic over the backend; training's backends are
@@ -16,6 +16,7 @@
 //! other backend takes the blocks' forward pass alone, differentiated by
 //! burn if it differentiates.
 
+use crate::same_type;
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
@@ -25,7 +26,6 @@ use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Bool, Tensor, TensorPrimitive};
-use std::any::Any;
 
 /// The most attention weights one block holds: 2²⁶ (256 MiB in f32). A
 /// layer of one 2,048-token SmolLM2 sequence (3 KV heads of 3 query heads'
@@ -54,38 +54,22 @@ struct Inputs<B: Backend> {
 }
 
 fn attention_in_blocks<B: Backend>(inputs: Inputs<B>, budget: usize) -> Tensor<B, 4> {
-    let mut inputs = Some(inputs);
-    if let Some(out) = recomputing::<B, crate::Cpu>(&mut inputs, budget) {
-        return out;
-    }
+    let attended = recomputing::<B, crate::Cpu>(inputs, budget);
     #[cfg(feature = "cuda")]
-    if let Some(out) = recomputing::<B, crate::Cuda>(&mut inputs, budget) {
-        return out;
-    }
+    let attended = attended.or_else(|inputs| recomputing::<B, crate::Cuda>(inputs, budget));
     #[cfg(feature = "wgpu")]
-    if let Some(out) = recomputing::<B, crate::Wgpu>(&mut inputs, budget) {
-        return out;
-    }
-    let Inputs { q, k, v, mask } = inputs.expect("not taken");
-    forward(q, k, v, mask, budget)
+    let attended = attended.or_else(|inputs| recomputing::<B, crate::Wgpu>(inputs, budget));
+    attended.unwrap_or_else(|Inputs { q, k, v, mask }| forward(q, k, v, mask, budget))
 }
 
 /// The attention of `inputs` through [`Recomputed`] when `B` is
-/// `Autodiff<I>`; `None`, with `inputs` untouched, otherwise. Moved through
-/// `Option`s seen as `dyn Any`, which allocates nothing.
+/// `Autodiff<I>`; the inputs back otherwise.
 fn recomputing<B: Backend, I: Backend>(
-    inputs: &mut Option<Inputs<B>>,
+    inputs: Inputs<B>,
     budget: usize,
-) -> Option<Tensor<B, 4>> {
-    let inputs = (inputs as &mut dyn Any)
-        .downcast_mut::<Option<Inputs<Autodiff<I>>>>()?
-        .take()?;
-    let mut out = Some(Recomputed::attention(inputs, budget));
-    let out = (&mut out as &mut dyn Any)
-        .downcast_mut::<Option<Tensor<B, 4>>>()
-        .and_then(Option::take)
-        .expect("B is Autodiff<I>");
-    Some(out)
+) -> Result<Tensor<B, 4>, Inputs<B>> {
+    let inputs = same_type::<_, Inputs<Autodiff<I>>>(inputs)?;
+    Ok(same_type(Recomputed::attention(inputs, budget)).expect("B is Autodiff<I>"))
 }
 
 /// The forward pass, block by block: each query row's weights and output

@@ -11,34 +11,21 @@
 //! what bounds it. Products of more rows (prompt passes, large batches) and
 //! every product of training's autodiff backend keep burn's kernel.
 
-use crate::Cpu;
+use crate::{Cpu, same_type};
 use burn::backend::ndarray::NdArrayTensor;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorPrimitive};
 use ndarray::{ArrayView2, Ix2};
-use std::any::Any;
 
 /// `x @ w`.
 pub(crate) fn product<B: Backend, const D: usize>(
     x: Tensor<B, D>,
     w: Tensor<B, D>,
 ) -> Tensor<B, D> {
-    // Moved through `Option`s seen as `dyn Any`, so that telling the CPU's
-    // matrices from every other backend's tensors allocates nothing.
-    let mut factors = Some((x, w));
-    if let Some(matrices) = (&mut factors as &mut dyn Any)
-        .downcast_mut::<Option<(Tensor<Cpu, 2>, Tensor<Cpu, 2>)>>()
-        .and_then(Option::take)
-    {
-        let (x, w) = matrices;
-        let mut product = Some(cpu_matrix_product(x, w));
-        return (&mut product as &mut dyn Any)
-            .downcast_mut::<Option<Tensor<B, D>>>()
-            .and_then(Option::take)
-            .expect("B is Cpu and D is 2");
+    match same_type::<_, (Tensor<Cpu, 2>, Tensor<Cpu, 2>)>((x, w)) {
+        Ok((x, w)) => same_type(cpu_matrix_product(x, w)).expect("B is Cpu and D is 2"),
+        Err((x, w)) => x.matmul(w),
     }
-    let (x, w) = factors.expect("not taken");
-    x.matmul(w)
 }
 
 /// The most rows a product streams the matrix for. Decoding SmolLM2-135M's

@@ -34,6 +34,17 @@ pub use sampling::{Generation, Sampling, Stop};
 /// The CPU backend (tests, small models).
 pub type Cpu = burn::backend::NdArray<f32>;
 
+/// `value` as a `U` when its type `T` is `U`, else back as it was: how code
+/// generic over the backend takes a path of its own for one backend. Moved
+/// through `Option`s seen as `dyn Any`, it allocates nothing.
+pub(crate) fn same_type<T: 'static, U: 'static>(value: T) -> Result<U, T> {
+    let mut value = Some(value);
+    match (&mut value as &mut dyn std::any::Any).downcast_mut::<Option<U>>() {
+        Some(cast) => Ok(cast.take().expect("just put there")),
+        None => Err(value.expect("not taken")),
+    }
+}
+
 /// A Llama model on the CPU backend.
 pub type CpuModel = Llama<Cpu>;
 

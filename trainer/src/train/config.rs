@@ -343,8 +343,9 @@ pub struct OptimSection {
     pub min_lr_ratio: f64,
     /// Sequences per forward/backward pass; gradients accumulate over the
     /// micro-batches of a step (lower it to fit memory). Two by default: a
-    /// pass on SmolLM2 takes some 25 GB a sequence at the 2,800 tokens the
-    /// synthesized tasks reach with tool schemas in the prompt.
+    /// pass of two SmolLM2 sequences of the 2,800 tokens the synthesized
+    /// tasks reach with tool schemas in the prompt peaks at 16 GB (on the
+    /// CPU, weights and AdamW's state included).
     pub micro_batch: usize,
 }
 
