@@ -581,13 +581,8 @@ impl<B: Backend> Llama<B> {
         // matrix product each; only attention needs the batch apart.
         let mut x = self.embedding.val().select(1, ids).transpose();
         let (cos, sin) = self.rope_tables(start, n, pads);
-        let total = start + n;
         let group = config.heads / config.kv_heads;
-        // Rows in the order of the queries' `[b, kv_heads, group·n]` below.
-        let mask = attention_mask::<B>(n, start, pads, config.sliding_window, &device)
-            .unsqueeze_dim::<5>(1)
-            .expand([b, config.kv_heads, group, n, total])
-            .reshape([b, config.kv_heads, group * n, total]);
+        let mask = attention_mask::<B>(n, start, pads, config.sliding_window, &device);
         let heads = |t: Tensor<B, 2>, count: usize| t.reshape([b, n, count, hd]).swap_dims(1, 2);
         for (index, layer) in self.layers.iter().enumerate() {
             let h = rms_norm(x.clone(), layer.attn_norm.val(), config.rms_eps);
