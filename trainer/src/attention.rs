@@ -35,12 +35,12 @@ const BLOCK_WEIGHTS: usize = 1 << 26;
 
 /// `softmax(q·kᵀ/√d, masked to -∞ where mask is true) · v` over
 /// `[batch, heads, rows, d]` queries and `[batch, heads, keys, d]` keys and
-/// values. The mask, `[batch, 1, n, keys]`, is that of `n` query positions
-/// (`rows` is a multiple of `n`: under grouped-query attention, each query
-/// head's positions in turn), so row r takes the mask of position r % n;
-/// each block repeats its rows of it across heads and groups itself, so no
-/// pass holds `batch × heads × rows × keys` of it (2.3 GB for a prompt pass
-/// of 64 SmolLM2 rows of 2,000 tokens). Each row must see at least one key.
+/// values. The mask, `[batch, 1, n, keys]`, is that of the `n` query
+/// positions: `rows` is a multiple of `n` (under grouped-query attention,
+/// each query head's positions in turn) and row r takes the mask of
+/// position r % n. Each block takes its own rows of it, so no pass holds
+/// `batch × heads × rows × keys` of it (2.3 GB for a prompt pass of 64
+/// SmolLM2 rows of 2,000 tokens). Each row must see at least one key.
 pub(crate) fn attention<B: Backend>(
     q: Tensor<B, 4>,
     k: Tensor<B, 4>,
