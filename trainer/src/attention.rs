@@ -7,8 +7,9 @@
 //! backward pass here keeps only the layer's queries, keys and values
 //! (heads × n × head_dim) and its mask, and computes each block's weights
 //! again from them, the way FlashAttention does, at the cost of one more
-//! product of queries and keys. Blocks bound the weights held at any moment, in the
-//! forward pass too (a prompt pass of many long rows in decoding).
+//! product of queries and keys. Blocks bound the weights held at any
+//! moment, in the forward pass too (a prompt pass of many long rows in
+//! decoding).
 //!
 //! The model is generic over the backend; training's backends are
 //! [`Autodiff`] over the ones this crate instantiates, recognised here by
