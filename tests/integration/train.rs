@@ -561,6 +561,47 @@ fn a_lora_run_trains_its_adapters_and_resumes_exactly() {
     assert_eq!(digest.len(), 64);
 }
 
+/// Recomputing activations in the backward pass changes a run's memory,
+/// not its course: its losses and gradient norms, SFT and RL, are those of
+/// the run that keeps them, up to rounding.
+#[test]
+fn a_run_that_recomputes_activations_follows_the_one_that_keeps_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = |activations: &str| {
+        let config = dir.path().join(format!("{activations}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "[optim]\nactivations = \"{activations}\"\n[sft]\nsteps = 4\n\
+                 [rl]\nsteps = 2\ntasks_per_step = 2\nrollouts = 4\nmax_new_tokens = 24\n\
+                 [eval]\nevery = 0\nmax_new_tokens = 24\n"
+            ),
+        )
+        .unwrap();
+        let run = dir.path().join(activations);
+        let args = smoke_args(config.to_str().unwrap(), &run);
+        assert_eq!(summary(&train(&as_strs(&args)))["complete"], true);
+        jsonl(&run.join("metrics.jsonl"))
+    };
+    let (kept, recomputed) = (metrics("kept"), metrics("recomputed"));
+    assert_eq!(kept.len(), recomputed.len());
+    let mut compared = 0;
+    for (kept, recomputed) in kept.iter().zip(&recomputed) {
+        assert_eq!(kept["kind"], recomputed["kind"]);
+        for key in ["loss", "grad_norm"] {
+            let (Some(a), Some(b)) = (kept[key].as_f64(), recomputed[key].as_f64()) else {
+                continue;
+            };
+            assert!(
+                (a - b).abs() <= 1e-4 * a.abs().max(1e-3),
+                "{key}: {a} vs {b}"
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared >= 12, "every step's loss and norm were compared");
+}
+
 #[test]
 fn lora_adapters_go_only_with_the_base_weights_they_were_trained_on() {
     let dir = tempfile::tempdir().unwrap();

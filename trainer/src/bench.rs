@@ -17,7 +17,8 @@ use crate::kv_cache::Prefix;
 use crate::llama::{Llama, Precision};
 use crate::lora::{FreshAdapters, Lora};
 use crate::sampling::{Sampling, Stop};
-use crate::train::objective::{Sequence, Span, sft_gradients};
+use crate::train::config::Activations;
+use crate::train::objective::{Passes, Sequence, Span, sft_gradients};
 use anyhow::{Context, Result, bail};
 use burn::module::AutodiffModule;
 use burn::optim::{AdamWConfig, Optimizer};
@@ -78,6 +79,8 @@ pub struct BenchSpec {
     /// Sequences per forward and backward pass of a training step (the
     /// gradients of a step's micro-batches are accumulated).
     pub micro_batch: usize,
+    /// What a training pass keeps for its backward pass.
+    pub activations: Activations,
     /// Decoding batch sizes.
     pub decode: Vec<usize>,
     /// Prompt tokens per decoded row.
@@ -305,10 +308,13 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
             .collect();
         let mut optimizer = AdamWConfig::new().init::<B, Llama<B>>();
         let mut model = self.model.clone();
-        let micro_batch = self.spec.micro_batch;
+        let passes = Passes {
+            micro_batch: self.spec.micro_batch,
+            activations: self.spec.activations,
+        };
         let device = model.device();
         let seconds = self.time(|| {
-            let (grads, _) = sft_gradients(&model, &sequences, micro_batch);
+            let (grads, _) = sft_gradients(&model, &sequences, passes);
             model = optimizer.step(1e-5, model.clone(), grads);
             sync::<B>(&device);
         });
@@ -427,6 +433,7 @@ mod tests {
             forward: vec![Shape { batch: 2, seq: 8 }],
             train: vec![Shape { batch: 3, seq: 6 }],
             micro_batch: 2,
+            activations: Activations::Kept,
             decode: vec![1, 3],
             prompt: 4,
             new_tokens: 5,

@@ -9,7 +9,7 @@ use crate::kv_cache::{KvCache, Prefix, shared_len};
 use crate::lora::{Adapter, Lora, TARGETS};
 use crate::sampling::{Generation, Sampling, Stop};
 use burn::module::{Module, Param, ParamId};
-use burn::tensor::activation::silu;
+use burn::tensor::activation::{log_softmax, silu};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, DType, FloatDType, Int, Tensor, TensorData};
 use forge_model::gguf::{Gguf, GgufError};
@@ -17,6 +17,8 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
+
+mod recompute;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -541,12 +543,8 @@ impl<B: Backend> Llama<B> {
     /// [`Self::forward_batch`], for callers that project only some positions
     /// onto the vocabulary (with [`Self::project`]).
     pub fn hidden_batch(&self, rows: &[&[u32]]) -> Tensor<B, 2> {
-        let n = rows.iter().map(|row| row.len()).max().unwrap_or(0);
-        let ids = rows
-            .iter()
-            .flat_map(|row| (0..n).map(|at| row.get(at).map_or(0, |&id| i64::from(id))))
-            .collect();
-        self.hidden(ids, rows.len(), &vec![0; rows.len()], None)
+        let (ids, b) = batch_ids(rows);
+        self.hidden(ids, b, &vec![0; b], None)
     }
 
     /// Logits `[positions, vocab]` of final hidden states `[positions, hidden]`.
@@ -556,6 +554,28 @@ impl<B: Backend> Llama<B> {
             None => self.embedding.val(),
         };
         self.product(hidden, lm_head)
+    }
+
+    /// The log-probs, `[at.len()]`, at `temperature`, of `tokens[i]` after
+    /// the position whose final hidden state is row `at[i]` of `hidden`.
+    /// Only those rows are projected onto the vocabulary (full-vocabulary
+    /// logits at every position would dwarf the model).
+    pub fn token_logprobs(
+        &self,
+        hidden: Tensor<B, 2>,
+        at: &[i64],
+        tokens: &[i64],
+        temperature: f32,
+    ) -> Tensor<B, 1> {
+        let device = self.device();
+        let count = at.len();
+        let at = Tensor::<B, 1, Int>::from_data(TensorData::new(at.to_vec(), [count]), &device);
+        let tokens =
+            Tensor::<B, 2, Int>::from_data(TensorData::new(tokens.to_vec(), [count, 1]), &device);
+        let logits = self.project(hidden.select(0, at));
+        log_softmax(logits.div_scalar(f64::from(temperature)), 1)
+            .gather(1, tokens)
+            .reshape([count])
     }
 
     /// The decoder's final (normalised) hidden states, `[b·n, hidden]`, over
@@ -568,64 +588,100 @@ impl<B: Backend> Llama<B> {
         ids: Vec<i64>,
         b: usize,
         pads: &[usize],
+        mut cache: Option<&mut KvCache<B>>,
+    ) -> Tensor<B, 2> {
+        let n = ids.len() / b.max(1);
+        let start = cache.as_mut().map_or(0, |cache| cache.advance(n));
+        let pass = self.pass(b, n, start, pads);
+        let mut x = self.embed(ids);
+        for index in 0..self.layers.len() {
+            x = self.layer(index, x, &pass, cache.as_deref_mut());
+        }
+        self.final_norm(x)
+    }
+
+    /// The rows of the embeddings of `ids`, `[ids, hidden]`: the projections
+    /// are one matrix product each; only attention needs the batch apart.
+    fn embed(&self, ids: Vec<i64>) -> Tensor<B, 2> {
+        let count = ids.len();
+        let ids = Tensor::<B, 1, Int>::from_data(TensorData::new(ids, [count]), &self.device());
+        self.embedding.val().select(1, ids).transpose()
+    }
+
+    /// What every layer of a pass over `b` rows of `n` columns after
+    /// `start` cached ones shares.
+    fn pass(&self, b: usize, n: usize, start: usize, pads: &[usize]) -> Pass<B> {
+        let (cos, sin) = self.rope_tables(start, n, pads);
+        let mask = attention_mask::<B>(n, start, pads, self.config.sliding_window, &self.device());
+        Pass {
+            b,
+            n,
+            start,
+            cos,
+            sin,
+            mask,
+        }
+    }
+
+    /// Decoder block `index` on the rows `x`, `[b·n, hidden]`; the block's
+    /// keys and values join `cache` when there is one.
+    fn layer(
+        &self,
+        index: usize,
+        x: Tensor<B, 2>,
+        pass: &Pass<B>,
         cache: Option<&mut KvCache<B>>,
     ) -> Tensor<B, 2> {
         let config = &self.config;
-        let device = self.device();
-        let n = ids.len() / b.max(1);
+        let layer = &self.layers[index];
+        let Pass { b, n, start, .. } = *pass;
         let hd = config.head_dim();
-        let mut cache = cache;
-        let start = cache.as_mut().map_or(0, |cache| cache.advance(n));
-        let ids = Tensor::<B, 1, Int>::from_data(TensorData::new(ids, [b * n]), &device);
-        // Rows of every position, `[b·n, hidden]`: the projections are one
-        // matrix product each; only attention needs the batch apart.
-        let mut x = self.embedding.val().select(1, ids).transpose();
-        let (cos, sin) = self.rope_tables(start, n, pads);
         let group = config.heads / config.kv_heads;
-        let mask = attention_mask::<B>(n, start, pads, config.sliding_window, &device);
         let heads = |t: Tensor<B, 2>, count: usize| t.reshape([b, n, count, hd]).swap_dims(1, 2);
-        for (index, layer) in self.layers.iter().enumerate() {
-            let h = rms_norm(x.clone(), layer.attn_norm.val(), config.rms_eps);
-            let [q, k, v] = [&layer.wq, &layer.wk, &layer.wv].map(|w| self.apply(h.clone(), w));
-            let row = |bias: &Param<Tensor<B, 1>>| bias.val().unsqueeze_dim::<2>(0);
-            let [q, k, v] = match &layer.qkv_bias {
-                Some([bq, bk, bv]) => [q + row(bq), k + row(bk), v + row(bv)],
-                None => [q, k, v],
-            };
-            let [q, k] = match &layer.qk_norm {
-                Some([q_norm, k_norm]) => [(q, q_norm), (k, k_norm)].map(|(t, weight)| {
-                    let [rows, width] = t.dims();
-                    rms_norm(
-                        t.reshape([rows * width / hd, hd]),
-                        weight.val(),
-                        config.rms_eps,
-                    )
-                    .reshape([rows, width])
-                }),
-                None => [q, k],
-            };
-            let q = rope(heads(q, config.heads), &cos, &sin);
-            let k = rope(heads(k, config.kv_heads), &cos, &sin);
-            let v = heads(v, config.kv_heads);
-            let (k, v) = match cache.as_mut() {
-                Some(cache) => cache.store(index, start, k, v),
-                None => (k, v),
-            };
-            // GQA: the `group` query heads that share a KV head attend as
-            // one block of `group · n` query rows, so keys and values are
-            // never copied per query head (in decoding, that copy would move
-            // the whole cache three times a token).
-            let q = q.reshape([b, config.kv_heads, group * n, hd]);
-            let attention = attention(q, k, v, mask.clone())
-                .reshape([b, config.heads, n, hd])
-                .swap_dims(1, 2)
-                .reshape([b * n, config.heads * hd]);
-            x = x + self.apply(attention, &layer.wo);
-            let h = rms_norm(x.clone(), layer.ffn_norm.val(), config.rms_eps);
-            let gated = silu(self.apply(h.clone(), &layer.w_gate)) * self.apply(h, &layer.w_up);
-            x = x + self.apply(gated, &layer.w_down);
-        }
-        rms_norm(x, self.norm.val(), config.rms_eps)
+        let h = rms_norm(x.clone(), layer.attn_norm.val(), config.rms_eps);
+        let [q, k, v] = [&layer.wq, &layer.wk, &layer.wv].map(|w| self.apply(h.clone(), w));
+        let row = |bias: &Param<Tensor<B, 1>>| bias.val().unsqueeze_dim::<2>(0);
+        let [q, k, v] = match &layer.qkv_bias {
+            Some([bq, bk, bv]) => [q + row(bq), k + row(bk), v + row(bv)],
+            None => [q, k, v],
+        };
+        let [q, k] = match &layer.qk_norm {
+            Some([q_norm, k_norm]) => [(q, q_norm), (k, k_norm)].map(|(t, weight)| {
+                let [rows, width] = t.dims();
+                rms_norm(
+                    t.reshape([rows * width / hd, hd]),
+                    weight.val(),
+                    config.rms_eps,
+                )
+                .reshape([rows, width])
+            }),
+            None => [q, k],
+        };
+        let q = rope(heads(q, config.heads), &pass.cos, &pass.sin);
+        let k = rope(heads(k, config.kv_heads), &pass.cos, &pass.sin);
+        let v = heads(v, config.kv_heads);
+        let (k, v) = match cache {
+            Some(cache) => cache.store(index, start, k, v),
+            None => (k, v),
+        };
+        // GQA: the `group` query heads that share a KV head attend as one
+        // block of `group · n` query rows, so keys and values are never
+        // copied per query head (in decoding, that copy would move the whole
+        // cache three times a token).
+        let q = q.reshape([b, config.kv_heads, group * n, hd]);
+        let attention = attention(q, k, v, pass.mask.clone())
+            .reshape([b, config.heads, n, hd])
+            .swap_dims(1, 2)
+            .reshape([b * n, config.heads * hd]);
+        let x = x + self.apply(attention, &layer.wo);
+        let h = rms_norm(x.clone(), layer.ffn_norm.val(), config.rms_eps);
+        let gated = silu(self.apply(h.clone(), &layer.w_gate)) * self.apply(h, &layer.w_up);
+        x + self.apply(gated, &layer.w_down)
+    }
+
+    /// The final normalisation of the last block's output.
+    fn final_norm(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        rms_norm(x, self.norm.val(), self.config.rms_eps)
     }
 
     /// The device the weights are on.
@@ -1137,6 +1193,29 @@ fn rope<B: Backend>(x: Tensor<B, 4>, cos: &Tensor<B, 4>, sin: &Tensor<B, 4>) -> 
     let cos = cos.clone().expand([b, heads, n, hd]);
     let sin = sin.clone().expand([b, heads, n, hd]);
     x * cos + rotated * sin
+}
+
+/// What every decoder block of one pass shares: the batch's shape, the
+/// rotary tables of its positions and its attention mask.
+struct Pass<B: Backend> {
+    b: usize,
+    n: usize,
+    /// Columns already in the cache.
+    start: usize,
+    cos: Tensor<B, 4>,
+    sin: Tensor<B, 4>,
+    mask: Tensor<B, 4, Bool>,
+}
+
+/// The ids of `rows` from position 0, padded at the end to the longest
+/// (`[rows · longest]`, row-major), and the number of rows.
+fn batch_ids(rows: &[&[u32]]) -> (Vec<i64>, usize) {
+    let n = rows.iter().map(|row| row.len()).max().unwrap_or(0);
+    let ids = rows
+        .iter()
+        .flat_map(|row| (0..n).map(|at| row.get(at).map_or(0, |&id| i64::from(id))))
+        .collect();
+    (ids, rows.len())
 }
 
 fn rms_norm<B: Backend>(x: Tensor<B, 2>, weight: Tensor<B, 1>, eps: f64) -> Tensor<B, 2> {

@@ -211,7 +211,8 @@ mod tests {
     use crate::checkpoint;
     use crate::llama::Llama;
     use crate::train::CpuTrain;
-    use crate::train::objective::{Sequence, Span, sft_gradients};
+    use crate::train::config::Activations;
+    use crate::train::objective::{Passes, Sequence, Span, sft_gradients};
     use crate::{Cpu, LlamaConfig};
     use burn::module::AutodiffModule;
     use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
@@ -397,7 +398,11 @@ mod tests {
         let mut optimizer = AdamWConfig::new().init();
         let mut losses = Vec::new();
         for _ in 0..steps {
-            let (grads, stats) = sft_gradients(&model, data, data.len());
+            let passes = Passes {
+                micro_batch: data.len(),
+                activations: Activations::Kept,
+            };
+            let (grads, stats) = sft_gradients(&model, data, passes);
             losses.push(stats.loss);
             model = optimizer.step(1e-2, model, grads);
         }

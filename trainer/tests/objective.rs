@@ -10,8 +10,11 @@ use burn::module::AutodiffModule;
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::tensor::TensorData;
 use forge_model::tokenizer::ModelTokenizer;
+use forge_trainer::lora::{FreshAdapters, Lora};
+use forge_trainer::train::config::Activations;
 use forge_trainer::train::objective::{
-    Scored, Sequence, Span, Surrogate, reference_logprobs, sft_gradients, surrogate_gradients,
+    Passes, Scored, Sequence, Span, Surrogate, reference_logprobs, sft_gradients,
+    surrogate_gradients,
 };
 use forge_trainer::{Llama, LlamaConfig, Prefix, Sampling, Stop};
 
@@ -46,6 +49,14 @@ const SURROGATE: Surrogate = Surrogate {
     temperature: 1.0,
 };
 
+/// `micro_batch` sequences a pass, activations kept.
+fn passes(micro_batch: usize) -> Passes {
+    Passes {
+        micro_batch,
+        activations: Activations::Kept,
+    }
+}
+
 /// `model` after one plain gradient step of size `lr`.
 fn stepped(model: &Model, grads: GradientsParams, lr: f64) -> Model {
     let mut sgd = SgdConfig::new().init::<TrainBackend, Model>();
@@ -54,6 +65,24 @@ fn stepped(model: &Model, grads: GradientsParams, lr: f64) -> Model {
 
 fn weights(model: &Model) -> Vec<(String, TensorData)> {
     model.valid().named_tensors()
+}
+
+/// How far a unit gradient step moves each of `model`'s tensors (that
+/// LoRA adapters are folded in keeps the adapters' steps apart per
+/// projection).
+fn step(model: &Model, grads: GradientsParams) -> Vec<(String, Vec<f32>)> {
+    let values = |model: &Model| {
+        weights(model)
+            .into_iter()
+            .map(|(name, data)| (name, data.to_vec::<f32>().unwrap()))
+    };
+    values(&stepped(model, grads, 1.0))
+        .zip(values(model))
+        .map(|((name, after), (_, before))| {
+            let step = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+            (name, step)
+        })
+        .collect()
 }
 
 /// The summed log-prob of a sequence's trained tokens.
@@ -127,8 +156,8 @@ fn a_masked_rollout_does_not_touch_the_gradient() {
         scored(bad.clone(), Some(-1.0)),
     ];
     let without = vec![scored(good, Some(1.0)), scored(bad, Some(-1.0))];
-    let (grads, stats) = surrogate_gradients(&model, &with_mask, SURROGATE, 2);
-    let (reference, reference_stats) = surrogate_gradients(&model, &without, SURROGATE, 2);
+    let (grads, stats) = surrogate_gradients(&model, &with_mask, SURROGATE, passes(2));
+    let (reference, reference_stats) = surrogate_gradients(&model, &without, SURROGATE, passes(2));
     assert_eq!(stats.tokens, 6, "masked tokens are not counted");
     assert_eq!(stats, reference_stats);
     assert_eq!(
@@ -141,8 +170,8 @@ fn a_masked_rollout_does_not_touch_the_gradient() {
         scored(spoiled, Some(-1.0)),
         with_mask[2].clone(),
     ];
-    let (leaked, _) = surrogate_gradients(&model, &unmasked, SURROGATE, 2);
-    let (reference, _) = surrogate_gradients(&model, &without, SURROGATE, 2);
+    let (leaked, _) = surrogate_gradients(&model, &unmasked, SURROGATE, passes(2));
+    let (reference, _) = surrogate_gradients(&model, &without, SURROGATE, passes(2));
     assert_ne!(
         weights(&stepped(&model, leaked, 1.0)),
         weights(&stepped(&model, reference, 1.0))
@@ -160,7 +189,7 @@ fn the_advantage_sign_decides_which_way_a_sequence_moves() {
             scored(good.clone(), Some(1.0)),
             scored(bad.clone(), Some(-1.0)),
         ];
-        let (grads, _) = surrogate_gradients(&model, &batch, SURROGATE, 2);
+        let (grads, _) = surrogate_gradients(&model, &batch, SURROGATE, passes(2));
         model = stepped(&model, grads, 0.05);
     }
     assert!(
@@ -182,13 +211,18 @@ fn the_clip_stops_pushing_a_ratio_past_the_trust_region() {
     for logprob in &mut far.spans[0].logprobs {
         *logprob -= 5.0;
     }
-    let (grads, stats) =
-        surrogate_gradients(&model, &[scored(far.clone(), Some(1.0))], SURROGATE, 2);
+    let (grads, stats) = surrogate_gradients(
+        &model,
+        &[scored(far.clone(), Some(1.0))],
+        SURROGATE,
+        passes(2),
+    );
     assert_eq!(stats.clipped, 1.0);
     assert_eq!(weights(&stepped(&model, grads, 1.0)), weights(&model));
     // A negative advantage is not clipped there: it pulls the ratio back,
     // and no token counts as clipped.
-    let (grads, stats) = surrogate_gradients(&model, &[scored(far, Some(-1.0))], SURROGATE, 2);
+    let (grads, stats) =
+        surrogate_gradients(&model, &[scored(far, Some(-1.0))], SURROGATE, passes(2));
     assert_eq!(stats.clipped, 0.0);
     assert_ne!(weights(&stepped(&model, grads, 1.0)), weights(&model));
 }
@@ -229,12 +263,84 @@ fn sft_lowers_the_loss_on_its_data() {
         sequence(&[1, 5, 9, 3, 4, 8], 3, 0.0),
         sequence(&[1, 6, 2, 7, 7, 2], 2, 0.0),
     ];
-    let (grads, first) = sft_gradients(&model, &data, 1);
+    let (grads, first) = sft_gradients(&model, &data, passes(1));
     assert_eq!(first.tokens, 5);
     assert!(first.loss > 0.0);
     model = stepped(&model, grads, 0.5);
-    let (_, second) = sft_gradients(&model, &data, 1);
+    let (_, second) = sft_gradients(&model, &data, passes(1));
     assert!(second.loss < first.loss, "{} → {}", first.loss, second.loss);
+}
+
+/// Recomputing each block's activations in the backward pass is a memory
+/// trade alone: the gradients are those of the kept activations, for SFT
+/// and for the surrogate with its KL term, whether the head is tied or not,
+/// and for LoRA adapters (whose frozen weights take no gradient).
+#[test]
+fn recomputed_activations_give_the_kept_ones_gradients() {
+    let untied = LlamaConfig {
+        tied_embeddings: false,
+        layers: 3,
+        ..LlamaConfig::tiny(40)
+    };
+    let lora = Lora {
+        rank: 2,
+        alpha: 4.0,
+        ..Lora::default()
+    };
+    let models = [
+        model(),
+        Llama::init(untied, 11, &Default::default()),
+        model()
+            .with_lora(&lora, &mut FreshAdapters::new(5))
+            .unwrap(),
+    ];
+    // The long one's trained tokens take the output head several passes.
+    let long: Vec<u32> = (0..700).map(|i| i * 7 % 39 + 1).collect();
+    let rows = [
+        sequence(&[1, 5, 9, 3, 4, 8], 3, -1.5),
+        sequence(&long, 600, -3.0),
+        sequence(&[1, 6, 2], 1, -2.0),
+        sequence(&[2, 2, 7, 7, 1, 3, 3, 9], 5, -0.5),
+    ];
+    let batch: Vec<Scored> = rows
+        .iter()
+        .zip([Some(1.0), Some(-0.5), Some(0.25), Some(-1.0)])
+        .map(|(row, advantage)| scored(row.clone(), advantage))
+        .collect();
+    let settings = Surrogate {
+        kl: 0.1,
+        ..SURROGATE
+    };
+    for model in &models {
+        let mut batch = batch.clone();
+        reference_logprobs(&model.valid(), &mut batch, 1.0, 2);
+        let recomputed = Passes {
+            micro_batch: 2,
+            activations: Activations::Recomputed,
+        };
+        let kept = [
+            sft_gradients(model, &rows, passes(2)),
+            surrogate_gradients(model, &batch, settings, passes(2)),
+        ];
+        let again = [
+            sft_gradients(model, &rows, recomputed),
+            surrogate_gradients(model, &batch, settings, recomputed),
+        ];
+        for ((kept, kept_stats), (again, again_stats)) in kept.into_iter().zip(again) {
+            assert!((kept_stats.loss - again_stats.loss).abs() < 1e-6);
+            let (kept, again) = (step(model, kept), step(model, again));
+            assert!(kept.iter().flat_map(|(_, step)| step).any(|&v| v != 0.0));
+            for ((name, kept), (_, again)) in kept.iter().zip(&again) {
+                let largest = kept.iter().fold(0f32, |max, value| max.max(value.abs()));
+                for (kept, again) in kept.iter().zip(again) {
+                    assert!(
+                        (kept - again).abs() <= 1e-4 * largest,
+                        "{name}: {kept} vs {again}"
+                    );
+                }
+            }
+        }
+    }
 }
 
 #[test]

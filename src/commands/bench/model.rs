@@ -8,6 +8,7 @@ use crate::output;
 use anyhow::Result;
 use clap::Args;
 use forge_trainer::bench::{self, BenchSpec, Measurement, Shape};
+use forge_trainer::train::config::Activations;
 use forge_trainer::{LlamaConfig, Precision};
 use std::process::ExitCode;
 use std::str::FromStr;
@@ -45,6 +46,11 @@ pub struct ModelBenchArgs {
     /// Sequences per forward and backward pass of a training step.
     #[arg(long, default_value_t = 16)]
     micro_batch: usize,
+    /// Recompute each decoder block's activations in the backward pass of
+    /// a training step instead of keeping them (`optim.activations =
+    /// "recomputed"`): less memory, more compute.
+    #[arg(long)]
+    recompute_activations: bool,
     /// Decoding batch sizes, or `none` [default: 1,32,256 on cuda; 1,4 elsewhere].
     #[arg(long, value_name = "SIZES")]
     decode: Option<List<usize>>,
@@ -120,6 +126,11 @@ pub fn run(args: ModelBenchArgs) -> Result<ExitCode> {
             .map_err(anyhow::Error::msg)?,
         train: shapes(args.train, pick("16x1024,64x1024", "2x128")).map_err(anyhow::Error::msg)?,
         micro_batch: args.micro_batch,
+        activations: if args.recompute_activations {
+            Activations::Recomputed
+        } else {
+            Activations::Kept
+        },
         decode: match args.decode {
             Some(List(sizes)) => sizes,
             None if cuda => vec![1, 32, 256],

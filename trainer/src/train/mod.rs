@@ -586,7 +586,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             .optim
             .lr_at(self.config.sft.lr, step, self.config.sft.steps);
         let (grads, stats) =
-            objective::sft_gradients(&self.model, &sequences, self.config.optim.micro_batch);
+            objective::sft_gradients(&self.model, &sequences, self.config.optim.passes());
         let grad_norm = self.apply(lr, grads);
         let seconds = started.elapsed().as_secs_f64();
         Ok(Metrics {
@@ -757,7 +757,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                         kl: config.kl,
                         temperature: config.temperature,
                     },
-                    self.config.optim.micro_batch,
+                    self.config.optim.passes(),
                 );
                 let norm = self.apply(lr, grads);
                 if update == 0 {

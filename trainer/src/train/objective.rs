@@ -8,13 +8,13 @@
 //! in micro-batches, each back-propagated on its own and the gradients
 //! accumulated, which bounds memory whatever the batch size.
 
+use super::config::Activations;
 use crate::llama::Llama;
 use burn::module::AutodiffModule;
 use burn::optim::{GradientsAccumulator, GradientsParams};
-use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::backend::Backend;
-use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
+use burn::tensor::{ElementConversion, Tensor, TensorData};
 
 /// Tokens of which some spans are trained.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,35 +92,77 @@ impl Sequence {
 }
 
 /// The log-probs of the trained tokens of `sequences`, in order, from one
-/// batched forward pass. Only the trained positions are projected onto the
-/// vocabulary (full-vocabulary logits at every position would dwarf the model).
+/// batched forward pass.
 pub fn trained_logprobs<B: Backend>(
     model: &Llama<B>,
     sequences: &[&Sequence],
     temperature: f32,
 ) -> Tensor<B, 1> {
-    let inputs: Vec<&[u32]> = sequences
+    let hidden = model.hidden_batch(&inputs(sequences));
+    let (at, tokens) = targets(sequences);
+    model.token_logprobs(hidden, &at, &tokens, temperature)
+}
+
+/// What goes through the model for `sequences`: all but each one's last token.
+fn inputs<'a>(sequences: &[&'a Sequence]) -> Vec<&'a [u32]> {
+    sequences
         .iter()
         .map(|sequence| &sequence.tokens[..sequence.tokens.len() - 1])
-        .collect();
-    let hidden = model.hidden_batch(&inputs);
-    let width = inputs.iter().map(|input| input.len()).max().unwrap_or(0);
-    let (mut at, mut targets) = (Vec::new(), Vec::new());
-    for (row, sequence) in sequences.iter().enumerate() {
-        for position in sequence.positions() {
-            at.push((row * width) as i64 + position);
-            targets.push(i64::from(sequence.tokens[position as usize + 1]));
+        .collect()
+}
+
+/// The trained tokens of `sequences`, in order: the rows of the batch's
+/// final hidden states over their [`inputs`] that predict them, and the
+/// tokens.
+fn targets(sequences: &[&Sequence]) -> (Vec<i64>, Vec<i64>) {
+    let width = sequences
+        .iter()
+        .map(|sequence| sequence.tokens.len() - 1)
+        .max()
+        .unwrap_or(0);
+    sequences
+        .iter()
+        .enumerate()
+        .flat_map(|(row, sequence)| {
+            sequence.positions().into_iter().map(move |position| {
+                let token = sequence.tokens[position as usize + 1];
+                ((row * width) as i64 + position, i64::from(token))
+            })
+        })
+        .unzip()
+}
+
+/// How a step's sequences go through the model for their gradients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Passes {
+    /// Sequences per forward and backward pass.
+    pub micro_batch: usize,
+    pub activations: Activations,
+}
+
+/// The gradients of `loss`, a function of the log-probs of the trained
+/// tokens of `sequences` (at `temperature`), from one pass.
+fn pass_gradients<B: AutodiffBackend>(
+    model: &Llama<B>,
+    sequences: &[&Sequence],
+    temperature: f32,
+    activations: Activations,
+    loss: impl FnOnce(Tensor<B, 1>) -> Tensor<B, 1>,
+) -> GradientsParams
+where
+    Llama<B>: AutodiffModule<B>,
+{
+    match activations {
+        Activations::Kept => {
+            let logprobs = trained_logprobs(model, sequences, temperature);
+            GradientsParams::from_grads(loss(logprobs).backward(), model)
+        }
+        Activations::Recomputed => {
+            let (at, tokens) = targets(sequences);
+            let inputs = inputs(sequences);
+            model.logprob_gradients_recomputed(&inputs, &at, &tokens, temperature, loss)
         }
     }
-    let device = model.device();
-    let count = at.len();
-    let at = Tensor::<B, 1, Int>::from_data(TensorData::new(at, [count]), &device);
-    let targets = Tensor::<B, 2, Int>::from_data(TensorData::new(targets, [count, 1]), &device);
-    // Only the trained positions are projected onto the vocabulary.
-    let logits = model.project(hidden.select(0, at));
-    log_softmax(logits.div_scalar(f64::from(temperature)), 1)
-        .gather(1, targets)
-        .reshape([count])
 }
 
 /// A sequence with its advantage; `None` marks a masked rollout, which must
@@ -187,12 +229,11 @@ pub struct LossStats {
     pub logprob_gap: f64,
 }
 
-/// Gradients of the token-level SFT cross-entropy over `sequences`,
-/// `micro_batch` sequences per forward and backward pass.
+/// Gradients of the token-level SFT cross-entropy over `sequences`.
 pub fn sft_gradients<B: AutodiffBackend>(
     model: &Llama<B>,
     sequences: &[Sequence],
-    micro_batch: usize,
+    passes: Passes,
 ) -> (GradientsParams, LossStats)
 where
     Llama<B>: AutodiffModule<B>,
@@ -207,19 +248,19 @@ where
         tokens: total,
         ..LossStats::default()
     };
-    for chunk in trained.chunks(micro_batch.max(1)) {
-        let loss = trained_logprobs(model, chunk, 1.0)
-            .sum()
-            .neg()
-            .div_scalar(total as f64);
-        stats.loss += scalar(&loss);
-        accumulator.accumulate(model, GradientsParams::from_grads(loss.backward(), model));
+    for chunk in trained.chunks(passes.micro_batch.max(1)) {
+        let grads = pass_gradients(model, chunk, 1.0, passes.activations, |logprobs| {
+            let loss = logprobs.sum().neg().div_scalar(total as f64);
+            stats.loss += scalar(&loss);
+            loss
+        });
+        accumulator.accumulate(model, grads);
     }
     (accumulator.grads(), stats)
 }
 
 /// Gradients of the clipped surrogate (plus the KL penalty) over the
-/// unmasked rollouts of `batch`, `micro_batch` sequences per pass:
+/// unmasked rollouts of `batch`:
 /// `−Σ_t min(r_t A, clip(r_t, 1 ± ε) A) / T + β Σ_t k3_t / T`, with
 /// `r_t = p(token) / p_sampled(token)` and `T` the trained tokens of the
 /// unmasked rollouts.
@@ -227,7 +268,7 @@ pub fn surrogate_gradients<B: AutodiffBackend>(
     model: &Llama<B>,
     batch: &[Scored],
     settings: Surrogate,
-    micro_batch: usize,
+    passes: Passes,
 ) -> (GradientsParams, LossStats)
 where
     Llama<B>: AutodiffModule<B>,
@@ -249,44 +290,49 @@ where
         Tensor::<B, 1>::from_data(TensorData::new(values, [len]), &device)
     };
     let mut clipped = 0i64;
-    for chunk in valid.chunks(micro_batch.max(1)) {
+    for chunk in valid.chunks(passes.micro_batch.max(1)) {
         let sequences: Vec<&Sequence> = chunk.iter().map(|scored| &scored.sequence).collect();
-        let new = trained_logprobs(model, &sequences, settings.temperature);
         let per_token = |value: &dyn Fn(&Scored) -> Vec<f32>| {
             vector(chunk.iter().flat_map(|scored| value(scored)).collect())
         };
-        let old = per_token(&|scored| scored.sequence.old_logprobs());
-        let advantage = per_token(&|scored| {
-            vec![scored.advantage.unwrap_or_default() as f32; scored.sequence.trained_tokens()]
-        });
-        stats.logprob_gap += (new.clone().detach() - old.clone())
-            .abs()
-            .sum()
-            .into_scalar()
-            .elem::<f64>()
-            / total as f64;
-        let ratio = (new.clone() - old).exp();
-        let unclipped = ratio.clone() * advantage.clone();
-        let bounded = ratio.clamp(1.0 - settings.clip, 1.0 + settings.clip) * advantage;
-        clipped += bounded
-            .clone()
-            .lower(unclipped.clone())
-            .int()
-            .sum()
-            .into_scalar()
-            .elem::<i64>();
-        let mut loss = unclipped.min_pair(bounded).sum().neg();
-        if settings.kl > 0.0 && chunk.iter().all(|scored| scored.reference.is_some()) {
-            let reference = per_token(&|scored| scored.reference.clone().unwrap_or_default());
-            // k3 = exp(ref − new) − (ref − new) − 1: unbiased, non-negative.
-            let delta = reference - new;
-            let k3 = (delta.clone().exp() - delta - 1.0).sum();
-            stats.kl += scalar(&k3) / total as f64;
-            loss = loss + k3.mul_scalar(settings.kl);
-        }
-        let loss = loss.div_scalar(total as f64);
-        stats.loss += scalar(&loss);
-        accumulator.accumulate(model, GradientsParams::from_grads(loss.backward(), model));
+        let surrogate = |new: Tensor<B, 1>| {
+            let old = per_token(&|scored| scored.sequence.old_logprobs());
+            let advantage = per_token(&|scored| {
+                vec![scored.advantage.unwrap_or_default() as f32; scored.sequence.trained_tokens()]
+            });
+            stats.logprob_gap +=
+                scalar(&(new.clone().detach() - old.clone()).abs().sum()) / total as f64;
+            let ratio = (new.clone() - old).exp();
+            let unclipped = ratio.clone() * advantage.clone();
+            let bounded = ratio.clamp(1.0 - settings.clip, 1.0 + settings.clip) * advantage;
+            clipped += bounded
+                .clone()
+                .lower(unclipped.clone())
+                .int()
+                .sum()
+                .into_scalar()
+                .elem::<i64>();
+            let mut loss = unclipped.min_pair(bounded).sum().neg();
+            if settings.kl > 0.0 && chunk.iter().all(|scored| scored.reference.is_some()) {
+                let reference = per_token(&|scored| scored.reference.clone().unwrap_or_default());
+                // k3 = exp(ref − new) − (ref − new) − 1: unbiased, non-negative.
+                let delta = reference - new;
+                let k3 = (delta.clone().exp() - delta - 1.0).sum();
+                stats.kl += scalar(&k3) / total as f64;
+                loss = loss + k3.mul_scalar(settings.kl);
+            }
+            let loss = loss.div_scalar(total as f64);
+            stats.loss += scalar(&loss);
+            loss
+        };
+        let grads = pass_gradients(
+            model,
+            &sequences,
+            settings.temperature,
+            passes.activations,
+            surrogate,
+        );
+        accumulator.accumulate(model, grads);
     }
     stats.clipped = clipped as f64 / total.max(1) as f64;
     (accumulator.grads(), stats)
