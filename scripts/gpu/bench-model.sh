@@ -58,7 +58,7 @@ def load(name, lora_rank=0, **match):
                 row = json.loads(line)
             except ValueError:
                 continue
-            if row.get("lora_rank", 0) != lora_rank:
+            if row.get("lora_rank", 0) != lora_rank or row.get("activations", "kept") != "kept":
                 continue
             if all(row.get(key) == value for key, value in match.items()):
                 rows[(row["phase"], row["batch"], row["seq"])] = row["tokens_per_s"]

@@ -164,6 +164,10 @@ pub struct Measurement {
     pub precision: Precision,
     /// The rank of the LoRA adapters measured (0: none).
     pub lora_rank: usize,
+    /// What a training step's passes kept for their backward pass
+    /// (training steps only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub activations: Option<Activations>,
 }
 
 impl Measurement {
@@ -178,6 +182,7 @@ impl Measurement {
             tokens_per_s: (shape.batch * shape.seq) as f64 / seconds,
             precision: spec.precision,
             lora_rank: spec.lora_rank,
+            activations: (phase == Phase::Train).then_some(spec.activations),
         }
     }
 }
@@ -392,6 +397,7 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
             tokens_per_s: tokens as f64 / seconds,
             precision: self.spec.precision,
             lora_rank: self.spec.lora_rank,
+            activations: None,
         }
     }
 }
@@ -477,6 +483,16 @@ mod tests {
         let measured = run(&lora, Accelerator::Cpu, &mut |_| {}).expect("the bench runs");
         let rows: Vec<_> = measured.iter().map(|m| (m.phase, m.lora_rank)).collect();
         assert_eq!(rows, [(Phase::Train, 4)]);
+        // Recomputing activations, and saying so where it applies.
+        let kept: Vec<_> = measurements.iter().map(|m| m.activations).collect();
+        assert_eq!(kept[..2], [None, Some(Activations::Kept)]);
+        let recomputed = BenchSpec {
+            activations: Activations::Recomputed,
+            ..lora.clone()
+        };
+        let measured = run(&recomputed, Accelerator::Cpu, &mut |_| {}).expect("the bench runs");
+        let rows: Vec<_> = measured.iter().map(|m| (m.phase, m.activations)).collect();
+        assert_eq!(rows, [(Phase::Train, Some(Activations::Recomputed))]);
         let zero = BenchSpec { repeats: 0, ..spec };
         let error = run(&zero, Accelerator::Cpu, &mut |_| {}).unwrap_err();
         assert!(error.to_string().contains("repeats"), "{error}");

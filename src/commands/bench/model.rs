@@ -182,11 +182,16 @@ fn shape(m: &Measurement) -> String {
             m.seq,
             m.tokens / m.batch
         ),
-        _ => Shape {
-            batch: m.batch,
-            seq: m.seq,
+        _ => {
+            let shape = Shape {
+                batch: m.batch,
+                seq: m.seq,
+            };
+            match m.activations {
+                Some(Activations::Recomputed) => format!("{shape}, recomputed"),
+                _ => shape.to_string(),
+            }
         }
-        .to_string(),
     }
 }
 
