@@ -6,7 +6,9 @@
 //! of the batch (DAPO's choice): a long turn weighs by its tokens, not as one
 //! sample, so long failures are not diluted. Sequences go through the model
 //! in micro-batches, each back-propagated on its own and the gradients
-//! accumulated, which bounds memory whatever the batch size.
+//! accumulated, which bounds memory whatever the batch size; a pass keeps
+//! its activations for the backward pass or recomputes them
+//! ([`Activations`]), which bounds it whatever the model's depth.
 
 use super::config::Activations;
 use crate::llama::Llama;
