@@ -76,7 +76,7 @@ pub struct Script<'a> {
 pub enum Users<'a> {
     /// Each task's scripted user.
     Scripted,
-    /// The local model [`Play::user_model`], prompted through `tokenizer`;
+    /// The local model of `Play::user_model`, prompted through `tokenizer`;
     /// its turns are decoded in batches beside the policy's.
     Model {
         tokenizer: &'a ModelTokenizer,
