@@ -559,6 +559,15 @@ fn a_lora_run_trains_its_adapters_and_resumes_exactly() {
     let digest = std::fs::read_to_string(whole.join("final/adapter/base_weights.sha256")).unwrap();
     assert_eq!(adapters["base_sha256"], json!(digest));
     assert_eq!(digest.len(), 64);
+    // Adapters alone are not a model: the error says how to make one.
+    let adapter_dir = whole.join("final/adapter");
+    let output = forge(&["model", "inspect", adapter_dir.to_str().unwrap()]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("forge model merge"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 /// Recomputing activations in the backward pass changes a run's memory,

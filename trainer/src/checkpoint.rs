@@ -263,6 +263,16 @@ fn read_chat_template(dir: &Path) -> Result<Option<String>, LoadError> {
 /// A checkpoint directory's `config.json`, as written.
 pub fn read_config_json(dir: &Path) -> Result<serde_json::Value, LoadError> {
     let path = dir.join(CONFIG);
+    if !path.exists() && dir.join(peft::CONFIG).is_file() {
+        return Err(checkpoint_error(
+            dir,
+            format!(
+                "LoRA adapters ({}), not a model: fold them into their base with `forge model merge {} --out DIR` and load DIR",
+                peft::CONFIG,
+                dir.display()
+            ),
+        ));
+    }
     if !path.exists() {
         return Err(checkpoint_error(
             dir,
