@@ -362,9 +362,10 @@ impl<B: Backend> Llama<B> {
     }
 
     /// The same model fine-tuned by LoRA: adapters on `lora.targets`, read
-    /// from `source` by [`Lora::tensor_names`] ([`FreshAdapters`](crate::lora::FreshAdapters) for new
-    /// ones), and every other weight frozen. Their parameter ids follow the
-    /// weights', so that a reloaded model matches its saved optimizer state.
+    /// from `source` by [`Lora::tensor_names`]
+    /// ([`FreshAdapters`](crate::lora::FreshAdapters) for new ones), and
+    /// every other weight frozen. Their parameter ids follow the weights',
+    /// so that a reloaded model matches its saved optimizer state.
     pub fn with_lora(self, lora: &Lora, source: &mut dyn WeightSource) -> Result<Self, LoadError> {
         let mut model = self.no_grad();
         let device = model.device();
