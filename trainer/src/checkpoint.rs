@@ -263,23 +263,19 @@ fn read_chat_template(dir: &Path) -> Result<Option<String>, LoadError> {
 /// A checkpoint directory's `config.json`, as written.
 pub fn read_config_json(dir: &Path) -> Result<serde_json::Value, LoadError> {
     let path = dir.join(CONFIG);
-    if !path.exists() && dir.join(peft::CONFIG).is_file() {
-        return Err(checkpoint_error(
-            dir,
+    if !path.exists() {
+        let what = if dir.join(peft::CONFIG).is_file() {
             format!(
                 "LoRA adapters ({}), not a model: fold them into their base with `forge model merge {} --out DIR` and load DIR",
                 peft::CONFIG,
                 dir.display()
-            ),
-        ));
-    }
-    if !path.exists() {
-        return Err(checkpoint_error(
-            dir,
+            )
+        } else {
             format!(
                 "not a checkpoint directory: it has no {CONFIG} (a checkpoint holds {CONFIG}, {WEIGHTS} and {TOKENIZER})"
-            ),
-        ));
+            )
+        };
+        return Err(checkpoint_error(dir, what));
     }
     let text = std::fs::read_to_string(&path).map_err(|err| checkpoint_error(&path, err))?;
     serde_json::from_str(&text).map_err(|err| checkpoint_error(&path, err))
