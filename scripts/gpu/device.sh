@@ -5,8 +5,11 @@
 #   device.sh bench   (carry .gpu/a) unpacks forge and the environments,
 #                     keeps the model's first part, and measures forge's and
 #                     PyTorch's throughput (scripts/gpu/bench-model.sh);
-#   device.sh train   (carry .gpu/b) joins the model, checks its sha256, and
-#                     runs scripts/gpu/train-smollm2.sh.
+#   device.sh train [SECONDS]
+#                     (carry .gpu/b) joins the model, checks its sha256, and
+#                     runs scripts/gpu/train-smollm2.sh; its runs' time
+#                     limits fit a call of SECONDS (400 by default), for a
+#                     call the device budget leaves less time.
 # Results go to $OUT (which comes back), with the kernels compiled so far
 # (kernels.tar.xz): staged again by prepare.sh (KERNELS=), they spare a
 # later session on the same kind of GPU the compiling (PTX is built for the
@@ -62,6 +65,9 @@ case "${1:-}" in
     keep_kernels_and_exit "$status"
     ;;
   train)
+    # The default limits (train-smollm2.sh's) fill a call of 400 s.
+    seconds="${2:-400}"
+    [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "device.sh train: SECONDS must be a whole number, not '$seconds'" >&2; exit 2; }
     [[ -f "$stage/model.part1" && -x "$stage/forge" ]] || {
       echo "the first stage's files are gone (the machine went cold): run 'device.sh bench' first" >&2
       exit 1
@@ -69,6 +75,8 @@ case "${1:-}" in
     cat "$stage/model.part1" .gpu/b/model.part2 > "$stage/model.gguf"
     (cd "$stage" && sha256sum -c "$OLDPWD/.gpu/b/model.sha256")
     cuda_env
+    export SFT_SECONDS=$(( 90 * seconds / 400 )) RL_SECONDS=$(( 130 * seconds / 400 ))
+    export KILL_AFTER=$(( 75 * seconds / 400 ))
     # The runs' checkpoints stay on the machine; what comes back (at most
     # eight files) is one archive of their metrics, curves, configs and logs.
     runs="$stage/runs"
@@ -81,7 +89,7 @@ case "${1:-}" in
     keep_kernels_and_exit "$status"
     ;;
   *)
-    echo "usage: $0 bench|train" >&2
+    echo "usage: $0 bench | $0 train [SECONDS]" >&2
     exit 2
     ;;
 esac

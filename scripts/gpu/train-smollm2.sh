@@ -14,7 +14,7 @@
 #     ENVS=dir-of-bundles OUT=dir scripts/gpu/train-smollm2.sh
 # Time limits (whole seconds): SFT_SECONDS (default 90), RL_SECONDS (130);
 # a run stops before a step that would end past its limit, and is killed
-# 75 s after it.
+# KILL_AFTER (75) seconds after it.
 # EXTRA_CONFIG names a TOML file layered over the shared settings (each
 # run's own come last).
 # DEVICE=cpu with MODEL=tiny, a small environment and a small EXTRA_CONFIG
@@ -28,6 +28,7 @@ ENVS="${ENVS:?a directory of synthesized bundles (forge synth --all --out DIR)}"
 OUT="${OUT:-gpu-runs}"
 SFT_SECONDS="${SFT_SECONDS:-90}"
 RL_SECONDS="${RL_SECONDS:-130}"
+KILL_AFTER="${KILL_AFTER:-75}"
 DEVICE="${DEVICE:-cuda}"
 mkdir -p "$OUT"
 
@@ -44,7 +45,7 @@ run() { # name, its config file (layered over the shared ones), time limit
   local name="$1" file="$2" limit="$3" status=0
   # A hard stop after the time limit, for a step or evaluation that runs
   # long (the checkpoint is written before the last evaluation).
-  timeout $(( limit + 75 )) "$FORGE" train --device "$DEVICE" --time-limit "$limit" \
+  timeout $(( limit + KILL_AFTER )) "$FORGE" train --device "$DEVICE" --time-limit "$limit" \
     --config "$here/train-smollm2.toml" ${EXTRA_CONFIG:+--config "$EXTRA_CONFIG"} --config "$file" \
     --run-dir "$OUT/$name" "${env_args[@]}" --json > "$OUT/$name.log" 2>&1 || status=$?
   if (( status )); then
