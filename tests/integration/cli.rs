@@ -1,6 +1,6 @@
 //! The `forge` CLI end to end on the built-in example environment.
 
-use crate::common::{export_example, forge, json_lines, stderr, stdout};
+use crate::common::{assert_refused, export_example, forge, json_lines, stderr, stdout};
 use forge_model::tokenizer::ModelTokenizer;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -241,12 +241,7 @@ fn a_torn_last_line_is_skipped_and_cut_before_appending_and_a_whole_one_kept() {
     let notes = dir.path().join("notes.txt");
     std::fs::write(&notes, "my notes\nthe last line").unwrap();
     let output = forge(&["run", "--out", notes.to_str().unwrap(), "--append"]);
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("is not a trajectory file"),
-        "{}",
-        stderr(&output)
-    );
+    assert_refused(&output, "is not a trajectory file");
     assert_eq!(
         std::fs::read_to_string(&notes).unwrap(),
         "my notes\nthe last line"
@@ -254,12 +249,7 @@ fn a_torn_last_line_is_skipped_and_cut_before_appending_and_a_whole_one_kept() {
     let empty = dir.path().join("empty.jsonl");
     std::fs::write(&empty, "").unwrap();
     let output = forge(&["replay", empty.to_str().unwrap()]);
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("holds no episode"),
-        "{}",
-        stderr(&output)
-    );
+    assert_refused(&output, "holds no episode");
 }
 
 #[test]
@@ -321,12 +311,7 @@ fn bad_input_gets_errors_that_name_the_problem() {
     let bundle = export_example(dir.path());
     std::fs::write(bundle.join("tasks.jsonl"), "{\"id\": 1}\n").unwrap();
     let output = forge(&["run", "--env", bundle.to_str().unwrap()]);
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("tasks.jsonl does not match the sha256"),
-        "{}",
-        stderr(&output)
-    );
+    assert_refused(&output, "tasks.jsonl does not match the sha256");
     // Without recorded hashes (a hand-written bundle) the malformed line is named.
     let manifest_path = bundle.join("manifest.json");
     let mut manifest: Value =
@@ -334,12 +319,8 @@ fn bad_input_gets_errors_that_name_the_problem() {
     manifest.as_object_mut().unwrap().remove("hashes");
     std::fs::write(&manifest_path, manifest.to_string()).unwrap();
     let output = forge(&["run", "--env", bundle.to_str().unwrap()]);
-    assert!(!output.status.success());
-    let message = stderr(&output);
-    assert!(
-        message.contains("tasks.jsonl is malformed") && message.contains("line 1"),
-        "{message}"
-    );
+    assert_refused(&output, "tasks.jsonl is malformed");
+    assert_refused(&output, "line 1");
 
     // A name that is no plain word, a blank task id: refused, named.
     let task = json!({"id": " ", "instruction": "i", "gold_actions": [], "required_outputs": []});
@@ -376,22 +357,12 @@ fn bad_input_gets_errors_that_name_the_problem() {
     assert_eq!(played("shop-03,shop-01"), ["shop-03", "shop-01"]);
 
     let output = forge(&["run", "--tasks", "shop-99"]);
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("no task `shop-99`"),
-        "{}",
-        stderr(&output)
-    );
+    assert_refused(&output, "no task `shop-99`");
 
     let garbage = dir.path().join("garbage.jsonl");
     std::fs::write(&garbage, "{\"not\": \"a trajectory\"}\n").unwrap();
     let output = forge(&["replay", garbage.to_str().unwrap()]);
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("line 1 is not a trajectory record"),
-        "{}",
-        stderr(&output)
-    );
+    assert_refused(&output, "line 1 is not a trajectory record");
     // Bytes that are not UTF-8 are named by their line too.
     std::fs::write(&garbage, b"\n{\"task_id\": \"\xff\"}\n").unwrap();
     let output = forge(&["replay", garbage.to_str().unwrap()]);
@@ -496,12 +467,7 @@ fn inspect_lists_tools_and_tasks() {
         stdout(&flagged)
     );
     let both = forge(&["inspect", bundle, "--env", bundle]);
-    assert!(!both.status.success());
-    assert!(
-        stderr(&both).contains("cannot be used with"),
-        "{}",
-        stderr(&both)
-    );
+    assert_refused(&both, "cannot be used with");
 }
 
 #[test]
@@ -560,13 +526,8 @@ fn bench_serve_measures_tool_calls_not_refusals() {
     );
     // Steps that are all refused or no tool call measure nothing.
     let output = bench(&["--tool", "nope"]);
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("answers were errors")
-            && stderr(&output).contains("tool_not_found"),
-        "{}",
-        stderr(&output)
-    );
+    assert_refused(&output, "answers were errors");
+    assert_refused(&output, "tool_not_found");
 }
 
 #[test]
@@ -622,12 +583,7 @@ fn bench_model_measures_each_phase_and_names_bad_shapes() {
         "--model",
         concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"),
     ]);
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("bf16 needs the CUDA one"),
-        "{}",
-        stderr(&output)
-    );
+    assert_refused(&output, "bf16 needs the CUDA one");
     // A device whose backend this build lacks names the feature to build with.
     for (device, built) in [
         ("cuda", cfg!(feature = "cuda")),
@@ -637,12 +593,7 @@ fn bench_model_measures_each_phase_and_names_bad_shapes() {
             continue;
         }
         let output = forge(&["bench", "model", "--device", device]);
-        assert!(!output.status.success());
-        assert!(
-            stderr(&output).contains(&format!("--features {device}")),
-            "{}",
-            stderr(&output)
-        );
+        assert_refused(&output, &format!("--features {device}"));
     }
 }
 
@@ -774,12 +725,7 @@ fn a_thinking_model_replies_at_once_with_thinking_off() {
     let model = save("smollm", &ModelTokenizer::byte_level());
     let out = model.with_extension("jsonl");
     let output = model_turn(model.to_str().unwrap(), &out, &thinking_off);
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("thinking off is for models that think"),
-        "{}",
-        stderr(&output)
-    );
+    assert_refused(&output, "thinking off is for models that think");
     assert!(!out.exists() || std::fs::read_to_string(&out).unwrap().is_empty());
 }
 

@@ -80,6 +80,15 @@ pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// Asserts that a `forge` run failed and that its error says `said`: bad
+/// input is refused, and the message names the problem.
+#[track_caller]
+pub fn assert_refused(output: &Output, said: &str) {
+    let message = stderr(output);
+    assert!(!output.status.success(), "it ran; its stderr: {message}");
+    assert!(message.contains(said), "{said:?} not said in: {message}");
+}
+
 /// The JSON lines of `--json` output.
 pub fn json_lines(output: &Output) -> Vec<serde_json::Value> {
     stdout(output)

@@ -1,7 +1,7 @@
 //! `forge eval` and remote models (policy and user) against a loopback stub
 //! of an OpenAI-compatible endpoint.
 
-use crate::common::{export_example, forge, json_lines, stderr};
+use crate::common::{assert_refused, export_example, forge, json_lines, stderr};
 use crate::llm_stub::{StubServer, completion};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -134,12 +134,7 @@ fn eval_with_a_remote_policy_reports_pass_k_and_resumes() {
     // evaluation's: the directory is refused, naming the setting.
     let trajectories = std::fs::read(results.join("trajectories.jsonl")).unwrap();
     let output = forge(&[&more[..], &["--max-turns", "1"]].concat());
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("`max_turns`: 30 then, 1 now"),
-        "{}",
-        stderr(&output)
-    );
+    assert_refused(&output, "`max_turns`: 30 then, 1 now");
     assert_eq!(
         std::fs::read(results.join("trajectories.jsonl")).unwrap(),
         trajectories
@@ -276,12 +271,7 @@ fn a_remote_model_can_play_the_user() {
 #[test]
 fn a_remote_policy_without_an_endpoint_is_a_clear_error() {
     let output = forge(&["run", "--policy", "openai"]);
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("need --base-url and --model"),
-        "{}",
-        stderr(&output)
-    );
+    assert_refused(&output, "need --base-url and --model");
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! OpenEnv's HTTP and WebSocket API and MCP, as remote agents drive it.
 
 use crate::common::{
-    export_example, forge, forge_cache_dir, forge_command, guest_component, stderr, stdout,
+    assert_refused, export_example, forge, forge_cache_dir, forge_command, guest_component, stderr,
+    stdout,
 };
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -668,12 +669,7 @@ fn mcp_over_stdio_serves_one_episode_and_records_it() {
 
     // A task that is not there is refused before the conversation starts.
     let output = forge(&["serve", "--stdio", "--task", "nosuch"]);
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("--task: no task `nosuch` here"),
-        "{}",
-        stderr(&output)
-    );
+    assert_refused(&output, "--task: no task `nosuch` here");
 }
 
 /// A bundle of the hostile test component, with one task.

@@ -1,7 +1,7 @@
 //! `forge synth` end to end: docs in, bundles that `forge run` and `forge
 //! replay` consume.
 
-use crate::common::{forge, json_lines, stderr};
+use crate::common::{assert_refused, forge, json_lines, stderr};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -120,12 +120,7 @@ fn a_shipped_doc_becomes_a_bundle_gold_solves_and_random_does_not() {
         out.path(),
         30,
     );
-    assert!(!again.status.success());
-    assert!(
-        stderr(&again).contains("already exists"),
-        "{}",
-        stderr(&again)
-    );
+    assert_refused(&again, "already exists");
     let forced = forge(&[
         "synth",
         "--force",
@@ -216,12 +211,7 @@ fn max_requirements_gives_one_call_tasks_for_the_training_doc() {
         out.path().to_str().unwrap(),
         doc.to_str().unwrap(),
     ]);
-    assert!(!zero.status.success());
-    assert!(
-        stderr(&zero).contains("--max-requirements"),
-        "{}",
-        stderr(&zero)
-    );
+    assert_refused(&zero, "--max-requirements");
 }
 
 const PARKING: &str = r#"
@@ -337,12 +327,8 @@ fn broken_docs_are_refused_naming_the_problem() {
     let doc = dir.path().join("parking.toml");
     std::fs::write(&doc, PARKING.replace("ref = \"zones\"", "ref = \"zonez\"")).unwrap();
     let output = synth(&[&doc], &dir.path().join("out"), 5);
-    assert!(!output.status.success());
-    let message = stderr(&output);
-    assert!(
-        message.contains("parking.toml") && message.contains("unknown collection `zonez`"),
-        "{message}"
-    );
+    assert_refused(&output, "parking.toml");
+    assert_refused(&output, "unknown collection `zonez`");
 
     // A tool whose precondition never holds fails validation: the domain is rejected with a report.
     std::fs::write(

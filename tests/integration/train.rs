@@ -4,8 +4,8 @@
 //! model, and the prepared GPU run's script works (on a tiny model).
 
 use crate::common::{
-    export_example, forge, forge_cache_dir, forge_command, forget_hashes, json_lines, stderr,
-    stdout,
+    assert_refused, export_example, forge, forge_cache_dir, forge_command, forget_hashes,
+    json_lines, stderr, stdout,
 };
 use crate::llm_stub::{StubServer, completion};
 use serde_json::{Value, json};
@@ -188,12 +188,7 @@ fn the_smoke_run_trains_sft_then_erpo_on_the_cpu() {
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
     let output = forge(&["replay", evaluated.to_str().unwrap()]);
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("naming the `lamps` bundle"),
-        "{}",
-        stderr(&output)
-    );
+    assert_refused(&output, "naming the `lamps` bundle");
 }
 
 /// Timing fields differ between runs; everything else must not.
@@ -385,13 +380,8 @@ fn an_interrupted_run_resumes_exactly() {
     let logged = std::fs::read(killed.join("metrics.jsonl")).unwrap();
     std::fs::remove_file(killed.join("checkpoints/latest")).unwrap();
     let output = train(&["--run-dir", killed.to_str().unwrap(), "--resume"]);
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("checkpoints/latest is missing")
-            && stderr(&output).contains("step-000001"),
-        "{}",
-        stderr(&output)
-    );
+    assert_refused(&output, "checkpoints/latest is missing");
+    assert_refused(&output, "step-000001");
     assert_eq!(std::fs::read(killed.join("metrics.jsonl")).unwrap(), logged);
     std::fs::write(killed.join("checkpoints/latest"), "step-000009").unwrap();
     let output = train(&["--run-dir", killed.to_str().unwrap(), "--resume"]);
@@ -470,12 +460,7 @@ fn an_interrupted_run_resumes_exactly() {
     // As re-synthesized: the manifest's file hashes no longer pin the tasks.
     forget_hashes(&bundle);
     let output = train(&["--run-dir", changed.to_str().unwrap(), "--resume"]);
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("has changed since the run started"),
-        "{}",
-        stderr(&output)
-    );
+    assert_refused(&output, "has changed since the run started");
 }
 
 #[test]
@@ -562,12 +547,7 @@ fn a_lora_run_trains_its_adapters_and_resumes_exactly() {
     // Adapters alone are not a model: the error says how to make one.
     let adapter_dir = whole.join("final/adapter");
     let output = forge(&["model", "inspect", adapter_dir.to_str().unwrap()]);
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("forge model merge"),
-        "{}",
-        stderr(&output)
-    );
+    assert_refused(&output, "forge model merge");
 }
 
 /// Recomputing activations in the backward pass changes a run's memory,
@@ -650,12 +630,7 @@ fn lora_adapters_go_only_with_the_base_weights_they_were_trained_on() {
     std::fs::copy(&bases[1], &bases[0]).unwrap();
     let resume = ["--run-dir", run.to_str().unwrap(), "--resume", "--json"];
     let refused = train(&resume);
-    assert!(!refused.status.success());
-    assert!(
-        stderr(&refused).contains("other base weights"),
-        "{}",
-        stderr(&refused)
-    );
+    assert_refused(&refused, "other base weights");
     // The base restored: the run goes on.
     std::fs::write(&bases[0], original).unwrap();
     assert_eq!(summary(&train(&resume))["complete"], true);
@@ -697,12 +672,8 @@ fn lora_adapters_go_only_with_the_base_weights_they_were_trained_on() {
         &other,
         &["--base", base1.to_str().unwrap()],
     );
-    assert!(!refused.status.success());
-    assert!(
-        stderr(&refused).contains("other base weights") && stderr(&refused).contains("--any-base"),
-        "{}",
-        stderr(&refused)
-    );
+    assert_refused(&refused, "other base weights");
+    assert_refused(&refused, "--any-base");
     assert!(!other.exists());
     let forced = ["--base", base1.to_str().unwrap(), "--any-base"];
     let output = merge(&run.join("final/adapter"), &other, &forced);
@@ -740,8 +711,7 @@ fn bad_configs_and_run_directories_are_refused_clearly() {
     ] {
         std::fs::write(&config, text).unwrap();
         let output = train(&["--config", config.to_str().unwrap(), "--run-dir", run]);
-        assert!(!output.status.success(), "{key}");
-        assert!(stderr(&output).contains(key), "{}", stderr(&output));
+        assert_refused(&output, key);
     }
 
     // Settings the model or the machine cannot honour — bf16 products need
@@ -766,8 +736,7 @@ fn bad_configs_and_run_directories_are_refused_clearly() {
             "--run-dir",
             run.to_str().unwrap(),
         ]);
-        assert!(!output.status.success(), "{name}");
-        assert!(stderr(&output).contains(said), "{}", stderr(&output));
+        assert_refused(&output, said);
         assert!(!run.exists(), "a run that never started is not kept");
     }
 
@@ -777,24 +746,14 @@ fn bad_configs_and_run_directories_are_refused_clearly() {
     std::fs::create_dir(&busy).unwrap();
     std::fs::write(busy.join("metrics.jsonl"), "mine\n").unwrap();
     let output = train(&["--preset", "smoke", "--run-dir", busy.to_str().unwrap()]);
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("is not empty and holds no run"),
-        "{}",
-        stderr(&output)
-    );
+    assert_refused(&output, "is not empty and holds no run");
     assert_eq!(
         std::fs::read_to_string(busy.join("metrics.jsonl")).unwrap(),
         "mine\n"
     );
 
     let output = train(&["--run-dir", run, "--resume"]);
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("config.toml"),
-        "{}",
-        stderr(&output)
-    );
+    assert_refused(&output, "config.toml");
 
     // `--print-config` needs no run directory; a run needs one.
     let output = train(&["--preset", "smoke", "--print-config"]);
@@ -803,8 +762,7 @@ fn bad_configs_and_run_directories_are_refused_clearly() {
     assert_eq!(printed["model"]["init"].as_str(), Some("tiny"));
     assert_eq!(printed["tasks"]["heldout"].as_str(), Some("covered"));
     let output = train(&["--preset", "smoke"]);
-    assert!(!output.status.success());
-    assert!(stderr(&output).contains("--run-dir"), "{}", stderr(&output));
+    assert_refused(&output, "--run-dir");
 
     // `--stage` runs one stage: the other's steps are zero in the saved config.
     for (stage, zeroed, kept) in [("sft", "rl", "sft"), ("rl", "sft", "rl")] {
@@ -1238,17 +1196,11 @@ fn a_trained_model_plays_forge_run_and_eval_in_batches() {
 
     // Mixed precision needs a backend with bf16, which the CPU's lacks.
     let output = forge(&[&["run"], &local[..], &["--precision", "bf16"]].concat());
-    assert!(!output.status.success());
-    assert!(stderr(&output).contains("bf16"), "{}", stderr(&output));
+    assert_refused(&output, "bf16");
     // A device this build lacks is refused, naming the feature.
     if !cfg!(feature = "cuda") {
         let output = forge(&[&["run"], &local[..], &["--device", "cuda"]].concat());
-        assert!(!output.status.success());
-        assert!(
-            stderr(&output).contains("--features cuda"),
-            "{}",
-            stderr(&output)
-        );
+        assert_refused(&output, "--features cuda");
     }
 }
 
