@@ -10,8 +10,13 @@ pub enum GgmlType {
     F16,
     Q4_0,
     Q4_1,
+    Q5_0,
+    Q5_1,
     Q8_0,
+    Q2K,
+    Q3K,
     Q4K,
+    Q5K,
     Q6K,
     Bf16,
     /// A type Forge reads in headers but cannot dequantize.
@@ -25,8 +30,13 @@ impl GgmlType {
             1 => Self::F16,
             2 => Self::Q4_0,
             3 => Self::Q4_1,
+            6 => Self::Q5_0,
+            7 => Self::Q5_1,
             8 => Self::Q8_0,
+            10 => Self::Q2K,
+            11 => Self::Q3K,
             12 => Self::Q4K,
+            13 => Self::Q5K,
             14 => Self::Q6K,
             30 => Self::Bf16,
             other => Self::Other(other),
@@ -39,8 +49,13 @@ impl GgmlType {
             Self::F16 => 1,
             Self::Q4_0 => 2,
             Self::Q4_1 => 3,
+            Self::Q5_0 => 6,
+            Self::Q5_1 => 7,
             Self::Q8_0 => 8,
+            Self::Q2K => 10,
+            Self::Q3K => 11,
             Self::Q4K => 12,
+            Self::Q5K => 13,
             Self::Q6K => 14,
             Self::Bf16 => 30,
             Self::Other(id) => id,
@@ -54,8 +69,13 @@ impl GgmlType {
             Self::F16 | Self::Bf16 => (1, 2),
             Self::Q4_0 => (32, 18),
             Self::Q4_1 => (32, 20),
+            Self::Q5_0 => (32, 22),
+            Self::Q5_1 => (32, 24),
             Self::Q8_0 => (32, 34),
+            Self::Q2K => (256, 84),
+            Self::Q3K => (256, 110),
             Self::Q4K => (256, 144),
+            Self::Q5K => (256, 176),
             Self::Q6K => (256, 210),
             Self::Other(_) => return None,
         })
@@ -77,8 +97,13 @@ impl std::fmt::Display for GgmlType {
             Self::F16 => f.write_str("F16"),
             Self::Q4_0 => f.write_str("Q4_0"),
             Self::Q4_1 => f.write_str("Q4_1"),
+            Self::Q5_0 => f.write_str("Q5_0"),
+            Self::Q5_1 => f.write_str("Q5_1"),
             Self::Q8_0 => f.write_str("Q8_0"),
+            Self::Q2K => f.write_str("Q2_K"),
+            Self::Q3K => f.write_str("Q3_K"),
             Self::Q4K => f.write_str("Q4_K"),
+            Self::Q5K => f.write_str("Q5_K"),
             Self::Q6K => f.write_str("Q6_K"),
             Self::Bf16 => f.write_str("BF16"),
             Self::Other(id) => write!(f, "GGML type {id}"),
@@ -132,6 +157,68 @@ pub fn dequantize(kind: GgmlType, bytes: &[u8], elements: usize) -> Option<Vec<f
                 out.extend(qs.iter().map(|q| (f32::from(q >> 4) - offset) * d + min));
             }
         }
+        GgmlType::Q5_0 | GgmlType::Q5_1 => {
+            for block in bytes.chunks_exact(block_bytes) {
+                let d = half_at(block, 0);
+                // Q5_0: (q − 16)·d; Q5_1: q·d + m. Each value's fifth bit
+                // is bit i of a 32-bit word before the nibbles.
+                let (offset, min, rest) = match kind {
+                    GgmlType::Q5_0 => (16.0, 0.0, &block[2..]),
+                    _ => (0.0, half_at(block, 2), &block[4..]),
+                };
+                let high = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]);
+                let qs = &rest[4..];
+                let value = |i: usize, nibble: u8| {
+                    let q = nibble | (((high >> i) & 1) as u8) << 4;
+                    (f32::from(q) - offset) * d + min
+                };
+                out.extend(qs.iter().enumerate().map(|(i, q)| value(i, q & 0x0f)));
+                out.extend(qs.iter().enumerate().map(|(i, q)| value(i + 16, q >> 4)));
+            }
+        }
+        GgmlType::Q2K => {
+            for block in bytes.chunks_exact(block_bytes) {
+                let (scales, qs) = (&block[..16], &block[16..80]);
+                let (d, dmin) = (half_at(block, 80), half_at(block, 82));
+                // Sixteen runs of 16 values, each with a 4-bit scale and min;
+                // a byte of qs holds one 2-bit value of four runs.
+                let mut scales = scales.iter();
+                for qs in qs.chunks_exact(32) {
+                    for shift in [0, 2, 4, 6] {
+                        for run in qs.chunks_exact(16) {
+                            let sc = scales.next().expect("sixteen scales");
+                            let (scale, min) =
+                                (d * f32::from(sc & 0x0f), dmin * f32::from(sc >> 4));
+                            out.extend(
+                                run.iter()
+                                    .map(|q| scale * f32::from((q >> shift) & 3) - min),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        GgmlType::Q3K => {
+            for block in bytes.chunks_exact(block_bytes) {
+                let (high, qs, packed) = (&block[..32], &block[32..96], &block[96..108]);
+                let d = half_at(block, 108);
+                // As Q2_K, with signed 6-bit scales and each value's third
+                // bit in `high` (bit 4·half + pass; clear subtracts 4).
+                let mut scales = scales_k3(packed).into_iter();
+                for (half, qs) in qs.chunks_exact(32).enumerate() {
+                    for pass in 0..4 {
+                        let (shift, bit) = (2 * pass, 1u8 << (4 * half + pass));
+                        for (qs, high) in qs.chunks_exact(16).zip(high.chunks_exact(16)) {
+                            let scale = d * f32::from(scales.next().expect("sixteen scales"));
+                            out.extend(qs.iter().zip(high).map(|(q, h)| {
+                                let low = ((q >> shift) & 3) as i8;
+                                scale * f32::from(low - if h & bit == 0 { 4 } else { 0 })
+                            }));
+                        }
+                    }
+                }
+            }
+        }
         GgmlType::Q4K => {
             for block in bytes.chunks_exact(block_bytes) {
                 let (d, dmin) = (half_at(block, 0), half_at(block, 2));
@@ -146,6 +233,25 @@ pub fn dequantize(kind: GgmlType, bytes: &[u8], elements: usize) -> Option<Vec<f
                     out.extend(q.iter().map(|q| {
                         d * f32::from(scale_high) * f32::from(q >> 4) - dmin * f32::from(min_high)
                     }));
+                }
+            }
+        }
+        GgmlType::Q5K => {
+            for block in bytes.chunks_exact(block_bytes) {
+                let (d, dmin) = (half_at(block, 0), half_at(block, 2));
+                let (scales, high, qs) = (&block[4..16], &block[16..48], &block[48..176]);
+                // As Q4_K, with each value's fifth bit in `high`: bit 2·chunk
+                // for the low nibbles' values, the next for the high ones'.
+                for (chunk, q) in qs.chunks_exact(32).enumerate() {
+                    for (nibble, shift) in [(0, 0u8), (1, 4)] {
+                        let (scale, min) = scale_min_k4(2 * chunk + nibble, scales);
+                        let (scale, min) = (d * f32::from(scale), dmin * f32::from(min));
+                        let bit = 1u8 << (2 * chunk + nibble);
+                        out.extend(q.iter().zip(high).map(|(q, h)| {
+                            let q = ((q >> shift) & 0x0f) + if h & bit == 0 { 0 } else { 16 };
+                            scale * f32::from(q) - min
+                        }));
+                    }
                 }
             }
         }
@@ -187,6 +293,24 @@ fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
             (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
         )
     }
+}
+
+/// The sixteen 6-bit scales of a Q3_K block, packed into twelve bytes (low
+/// nibbles in bytes 0..8, top two bits in bytes 8..12), less their offset 32.
+fn scales_k3(packed: &[u8]) -> [i8; 16] {
+    let word = |at: usize| {
+        u32::from_le_bytes([packed[at], packed[at + 1], packed[at + 2], packed[at + 3]])
+    };
+    let (low, high, top) = (word(0), word(4), word(8));
+    let (nibbles, pairs) = (0x0f0f_0f0f, 0x0303_0303);
+    let words = [
+        (low & nibbles) | ((top & pairs) << 4),
+        (high & nibbles) | (((top >> 2) & pairs) << 4),
+        ((low >> 4) & nibbles) | (((top >> 4) & pairs) << 4),
+        ((high >> 4) & nibbles) | (((top >> 6) & pairs) << 4),
+    ];
+    let bytes: Vec<u8> = words.iter().flat_map(|word| word.to_le_bytes()).collect();
+    std::array::from_fn(|at| bytes[at] as i8 - 32)
 }
 
 #[cfg(test)]
@@ -270,7 +394,7 @@ mod tests {
     #[test]
     fn wrong_lengths_and_types_are_refused() {
         assert!(dequantize(GgmlType::Q8_0, &[0; 33], 32).is_none());
-        assert!(dequantize(GgmlType::Other(13), &[0; 176], 256).is_none());
+        assert!(dequantize(GgmlType::Other(16), &[0; 66], 256).is_none());
         assert_eq!(GgmlType::from_id(14), GgmlType::Q6K);
         assert_eq!(GgmlType::Q4K.to_string(), "Q4_K");
     }
