@@ -36,7 +36,7 @@ pub enum GgufError {
         found: String,
     },
     #[error(
-        "tensor `{name}` has type {kind}, which Forge cannot dequantize (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)"
+        "tensor `{name}` has type {kind}, which Forge cannot dequantize (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)"
     )]
     UnsupportedType { name: String, kind: String },
     #[error("tensor `{name}`: {elements} elements do not fill whole blocks of {block}")]

@@ -18,6 +18,8 @@ pub enum GgmlType {
     Q4K,
     Q5K,
     Q6K,
+    Iq4Nl,
+    Iq4Xs,
     Bf16,
     /// A type Forge reads in headers but cannot dequantize.
     Other(u32),
@@ -38,6 +40,8 @@ impl GgmlType {
             12 => Self::Q4K,
             13 => Self::Q5K,
             14 => Self::Q6K,
+            20 => Self::Iq4Nl,
+            23 => Self::Iq4Xs,
             30 => Self::Bf16,
             other => Self::Other(other),
         }
@@ -57,6 +61,8 @@ impl GgmlType {
             Self::Q4K => 12,
             Self::Q5K => 13,
             Self::Q6K => 14,
+            Self::Iq4Nl => 20,
+            Self::Iq4Xs => 23,
             Self::Bf16 => 30,
             Self::Other(id) => id,
         }
@@ -77,6 +83,8 @@ impl GgmlType {
             Self::Q4K => (256, 144),
             Self::Q5K => (256, 176),
             Self::Q6K => (256, 210),
+            Self::Iq4Nl => (32, 18),
+            Self::Iq4Xs => (256, 136),
             Self::Other(_) => return None,
         })
     }
@@ -105,6 +113,8 @@ impl std::fmt::Display for GgmlType {
             Self::Q4K => f.write_str("Q4_K"),
             Self::Q5K => f.write_str("Q5_K"),
             Self::Q6K => f.write_str("Q6_K"),
+            Self::Iq4Nl => f.write_str("IQ4_NL"),
+            Self::Iq4Xs => f.write_str("IQ4_XS"),
             Self::Bf16 => f.write_str("BF16"),
             Self::Other(id) => write!(f, "GGML type {id}"),
         }
@@ -278,9 +288,42 @@ pub fn dequantize(kind: GgmlType, bytes: &[u8], elements: usize) -> Option<Vec<f
                 }
             }
         }
+        GgmlType::Iq4Nl => {
+            for block in bytes.chunks_exact(block_bytes) {
+                let d = half_at(block, 0);
+                extend_iq4(&mut out, d, &block[2..]);
+            }
+        }
+        GgmlType::Iq4Xs => {
+            for block in bytes.chunks_exact(block_bytes) {
+                let d = half_at(block, 0);
+                let high = u16::from_le_bytes([block[2], block[3]]);
+                let (low, qs) = (&block[4..8], &block[8..136]);
+                // Eight runs of 32 values, each with a 6-bit scale: its low
+                // nibble in `low`, its top two bits in `high`.
+                for (run, qs) in qs.chunks_exact(16).enumerate() {
+                    let scale = ((low[run / 2] >> (4 * (run % 2))) & 0x0f)
+                        | ((((high >> (2 * run)) & 3) as u8) << 4);
+                    extend_iq4(&mut out, d * f32::from(scale as i8 - 32), qs);
+                }
+            }
+        }
         GgmlType::Other(_) => return None,
     }
     Some(out)
+}
+
+/// The sixteen values IQ4 nibbles index: spaced as trained weights are
+/// distributed, closer together near zero.
+const IQ4_VALUES: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
+
+/// The 32 values of 16 bytes of IQ4 nibbles at `scale`: low nibbles first.
+fn extend_iq4(out: &mut Vec<f32>, scale: f32, qs: &[u8]) {
+    let value = |nibble: u8| scale * f32::from(IQ4_VALUES[usize::from(nibble)]);
+    out.extend(qs.iter().map(|q| value(q & 0x0f)));
+    out.extend(qs.iter().map(|q| value(q >> 4)));
 }
 
 /// The 6-bit scale and min of sub-block `j` of a Q4_K block.
