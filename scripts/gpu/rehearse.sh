@@ -6,7 +6,7 @@
 # whose cubecl kernel sources and fusion are the CUDA backend's
 # (compiled to WGSL: tensor cores, NVRTC and bf16 are CUDA's alone), through
 # Mesa's software Vulkan driver (lavapipe). Run it before spending GPU time
-# on a change to the model, the draw or the objectives: a minute of tests
+# on a change to the model, the draw or the objectives: three minutes of tests
 # on two cores, after a build of a quarter of an hour (half an hour from a
 # cold cache).
 #   scripts/gpu/rehearse.sh
