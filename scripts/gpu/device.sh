@@ -67,7 +67,10 @@ case "${1:-}" in
   train)
     # The default limits (train-smollm2.sh's) fill a call of 400 s.
     seconds="${2:-400}"
-    [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "device.sh train: SECONDS must be a whole number, not '$seconds'" >&2; exit 2; }
+    [[ "$seconds" =~ ^[0-9]+$ ]] || {
+      echo "device.sh train: SECONDS must be a whole number, not '$seconds'" >&2
+      exit 2
+    }
     [[ -f "$stage/model.part1" && -x "$stage/forge" ]] || {
       echo "the first stage's files are gone (the machine went cold): run 'device.sh bench' first" >&2
       exit 1
