@@ -422,8 +422,8 @@ fn learn_bandit(settings: Bandit) -> Model {
         .enumerate()
         .flat_map(|(prompt, (_, tokens))| [(prompt, &tokens[..]); ROLLOUTS])
         .collect();
+    let rows: Vec<&[u32]> = prompts.iter().map(|(_, tokens)| *tokens).collect();
     for step in 0..20 {
-        let rows: Vec<&[u32]> = prompts.iter().map(|(_, tokens)| *tokens).collect();
         let samplings: Vec<Sampling> = (0..rows.len() as u64)
             .map(|row| Sampling {
                 temperature: 1.0,
