@@ -31,23 +31,33 @@ export PYTHONUNBUFFERED=1
 # TORCH_ARGS adds arguments to bench_torch.py (e.g. `--forward none --train
 # none --decode 256` to measure one shape again).
 : > "$OUT/bench-forge.jsonl"
-phase() { # seconds, then the arguments that pick the phase
-  local seconds="$1"; shift
+# Each phase's GPU memory is sampled into a file of its own, kept out of
+# $OUT (a device call brings back eight files at most): its peak is the
+# most the phase's largest shape (64x1024 training) needed, pools included.
+# shellcheck source=monitor.sh
+source "$here/monitor.sh"
+samples="$(mktemp -d)"
+phase() { # name, seconds, then the arguments that pick the phase
+  local name="$1" seconds="$2"; shift 2
   echo "== forge bench model $*" >&2
+  monitor "$samples/$name.csv"
   timeout "$seconds" "$FORGE" bench model --device cuda "$@" --json | tee -a "$OUT/bench-forge.jsonl"
+  unmonitor "$samples/$name.csv"
 }
-phase 240
-phase 100 --precision bf16 --forward none --train 16x1024,64x1024 --decode 256
-phase 30 --precision bf16 --lora-rank 16 --forward none --train 16x1024,64x1024 --decode none --repeats 2
+phase f32 240
+phase bf16 100 --precision bf16 --forward none --train 16x1024,64x1024 --decode 256
+phase lora 30 --precision bf16 --lora-rank 16 --forward none --train 16x1024,64x1024 --decode none --repeats 2
 # PyTorch compiles nothing (eager), but importing it takes about 20 s: one
 # process measures both dtypes, shape by shape.
 echo "== torch float32,bfloat16" >&2
+monitor "$samples/torch.csv"
 timeout 90 "$PYTHON" "$here/bench_torch.py" --device cuda --repeats 1 ${TORCH_ARGS:-} \
   | tee "$OUT/bench-torch.jsonl"
+unmonitor "$samples/torch.csv"
 
-"$PYTHON" - "$OUT" <<'PY'
+"$PYTHON" - "$OUT" "$samples" <<'PY'
 import json, pathlib, sys
-out = pathlib.Path(sys.argv[1])
+out, samples = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 def load(name, lora_rank=0, **match):
     """Tokens/s by (phase, batch, seq) of the rows of `name` that match."""
     path = out / name
@@ -81,4 +91,18 @@ if lora:
     for key in sorted(lora):
         phase, batch, seq = key
         print(f"{phase:<8} {f'{batch}x{seq}':<12} {cell(forge16.get(key))} {cell(lora[key])} {ratio(lora[key], forge16.get(key))}")
+peaks = []
+for name, label in [("f32", "forge f32"), ("bf16", "forge bf16"), ("lora", "forge LoRA r16"), ("torch", "torch (both dtypes)")]:
+    path = samples / f"{name}.csv"
+    used = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                used.append(float(line.split(",")[1]))
+            except (IndexError, ValueError):
+                pass
+    if used:
+        peaks.append(f"{label} {max(used) / 1024:.1f} GiB")
+if peaks:
+    print("\npeak GPU memory by phase (sampled once a second): " + ", ".join(peaks))
 PY

@@ -57,18 +57,8 @@ run() { # name, its config file (layered over the shared ones), time limit
 }
 failed=0
 
-# The GPU's utilisation and memory once a second, per phase (the share of
-# wall time the GPU is busy).
-monitor() { # file
-  command -v nvidia-smi > /dev/null || return 0
-  nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader,nounits -lms 1000 \
-    > "$1" 2> /dev/null &
-  echo $! > "$1.pid"
-}
-unmonitor() { # file
-  [[ -f "$1.pid" ]] && kill "$(cat "$1.pid")" 2> /dev/null && rm -f "$1.pid"
-  return 0
-}
+# shellcheck source=monitor.sh
+source "$here/monitor.sh"
 
 echo "== sft" >&2
 monitor "$OUT/gpu-sft.csv"
