@@ -14,9 +14,11 @@
 pub mod config;
 mod counterparts;
 pub mod data;
+mod metrics;
 pub mod objective;
 mod optimizer;
 pub mod rollout;
+mod run_dir;
 
 use crate::Cpu;
 use crate::accelerator::{self, Accelerator, OnBackend};
@@ -37,11 +39,15 @@ use forge_rl::advantage::{self, Rollout as Scorable};
 use forge_runtime::Environment;
 use forge_runtime::episode_seed;
 use forge_runtime::trajectory::TrajectoryWriter;
+pub use metrics::{Metrics, read_metrics};
 use objective::{LossStats, Scored, Sequence, Surrogate};
 use optimizer::AdamOptimizer;
 use rollout::{Job, Play, Rollout, Script, Users};
+use run_dir::{
+    CHECKPOINTS, EPISODES, LATEST, METRICS, OPTIMIZER, POSITION, Position, REFERENCE,
+    checkpoint_name, read_latest, read_position,
+};
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -63,85 +69,12 @@ pub enum Stage {
     Rl,
 }
 
-/// One line of `metrics.jsonl`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Metrics {
-    /// `sft`, `rl` or `eval`.
-    pub kind: String,
-    /// Steps done so far in the run (SFT and RL together).
-    pub step: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lr: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub loss: Option<f64>,
-    /// Trained tokens in the step (RL: over all its updates).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tokens: Option<usize>,
-    /// Trained tokens per second of the step's optimisation.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub train_tokens_per_s: Option<f64>,
-    /// The L2 norm of the step's gradient before clipping (RL: of its first
-    /// update, whose loss `loss` is; 0 for a step with nothing to learn).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub grad_norm: Option<f64>,
-    /// RL: mean reward and success share over every rollout of the step.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reward: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub success: Option<f64>,
-    /// RL: share of rollouts masked out (user misinformation).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub masked_share: Option<f64>,
-    /// RL: tasks rolled out, and those kept by dynamic sampling.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tasks_drawn: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tasks_kept: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub advantage_mean: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub advantage_std: Option<f64>,
-    /// RL: share of trained tokens the PPO clip took out of the gradient,
-    /// in the step's last update (in the first, every ratio is 1).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub clipped_share: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kl: Option<f64>,
-    /// RL: mean |log-prob as trained − log-prob as sampled| of the trained
-    /// tokens before the step's first update — how far decoding's numerics
-    /// stray from training's (0 up to rounding; larger in bf16).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub logprob_gap: Option<f64>,
-    /// RL: the mean negative log-prob of the sampled tokens, an unbiased
-    /// estimate of the policy's entropy at the sampling temperature.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub entropy: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rollout_tokens_per_s: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub episodes_per_s: Option<f64>,
-    /// Eval: success share on the held-out tasks (greedy decoding).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub heldout_success: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub seconds: Option<f64>,
-}
-
 /// What a run reports as it goes.
 pub trait Observer {
     /// A step or an evaluation finished (its line is already in `metrics.jsonl`).
     fn metrics(&mut self, metrics: &Metrics, total_steps: usize);
     /// A checkpoint was written.
     fn checkpoint(&mut self, _dir: &Path) {}
-}
-
-/// Where a run stands, saved with each checkpoint.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-struct Position {
-    /// Steps done (SFT then RL).
-    step: usize,
-    /// RL task draws done.
-    drawn: usize,
 }
 
 /// The result of a run.
@@ -305,13 +238,6 @@ pub struct Trainer<'a, B: AutodiffBackend> {
     checkpointed: Option<usize>,
 }
 
-const METRICS: &str = "metrics.jsonl";
-const CHECKPOINTS: &str = "checkpoints";
-const LATEST: &str = "latest";
-const OPTIMIZER: &str = "optimizer";
-const POSITION: &str = "position.json";
-const REFERENCE: &str = "reference";
-const EPISODES: &str = "episodes";
 /// The policy's name in the records of rollouts and evaluations.
 const POLICY: &str = "model";
 
@@ -400,23 +326,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 _ => {}
             }
         }
-        // The agent learns from gold dialogues in which it makes every call;
-        // tasks whose user makes tool calls of its own need a simulated user
-        // that does, which training does not have.
-        for env in envs {
-            if let Some(task) = env.tasks().iter().find(|task| {
-                task.task
-                    .gold_actions
-                    .iter()
-                    .any(|call| call.actor == forge_runtime::Actor::User)
-            }) {
-                bail!(
-                    "environment `{}`, task `{}`: its gold actions include the user's own tool calls, and training has no simulated user that makes them",
-                    env.name(),
-                    task.task.id
-                );
-            }
-        }
+        refuse_user_calls(envs)?;
         let workloads: Vec<Workload<'a>> = envs
             .iter()
             .map(|env| {
@@ -634,8 +544,81 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
     fn rl_step(&mut self, rl_step: usize) -> Result<Metrics> {
         let config = self.config.rl.clone();
         let step = self.position.step;
+        let harvest = self.harvest(step)?;
+        let scorable: Vec<Scorable> = harvest
+            .groups
+            .iter()
+            .flat_map(|(env, task, group)| scorable(*env, *task, group))
+            .collect();
+        let advantages = advantage::advantages(&scorable, config.scaling, config.eps);
+        let mut batch = scored_batch(&harvest.groups, &advantages, config.rollouts);
+        if let Some(reference) = &self.reference {
+            objective::reference_logprobs(
+                reference,
+                &mut batch,
+                config.temperature,
+                self.config.optim.micro_batch,
+            );
+        }
+        let valid_advantages: Vec<f64> = advantages.iter().flatten().copied().collect();
+        let lr = self.config.optim.lr_at(config.lr, rl_step, config.steps);
+        let train_started = Instant::now();
+        let trained = valid_advantages.iter().any(|advantage| *advantage != 0.0);
+        let (stats, grad_norm) = match trained {
+            true => self.update(&batch, lr),
+            false => (LossStats::default(), 0.0),
+        };
+        let train_seconds = train_started.elapsed().as_secs_f64();
+        let rollouts = harvest.outcomes.len().max(1) as f64;
+        let share = |counted: fn(&(f64, bool)) -> bool| {
+            harvest
+                .outcomes
+                .iter()
+                .filter(|outcome| counted(outcome))
+                .count() as f64
+                / rollouts
+        };
+        let rollout_seconds = harvest.seconds.max(1e-9);
+        Ok(Metrics {
+            kind: "rl".into(),
+            step: step + 1,
+            lr: Some(lr),
+            loss: Some(stats.loss),
+            tokens: Some(stats.tokens),
+            train_tokens_per_s: Some(stats.tokens as f64 / train_seconds.max(1e-9)),
+            grad_norm: Some(grad_norm),
+            reward: Some(
+                harvest
+                    .outcomes
+                    .iter()
+                    .map(|(reward, _)| reward)
+                    .sum::<f64>()
+                    / rollouts,
+            ),
+            success: Some(share(|(reward, _)| *reward >= 1.0)),
+            masked_share: Some(share(|(_, masked)| *masked)),
+            tasks_drawn: Some(harvest.drawn),
+            tasks_kept: Some(harvest.groups.len()),
+            advantage_mean: Some(advantage::mean(&valid_advantages)),
+            advantage_std: Some(advantage::std(&valid_advantages)),
+            clipped_share: Some(stats.clipped),
+            kl: (config.kl > 0.0).then_some(stats.kl),
+            logprob_gap: (stats.tokens > 0).then_some(stats.logprob_gap),
+            entropy: Some(harvest.sampled_nll / harvest.sampled_tokens.max(1) as f64),
+            rollout_tokens_per_s: Some(harvest.sampled_tokens as f64 / rollout_seconds),
+            episodes_per_s: Some(harvest.outcomes.len() as f64 / rollout_seconds),
+            seconds: Some(harvest.seconds + train_seconds),
+            ..Metrics::default()
+        })
+    }
+
+    /// The rollouts of step `step`: rounds of task draws, all of a round's
+    /// rollouts played as one batch, until dynamic sampling has kept
+    /// `rl.tasks_per_step` tasks or the step's draws run out.
+    fn harvest(&mut self, step: usize) -> Result<Harvest> {
+        let config = &self.config.rl;
+        let started = Instant::now();
         let policy = self.model.valid().fold_adapters();
-        let rollout_started = Instant::now();
         let play = Play::new(
             &policy,
             self.counterparts.user_model(),
@@ -655,22 +638,18 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 nl_judge: None,
             },
         );
-        let mut groups: Vec<(usize, usize, Vec<Rollout>)> = Vec::new();
-        let (mut drawn, mut all) = (0usize, Vec::<(f64, bool)>::new());
-        let (mut sampled_tokens, mut sampled_nll) = (0usize, 0f64);
+        let mut harvest = Harvest::default();
         let mut saved = match config.save_rollouts {
             true => Some(self.episodes_file("rl", step + 1)?),
             false => None,
         };
-        // Rounds of draws, all of a round's rollouts played as one batch,
-        // until dynamic sampling has kept enough tasks or the draws run out.
         let budget = config.tasks_per_step * config.max_draw_factor;
-        while groups.len() < config.tasks_per_step && drawn < budget {
-            let wanted = (config.tasks_per_step - groups.len()).min(budget - drawn);
+        while harvest.groups.len() < config.tasks_per_step && harvest.drawn < budget {
+            let wanted = (config.tasks_per_step - harvest.groups.len()).min(budget - harvest.drawn);
             let draws = self.position.drawn..self.position.drawn + wanted;
             let tasks: Vec<(usize, usize)> = draws.clone().map(|at| self.queue.at(at)).collect();
             self.position.drawn += wanted;
-            drawn += wanted;
+            harvest.drawn += wanted;
             let jobs: Vec<Job<'_>> = tasks
                 .iter()
                 .zip(draws)
@@ -697,110 +676,47 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                     if let Some(file) = &mut saved {
                         file.write(&rollout.record)?;
                     }
-                    all.push((rollout.reward(), rollout.masked));
-                    sampled_tokens += rollout.sampled_tokens();
-                    sampled_nll -= rollout
-                        .turns
-                        .iter()
-                        .flat_map(|turn| &turn.logprobs)
-                        .map(|&logprob| f64::from(logprob))
-                        .sum::<f64>();
+                    harvest.count(rollout);
                 }
                 let scorable = scorable(env, task, &group);
                 let informative = !forge_rl::sampling::informative_tasks(&scorable).is_empty();
                 if informative || !config.dynamic_sampling {
-                    groups.push((env, task, group));
+                    harvest.groups.push((env, task, group));
                 }
             }
         }
-        let rollout_seconds = rollout_started.elapsed().as_secs_f64();
-        let scorable: Vec<Scorable> = groups
-            .iter()
-            .flat_map(|(env, task, group)| scorable(*env, *task, group))
-            .collect();
-        let advantages = advantage::advantages(&scorable, config.scaling, config.eps);
-        let mut batch = Vec::new();
-        for ((_, _, group), rollout_advantages) in
-            groups.iter().zip(advantages.chunks(config.rollouts))
-        {
-            for (rollout, advantage) in group.iter().zip(rollout_advantages) {
-                for sequence in Sequence::from_turns(&rollout.turns) {
-                    batch.push(Scored {
-                        sequence,
-                        advantage: *advantage,
-                        reference: None,
-                    });
-                }
-            }
-        }
-        if let Some(reference) = &self.reference {
-            objective::reference_logprobs(
-                reference,
-                &mut batch,
-                config.temperature,
-                self.config.optim.micro_batch,
+        harvest.seconds = started.elapsed().as_secs_f64();
+        Ok(harvest)
+    }
+
+    /// `rl.updates_per_batch` updates of the policy on `batch` at `lr`: the
+    /// first update's loss statistics and gradient norm, with the tokens of
+    /// all the updates and the clipped share of the last.
+    fn update(&mut self, batch: &[Scored], lr: f64) -> (LossStats, f64) {
+        let config = &self.config.rl;
+        let surrogate = Surrogate {
+            clip: config.clip,
+            kl: config.kl,
+            temperature: config.temperature,
+        };
+        let (mut stats, mut grad_norm) = (LossStats::default(), 0.0);
+        for update in 0..config.updates_per_batch {
+            let (grads, pass) = objective::surrogate_gradients(
+                &self.model,
+                batch,
+                surrogate,
+                self.config.optim.passes(),
             );
-        }
-        let valid_advantages: Vec<f64> = advantages.iter().flatten().copied().collect();
-        let lr = self.config.optim.lr_at(config.lr, rl_step, config.steps);
-        let train_started = Instant::now();
-        let mut stats = LossStats::default();
-        let mut grad_norm = 0.0;
-        let trained = valid_advantages.iter().any(|advantage| *advantage != 0.0);
-        if trained {
-            for update in 0..config.updates_per_batch {
-                let (grads, pass) = objective::surrogate_gradients(
-                    &self.model,
-                    &batch,
-                    Surrogate {
-                        clip: config.clip,
-                        kl: config.kl,
-                        temperature: config.temperature,
-                    },
-                    self.config.optim.passes(),
-                );
-                let norm = self.apply(lr, grads);
-                if update == 0 {
-                    grad_norm = norm;
-                    stats = pass;
-                } else {
-                    stats.tokens += pass.tokens;
-                    stats.clipped = pass.clipped;
-                }
+            let norm = self.apply(lr, grads);
+            if update == 0 {
+                grad_norm = norm;
+                stats = pass;
+            } else {
+                stats.tokens += pass.tokens;
+                stats.clipped = pass.clipped;
             }
         }
-        let train_seconds = train_started.elapsed().as_secs_f64();
-        let rollouts = all.len().max(1) as f64;
-        let (mean, std) = (
-            advantage::mean(&valid_advantages),
-            advantage::std(&valid_advantages),
-        );
-        Ok(Metrics {
-            kind: "rl".into(),
-            step: step + 1,
-            lr: Some(lr),
-            loss: Some(stats.loss),
-            tokens: Some(stats.tokens),
-            train_tokens_per_s: Some(stats.tokens as f64 / train_seconds.max(1e-9)),
-            grad_norm: Some(grad_norm),
-            reward: Some(all.iter().map(|(reward, _)| reward).sum::<f64>() / rollouts),
-            success: Some(
-                all.iter().filter(|(reward, _)| *reward >= 1.0).count() as f64 / rollouts,
-            ),
-            masked_share: Some(all.iter().filter(|(_, masked)| *masked).count() as f64 / rollouts),
-            tasks_drawn: Some(drawn),
-            tasks_kept: Some(groups.len()),
-            advantage_mean: Some(mean),
-            advantage_std: Some(std),
-            clipped_share: Some(stats.clipped),
-            kl: (config.kl > 0.0).then_some(stats.kl),
-            logprob_gap: (stats.tokens > 0).then_some(stats.logprob_gap),
-            entropy: Some(sampled_nll / sampled_tokens.max(1) as f64),
-            rollout_tokens_per_s: Some(sampled_tokens as f64 / rollout_seconds.max(1e-9)),
-            episodes_per_s: Some(all.len() as f64 / rollout_seconds.max(1e-9)),
-            seconds: Some(rollout_seconds + train_seconds),
-            ..Metrics::default()
-        })
+        (stats, grad_norm)
     }
 
     /// A new `episodes/<kind>-step-NNNNNN.jsonl`, replacing the file a
@@ -888,14 +804,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
     }
 
     fn record(&self, metrics: &Metrics, observer: &mut dyn Observer) -> Result<()> {
-        let path = self.dir.join(METRICS);
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .with_context(|| format!("opening {}", path.display()))?;
-        writeln!(file, "{}", serde_json::to_string(metrics)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        metrics::append(&self.dir.join(METRICS), metrics)?;
         observer.metrics(metrics, self.total_steps());
         Ok(())
     }
@@ -942,19 +851,31 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         if self.position.step > sft_steps && self.config.rl.kl > 0.0 {
             self.reference = Some(self.load_reference()?);
         }
-        // Metrics past the checkpoint are re-made by the resumed run.
-        let path = self.dir.join(METRICS);
-        let kept: Vec<Metrics> = read_metrics(&path)?
-            .into_iter()
-            .filter(|metrics| metrics.step <= self.position.step)
-            .collect();
-        let mut text = String::new();
-        for metrics in kept {
-            text.push_str(&serde_json::to_string(&metrics)?);
-            text.push('\n');
-        }
-        checkpoint::write_atomically(&path, text.as_bytes())
+        metrics::keep_until(&self.dir.join(METRICS), self.position.step)
     }
+}
+
+/// Refuses environments with a task whose gold actions include the user's
+/// own tool calls (τ²-bench's telecom).
+fn refuse_user_calls(envs: &[Environment]) -> Result<()> {
+    // The agent learns from gold dialogues in which it makes every call;
+    // tasks whose user makes tool calls of its own need a simulated user
+    // that does, which training does not have.
+    for env in envs {
+        if let Some(task) = env.tasks().iter().find(|task| {
+            task.task
+                .gold_actions
+                .iter()
+                .any(|call| call.actor == forge_runtime::Actor::User)
+        }) {
+            bail!(
+                "environment `{}`, task `{}`: its gold actions include the user's own tool calls, and training has no simulated user that makes them",
+                env.name(),
+                task.task.id
+            );
+        }
+    }
+    Ok(())
 }
 
 /// `step` is a multiple of a positive `period` (0 means never).
@@ -974,111 +895,54 @@ fn scorable(env: usize, task: usize, group: &[Rollout]) -> Vec<Scorable> {
         .collect()
 }
 
-/// The checkpoint `checkpoints/latest` names, or none when the run has not
-/// written one. Complete checkpoints without the marker are refused rather
-/// than passed over: restarting from step 0 would discard the metrics
-/// logged up to them, and only the marker says which one the run resumes
-/// from.
-fn read_latest(dir: &Path) -> Result<Option<PathBuf>> {
-    let checkpoints = dir.join(CHECKPOINTS);
-    let latest = checkpoints.join(LATEST);
-    if !latest.exists() {
-        if let Some(newest) = newest_checkpoint(&checkpoints)? {
-            bail!(
-                "{} is missing, but {} holds {newest}: write the name of the checkpoint to resume from \
-                 into it (e.g. `{newest}`), or remove {} to restart the run from step 0",
-                latest.display(),
-                checkpoints.display(),
-                checkpoints.display()
-            );
-        }
-        return Ok(None);
-    }
-    let name = std::fs::read_to_string(&latest)
-        .with_context(|| format!("reading {}", latest.display()))?;
-    let name = name.trim();
-    let checkpoint = checkpoints.join(name);
-    if step_of(name).is_none() || !checkpoint.is_dir() {
-        bail!(
-            "{} names `{name}`, which is not a checkpoint in {}",
-            latest.display(),
-            checkpoints.display()
-        );
-    }
-    Ok(Some(checkpoint))
-}
-
-/// The name of the complete checkpoint of the highest step in
-/// `checkpoints`, if any. A checkpoint is complete once its `position.json`
-/// is written (its last file): a run killed while writing its first
-/// checkpoint leaves none, and restarts from step 0.
-fn newest_checkpoint(checkpoints: &Path) -> Result<Option<String>> {
-    let entries = match std::fs::read_dir(checkpoints) {
-        Ok(entries) => entries,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(err) => return Err(err).with_context(|| format!("reading {}", checkpoints.display())),
-    };
-    let mut newest: Option<(usize, String)> = None;
-    for entry in entries {
-        let entry = entry.with_context(|| format!("reading {}", checkpoints.display()))?;
-        let Ok(name) = entry.file_name().into_string() else {
-            continue;
-        };
-        if let Some(step) = step_of(&name).filter(|_| entry.path().join(POSITION).is_file())
-            && newest.as_ref().is_none_or(|(highest, _)| step > *highest)
-        {
-            newest = Some((step, name));
+/// The sequences of the rollouts of `groups` (`rollouts` a task), each with
+/// its rollout's advantage (in `advantages`, in the same order).
+fn scored_batch(
+    groups: &[(usize, usize, Vec<Rollout>)],
+    advantages: &[Option<f64>],
+    rollouts: usize,
+) -> Vec<Scored> {
+    let mut batch = Vec::new();
+    for ((_, _, group), advantages) in groups.iter().zip(advantages.chunks(rollouts)) {
+        for (rollout, advantage) in group.iter().zip(advantages) {
+            for sequence in Sequence::from_turns(&rollout.turns) {
+                batch.push(Scored {
+                    sequence,
+                    advantage: *advantage,
+                    reference: None,
+                });
+            }
         }
     }
-    Ok(newest.map(|(_, name)| name))
+    batch
 }
 
-/// The directory name of the checkpoint after `step`.
-fn checkpoint_name(step: usize) -> String {
-    format!("step-{step:06}")
+/// A step's rollouts: the tasks kept for training, and what the step's
+/// metrics count of every rollout played.
+#[derive(Default)]
+struct Harvest {
+    /// Environment, task and its rollouts, of the tasks kept.
+    groups: Vec<(usize, usize, Vec<Rollout>)>,
+    /// Tasks drawn, kept or not.
+    drawn: usize,
+    /// Each rollout's reward, and whether it was masked.
+    outcomes: Vec<(f64, bool)>,
+    sampled_tokens: usize,
+    /// The sampled tokens' negative log-probs, summed.
+    sampled_nll: f64,
+    /// The time the rollouts took.
+    seconds: f64,
 }
 
-/// The step a checkpoint's directory name (`step-NNNNNN`) stands for.
-fn step_of(name: &str) -> Option<usize> {
-    name.strip_prefix("step-")?.parse().ok()
-}
-
-/// The position of `checkpoint`, which must be the step its directory is
-/// named for: resumed at another step (a position edited, or copied from
-/// another checkpoint), the run would miss the optimizer state, reference
-/// model and metrics of that step.
-fn read_position(checkpoint: &Path) -> Result<Position> {
-    let path = checkpoint.join(POSITION);
-    let position: Position = read_json(&path)?;
-    let step = checkpoint
-        .file_name()
-        .and_then(|name| step_of(name.to_str()?))
-        .expect("read_latest names checkpoints by step");
-    if position.step != step {
-        let latest = checkpoint.with_file_name(LATEST);
-        bail!(
-            "{} says step {}, but it is the checkpoint of step {step}: restore it, \
-             or name another checkpoint in {}",
-            path.display(),
-            position.step,
-            latest.display()
-        );
+impl Harvest {
+    fn count(&mut self, rollout: &Rollout) {
+        self.outcomes.push((rollout.reward(), rollout.masked));
+        self.sampled_tokens += rollout.sampled_tokens();
+        self.sampled_nll -= rollout
+            .turns
+            .iter()
+            .flat_map(|turn| &turn.logprobs)
+            .map(|&logprob| f64::from(logprob))
+            .sum::<f64>();
     }
-    Ok(position)
-}
-
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
-}
-
-/// The lines of a run's `metrics.jsonl` (none if it does not exist yet). A
-/// last line cut short (the run was killed while writing it) is left out:
-/// it lies past the last checkpoint, and the resumed run writes it again.
-pub fn read_metrics(path: &Path) -> Result<Vec<Metrics>> {
-    if !path.exists() {
-        return Ok(Vec::new());
-    }
-    Ok(forge_runtime::jsonl::read(path, "a metrics record", |_| Ok(()))?.records)
 }

@@ -1,0 +1,105 @@
+//! `metrics.jsonl`: a line per step and per evaluation of a run, appended
+//! as they finish and cut back to a checkpoint's step when a run resumes.
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::Path;
+
+/// One line of `metrics.jsonl`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    /// `sft`, `rl` or `eval`.
+    pub kind: String,
+    /// Steps done so far in the run (SFT and RL together).
+    pub step: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lr: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss: Option<f64>,
+    /// Trained tokens in the step (RL: over all its updates).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<usize>,
+    /// Trained tokens per second of the step's optimisation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub train_tokens_per_s: Option<f64>,
+    /// The L2 norm of the step's gradient before clipping (RL: of its first
+    /// update, whose loss `loss` is; 0 for a step with nothing to learn).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grad_norm: Option<f64>,
+    /// RL: mean reward and success share over every rollout of the step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reward: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub success: Option<f64>,
+    /// RL: share of rollouts masked out (user misinformation).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub masked_share: Option<f64>,
+    /// RL: tasks rolled out, and those kept by dynamic sampling.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks_drawn: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks_kept: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advantage_mean: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advantage_std: Option<f64>,
+    /// RL: share of trained tokens the PPO clip took out of the gradient,
+    /// in the step's last update (in the first, every ratio is 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clipped_share: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kl: Option<f64>,
+    /// RL: mean |log-prob as trained − log-prob as sampled| of the trained
+    /// tokens before the step's first update — how far decoding's numerics
+    /// stray from training's (0 up to rounding; larger in bf16).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logprob_gap: Option<f64>,
+    /// RL: the mean negative log-prob of the sampled tokens, an unbiased
+    /// estimate of the policy's entropy at the sampling temperature.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entropy: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout_tokens_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub episodes_per_s: Option<f64>,
+    /// Eval: success share on the held-out tasks (greedy decoding).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heldout_success: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+}
+
+/// The lines of a run's `metrics.jsonl` (none if it does not exist yet). A
+/// last line cut short (the run was killed while writing it) is left out:
+/// it lies past the last checkpoint, and the resumed run writes it again.
+pub fn read_metrics(path: &Path) -> Result<Vec<Metrics>> {
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    Ok(forge_runtime::jsonl::read(path, "a metrics record", |_| Ok(()))?.records)
+}
+
+/// Appends `metrics` to the file at `path`.
+pub(super) fn append(path: &Path, metrics: &Metrics) -> Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    writeln!(file, "{}", serde_json::to_string(metrics)?)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Leaves in the file at `path` the lines of steps up to `step`: those past
+/// a checkpoint are made again by the run resumed from it.
+pub(super) fn keep_until(path: &Path, step: usize) -> Result<()> {
+    let mut text = String::new();
+    for metrics in read_metrics(path)? {
+        if metrics.step <= step {
+            text.push_str(&serde_json::to_string(&metrics)?);
+            text.push('\n');
+        }
+    }
+    crate::checkpoint::write_atomically(path, text.as_bytes())
+}

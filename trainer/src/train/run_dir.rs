@@ -1,0 +1,123 @@
+//! The layout of a run directory (see the [module](super) documentation)
+//! and what resuming reads back from it: which checkpoint is the latest,
+//! and where the run stood there.
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+pub(super) const METRICS: &str = "metrics.jsonl";
+pub(super) const CHECKPOINTS: &str = "checkpoints";
+pub(super) const LATEST: &str = "latest";
+pub(super) const OPTIMIZER: &str = "optimizer";
+pub(super) const POSITION: &str = "position.json";
+pub(super) const REFERENCE: &str = "reference";
+pub(super) const EPISODES: &str = "episodes";
+
+/// Where a run stands, saved with each checkpoint.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Position {
+    /// Steps done (SFT then RL).
+    pub step: usize,
+    /// RL task draws done.
+    pub drawn: usize,
+}
+
+/// The checkpoint `checkpoints/latest` names, or none when the run has not
+/// written one. Complete checkpoints without the marker are refused rather
+/// than passed over: restarting from step 0 would discard the metrics
+/// logged up to them, and only the marker says which one the run resumes
+/// from.
+pub(super) fn read_latest(dir: &Path) -> Result<Option<PathBuf>> {
+    let checkpoints = dir.join(CHECKPOINTS);
+    let latest = checkpoints.join(LATEST);
+    if !latest.exists() {
+        if let Some(newest) = newest_checkpoint(&checkpoints)? {
+            bail!(
+                "{} is missing, but {} holds {newest}: write the name of the checkpoint to resume from \
+                 into it (e.g. `{newest}`), or remove {} to restart the run from step 0",
+                latest.display(),
+                checkpoints.display(),
+                checkpoints.display()
+            );
+        }
+        return Ok(None);
+    }
+    let name = std::fs::read_to_string(&latest)
+        .with_context(|| format!("reading {}", latest.display()))?;
+    let name = name.trim();
+    let checkpoint = checkpoints.join(name);
+    if step_of(name).is_none() || !checkpoint.is_dir() {
+        bail!(
+            "{} names `{name}`, which is not a checkpoint in {}",
+            latest.display(),
+            checkpoints.display()
+        );
+    }
+    Ok(Some(checkpoint))
+}
+
+/// The name of the complete checkpoint of the highest step in
+/// `checkpoints`, if any. A checkpoint is complete once its `position.json`
+/// is written (its last file): a run killed while writing its first
+/// checkpoint leaves none, and restarts from step 0.
+fn newest_checkpoint(checkpoints: &Path) -> Result<Option<String>> {
+    let entries = match std::fs::read_dir(checkpoints) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(err).with_context(|| format!("reading {}", checkpoints.display())),
+    };
+    let mut newest: Option<(usize, String)> = None;
+    for entry in entries {
+        let entry = entry.with_context(|| format!("reading {}", checkpoints.display()))?;
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        if let Some(step) = step_of(&name).filter(|_| entry.path().join(POSITION).is_file())
+            && newest.as_ref().is_none_or(|(highest, _)| step > *highest)
+        {
+            newest = Some((step, name));
+        }
+    }
+    Ok(newest.map(|(_, name)| name))
+}
+
+/// The directory name of the checkpoint after `step`.
+pub(super) fn checkpoint_name(step: usize) -> String {
+    format!("step-{step:06}")
+}
+
+/// The step a checkpoint's directory name (`step-NNNNNN`) stands for.
+fn step_of(name: &str) -> Option<usize> {
+    name.strip_prefix("step-")?.parse().ok()
+}
+
+/// The position of `checkpoint`, which must be the step its directory is
+/// named for: resumed at another step (a position edited, or copied from
+/// another checkpoint), the run would miss the optimizer state, reference
+/// model and metrics of that step.
+pub(super) fn read_position(checkpoint: &Path) -> Result<Position> {
+    let path = checkpoint.join(POSITION);
+    let position: Position = read_json(&path)?;
+    let step = checkpoint
+        .file_name()
+        .and_then(|name| step_of(name.to_str()?))
+        .expect("read_latest names checkpoints by step");
+    if position.step != step {
+        let latest = checkpoint.with_file_name(LATEST);
+        bail!(
+            "{} says step {}, but it is the checkpoint of step {step}: restore it, \
+             or name another checkpoint in {}",
+            path.display(),
+            position.step,
+            latest.display()
+        );
+    }
+    Ok(position)
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
