@@ -76,11 +76,10 @@ pub struct BenchSpec {
     pub forward: Vec<Shape>,
     /// Training steps: every position's next token trained, AdamW.
     pub train: Vec<Shape>,
-    /// Sequences per forward and backward pass of a training step (the
-    /// gradients of a step's micro-batches are accumulated).
-    pub micro_batch: usize,
-    /// What a training pass keeps for its backward pass.
-    pub activations: Activations,
+    /// How a training step's sequences go through the model: sequences a
+    /// pass (the gradients of a step's micro-batches are accumulated), and
+    /// what a pass keeps for its backward pass.
+    pub passes: Passes,
     /// Decoding batch sizes.
     pub decode: Vec<usize>,
     /// Prompt tokens per decoded row.
@@ -105,7 +104,7 @@ impl BenchSpec {
         if self.repeats == 0 {
             bail!("repeats must be at least 1");
         }
-        if self.micro_batch == 0 {
+        if self.passes.micro_batch == 0 {
             bail!("the micro-batch must be at least 1");
         }
         if self.decode.contains(&0) || self.conversations.contains(&0) {
@@ -182,7 +181,7 @@ impl Measurement {
             tokens_per_s: (shape.batch * shape.seq) as f64 / seconds,
             precision: spec.precision,
             lora_rank: spec.lora_rank,
-            activations: (phase == Phase::Train).then_some(spec.activations),
+            activations: (phase == Phase::Train).then_some(spec.passes.activations),
         }
     }
 }
@@ -313,10 +312,7 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
             .collect();
         let mut optimizer = AdamWConfig::new().init::<B, Llama<B>>();
         let mut model = self.model.clone();
-        let passes = Passes {
-            micro_batch: self.spec.micro_batch,
-            activations: self.spec.activations,
-        };
+        let passes = self.spec.passes;
         let device = model.device();
         let seconds = self.time(|| {
             let (grads, _) = sft_gradients(&model, &sequences, passes);
@@ -438,8 +434,10 @@ mod tests {
             lora_rank: 0,
             forward: vec![Shape { batch: 2, seq: 8 }],
             train: vec![Shape { batch: 3, seq: 6 }],
-            micro_batch: 2,
-            activations: Activations::Kept,
+            passes: Passes {
+                micro_batch: 2,
+                activations: Activations::Kept,
+            },
             decode: vec![1, 3],
             prompt: 4,
             new_tokens: 5,
@@ -487,7 +485,10 @@ mod tests {
         let kept: Vec<_> = measurements.iter().map(|m| m.activations).collect();
         assert_eq!(kept[..2], [None, Some(Activations::Kept)]);
         let recomputed = BenchSpec {
-            activations: Activations::Recomputed,
+            passes: Passes {
+                activations: Activations::Recomputed,
+                ..spec.passes
+            },
             ..lora.clone()
         };
         let measured = run(&recomputed, Accelerator::Cpu, &mut |_| {}).expect("the bench runs");

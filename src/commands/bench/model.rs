@@ -9,6 +9,7 @@ use anyhow::Result;
 use clap::Args;
 use forge_trainer::bench::{self, BenchSpec, Measurement, Shape};
 use forge_trainer::train::config::Activations;
+use forge_trainer::train::objective::Passes;
 use forge_trainer::{LlamaConfig, Precision};
 use std::process::ExitCode;
 use std::str::FromStr;
@@ -125,11 +126,13 @@ pub fn run(args: ModelBenchArgs) -> Result<ExitCode> {
         forward: shapes(args.forward, pick("1x128,16x1024", "1x128"))
             .map_err(anyhow::Error::msg)?,
         train: shapes(args.train, pick("16x1024,64x1024", "2x128")).map_err(anyhow::Error::msg)?,
-        micro_batch: args.micro_batch,
-        activations: if args.recompute_activations {
-            Activations::Recomputed
-        } else {
-            Activations::Kept
+        passes: Passes {
+            micro_batch: args.micro_batch,
+            activations: if args.recompute_activations {
+                Activations::Recomputed
+            } else {
+                Activations::Kept
+            },
         },
         decode: match args.decode {
             Some(List(sizes)) => sizes,
