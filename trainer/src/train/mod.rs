@@ -545,11 +545,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let config = self.config.rl.clone();
         let step = self.position.step;
         let harvest = self.harvest(step)?;
-        let scorable: Vec<Scorable> = harvest
-            .groups
-            .iter()
-            .flat_map(|(env, task, group)| scorable(*env, *task, group))
-            .collect();
+        let scorable: Vec<Scorable> = harvest.groups.iter().flat_map(Group::scorable).collect();
         let advantages = advantage::advantages(&scorable, config.scaling, config.eps);
         let mut batch = scored_batch(&harvest.groups, &advantages, config.rollouts);
         if let Some(reference) = &self.reference {
@@ -671,17 +667,21 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 .collect();
             let mut rollouts = play.episodes(&jobs)?.into_iter();
             for (env, task) in tasks {
-                let group: Vec<Rollout> = rollouts.by_ref().take(config.rollouts).collect();
-                for rollout in &group {
+                let group = Group {
+                    env,
+                    task,
+                    rollouts: rollouts.by_ref().take(config.rollouts).collect(),
+                };
+                for rollout in &group.rollouts {
                     if let Some(file) = &mut saved {
                         file.write(&rollout.record)?;
                     }
                     harvest.count(rollout);
                 }
-                let scorable = scorable(env, task, &group);
-                let informative = !forge_rl::sampling::informative_tasks(&scorable).is_empty();
+                let informative =
+                    !forge_rl::sampling::informative_tasks(&group.scorable()).is_empty();
                 if informative || !config.dynamic_sampling {
-                    harvest.groups.push((env, task, group));
+                    harvest.groups.push(group);
                 }
             }
         }
@@ -883,28 +883,35 @@ fn every(step: usize, period: usize) -> bool {
     period > 0 && step.is_multiple_of(period)
 }
 
-fn scorable(env: usize, task: usize, group: &[Rollout]) -> Vec<Scorable> {
-    group
-        .iter()
-        .map(|rollout| Scorable {
-            environment: env.to_string(),
-            task: task.to_string(),
-            reward: rollout.reward(),
-            masked: rollout.masked,
-        })
-        .collect()
+/// The rollouts of one task drawn in an RL step.
+struct Group {
+    /// The environment's index among the run's, and the task's among its.
+    env: usize,
+    task: usize,
+    rollouts: Vec<Rollout>,
+}
+
+impl Group {
+    /// What the advantages are computed from.
+    fn scorable(&self) -> Vec<Scorable> {
+        self.rollouts
+            .iter()
+            .map(|rollout| Scorable {
+                environment: self.env.to_string(),
+                task: self.task.to_string(),
+                reward: rollout.reward(),
+                masked: rollout.masked,
+            })
+            .collect()
+    }
 }
 
 /// The sequences of the rollouts of `groups` (`rollouts` a task), each with
 /// its rollout's advantage (in `advantages`, in the same order).
-fn scored_batch(
-    groups: &[(usize, usize, Vec<Rollout>)],
-    advantages: &[Option<f64>],
-    rollouts: usize,
-) -> Vec<Scored> {
+fn scored_batch(groups: &[Group], advantages: &[Option<f64>], rollouts: usize) -> Vec<Scored> {
     let mut batch = Vec::new();
-    for ((_, _, group), advantages) in groups.iter().zip(advantages.chunks(rollouts)) {
-        for (rollout, advantage) in group.iter().zip(advantages) {
+    for (group, advantages) in groups.iter().zip(advantages.chunks(rollouts)) {
+        for (rollout, advantage) in group.rollouts.iter().zip(advantages) {
             for sequence in Sequence::from_turns(&rollout.turns) {
                 batch.push(Scored {
                     sequence,
@@ -921,8 +928,8 @@ fn scored_batch(
 /// metrics count of every rollout played.
 #[derive(Default)]
 struct Harvest {
-    /// Environment, task and its rollouts, of the tasks kept.
-    groups: Vec<(usize, usize, Vec<Rollout>)>,
+    /// The tasks kept.
+    groups: Vec<Group>,
     /// Tasks drawn, kept or not.
     drawn: usize,
     /// Each rollout's reward, and whether it was masked.
