@@ -46,6 +46,12 @@ pub enum ToolListing {
     /// One line per tool, `name(param, …): description`: short prompts for
     /// small models trained from scratch.
     Compact,
+    /// No tools, nor the line on how to call one: the system prompt alone,
+    /// for a model trained from scratch on one domain, which learns its
+    /// tools and the call format from the data. To such a model the listing
+    /// is the same text before every task, which only spreads its attention
+    /// thinner and lengthens every sequence.
+    None,
 }
 
 /// Whether a thinking model (Qwen3) reasons in `<think>…</think>` before
@@ -144,15 +150,17 @@ impl PromptStyle {
 /// The prompt for the assistant's next turn.
 pub fn render(style: &PromptStyle, tools: &[ToolSpec], transcript: &[ChatMessage]) -> ChatText {
     let mut system = style.system.clone();
-    if !tools.is_empty() {
+    let listing: Option<fn(&ToolSpec) -> String> = match style.tools {
+        ToolListing::Schemas => Some(|tool| tool.to_openai()["function"].to_string()),
+        ToolListing::Compact => Some(compact),
+        ToolListing::None => None,
+    };
+    if let Some(listing) = listing.filter(|_| !tools.is_empty()) {
         system.push_str("\n\nYou can call a tool by replying with exactly one line:\n");
         system.push_str("<tool_call>{\"name\": <tool name>, \"arguments\": <arguments object>}</tool_call>\nTools:");
         for tool in tools {
             system.push('\n');
-            match style.tools {
-                ToolListing::Schemas => system.push_str(&tool.to_openai()["function"].to_string()),
-                ToolListing::Compact => system.push_str(&compact(tool)),
-            }
+            system.push_str(&listing(tool));
         }
     }
     let mut out = beginning();
@@ -482,13 +490,25 @@ mod tests {
         assert!(prompt.ends_with("<|im_start|>assistant\n"));
         let compact = PromptStyle {
             tools: ToolListing::Compact,
-            ..style
+            ..style.clone()
         };
         let prompt = render(&compact, &tools, &transcript).to_text(ChatTemplate::ChatMl);
         assert!(
             prompt.contains("Tools:\nget_user(): Get a user.<|im_end|>"),
             "{prompt}"
         );
+        // Unlisted, the tools leave the system prompt as it is written; the
+        // dialogue's calls are rendered as before.
+        let unlisted = PromptStyle {
+            tools: ToolListing::None,
+            ..style.clone()
+        };
+        let prompt = render(&unlisted, &tools, &transcript).to_text(ChatTemplate::ChatMl);
+        assert!(
+            prompt.starts_with("<|im_start|>system\nBe helpful.<|im_end|>\n"),
+            "{prompt}"
+        );
+        assert!(prompt.contains("<|im_start|>assistant\n<tool_call>{\"name\":\"get_user\""));
         let replying = PromptStyle {
             thinking: Thinking::Off,
             ..compact
