@@ -157,25 +157,17 @@ pub fn dequantize(kind: GgmlType, bytes: &[u8], elements: usize) -> Option<Vec<f
         }
         GgmlType::Q4_0 | GgmlType::Q4_1 => {
             for block in bytes.chunks_exact(block_bytes) {
-                let d = half_at(block, 0);
-                // Q4_0: (q − 8)·d; Q4_1: q·d + m. Low nibbles are values 0..16, high nibbles 16..32.
-                let (offset, min, qs) = match kind {
-                    GgmlType::Q4_0 => (8.0, 0.0, &block[2..]),
-                    _ => (0.0, half_at(block, 2), &block[4..]),
-                };
+                // Low nibbles are values 0..16, high nibbles 16..32.
+                let (d, offset, min, qs) = legacy_header(block, kind == GgmlType::Q4_1, 8.0);
                 out.extend(qs.iter().map(|q| (f32::from(q & 0x0f) - offset) * d + min));
                 out.extend(qs.iter().map(|q| (f32::from(q >> 4) - offset) * d + min));
             }
         }
         GgmlType::Q5_0 | GgmlType::Q5_1 => {
             for block in bytes.chunks_exact(block_bytes) {
-                let d = half_at(block, 0);
-                // Q5_0: (q − 16)·d; Q5_1: q·d + m. Each value's fifth bit
-                // is bit i of a 32-bit word before the nibbles.
-                let (offset, min, rest) = match kind {
-                    GgmlType::Q5_0 => (16.0, 0.0, &block[2..]),
-                    _ => (0.0, half_at(block, 2), &block[4..]),
-                };
+                // Each value's fifth bit is bit i of a 32-bit word before
+                // the nibbles.
+                let (d, offset, min, rest) = legacy_header(block, kind == GgmlType::Q5_1, 16.0);
                 let high = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]);
                 let qs = &rest[4..];
                 let value = |i: usize, nibble: u8| {
@@ -311,6 +303,18 @@ pub fn dequantize(kind: GgmlType, bytes: &[u8], elements: usize) -> Option<Vec<f
         GgmlType::Other(_) => return None,
     }
     Some(out)
+}
+
+/// The scale, the offset taken from each quant, the min added after
+/// scaling, and the bytes after them, of a block of the legacy types: a
+/// `_0` block is its scale alone, its quants centred on `center` (Q4_0:
+/// (q − 8)·d); a `_1` block's scale is followed by a min (Q4_1: q·d + m).
+fn legacy_header(block: &[u8], with_min: bool, center: f32) -> (f32, f32, f32, &[u8]) {
+    let d = half_at(block, 0);
+    match with_min {
+        false => (d, center, 0.0, &block[2..]),
+        true => (d, 0.0, half_at(block, 2), &block[4..]),
+    }
 }
 
 /// The sixteen values IQ4 nibbles index: spaced as trained weights are
