@@ -29,8 +29,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 pub struct AgentArgs {
     /// The agent: the tasks' gold actions, seeded random calls, the actions of
     /// a recorded trajectory (`--from`), a model at an OpenAI-compatible
-    /// endpoint (`openai`: `--base-url`, `--model`), or a local GGUF model
-    /// (`model`: `--model` is its path or a fetched model's name).
+    /// endpoint (`openai`: `--base-url`, `--model`), or a local model
+    /// (`model`: `--model` is a GGUF path, a fetched model's name or a
+    /// checkpoint directory, e.g. a `forge train` run's `final/`).
     #[arg(long, value_enum, default_value_t = PolicyKind::Gold)]
     pub policy: PolicyKind,
     /// The trajectory file `--policy replay` repeats.
@@ -51,7 +52,8 @@ pub struct AgentArgs {
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
     /// The model: its name at `--base-url`, or for `--policy model` a GGUF
-    /// path or fetched model's name (default smollm2-135m).
+    /// path, a fetched model's name or a checkpoint directory (default
+    /// smollm2-135m).
     #[arg(long)]
     pub model: Option<String>,
     /// `--policy model`: sampling temperature (0 is greedy).
@@ -274,6 +276,9 @@ impl Agents {
                 "device": format!("{:?}", local.accelerator).to_lowercase(),
                 "precision": local.precision,
                 "batch": local.batch,
+                // What the model is told: `--thinking`, or the checkpoint's
+                // prompt.json, may change it under the same path.
+                "prompt": self.style,
             });
         }
         settings

@@ -10,6 +10,9 @@
 # on two cores, after a build of a quarter of an hour (half an hour from a
 # cold cache).
 #   scripts/gpu/rehearse.sh
+# AUTOTUNE=1 builds with autotuned kernels too (`--features wgpu,autotune`),
+# as `--features cuda,autotune` runs on a GPU: slower, every candidate
+# kernel is compiled and timed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -28,4 +31,6 @@ FORGE_SMOLLM2_GGUF="${FORGE_SMOLLM2_GGUF:-$(cargo run --release --quiet -- model
 export FORGE_SMOLLM2_GGUF
 
 # One test at a time: lavapipe spreads each kernel over every core.
-cargo test --release -p forge-trainer --features wgpu --test '*' -- --test-threads 1
+features=wgpu
+[[ "${AUTOTUNE:-0}" == 1 ]] && features=wgpu,autotune
+cargo test --release -p forge-trainer --features "$features" --test '*' -- --test-threads 1

@@ -23,7 +23,8 @@ pub enum ModelCommand {
     /// the cache, verify its sha256, and print its path.
     Fetch(FetchArgs),
     /// Print a model's metadata (a GGUF's, or a checkpoint's config.json),
-    /// tensor types and tokenizer.
+    /// tensor types, tokenizer, chat template and (a LoRA run's checkpoint)
+    /// adapters.
     Inspect(InspectArgs),
     /// Print the token ids of a text under a model's tokenizer.
     Tokenize(TokenizeArgs),

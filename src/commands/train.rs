@@ -213,8 +213,14 @@ fn start(args: &TrainArgs, config: TrainConfig, time_limit: Option<Duration>) ->
     if args.json {
         output::json_line(&serde_json::to_value(&summary)?);
     } else if !summary.complete {
+        // A time limit evaluates where it stops; `--max-steps` and Ctrl-C do not.
+        let evaluated = summary
+            .heldout_success_after
+            .map_or(String::new(), |after| {
+                format!(" (held-out success there: {after:.3})")
+            });
         println!(
-            "stopped at step {} of {}; continue with `forge train --run-dir {} --resume`",
+            "stopped at step {} of {}{evaluated}; continue with `forge train --run-dir {} --resume`",
             summary.steps,
             summary.total_steps,
             run_dir.display()

@@ -721,6 +721,23 @@ fn a_thinking_model_replies_at_once_with_thinking_off() {
         decoded.ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n"),
         "{decoded}"
     );
+    // An evaluation played with thinking off is not resumed with it on:
+    // the same model, prompted otherwise, plays other episodes.
+    let results = dir.path().join("eval");
+    let eval = |extra: &[&str]| {
+        let mut args = vec!["eval", "--policy", "model", "--model"];
+        args.extend([model.to_str().unwrap(), "--tasks", "shop-01", "--trials"]);
+        args.extend(["1", "--max-turns", "1", "--max-new-tokens", "4", "--out"]);
+        args.push(results.to_str().unwrap());
+        args.extend(extra);
+        forge(&args)
+    };
+    let output = eval(&thinking_off);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_refused(
+        &eval(&[]),
+        "`model.prompt.thinking`: \"off\" then, \"on\" now",
+    );
     // A model that cannot think is refused before it loads.
     let model = save("smollm", &ModelTokenizer::byte_level());
     let out = model.with_extension("jsonl");

@@ -269,6 +269,8 @@ fn an_interrupted_run_resumes_exactly() {
         (resumed["steps"].clone(), resumed["steps_run"].clone()),
         (4.into(), 2.into())
     );
+    // Evaluated at steps 2 and 3, not 4: neither passes for step 4's model.
+    assert!(resumed["heldout_success_after"].is_null(), "{resumed}");
     assert_eq!(summary(&train(&resume[..4]))["complete"], true);
     // Resuming a complete run does nothing, and says so.
     let output = train(&resume[..3]);
@@ -308,6 +310,7 @@ fn an_interrupted_run_resumes_exactly() {
         (last["kind"].as_str(), last["step"].as_u64()),
         (Some("eval"), Some(1))
     );
+    assert_eq!(stopped["heldout_success_after"], last["heldout_success"]);
     let resume = ["--run-dir", timed.to_str().unwrap(), "--resume", "--json"];
     assert_eq!(summary(&train(&resume))["complete"], true);
     assert_eq!(

@@ -24,8 +24,9 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "DIR")]
     data: PathBuf,
     /// Print one JSON object per task
-    /// (`{"task_id", "actions": [{"name", "output"}], "final_db_sha256"}`)
-    /// instead of the summary and cost tables.
+    /// (`{"task_id", "actions": [{"name", "output"}], "final_db_sha256"}`,
+    /// and `"final_user_db_sha256"` for the domains whose user has a
+    /// database) instead of the summary and cost tables.
     #[arg(long)]
     json: bool,
 }

@@ -99,7 +99,7 @@ impl Thinking {
 
 /// The system side of the prompt: what the agent is told before the
 /// dialogue, and whether it thinks before replying.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct PromptStyle {
     pub system: String,
     pub tools: ToolListing,

@@ -163,6 +163,7 @@ pub struct SftSection {
     pub steps: usize,
     /// Assistant turns per step.
     pub batch: usize,
+    /// AdamW's peak learning rate for SFT (see `optim` for its schedule).
     pub lr: f64,
     /// The share of each environment's training tasks whose gold episodes
     /// SFT learns from (the first of the seeded shuffle); RL draws from all
@@ -195,7 +196,10 @@ pub struct RlSection {
     /// At most this many times `tasks_per_step` tasks are rolled out per
     /// step while refilling the batch with informative tasks.
     pub max_draw_factor: usize,
+    /// Sampling temperature of the rollouts (held-out evaluation is greedy).
     pub temperature: f32,
+    /// Nucleus sampling: each token is drawn from the smallest set of the
+    /// likeliest tokens whose probability reaches `top_p` (1: all of them).
     pub top_p: f32,
     /// Most tokens per policy turn.
     pub max_new_tokens: usize,
@@ -224,6 +228,8 @@ pub struct RlSection {
     /// Write each step's rollouts to `episodes/rl-step-N.jsonl` (replayable
     /// with `forge replay`), to read what the policy and the user did.
     pub save_rollouts: bool,
+    /// AdamW's peak learning rate for RL, whose fresh optimizer starts at
+    /// the end of SFT (see `optim` for its schedule).
     pub lr: f64,
 }
 
@@ -332,8 +338,12 @@ impl Default for JudgeSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OptimSection {
+    /// AdamW's decay rates of its running means of the gradient and of its
+    /// square.
     pub beta1: f32,
     pub beta2: f32,
+    /// AdamW's decoupled weight decay (each step shrinks every weight by
+    /// lr × `weight_decay` of itself).
     pub weight_decay: f32,
     /// The whole gradient is scaled to at most this L2 norm (0: off).
     pub grad_clip: f32,

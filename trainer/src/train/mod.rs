@@ -94,8 +94,10 @@ pub struct Summary {
     pub heldout_success_before: Option<f64>,
     /// After the SFT stage (absent without one).
     pub heldout_success_after_sft: Option<f64>,
-    /// At the latest evaluation (the end of a complete run; absent when no
-    /// task is held out).
+    /// At the step the run stopped at (absent when no task is held out, or
+    /// when the run was not evaluated there: one stopped by `max_steps` or
+    /// an interrupt between evaluations). Never an earlier evaluation's,
+    /// which would pass for the stopped model's.
     pub heldout_success_after: Option<f64>,
     /// The trained model (a complete run's).
     pub final_model: Option<PathBuf>,
@@ -460,7 +462,6 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 .find(|metrics| metrics.step == step)
                 .and_then(|metrics| metrics.heldout_success)
         };
-        let latest = evals.last().and_then(|metrics| metrics.heldout_success);
         Ok(Summary {
             steps: self.position.step,
             total_steps: total,
@@ -470,7 +471,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             heldout_tasks: self.heldout_tasks(),
             heldout_success_before: success_at(0),
             heldout_success_after_sft: (sft_steps > 0).then(|| success_at(sft_steps)).flatten(),
-            heldout_success_after: latest,
+            heldout_success_after: success_at(self.position.step),
             final_model: complete.then_some(final_model),
             parameters: self.model.weight_count(),
             trained_parameters: self.model.trained_count(),
