@@ -363,8 +363,8 @@ pub struct OptimSection {
     /// kept. `recomputed`: the forward pass keeps each decoder block's
     /// input alone and the backward pass runs each block again, so a pass
     /// holds one block's activations at a time (a SmolLM2 step on a
-    /// sequence of 2,048 tokens takes 0.44 GB above the weights and
-    /// optimizer state instead of 4.2 GB, on the CPU) for about 15% more
+    /// sequence of 2,048 tokens takes 0.43 GB above the weights and
+    /// optimizer state instead of 4.3 GB, on the CPU) for about 20% more
     /// time: the way to longer sequences or larger micro-batches.
     pub activations: Activations,
 }
