@@ -247,7 +247,7 @@ impl Agents {
     /// plays out: an evaluation resumed under other settings must not count
     /// the episodes it finds as its own. Settings that only change how fast
     /// episodes run (requests in flight, threads) are left out.
-    pub fn settings(&self) -> serde_json::Value {
+    pub fn settings(&self) -> Result<serde_json::Value> {
         let endpoint = |client: &ChatClient| {
             serde_json::json!({
                 "base_url": client.config().base_url,
@@ -269,6 +269,8 @@ impl Agents {
         if let Some(local) = &self.local {
             settings["model"] = serde_json::json!({
                 "path": local.path,
+                // The path may hold another model than last time.
+                "sha256": forge_trainer::checkpoint::files_digest(&local.path)?,
                 "temperature": local.sampling.temperature,
                 "top_p": local.sampling.top_p,
                 "max_new_tokens": local.sampling.max_tokens,
@@ -281,7 +283,7 @@ impl Agents {
                 "prompt": self.style,
             });
         }
-        settings
+        Ok(settings)
     }
 
     /// Plays one episode of each `(task, seed)`, handing each record to

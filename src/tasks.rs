@@ -19,7 +19,8 @@ pub struct PlayArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Most agent actions per episode.
-    #[arg(long, default_value_t = EpisodeSettings::default().max_turns)]
+    #[arg(long, default_value_t = EpisodeSettings::default().max_turns,
+          value_parser = crate::flags::at_least_one)]
     pub max_turns: usize,
 }
 

@@ -3,6 +3,7 @@
 //! content hash.
 
 use crate::agents::{AgentArgs, Agents};
+use crate::commands::hold;
 use crate::envs::EnvArgs;
 use crate::flags::{MOST_TRIALS, at_least_one};
 use crate::metrics::{self, flip_rate, pass_hat_k};
@@ -74,8 +75,9 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         .join(env.content_hash())
         .join(label.replace(['/', ':', ' '], "_"));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let _held = hold(&dir)?;
     let trajectories = dir.join("trajectories.jsonl");
-    let mut settings = agents.settings();
+    let mut settings = agents.settings()?;
     settings["max_turns"] = args.play.max_turns.into();
     claim(&dir, &settings)?;
 

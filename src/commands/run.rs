@@ -53,7 +53,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let episodes = args.play.episodes(&tasks, args.trials);
     let mut records = Vec::with_capacity(episodes.len());
     // On one thread, records come in the order of `episodes`: by task, then trial.
-    agents.play(&env, &episodes, args.play.max_turns, 1, |record| {
+    let played = agents.play(&env, &episodes, args.play.max_turns, 1, |record| {
         let trial = records.len() as u64 % args.trials;
         if let Some(writer) = &mut writer {
             writer.write(&record)?;
@@ -68,7 +68,17 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         progress.inc(1);
         records.push((trial, record));
         Ok(())
-    })?;
+    });
+    if let Err(err) = played {
+        // A run that failed before its first episode (a model that does not
+        // load, an endpoint that does not answer) leaves no empty file behind
+        // for the next try to be refused on.
+        if let (Some(path), false, true) = (&args.out, args.append, records.is_empty()) {
+            drop(writer);
+            let _ = std::fs::remove_file(path);
+        }
+        return Err(err);
+    }
     progress.finish_and_clear();
     report(&env, &args, &label, &records);
     Ok(ExitCode::SUCCESS)

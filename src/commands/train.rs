@@ -1,6 +1,6 @@
 //! `forge train`: SFT then ERPO on environments, into a run directory.
 
-use crate::commands::{holds_files, leave_as_found};
+use crate::commands::{hold, holds_files, leave_as_found};
 use crate::{output, shutdown};
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
@@ -136,21 +136,30 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
         .transpose()
         .context("--time-limit must be a finite number of seconds, at least 0")?;
     if args.resume {
+        let _held = hold(run_dir)?;
         return start(&args, config, time_limit);
     }
-    if run_dir.join(CONFIG_FILE).exists() {
-        bail!(
-            "{} already holds a run: pass --resume to continue it, or choose another --run-dir",
-            run_dir.display()
-        );
-    }
     let existed = run_dir.exists();
-    if holds_files(run_dir)? {
-        bail!(
-            "{} is not empty and holds no run: a new run needs an empty or new --run-dir",
-            run_dir.display()
-        );
-    }
+    let refuse_if_taken = || {
+        if run_dir.join(CONFIG_FILE).exists() {
+            bail!(
+                "{} already holds a run: pass --resume to continue it, or choose another --run-dir",
+                run_dir.display()
+            );
+        }
+        if holds_files(run_dir)? {
+            bail!(
+                "{} is not empty and holds no run: a new run needs an empty or new --run-dir",
+                run_dir.display()
+            );
+        }
+        Ok(())
+    };
+    refuse_if_taken()?;
+    std::fs::create_dir_all(run_dir).with_context(|| format!("creating {}", run_dir.display()))?;
+    let _held = hold(run_dir)?;
+    // Another process may have begun a run here between the look and the lock.
+    refuse_if_taken()?;
     let outcome = start(&args, config, time_limit);
     // A run that failed before recording anything (a setting the backend
     // refuses, a model that does not load) leaves nothing behind.

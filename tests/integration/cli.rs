@@ -388,6 +388,22 @@ fn bad_input_gets_errors_that_name_the_problem() {
     let output = forge(&["run", "--policy", "replay"]);
     assert!(!output.status.success(), "--policy replay needs --from");
 
+    // A model that does not load leaves no empty trajectory file behind, on
+    // which the run tried again once the model is mended would be refused.
+    let empty_model = dir.path().join("empty.gguf");
+    std::fs::write(&empty_model, b"").unwrap();
+    let out = dir.path().join("model-episodes.jsonl");
+    for _ in 0..2 {
+        let output = model_turn(empty_model.to_str().unwrap(), &out, &[]);
+        assert!(!output.status.success());
+        assert!(
+            !stderr(&output).contains("already exists"),
+            "{}",
+            stderr(&output)
+        );
+        assert!(!out.exists(), "{}", stderr(&output));
+    }
+
     // A directory to write that is a file is named as such.
     let output = forge(&["example", garbage.to_str().unwrap()]);
     assert!(
@@ -436,6 +452,8 @@ fn bad_input_gets_errors_that_name_the_problem() {
         (&["eval"], "--out", "Cargo.toml"),
         (&["synth", "--all", "--out", "unused"], "--tasks", "0"),
         (&["run"], "--tasks", "shop-01,shop-01"),
+        (&["run"], "--max-turns", "0"),
+        (&["eval", "--out", "unused"], "--max-turns", "0"),
     ] {
         let output = forge(&[command, &[&format!("{flag}={value}")]].concat());
         assert!(!output.status.success(), "{command:?} {flag}={value}");
@@ -738,6 +756,14 @@ fn a_thinking_model_replies_at_once_with_thinking_off() {
         &eval(&[]),
         "`model.prompt.thinking`: \"off\" then, \"on\" now",
     );
+    // Nor is it resumed with another model written to the same path.
+    let retrained = CpuModel::init(
+        LlamaConfig::tiny(qwen3.vocab_size()),
+        8,
+        &Default::default(),
+    );
+    checkpoint::save(&model, &retrained, &qwen3).unwrap();
+    assert_refused(&eval(&thinking_off), "`model.sha256`");
     // A model that cannot think is refused before it loads.
     let model = save("smollm", &ModelTokenizer::byte_level());
     let out = model.with_extension("jsonl");

@@ -229,6 +229,35 @@ fn without_timing(path: &Path) -> Vec<Value> {
 }
 
 #[test]
+fn a_run_directory_another_process_holds_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("short.toml");
+    std::fs::write(&config, "[sft]\nsteps = 2\n[rl]\nsteps = 0\n").unwrap();
+    let run = dir.path().join("run");
+    let mut first = smoke_args(config.to_str().unwrap(), &run);
+    first.extend(["--max-steps".to_owned(), "1".to_owned()]);
+    summary(&train(&as_strs(&first)));
+    let metrics = std::fs::read(run.join("metrics.jsonl")).unwrap();
+    // Held as a run under way holds it: a second process resuming it would
+    // write the same steps again, interleaved with the first one's.
+    let held = std::fs::File::open(&run).unwrap();
+    held.try_lock().unwrap();
+    let resume = ["--run-dir", run.to_str().unwrap(), "--resume", "--json"];
+    assert_refused(&train(&resume), "in use by another forge process");
+    assert_eq!(std::fs::read(run.join("metrics.jsonl")).unwrap(), metrics);
+    // A new run in an empty directory being claimed: refused, left as is.
+    let fresh = dir.path().join("fresh");
+    std::fs::create_dir(&fresh).unwrap();
+    let claimed = std::fs::File::open(&fresh).unwrap();
+    claimed.try_lock().unwrap();
+    let output = train(&as_strs(&smoke_args(config.to_str().unwrap(), &fresh)));
+    assert_refused(&output, "in use by another forge process");
+    assert!(fresh.is_dir() && fresh.read_dir().unwrap().next().is_none());
+    drop((held, claimed));
+    assert_eq!(summary(&train(&resume))["complete"], true);
+}
+
+#[test]
 fn an_interrupted_run_resumes_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("short.toml");

@@ -127,6 +127,50 @@ pub fn weights_digest(tensors: &[(String, TensorData)]) -> String {
     forge_runtime::canonical::hex(&hasher.finalize())
 }
 
+/// The sha256 of what the model at `path` loads from, to tell apart two
+/// models found at one path (a run's `final/` written again, a file
+/// replaced): a GGUF file's bytes, or of a checkpoint directory the name and
+/// bytes of each top-level `.json`, `.safetensors` and `.jinja` file (the
+/// config, the weights and their shards, the tokenizer, the prompt), in name
+/// order. A LoRA checkpoint's `adapter/` is folded into its weights already.
+pub fn files_digest(path: &Path) -> anyhow::Result<String> {
+    use anyhow::Context;
+    use sha2::{Digest, Sha256};
+    fn hash_file(hasher: &mut Sha256, file: &Path) -> anyhow::Result<()> {
+        let mut reader = File::open(file).with_context(|| format!("reading {}", file.display()))?;
+        std::io::copy(&mut reader, hasher)
+            .with_context(|| format!("reading {}", file.display()))?;
+        Ok(())
+    }
+    let mut hasher = Sha256::new();
+    if path.is_dir() {
+        let mut files = Vec::new();
+        for entry in
+            std::fs::read_dir(path).with_context(|| format!("reading {}", path.display()))?
+        {
+            let file = entry?.path();
+            let loaded = matches!(
+                file.extension().and_then(OsStr::to_str),
+                Some("json" | "safetensors" | "jinja")
+            );
+            if loaded && file.is_file() {
+                files.push(file);
+            }
+        }
+        files.sort();
+        for file in files {
+            let name = file.file_name().expect("a listed file has a name");
+            hasher.update((name.len() as u64).to_le_bytes());
+            hasher.update(name.as_encoded_bytes());
+            hasher.update(std::fs::metadata(&file)?.len().to_le_bytes());
+            hash_file(&mut hasher, &file)?;
+        }
+    } else {
+        hash_file(&mut hasher, path)?;
+    }
+    Ok(forge_runtime::canonical::hex(&hasher.finalize()))
+}
+
 /// The adapters a LoRA run saved into checkpoint `dir`, to resume from.
 pub fn saved_adapters(dir: &Path) -> Result<PeftAdapters, LoadError> {
     adapters(dir)?.ok_or_else(|| {
