@@ -45,8 +45,8 @@ pub enum GgufError {
         elements: u64,
         block: usize,
     },
-    #[error("tensor `{name}` lies outside the file")]
-    OutOfBounds { name: String },
+    #[error("tensor `{name}` lies beyond the end of the file ({len} bytes): the file is cut short")]
+    OutOfBounds { name: String, len: u64 },
     #[error("no tensor `{0}`")]
     MissingTensor(String),
 }
@@ -214,13 +214,35 @@ impl Gguf {
             .unwrap_or(DEFAULT_ALIGNMENT)
             .max(1);
         let data_start = (reader.position as u64).div_ceil(alignment) * alignment;
-        Ok(Self {
+        let gguf = Self {
             version,
             metadata,
             tensors,
             data_start,
             map,
-        })
+        };
+        // A file cut short (an interrupted copy or download) is refused as a
+        // whole when opened, not at the first tensor it lacks. Tensors of
+        // types Forge cannot size are left to the error that names them.
+        for info in &gguf.tensors {
+            if let Some(size) = info.kind.byte_size(info.elements()) {
+                gguf.extent(info, size)?;
+            }
+        }
+        Ok(gguf)
+    }
+
+    /// Where a tensor of `size` bytes lies in the file.
+    fn extent(&self, info: &TensorInfo, size: u64) -> Result<std::ops::Range<usize>, GgufError> {
+        let len = self.map.len() as u64;
+        let start = self.data_start.checked_add(info.offset);
+        match (start, start.and_then(|start| start.checked_add(size))) {
+            (Some(start), Some(end)) if end <= len => Ok(start as usize..end as usize),
+            _ => Err(GgufError::OutOfBounds {
+                name: info.name.clone(),
+                len,
+            }),
+        }
     }
 
     pub fn get(&self, key: &str) -> Result<&Value, GgufError> {
@@ -288,16 +310,7 @@ impl Gguf {
                     kind: info.kind.to_string(),
                 },
             })?;
-        let start = self.data_start.checked_add(info.offset);
-        let end = start.and_then(|start| start.checked_add(size));
-        match (start, end) {
-            (Some(start), Some(end)) if end <= self.map.len() as u64 => {
-                Ok(&self.map[start as usize..end as usize])
-            }
-            _ => Err(GgufError::OutOfBounds {
-                name: info.name.clone(),
-            }),
-        }
+        Ok(&self.map[self.extent(info, size)?])
     }
 
     /// A tensor's values as f32, in GGML order.
@@ -551,12 +564,11 @@ mod tests {
         let full = std::fs::read(&path).unwrap();
         std::fs::write(&path, &full[..40]).unwrap();
         assert!(matches!(Gguf::open(&path), Err(GgufError::Truncated(_))));
-        // The tensor's data cut off: the header parses, the tensor is out of bounds.
+        // The tensor's data cut off: the header parses, the file is refused
+        // for the tensor it lacks.
         std::fs::write(&path, &full[..full.len() - 32]).unwrap();
-        let gguf = Gguf::open(&path).unwrap();
-        assert!(matches!(
-            gguf.dequantize("w"),
-            Err(GgufError::OutOfBounds { .. })
-        ));
+        let error = Gguf::open(&path).err().expect("a cut file is refused");
+        assert!(matches!(error, GgufError::OutOfBounds { .. }));
+        assert!(error.to_string().contains("tensor `w`"), "{error}");
     }
 }

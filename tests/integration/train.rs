@@ -258,6 +258,22 @@ fn a_run_directory_another_process_holds_is_refused() {
 }
 
 #[test]
+fn a_damaged_optimizer_state_is_named_on_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("short.toml");
+    std::fs::write(&config, "[sft]\nsteps = 2\n[rl]\nsteps = 0\n").unwrap();
+    let run = dir.path().join("run");
+    let mut first = smoke_args(config.to_str().unwrap(), &run);
+    first.extend(["--max-steps".to_owned(), "1".to_owned()]);
+    summary(&train(&as_strs(&first)));
+    let state = run.join("checkpoints/step-000001/optimizer.bin");
+    let bytes = std::fs::read(&state).unwrap();
+    std::fs::write(&state, &bytes[..bytes.len() / 2]).unwrap();
+    let output = train(&["--run-dir", run.to_str().unwrap(), "--resume"]);
+    assert_refused(&output, "optimizer.bin: the file is damaged or cut short");
+}
+
+#[test]
 fn an_interrupted_run_resumes_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("short.toml");

@@ -7,7 +7,10 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::record::{AdaptorRecord, AdaptorRecordV1};
 use burn::optim::{AdamW, AdamWConfig, GradientsParams, Optimizer};
-use burn::record::{BinFileRecorder, BurnRecord, FullPrecisionSettings, Record, Recorder};
+use burn::record::{
+    BinFileRecorder, BurnRecord, FileRecorder, FullPrecisionSettings, Record, Recorder,
+    RecorderError,
+};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{ElementConversion, Shape, Tensor};
 use std::collections::BTreeMap;
@@ -115,9 +118,25 @@ pub fn load<B: AutodiffBackend>(
     path: &Path,
     device: &B::Device,
 ) -> Result<AdamOptimizer<B>> {
+    let file = path.with_extension(<StateRecorder as FileRecorder<B>>::file_extension());
     let state: State<B> = StateRecorder::new()
         .load(path.to_owned(), device)
-        .map_err(|err| anyhow!("reading the optimizer state {}: {err}", path.display()))?;
+        .map_err(|err| match err {
+            RecorderError::FileNotFound(_) => {
+                anyhow!(
+                    "reading the optimizer state {}: no such file",
+                    file.display()
+                )
+            }
+            // burn's message for a file it cannot decode is a nested dump
+            // that blames a change of its record format.
+            _ => anyhow!(
+                "reading the optimizer state {}: the file is damaged or cut short, so the run \
+                 cannot resume from this checkpoint (an earlier one in checkpoints/ may do: \
+                 name it in checkpoints/latest)",
+                file.display()
+            ),
+        })?;
     if let Some(mismatch) = first_mismatch(model, &state) {
         bail!(
             "the optimizer state {} does not fit the model: {mismatch}; it belongs to another \
