@@ -46,7 +46,7 @@ pub struct AgentArgs {
     /// withholds it (tasks with `user_facts` only; a model user is told the
     /// instruction with the fact spoiled), to measure the effect of masking
     /// such episodes.
-    #[arg(long, default_value_t = 0.0, value_parser = probability)]
+    #[arg(long, default_value_t = 0.0, value_parser = probability, allow_negative_numbers = true)]
     pub user_instability: f64,
     /// OpenAI-compatible API base for `--policy openai` / `--user openai`.
     #[arg(long, value_name = "URL")]
@@ -57,10 +57,10 @@ pub struct AgentArgs {
     #[arg(long)]
     pub model: Option<String>,
     /// `--policy model`: sampling temperature (0 is greedy).
-    #[arg(long, default_value_t = 0.0, value_parser = temperature)]
+    #[arg(long, default_value_t = 0.0, value_parser = temperature, allow_negative_numbers = true)]
     pub temperature: f32,
     /// `--policy model`: nucleus sampling mass, in (0, 1].
-    #[arg(long, default_value_t = 1.0, value_parser = nucleus_mass)]
+    #[arg(long, default_value_t = 1.0, value_parser = nucleus_mass, allow_negative_numbers = true)]
     pub top_p: f32,
     /// `--policy model`: most tokens per turn.
     #[arg(long, default_value_t = 256, value_parser = at_least_one)]

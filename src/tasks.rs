@@ -18,9 +18,9 @@ pub struct PlayArgs {
     /// the trial.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Most agent actions per episode.
-    #[arg(long, default_value_t = EpisodeSettings::default().max_turns,
-          value_parser = crate::flags::at_least_one)]
+    /// Most agent actions per episode (0: the agent never acts, the no-op
+    /// baseline that must never score).
+    #[arg(long, default_value_t = EpisodeSettings::default().max_turns)]
     pub max_turns: usize,
 }
 

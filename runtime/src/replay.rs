@@ -98,31 +98,35 @@ fn replay_actions(
 
 fn first_difference(recorded: &EpisodeRecord, replayed: &EpisodeRecord) -> Option<Divergence> {
     for (index, (old, new)) in recorded.steps.iter().zip(&replayed.steps).enumerate() {
-        let field = |what: &str, old: &dyn std::fmt::Debug, new: &dyn std::fmt::Debug| {
+        let field = |what: &str, old: String, new: String| {
             Some(Divergence {
                 step: Some(index),
                 what: format!(
-                    "`{}` {what} differs: recorded {old:?}, replayed {new:?}",
+                    "`{}` {what} differs: recorded {old}, replayed {new}",
                     recorded.steps[index].tool
                 ),
             })
         };
         let difference = if old.tool != new.tool {
-            field("tool", &old.tool, &new.tool)
+            field("tool", shown(&old.tool), shown(&new.tool))
         } else if old.actor != new.actor {
-            field("actor", &old.actor, &new.actor)
+            field("actor", shown(&old.actor), shown(&new.actor))
         } else if old.arguments != new.arguments {
-            field("arguments", &old.arguments, &new.arguments)
+            field("arguments", shown(&old.arguments), shown(&new.arguments))
         } else if old.status != new.status {
-            field("status", &old.status, &new.status)
+            field("status", shown(&old.status), shown(&new.status))
         } else if old.result != new.result {
-            field("result", &old.result, &new.result)
+            field("result", shown(&old.result), shown(&new.result))
         } else if old.fuel != new.fuel {
-            field("fuel", &old.fuel, &new.fuel)
+            field("fuel", shown(&old.fuel), shown(&new.fuel))
         } else if old.state_hash != new.state_hash {
-            field("state hash", &old.state_hash, &new.state_hash)
+            field("state hash", shown(&old.state_hash), shown(&new.state_hash))
         } else if old.turn != new.turn || old.call_id != new.call_id {
-            field("turn", &(old.turn, &old.call_id), &(new.turn, &new.call_id))
+            field(
+                "turn",
+                shown(&(old.turn, &old.call_id)),
+                shown(&(new.turn, &new.call_id)),
+            )
         } else {
             None
         };
@@ -143,8 +147,8 @@ fn first_difference(recorded: &EpisodeRecord, replayed: &EpisodeRecord) -> Optio
     {
         return episode(format!(
             "message {index} differs: recorded {}, replayed {}",
-            describe(recorded.messages.get(index)),
-            describe(replayed.messages.get(index))
+            shown_or_nothing(recorded.messages.get(index)),
+            shown_or_nothing(replayed.messages.get(index))
         ));
     }
     if recorded.final_state_sha256 != replayed.final_state_sha256 {
@@ -173,13 +177,6 @@ fn metadata_difference(recorded: &EpisodeRecord, replayed: &EpisodeRecord) -> St
         _ => serde_json::Map::new(),
     };
     let (recorded, replayed) = (as_object(recorded), as_object(replayed));
-    let shown = |value: Option<&serde_json::Value>| {
-        let text = value.map_or_else(|| "nothing".to_owned(), serde_json::Value::to_string);
-        match text.char_indices().nth(160) {
-            Some((cut, _)) => format!("{}…", &text[..cut]),
-            None => text,
-        }
-    };
     recorded
         .keys()
         .chain(replayed.keys())
@@ -189,16 +186,24 @@ fn metadata_difference(recorded: &EpisodeRecord, replayed: &EpisodeRecord) -> St
             |key| {
                 format!(
                     "`{key}` differs: recorded {}, replayed {}",
-                    shown(recorded.get(key)),
-                    shown(replayed.get(key))
+                    shown_or_nothing(recorded.get(key)),
+                    shown_or_nothing(replayed.get(key))
                 )
             },
         )
 }
 
-fn describe(message: Option<&crate::trajectory::ChatMessage>) -> String {
-    message.map_or_else(
-        || "nothing".to_owned(),
-        |message| serde_json::to_string(message).unwrap_or_default(),
-    )
+/// `value` as the trajectory file spells it (JSON), shortened to 160
+/// characters.
+fn shown(value: &impl Serialize) -> String {
+    let text = serde_json::to_string(value).unwrap_or_default();
+    match text.char_indices().nth(160) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
+
+/// [`shown`], or `nothing` where one side has no such value.
+fn shown_or_nothing(value: Option<&impl Serialize>) -> String {
+    value.map_or_else(|| "nothing".to_owned(), shown)
 }

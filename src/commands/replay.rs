@@ -63,7 +63,7 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
             }));
         } else if let Some(divergence) = &divergence {
             println!(
-                "line {line} (task {}): diverged at {divergence}",
+                "line {line} (task {}) diverged: {divergence}",
                 record.task_id
             );
         }

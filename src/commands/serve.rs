@@ -51,7 +51,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = SessionLimits::default().idle_timeout.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
     idle_timeout: u64,
     /// Most agent actions per second per session.
-    #[arg(long, default_value_t = SessionLimits::default().steps_per_second, value_parser = positive)]
+    #[arg(long, default_value_t = SessionLimits::default().steps_per_second, value_parser = positive, allow_negative_numbers = true)]
     rate: f64,
     /// Largest request body, WebSocket message or `--stdio` line, in bytes.
     #[arg(long, default_value_t = HttpOptions::default().max_request_bytes, value_parser = at_least_one)]
@@ -73,7 +73,7 @@ pub struct ServeArgs {
     out: Option<PathBuf>,
     /// The probability that the scripted user misstates or withholds one of
     /// its facts (see `forge run --user-instability`).
-    #[arg(long, default_value_t = 0.0, value_parser = probability)]
+    #[arg(long, default_value_t = 0.0, value_parser = probability, allow_negative_numbers = true)]
     user_instability: f64,
     /// Log lines as JSON objects (for log collectors) or as text.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]

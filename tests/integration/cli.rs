@@ -430,6 +430,16 @@ fn bad_input_gets_errors_that_name_the_problem() {
             );
         }
     }
+    // A negative value after a space is a value too, refused for itself.
+    for command in [&["run"][..], &["serve", "--port", "0"]] {
+        let output = forge(&[command, &["--user-instability", "-0.5"]].concat());
+        assert!(!output.status.success());
+        let message = stderr(&output);
+        assert!(
+            message.contains("`-0.5`") && !message.contains("unexpected argument"),
+            "{command:?}: {message}"
+        );
+    }
     // So are limits under which `forge serve` could serve nothing, before
     // it listens, and measurements or trial counts that could only crash.
     for (command, flag, value) in [
@@ -452,8 +462,6 @@ fn bad_input_gets_errors_that_name_the_problem() {
         (&["eval"], "--out", "Cargo.toml"),
         (&["synth", "--all", "--out", "unused"], "--tasks", "0"),
         (&["run"], "--tasks", "shop-01,shop-01"),
-        (&["run"], "--max-turns", "0"),
-        (&["eval", "--out", "unused"], "--max-turns", "0"),
     ] {
         let output = forge(&[command, &[&format!("{flag}={value}")]].concat());
         assert!(!output.status.success(), "{command:?} {flag}={value}");
