@@ -32,8 +32,8 @@ pub struct TrainArgs {
     /// it to layer files, later ones winning.
     #[arg(long, value_name = "FILE")]
     config: Vec<PathBuf>,
-    /// The settings a config file starts from.
-    #[arg(long, value_enum, default_value_t = Preset::Default)]
+    /// The settings a config file starts from (a resumed run keeps its own).
+    #[arg(long, value_enum, default_value_t = Preset::Default, conflicts_with = "resume")]
     preset: Preset,
     /// Environment bundles to train on (repeatable); by default the smoke
     /// preset synthesizes its tiny lamp domain, the default preset the shipped
@@ -370,6 +370,18 @@ fn bundles(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<Bundle>> {
         .iter()
         .map(|dir| read_bundle(dir))
         .collect::<Result<Vec<_>>>()?;
+    // Named twice, an environment's tasks would be drawn twice as often, and
+    // its metrics and episodes, keyed by its name, would mix two bundles.
+    for (at, bundle) in bundles.iter().enumerate() {
+        let name = &bundle.manifest.name;
+        if let Some(twin) = bundles[..at].iter().position(|b| &b.manifest.name == name) {
+            bail!(
+                "--env {} and --env {} are both environment `{name}`: name each environment once",
+                dirs[twin].display(),
+                dirs[at].display()
+            );
+        }
+    }
     let absolute_run_dir = std::path::absolute(run_dir)?;
     let recorded: Vec<RecordedBundle> = dirs
         .iter()

@@ -802,6 +802,24 @@ fn bad_configs_and_run_directories_are_refused_clearly() {
 
     let output = train(&["--run-dir", run, "--resume"]);
     assert_refused(&output, "config.toml");
+    // A resumed run keeps its own preset, as its own config and bundles.
+    let output = train(&["--run-dir", run, "--resume", "--preset", "smoke"]);
+    assert_refused(&output, "--preset");
+
+    // One environment named twice is refused before anything is written.
+    let shop = export_example(dir.path());
+    let twice = dir.path().join("twice");
+    let shop = shop.to_str().unwrap();
+    let output = train(&[
+        "--env",
+        shop,
+        "--env",
+        shop,
+        "--run-dir",
+        twice.to_str().unwrap(),
+    ]);
+    assert_refused(&output, "are both environment `shop`");
+    assert!(!twice.exists(), "a run that never started is not kept");
 
     // `--print-config` needs no run directory; a run needs one.
     let output = train(&["--preset", "smoke", "--print-config"]);
