@@ -228,15 +228,22 @@ fn without_timing(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-#[test]
-fn a_run_directory_another_process_holds_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("short.toml");
+/// A two-step smoke run in `dir/run`, stopped after its first step (with a
+/// checkpoint), and the config file it was started with.
+fn run_stopped_after_one_step(dir: &Path) -> (PathBuf, PathBuf) {
+    let config = dir.join("short.toml");
     std::fs::write(&config, "[sft]\nsteps = 2\n[rl]\nsteps = 0\n").unwrap();
-    let run = dir.path().join("run");
+    let run = dir.join("run");
     let mut first = smoke_args(config.to_str().unwrap(), &run);
     first.extend(["--max-steps".to_owned(), "1".to_owned()]);
     summary(&train(&as_strs(&first)));
+    (run, config)
+}
+
+#[test]
+fn a_run_directory_another_process_holds_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (run, config) = run_stopped_after_one_step(dir.path());
     let metrics = std::fs::read(run.join("metrics.jsonl")).unwrap();
     // Held as a run under way holds it: a second process resuming it would
     // write the same steps again, interleaved with the first one's.
@@ -260,12 +267,7 @@ fn a_run_directory_another_process_holds_is_refused() {
 #[test]
 fn a_damaged_optimizer_state_is_named_on_resume() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("short.toml");
-    std::fs::write(&config, "[sft]\nsteps = 2\n[rl]\nsteps = 0\n").unwrap();
-    let run = dir.path().join("run");
-    let mut first = smoke_args(config.to_str().unwrap(), &run);
-    first.extend(["--max-steps".to_owned(), "1".to_owned()]);
-    summary(&train(&as_strs(&first)));
+    let (run, _) = run_stopped_after_one_step(dir.path());
     let state = run.join("checkpoints/step-000001/optimizer.bin");
     let bytes = std::fs::read(&state).unwrap();
     std::fs::write(&state, &bytes[..bytes.len() / 2]).unwrap();
