@@ -170,10 +170,10 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
     outcome
 }
 
-/// Trains in `args`' run directory (new and empty, or a run to resume).
+/// Trains in `args`' run directory (new and empty, or a run to resume),
+/// which [`run`] has made and holds.
 fn start(args: &TrainArgs, config: TrainConfig, time_limit: Option<Duration>) -> Result<ExitCode> {
     let run_dir = args.run_dir();
-    std::fs::create_dir_all(run_dir).with_context(|| format!("creating {}", run_dir.display()))?;
     let sandbox = Sandbox::with_defaults()?;
     let bundles = bundles(args, &config)?;
     let envs = bundles
