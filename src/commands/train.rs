@@ -11,7 +11,7 @@ use forge_synth::llm::AnyDoc;
 use forge_trainer::accelerator::Accelerator;
 use forge_trainer::train::config::TrainConfig;
 use forge_trainer::train::config::UserKind;
-use forge_trainer::train::{Metrics, Observer, RunSpec, read_metrics, train};
+use forge_trainer::train::{Metrics, Observer, RunSpec, check_resumable, read_metrics, train};
 use indicatif::ProgressBar;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -291,7 +291,11 @@ fn effective_config(args: &TrainArgs) -> Result<TrainConfig> {
         }
         let text = std::fs::read_to_string(&saved)
             .with_context(|| format!("reading {} to resume the run", saved.display()))?;
-        return toml::from_str(&text).with_context(|| format!("parsing {}", saved.display()));
+        let config =
+            toml::from_str(&text).with_context(|| format!("parsing {}", saved.display()))?;
+        check_resumable(args.run_dir(), &config)
+            .with_context(|| format!("resuming with {}", saved.display()))?;
+        return Ok(config);
     }
     let preset = match args.preset {
         Preset::Default => TrainConfig::default(),

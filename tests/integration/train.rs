@@ -265,14 +265,27 @@ fn a_run_directory_another_process_holds_is_refused() {
 }
 
 #[test]
-fn a_damaged_optimizer_state_is_named_on_resume() {
+fn a_run_resumes_only_from_what_it_saved() {
     let dir = tempfile::tempdir().unwrap();
     let (run, _) = run_stopped_after_one_step(dir.path());
+    let resume = || train(&["--run-dir", run.to_str().unwrap(), "--resume"]);
+    let metrics = std::fs::read(run.join("metrics.jsonl")).unwrap();
+    // An edited config, or an emptied one (every key back to its default),
+    // would not continue the run as it began.
+    let config = run.join("config.toml");
+    let saved = std::fs::read_to_string(&config).unwrap();
+    let mut edited: toml::Table = toml::from_str(&saved).unwrap();
+    edited["sft"]["lr"] = toml::Value::Float(0.5);
+    std::fs::write(&config, toml::to_string(&edited).unwrap()).unwrap();
+    assert_refused(&resume(), "sft.lr = 0.003 then, 0.5 now");
+    std::fs::write(&config, "").unwrap();
+    assert_refused(&resume(), "sft.steps = 2 then, 100 now");
+    assert_eq!(std::fs::read(run.join("metrics.jsonl")).unwrap(), metrics);
+    std::fs::write(&config, &saved).unwrap();
     let state = run.join("checkpoints/step-000001/optimizer.bin");
     let bytes = std::fs::read(&state).unwrap();
     std::fs::write(&state, &bytes[..bytes.len() / 2]).unwrap();
-    let output = train(&["--run-dir", run.to_str().unwrap(), "--resume"]);
-    assert_refused(&output, "optimizer.bin: the file is damaged or cut short");
+    assert_refused(&resume(), "optimizer.bin: the file is damaged or cut short");
 }
 
 #[test]

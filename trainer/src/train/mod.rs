@@ -4,7 +4,7 @@
 //!
 //! A run directory holds `metrics.jsonl` (a line per step and per
 //! evaluation), `checkpoints/step-NNNNNN/` (model as safetensors, optimizer
-//! state, the position in the run) with `checkpoints/latest` naming the
+//! state, the config it was trained under, the position in the run) with `checkpoints/latest` naming the
 //! newest, `episodes/eval-step-NNNNNN.jsonl` (each evaluation's episodes;
 //! with `rl.save_rollouts`, `episodes/rl-step-NNNNNN.jsonl` too) and
 //! `final/` (the trained model, loadable by `--policy model`).
@@ -44,8 +44,8 @@ use objective::{LossStats, Scored, Sequence, Surrogate};
 use optimizer::AdamOptimizer;
 use rollout::{Job, Play, Rollout, Script, Users};
 use run_dir::{
-    CHECKPOINTS, EPISODES, LATEST, METRICS, OPTIMIZER, POSITION, Position, REFERENCE,
-    checkpoint_name, read_latest, read_position,
+    CHECKPOINTS, EPISODES, LATEST, METRICS, OPTIMIZER, POSITION, Position, REFERENCE, check_config,
+    checkpoint_name, read_latest, read_position, save_config,
 };
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -128,6 +128,17 @@ pub struct RunSpec<'a> {
     /// with a checkpoint.
     pub interrupt: Option<&'a AtomicBool>,
     pub accelerator: Accelerator,
+}
+
+/// Refuses to resume the run in `dir` under `config` when that is not the
+/// config of its latest checkpoint. Resuming checks this too; checked first,
+/// the change is named before models and environments load (an emptied
+/// config would otherwise fail on the default model's absence).
+pub fn check_resumable(dir: &Path, config: &TrainConfig) -> Result<()> {
+    match read_latest(dir)? {
+        Some(checkpoint) => check_config(&checkpoint, config),
+        None => Ok(()),
+    }
 }
 
 /// Starts or resumes `spec`'s run and runs it: the backends are
@@ -263,7 +274,10 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         Llama::<B>::check_precision(config.model.precision, &device)?;
         let latest = read_latest(dir)?;
         let position = match (&latest, resume) {
-            (Some(checkpoint), true) => read_position(checkpoint)?,
+            (Some(checkpoint), true) => {
+                check_config(checkpoint, &config)?;
+                read_position(checkpoint)?
+            }
             (Some(_), false) => bail!(
                 "{} already holds a run: pass --resume to continue it, or choose another directory",
                 dir.display()
@@ -828,6 +842,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let dir = self.dir.join(CHECKPOINTS).join(&name);
         self.save_model(&dir)?;
         optimizer::save(&self.optimizer, &dir.join(OPTIMIZER))?;
+        save_config(&dir, &self.config)?;
         checkpoint::write_atomically(&dir.join(POSITION), &serde_json::to_vec(&self.position)?)?;
         // Only now does the checkpoint become the one to resume from.
         checkpoint::write_atomically(&self.dir.join(CHECKPOINTS).join(LATEST), name.as_bytes())?;

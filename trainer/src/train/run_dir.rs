@@ -2,11 +2,13 @@
 //! and what resuming reads back from it: which checkpoint is the latest,
 //! and where the run stood there.
 
+use super::config::TrainConfig;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 pub(super) const METRICS: &str = "metrics.jsonl";
+pub(super) const CONFIG: &str = "config.toml";
 pub(super) const CHECKPOINTS: &str = "checkpoints";
 pub(super) const LATEST: &str = "latest";
 pub(super) const OPTIMIZER: &str = "optimizer";
@@ -120,4 +122,108 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// Settings a resumed run may take from an edited config: they say where a
+/// service is reached, not what the run computes.
+const RELOCATABLE: [&str; 4] = [
+    "user.base_url",
+    "user.api_key_env",
+    "judge.base_url",
+    "judge.api_key_env",
+];
+
+/// Saves the config `checkpoint` is trained under, for [`check_config`].
+pub(super) fn save_config(checkpoint: &Path, config: &TrainConfig) -> Result<()> {
+    let text = toml::to_string(config).context("writing the run's config")?;
+    std::fs::write(checkpoint.join(CONFIG), text)
+        .with_context(|| format!("writing {}", checkpoint.join(CONFIG).display()))
+}
+
+/// Refuses to resume `checkpoint` under a `config` other than its own
+/// (beyond [`RELOCATABLE`] settings): from a changed config the run would
+/// no longer continue as it began. Checkpoints saved before they kept
+/// their config pass.
+pub(super) fn check_config(checkpoint: &Path, config: &TrainConfig) -> Result<()> {
+    let path = checkpoint.join(CONFIG);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(err).with_context(|| format!("reading {}", path.display())),
+    };
+    let saved: TrainConfig =
+        toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let changes = changed_settings(&saved, config)?;
+    if changes.is_empty() {
+        return Ok(());
+    }
+    let listed = changes
+        .iter()
+        .map(|(key, then, now)| format!("{key} = {then} then, {now} now"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    bail!(
+        "the run's config has changed since its checkpoint {} ({listed}): a resumed run \
+         continues exactly as it began, so restore the settings (the checkpoint keeps them in \
+         {}), or start a new run from the checkpoint with model.init",
+        checkpoint.display(),
+        path.display()
+    )
+}
+
+/// The settings, by dotted key, whose values differ between `then` and
+/// `now` (with each value as TOML writes it), apart from [`RELOCATABLE`]s.
+fn changed_settings(
+    then: &TrainConfig,
+    now: &TrainConfig,
+) -> Result<Vec<(String, String, String)>> {
+    fn walk(
+        prefix: &str,
+        then: &toml::Table,
+        now: &toml::Table,
+        changes: &mut Vec<(String, String, String)>,
+    ) {
+        let absent = || "(unset)".to_owned();
+        let keys: std::collections::BTreeSet<&String> = then.keys().chain(now.keys()).collect();
+        for key in keys {
+            let path = format!("{prefix}{key}");
+            match (then.get(key), now.get(key)) {
+                (Some(toml::Value::Table(then)), Some(toml::Value::Table(now))) => {
+                    walk(&format!("{path}."), then, now, changes)
+                }
+                (then, now) if then != now && !RELOCATABLE.contains(&path.as_str()) => changes
+                    .push((
+                        path,
+                        then.map_or_else(absent, ToString::to_string),
+                        now.map_or_else(absent, ToString::to_string),
+                    )),
+                _ => {}
+            }
+        }
+    }
+    let (then, now) = (toml::Table::try_from(then)?, toml::Table::try_from(now)?);
+    let mut changes = Vec::new();
+    walk("", &then, &now, &mut changes);
+    Ok(changes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_changed_setting_is_named_but_a_moved_endpoint_is_not() {
+        let then = TrainConfig::smoke();
+        let mut now = then.clone();
+        now.user.base_url = "http://elsewhere:8000/v1".into();
+        now.judge.api_key_env = "OTHER_KEY".into();
+        assert!(changed_settings(&then, &now).unwrap().is_empty());
+        now.rl.lr *= 2.0;
+        now.seed += 1;
+        let changes = changed_settings(&then, &now).unwrap();
+        let keys: Vec<&str> = changes.iter().map(|(key, ..)| key.as_str()).collect();
+        assert_eq!(keys, ["rl.lr", "seed"]);
+        assert_eq!(changes[1].1, then.seed.to_string());
+        assert_eq!(changes[1].2, now.seed.to_string());
+    }
 }
