@@ -211,6 +211,8 @@ pub struct EpisodeRecord {
 pub struct TrajectoryWriter {
     file: File,
     path: PathBuf,
+    /// Bytes of a torn last line cut off when the file was opened to append.
+    torn_tail_cut: u64,
 }
 
 impl TrajectoryWriter {
@@ -230,6 +232,7 @@ impl TrajectoryWriter {
         Ok(Self {
             file,
             path: path.to_owned(),
+            torn_tail_cut: 0,
         })
     }
 
@@ -260,6 +263,7 @@ impl TrajectoryWriter {
             }
         }
         let complete = complete_prefix_len(&mut file)?;
+        let mut torn_tail_cut = 0;
         if complete < len {
             let mut tail = String::new();
             file.seek(SeekFrom::Start(complete))?;
@@ -270,12 +274,20 @@ impl TrajectoryWriter {
                     .with_context(|| format!("writing to {}", path.display()))?;
             } else {
                 file.set_len(complete)?;
+                torn_tail_cut = len - complete;
             }
         }
         Ok(Self {
             file,
             path: path.to_owned(),
+            torn_tail_cut,
         })
+    }
+
+    /// The length of the torn last line [`Self::append`] cut off (0 when
+    /// there was none), for telling whoever appends: that episode is gone.
+    pub fn torn_tail_cut(&self) -> u64 {
+        self.torn_tail_cut
     }
 
     /// Writes one episode as one line and syncs it to disk.

@@ -89,7 +89,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
             done.insert((record.task_id.clone(), record.seed), record);
         }
     }
-    let mut writer = TrajectoryWriter::append(&trajectories)?;
+    let mut writer = super::append_trajectories(&trajectories)?;
     let total = tasks.len() as u64 * args.trials;
     let progress = output::progress(total, args.json);
     let pending: Vec<(&PreparedTask, u64)> = args

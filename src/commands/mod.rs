@@ -12,6 +12,7 @@ pub mod synth;
 pub mod train;
 
 use anyhow::{Context, Result, bail};
+use forge_runtime::TrajectoryWriter;
 use std::path::Path;
 
 /// Whether `dir` exists and holds anything: a command that writes a new
@@ -57,4 +58,20 @@ pub(crate) fn leave_as_found(dir: &Path, existed: bool) {
     if existed {
         let _ = std::fs::create_dir(dir);
     }
+}
+
+/// Opens the trajectory file `path` to append episodes to, saying so when a
+/// torn last line (an episode a killed process was writing) is cut off
+/// first: that episode is not in the file.
+pub(crate) fn append_trajectories(path: &Path) -> Result<TrajectoryWriter> {
+    let writer = TrajectoryWriter::append(path)?;
+    let cut = writer.torn_tail_cut();
+    if cut > 0 {
+        eprintln!(
+            "warning: {} ended with a torn line (a run was killed while writing it): \
+             its {cut} bytes are cut off before appending",
+            path.display()
+        );
+    }
+    Ok(writer)
 }

@@ -44,7 +44,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let label = agents.label();
     let mut writer = match (&args.out, args.append) {
         (Some(path), false) => Some(TrajectoryWriter::create(path)?),
-        (Some(path), true) => Some(TrajectoryWriter::append(path)?),
+        (Some(path), true) => Some(super::append_trajectories(path)?),
         (None, _) => None,
     };
 

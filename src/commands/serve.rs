@@ -101,7 +101,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         .out
         .as_deref()
         .map(|path| match path.exists() {
-            true => TrajectoryWriter::append(path),
+            true => super::append_trajectories(path),
             false => TrajectoryWriter::create(path),
         })
         .transpose()?;

@@ -209,7 +209,8 @@ fn a_torn_last_line_is_skipped_and_cut_before_appending_and_a_whole_one_kept() {
     assert!(stderr(&output).contains("torn line"));
     assert!(stdout(&output).contains(&format!("{episodes} episodes replayed")));
 
-    // Appending one episode keeps every complete one before it.
+    // Appending one episode keeps every complete one before it, and says
+    // what it cut.
     let append_one = || {
         let output = forge(&[
             "run",
@@ -223,8 +224,9 @@ fn a_torn_last_line_is_skipped_and_cut_before_appending_and_a_whole_one_kept() {
         let appended = std::fs::read_to_string(&path).unwrap();
         assert!(appended.starts_with(&complete));
         assert_eq!(appended.lines().count(), episodes + 1);
+        stderr(&output)
     };
-    append_one();
+    assert!(append_one().contains("torn line (a run was killed while writing it): its 21 bytes"));
     assert!(forge(&["replay", path.to_str().unwrap()]).status.success());
 
     // A last record that only lacks its newline (an edited file) is whole:
@@ -234,7 +236,7 @@ fn a_torn_last_line_is_skipped_and_cut_before_appending_and_a_whole_one_kept() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(!stderr(&output).contains("torn line"));
     assert!(stdout(&output).contains(&format!("{episodes} episodes replayed")));
-    append_one();
+    assert!(!append_one().contains("torn line"));
 
     // A file that is not a trajectory file is neither appended to nor cut,
     // and one without an episode proves nothing.
