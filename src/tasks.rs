@@ -16,7 +16,7 @@ pub struct PlayArgs {
     pub tasks: TaskSelection,
     /// Seed of the run; each episode's seed derives from it, the task and
     /// the trial.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub seed: u64,
     /// Most agent actions per episode (0: the agent never acts, the no-op
     /// baseline that must never score).

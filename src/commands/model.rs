@@ -42,8 +42,8 @@ pub struct ChatArgs {
     #[arg(long, default_value = "smollm2-135m")]
     model: String,
     /// Most tokens to generate.
-    #[arg(long, default_value_t = 64)]
-    max_tokens: usize,
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
+    max_tokens: u64,
     /// Stop once the reply contains this text (repeatable); the reply is
     /// printed up to it.
     #[arg(long, value_name = "TEXT")]
@@ -110,7 +110,7 @@ fn chat(args: &ChatArgs) -> Result<()> {
         forge_trainer::load_cpu(&path).with_context(|| format!("loading {}", path.display()))?;
     let prompt = chat_prompt(&args.prompt).encode(&tokenizer)?;
     let stop = Stop::tokens(&end).strings(&args.stop, &tokenizer);
-    let mut reply = model.generate_greedy(&prompt, args.max_tokens, stop);
+    let mut reply = model.generate_greedy(&prompt, args.max_tokens as usize, stop);
     if reply.last().is_some_and(|last| end.contains(last)) {
         reply.pop();
     }

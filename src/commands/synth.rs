@@ -29,7 +29,7 @@ pub struct SynthArgs {
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
     /// Seed of every random choice; the same seed and docs give identical bundles.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     seed: u64,
     /// Tasks to keep per domain.
     #[arg(long, default_value_t = SynthConfig::default().tasks, value_parser = at_least_one)]
@@ -98,6 +98,12 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
     });
     if docs.is_empty() {
         bail!("no domain docs given");
+    }
+    if args.out.exists() && !args.out.is_dir() {
+        bail!(
+            "--out {} is a file: name a directory to write the bundles in",
+            args.out.display()
+        );
     }
     for doc in &docs {
         let dir = args.out.join(doc.name());

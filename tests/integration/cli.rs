@@ -433,12 +433,18 @@ fn bad_input_gets_errors_that_name_the_problem() {
         }
     }
     // A negative value after a space is a value too, refused for itself.
-    for command in [&["run"][..], &["serve", "--port", "0"]] {
-        let output = forge(&[command, &["--user-instability", "-0.5"]].concat());
+    for (command, flag) in [
+        (&["run"][..], "--user-instability"),
+        (&["serve", "--port", "0"], "--user-instability"),
+        (&["run"], "--seed"),
+    ] {
+        let output = forge(&[command, &[flag, "-0.5"]].concat());
         assert!(!output.status.success());
         let message = stderr(&output);
         assert!(
-            message.contains("`-0.5`") && !message.contains("unexpected argument"),
+            message.contains(flag)
+                && message.contains("-0.5")
+                && !message.contains("unexpected argument"),
             "{command:?}: {message}"
         );
     }
@@ -463,6 +469,8 @@ fn bad_input_gets_errors_that_name_the_problem() {
         (&["eval", "--out", "unused"], "--bootstrap", "0"),
         (&["eval"], "--out", "Cargo.toml"),
         (&["synth", "--all", "--out", "unused"], "--tasks", "0"),
+        (&["synth", "--all"], "--out", "Cargo.toml"),
+        (&["model", "chat", "hi"], "--max-tokens", "0"),
         (&["run"], "--tasks", "shop-01,shop-01"),
     ] {
         let output = forge(&[command, &[&format!("{flag}={value}")]].concat());

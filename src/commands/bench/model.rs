@@ -76,7 +76,7 @@ pub struct ModelBenchArgs {
     /// Timed repetitions after one warm-up [default: 3 on cuda; 1 elsewhere].
     #[arg(long)]
     repeats: Option<usize>,
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     seed: u64,
     /// A JSON line per measurement instead of a table.
     #[arg(long)]
