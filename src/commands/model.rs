@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use forge_model::fetch::{self, KNOWN};
 use forge_model::gguf::{Gguf, Value as GgufValue};
 use forge_model::tokenizer::ModelTokenizer;
+use forge_trainer::LlamaConfig;
 use forge_trainer::Stop;
 use forge_trainer::chat::{ChatTemplate, ChatText, beginning, reply_opening, turn};
 use forge_trainer::checkpoint;
@@ -169,6 +170,8 @@ struct Summary {
     metadata: BTreeMap<String, String>,
     /// The tensors and elements of each tensor type.
     types: BTreeMap<String, (usize, u64)>,
+    /// The decoder the model's numbers describe, or why Forge cannot run it.
+    decoder: Result<LlamaConfig, String>,
     /// The model's tokenizer, or why Forge cannot read it.
     tokenizer: Result<ModelTokenizer, String>,
     /// A LoRA run's checkpoint: the adapters kept beside the weights.
@@ -202,6 +205,7 @@ impl Summary {
             version: Some(gguf.version),
             metadata,
             types: count_types(tensors),
+            decoder: LlamaConfig::from_gguf(&gguf).map_err(|err| err.to_string()),
             tokenizer: ModelTokenizer::from_gguf(&gguf).map_err(|err| err.to_string()),
             adapters: None,
         })
@@ -228,6 +232,7 @@ impl Summary {
             version: None,
             metadata,
             types: count_types(weights.tensor_types()),
+            decoder: LlamaConfig::from_hf_json(&config).map_err(|err| err.to_string()),
             tokenizer: checkpoint::read_tokenizer(dir).map_err(|err| err.to_string()),
             adapters: checkpoint::adapters(dir)?,
         })
@@ -273,6 +278,17 @@ fn inspect(args: &InspectArgs) -> Result<()> {
             "tensors": summary.tensors(),
             "parameters": summary.parameters(),
             "types": summary.types.iter().map(|(kind, (count, elements))| (kind.clone(), json!({"tensors": count, "elements": elements}))).collect::<serde_json::Map<_, _>>(),
+            "decoder": match &summary.decoder {
+                Ok(decoder) => json!({
+                    "architecture": decoder.architecture.name(),
+                    "layers": decoder.layers,
+                    "hidden": decoder.hidden,
+                    "heads": decoder.heads,
+                    "kv_heads": decoder.kv_heads,
+                    "ffn": decoder.ffn,
+                }),
+                Err(why) => json!({"unsupported": why}),
+            },
             "tokenizer": summary.tokenizer.as_ref().ok().map(ModelTokenizer::kind),
             "vocab_size": summary.vocab(),
             "chat_template": summary.chat_template().ok().map(ChatTemplate::name),
@@ -311,6 +327,18 @@ fn inspect(args: &InspectArgs) -> Result<()> {
         table.add_row(vec![kind.clone(), count.to_string(), elements.to_string()]);
     }
     println!("{table}");
+    match &summary.decoder {
+        Ok(decoder) => println!(
+            "decoder: {}, {} layers, width {}, {} heads ({} key/value), feed-forward {}",
+            decoder.architecture.name(),
+            decoder.layers,
+            decoder.hidden,
+            decoder.heads,
+            decoder.kv_heads,
+            decoder.ffn
+        ),
+        Err(why) => println!("decoder: Forge cannot run it: {why}"),
+    }
     match (&summary.tokenizer, summary.chat_template()) {
         (Ok(tokenizer), Ok(template)) => println!(
             "tokenizer: {}, {} tokens; chat template: {}",

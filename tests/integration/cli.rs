@@ -704,12 +704,14 @@ fn a_llama3_model_is_prompted_in_its_own_template() {
     let model = dir.path().join("llama3");
     checkpoint::save(
         &model,
-        &CpuModel::init(config, 7, &Default::default()),
+        &CpuModel::init(config.clone(), 7, &Default::default()),
         &tokenizer,
     )
     .unwrap();
     let (inspected, decoded) = inspect_and_first_prompt(&model, &tokenizer);
     assert_eq!(inspected["chat_template"], "llama3", "{inspected}");
+    assert_eq!(inspected["decoder"]["architecture"], "llama", "{inspected}");
+    assert_eq!(inspected["decoder"]["layers"], config.layers, "{inspected}");
     assert!(
         decoded.starts_with("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"),
         "{decoded}"
@@ -717,6 +719,20 @@ fn a_llama3_model_is_prompted_in_its_own_template() {
     assert!(
         decoded.ends_with("<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"),
         "{decoded}"
+    );
+    // Numbers no decoder could run on are inspected all the same, and named.
+    let config_json = model.join("config.json");
+    let mut numbers: Value =
+        serde_json::from_str(&std::fs::read_to_string(&config_json).unwrap()).unwrap();
+    numbers["num_attention_heads"] = json!(0);
+    std::fs::write(&config_json, numbers.to_string()).unwrap();
+    let output = forge(&["model", "inspect", model.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("decoder: Forge cannot run it: ")
+            && stdout(&output).contains("a size is zero"),
+        "{}",
+        stdout(&output)
     );
 }
 
