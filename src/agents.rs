@@ -56,23 +56,23 @@ pub struct AgentArgs {
     /// smollm2-135m).
     #[arg(long)]
     pub model: Option<String>,
-    /// `--policy model`: sampling temperature (0 is greedy).
-    #[arg(long, default_value_t = 0.0, value_parser = temperature, allow_negative_numbers = true)]
-    pub temperature: f32,
-    /// `--policy model`: nucleus sampling mass, in (0, 1].
-    #[arg(long, default_value_t = 1.0, value_parser = nucleus_mass, allow_negative_numbers = true)]
-    pub top_p: f32,
-    /// `--policy model`: most tokens per turn.
-    #[arg(long, default_value_t = 256, value_parser = at_least_one)]
-    pub max_new_tokens: usize,
+    /// `--policy model`: sampling temperature (0 is greedy) [default: 0].
+    #[arg(long, value_parser = temperature, allow_negative_numbers = true)]
+    pub temperature: Option<f32>,
+    /// `--policy model`: nucleus sampling mass, in (0, 1] [default: 1].
+    #[arg(long, value_parser = nucleus_mass, allow_negative_numbers = true)]
+    pub top_p: Option<f32>,
+    /// `--policy model`: most tokens per turn [default: 256].
+    #[arg(long, value_parser = at_least_one)]
+    pub max_new_tokens: Option<usize>,
     /// `--policy model`: where the model runs (`cuda` and `wgpu` need a
-    /// forge built with that feature).
-    #[arg(long, value_enum, default_value_t = Device::Cpu)]
-    pub device: Device,
+    /// forge built with that feature) [default: cpu].
+    #[arg(long, value_enum)]
+    pub device: Option<Device>,
     /// `--policy model`: the precision of the products with the weights:
-    /// `f32`, or `bf16` (mixed precision; cuda only).
-    #[arg(long, default_value = "f32")]
-    pub precision: Precision,
+    /// `f32`, or `bf16` (mixed precision; cuda only) [default: f32].
+    #[arg(long)]
+    pub precision: Option<Precision>,
     /// `--policy model`: whether a thinking model (Qwen3) reasons before
     /// each reply (`on`), or replies at once after an empty `<think>`
     /// (`off`) [default: as a Forge checkpoint was trained; on].
@@ -98,6 +98,69 @@ pub struct AgentArgs {
     /// The judge's endpoint; `--base-url` when not given.
     #[arg(long, value_name = "URL", requires = "judge_model")]
     pub judge_base_url: Option<String>,
+}
+
+impl AgentArgs {
+    /// Refuses a flag the chosen agent, user and judge would not use: the
+    /// episodes would not be the ones asked for (a `--temperature` with the
+    /// gold policy, a `--from` without `--policy replay`).
+    fn refuse_unused(&self) -> Result<()> {
+        let (policy, user) = (self.policy, self.user);
+        let local = policy == PolicyKind::Model;
+        let remote = policy == PolicyKind::Openai || user == UserKind::Openai;
+        let local_only = "--policy model";
+        let unused = [
+            (
+                "--from",
+                self.from.is_some() && policy != PolicyKind::Replay,
+                "--policy replay",
+            ),
+            (
+                "--temperature",
+                self.temperature.is_some() && !local,
+                local_only,
+            ),
+            ("--top-p", self.top_p.is_some() && !local, local_only),
+            (
+                "--max-new-tokens",
+                self.max_new_tokens.is_some() && !local,
+                local_only,
+            ),
+            ("--device", self.device.is_some() && !local, local_only),
+            (
+                "--precision",
+                self.precision.is_some() && !local,
+                local_only,
+            ),
+            ("--thinking", self.thinking.is_some() && !local, local_only),
+            ("--batch", self.batch.is_some() && !local, local_only),
+            (
+                "--model",
+                self.model.is_some() && !local && !remote,
+                "--policy model, --policy openai and --user openai",
+            ),
+            (
+                "--base-url",
+                self.base_url.is_some() && !remote && self.judge_model.is_none(),
+                "--policy openai, --user openai and --judge-model",
+            ),
+        ];
+        if let Some((flag, _, users)) = unused.iter().find(|(_, unused, _)| *unused) {
+            bail!(
+                "{flag} is for {users} only: with --policy {} and --user {} it would be ignored",
+                flag_value(policy),
+                flag_value(user)
+            );
+        }
+        Ok(())
+    }
+}
+
+/// How `value` is written on the command line.
+fn flag_value(value: impl ValueEnum) -> String {
+    value
+        .to_possible_value()
+        .map_or_else(String::new, |possible| possible.get_name().to_owned())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -143,6 +206,7 @@ struct LocalModel {
 
 impl Agents {
     pub fn new(args: &AgentArgs, env: &Environment) -> Result<Self> {
+        args.refuse_unused()?;
         let needs_model = args.policy == PolicyKind::Openai || args.user == UserKind::Openai;
         let local = match args.policy {
             PolicyKind::Model => {
@@ -152,19 +216,20 @@ impl Agents {
                     .unwrap_or_else(|| "smollm2-135m".to_owned());
                 let path = crate::commands::model::resolve(&name)?;
                 let sampling = Sampling {
-                    temperature: args.temperature,
-                    top_p: args.top_p,
-                    max_tokens: args.max_new_tokens,
+                    temperature: args.temperature.unwrap_or(0.0),
+                    top_p: args.top_p.unwrap_or(1.0),
+                    max_tokens: args.max_new_tokens.unwrap_or(256),
                     seed: 0,
                 };
+                let device = args.device.unwrap_or(Device::Cpu);
                 Some(LocalModel {
                     name,
                     path,
                     sampling,
-                    accelerator: args.device.accelerator(),
-                    precision: args.precision,
+                    accelerator: device.accelerator(),
+                    precision: args.precision.unwrap_or_default(),
                     batch: args.batch.map_or(
-                        match args.device {
+                        match device {
                             Device::Cpu => 1,
                             Device::Cuda | Device::Wgpu => 64,
                         },

@@ -432,6 +432,28 @@ fn bad_input_gets_errors_that_name_the_problem() {
             );
         }
     }
+    // A flag the agent chosen would not use is refused, not ignored: the
+    // episodes would not be the ones asked for.
+    for (args, says) in [
+        (
+            &["run", "--temperature", "0.7"][..],
+            "--temperature is for --policy model only",
+        ),
+        (
+            &["run", "--policy", "random", "--from", "x.jsonl"],
+            "--from is for --policy replay only",
+        ),
+        (
+            &["eval", "--out", "unused", "--batch", "8"],
+            "--batch is for --policy model only",
+        ),
+        (
+            &["run", "--base-url", "http://127.0.0.1:9/v1"],
+            "--base-url is for",
+        ),
+    ] {
+        assert_refused(&forge(args), says);
+    }
     // A negative value after a space is a value too, refused for itself.
     for (command, flag) in [
         (&["run"][..], "--user-instability"),
