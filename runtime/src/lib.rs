@@ -9,6 +9,7 @@
 
 pub mod bundle;
 pub mod canonical;
+pub mod differences;
 pub mod environment;
 pub mod episode;
 pub mod jsonl;

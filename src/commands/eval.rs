@@ -11,6 +11,7 @@ use crate::output;
 use crate::tasks::PlayArgs;
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use forge_runtime::differences::{Difference, differences};
 use forge_runtime::trajectory::{self, EpisodeRecord};
 use forge_runtime::{PreparedTask, Sandbox, TrajectoryWriter};
 use rand::{RngExt, SeedableRng};
@@ -229,7 +230,7 @@ fn claim(dir: &Path, settings: &Value) -> Result<()> {
         }
         Err(err) => return Err(err).with_context(|| format!("reading {}", path.display())),
     };
-    if let Some((key, then, now)) = first_difference("", &recorded, settings) {
+    if let Some(Difference { key, then, now }) = differences(&recorded, settings).first() {
         bail!(
             "{} holds episodes played with other settings (`{key}`: {then} then, {now} now), \
              which this evaluation would count as its own: pass another --out",
@@ -237,28 +238,6 @@ fn claim(dir: &Path, settings: &Value) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// The first key (dotted path) whose value differs between `a` and `b`.
-fn first_difference(at: &str, a: &Value, b: &Value) -> Option<(String, Value, Value)> {
-    match (a, b) {
-        (Value::Object(a), Value::Object(b)) => {
-            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
-            keys.into_iter().find_map(|key| {
-                let path = if at.is_empty() {
-                    key.clone()
-                } else {
-                    format!("{at}.{key}")
-                };
-                first_difference(
-                    &path,
-                    a.get(key).unwrap_or(&Value::Null),
-                    b.get(key).unwrap_or(&Value::Null),
-                )
-            })
-        }
-        _ => (a != b).then(|| (at.to_owned(), a.clone(), b.clone())),
-    }
 }
 
 /// Rewrites `path` with `records` in the order of their keys (task, seed),

@@ -4,6 +4,7 @@
 
 use super::config::TrainConfig;
 use anyhow::{Context, Result, bail};
+use forge_runtime::differences::{Difference, differences};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -159,7 +160,7 @@ pub(super) fn check_config(checkpoint: &Path, config: &TrainConfig) -> Result<()
     }
     let listed = changes
         .iter()
-        .map(|(key, then, now)| format!("{key} = {then} then, {now} now"))
+        .map(|Difference { key, then, now }| format!("{key} = {then} then, {now} now"))
         .collect::<Vec<_>>()
         .join("; ");
     bail!(
@@ -171,40 +172,14 @@ pub(super) fn check_config(checkpoint: &Path, config: &TrainConfig) -> Result<()
     )
 }
 
-/// The settings, by dotted key, whose values differ between `then` and
-/// `now` (with each value as TOML writes it), apart from [`RELOCATABLE`]s.
-fn changed_settings(
-    then: &TrainConfig,
-    now: &TrainConfig,
-) -> Result<Vec<(String, String, String)>> {
-    fn walk(
-        prefix: &str,
-        then: &toml::Table,
-        now: &toml::Table,
-        changes: &mut Vec<(String, String, String)>,
-    ) {
-        let absent = || "(unset)".to_owned();
-        let keys: std::collections::BTreeSet<&String> = then.keys().chain(now.keys()).collect();
-        for key in keys {
-            let path = format!("{prefix}{key}");
-            match (then.get(key), now.get(key)) {
-                (Some(toml::Value::Table(then)), Some(toml::Value::Table(now))) => {
-                    walk(&format!("{path}."), then, now, changes)
-                }
-                (then, now) if then != now && !RELOCATABLE.contains(&path.as_str()) => changes
-                    .push((
-                        path,
-                        then.map_or_else(absent, ToString::to_string),
-                        now.map_or_else(absent, ToString::to_string),
-                    )),
-                _ => {}
-            }
-        }
-    }
-    let (then, now) = (toml::Table::try_from(then)?, toml::Table::try_from(now)?);
-    let mut changes = Vec::new();
-    walk("", &then, &now, &mut changes);
-    Ok(changes)
+/// The settings whose values differ between `then` and `now`, apart from
+/// [`RELOCATABLE`]s.
+fn changed_settings(then: &TrainConfig, now: &TrainConfig) -> Result<Vec<Difference>> {
+    let changes = differences(&serde_json::to_value(then)?, &serde_json::to_value(now)?);
+    Ok(changes
+        .into_iter()
+        .filter(|change| !RELOCATABLE.contains(&change.key.as_str()))
+        .collect())
 }
 
 #[cfg(test)]
@@ -221,9 +196,9 @@ mod tests {
         now.rl.lr *= 2.0;
         now.seed += 1;
         let changes = changed_settings(&then, &now).unwrap();
-        let keys: Vec<&str> = changes.iter().map(|(key, ..)| key.as_str()).collect();
+        let keys: Vec<&str> = changes.iter().map(|change| change.key.as_str()).collect();
         assert_eq!(keys, ["rl.lr", "seed"]);
-        assert_eq!(changes[1].1, then.seed.to_string());
-        assert_eq!(changes[1].2, now.seed.to_string());
+        assert_eq!(changes[1].then, then.seed);
+        assert_eq!(changes[1].now, now.seed);
     }
 }

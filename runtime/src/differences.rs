@@ -1,0 +1,66 @@
+//! Where two JSON documents differ, key by key: how a resumed evaluation or
+//! training run names each setting that has changed since it began.
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+/// A value that differs: at `key`, a dotted path (`rl.lr`), `then` in the
+/// first document, `now` in the second (`null` where one lacks the key).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Difference {
+    pub key: String,
+    pub then: Value,
+    pub now: Value,
+}
+
+/// Every leaf at which `then` and `now` differ, in key order; objects are
+/// compared key by key, anything else as a whole.
+pub fn differences(then: &Value, now: &Value) -> Vec<Difference> {
+    let mut found = Vec::new();
+    walk("", then, now, &mut found);
+    found
+}
+
+fn walk(at: &str, then: &Value, now: &Value, found: &mut Vec<Difference>) {
+    match (then, now) {
+        (Value::Object(then), Value::Object(now)) => {
+            let keys: BTreeSet<&String> = then.keys().chain(now.keys()).collect();
+            for key in keys {
+                let path = match at {
+                    "" => key.clone(),
+                    _ => format!("{at}.{key}"),
+                };
+                let (then, now) = (then.get(key), now.get(key));
+                let null = &Value::Null;
+                walk(&path, then.unwrap_or(null), now.unwrap_or(null), found);
+            }
+        }
+        _ if then != now => found.push(Difference {
+            key: at.to_owned(),
+            then: then.clone(),
+            now: now.clone(),
+        }),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn nested_keys_are_named_by_their_path() {
+        let then = json!({"seed": 0, "rl": {"lr": 1e-5, "steps": 4}, "gone": true});
+        let now = json!({"seed": 0, "rl": {"lr": 2e-5, "steps": 4}, "new": "x"});
+        let keys: Vec<String> = differences(&then, &now)
+            .into_iter()
+            .map(|difference| format!("{} {} {}", difference.key, difference.then, difference.now))
+            .collect();
+        assert_eq!(
+            keys,
+            ["gone true null", "new null \"x\"", "rl.lr 0.00001 0.00002"]
+        );
+        assert!(differences(&then, &then).is_empty());
+    }
+}
