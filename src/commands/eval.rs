@@ -87,6 +87,21 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     let mut done: BTreeMap<(String, u64), EpisodeRecord> = BTreeMap::new();
     if trajectories.exists() {
         for record in trajectory::read(&trajectories)?.episodes {
+            // The directory names both; a record of another (a file copied
+            // in) would be counted as this evaluation's.
+            let found = &record.environment.content_hash;
+            if *found != env.content_hash() || record.policy != label {
+                bail!(
+                    "{} holds an episode of policy `{}` on environment `{}` ({}), not of this \
+                     evaluation's `{label}` on `{}` ({}): pass another --out",
+                    trajectories.display(),
+                    record.policy,
+                    record.environment.name,
+                    &found[..12.min(found.len())],
+                    env.name(),
+                    &env.content_hash()[..12]
+                );
+            }
             done.insert((record.task_id.clone(), record.seed), record);
         }
     }

@@ -139,6 +139,22 @@ fn eval_with_a_remote_policy_reports_pass_k_and_resumes() {
         std::fs::read(results.join("trajectories.jsonl")).unwrap(),
         trajectories
     );
+    // So are another policy's episodes in the file (copied in).
+    let appended = forge(&[
+        "run",
+        "--env",
+        bundle.to_str().unwrap(),
+        "--tasks",
+        "shop-02",
+        "--out",
+        results.join("trajectories.jsonl").to_str().unwrap(),
+        "--append",
+    ]);
+    assert!(appended.status.success(), "{}", stderr(&appended));
+    assert_refused(
+        &forge(&more),
+        "holds an episode of policy `gold` on environment `shop`",
+    );
 }
 
 #[test]
