@@ -108,44 +108,42 @@ impl AgentArgs {
         let (policy, user) = (self.policy, self.user);
         let local = policy == PolicyKind::Model;
         let remote = policy == PolicyKind::Openai || user == UserKind::Openai;
-        let local_only = "--policy model";
-        let unused = [
+        let judged = self.judge_model.is_some();
+        const LOCAL: &str = "--policy model";
+        // Each flag: given, used, and by what.
+        let flags = [
             (
                 "--from",
-                self.from.is_some() && policy != PolicyKind::Replay,
+                self.from.is_some(),
+                policy == PolicyKind::Replay,
                 "--policy replay",
             ),
-            (
-                "--temperature",
-                self.temperature.is_some() && !local,
-                local_only,
-            ),
-            ("--top-p", self.top_p.is_some() && !local, local_only),
+            ("--temperature", self.temperature.is_some(), local, LOCAL),
+            ("--top-p", self.top_p.is_some(), local, LOCAL),
             (
                 "--max-new-tokens",
-                self.max_new_tokens.is_some() && !local,
-                local_only,
+                self.max_new_tokens.is_some(),
+                local,
+                LOCAL,
             ),
-            ("--device", self.device.is_some() && !local, local_only),
-            (
-                "--precision",
-                self.precision.is_some() && !local,
-                local_only,
-            ),
-            ("--thinking", self.thinking.is_some() && !local, local_only),
-            ("--batch", self.batch.is_some() && !local, local_only),
+            ("--device", self.device.is_some(), local, LOCAL),
+            ("--precision", self.precision.is_some(), local, LOCAL),
+            ("--thinking", self.thinking.is_some(), local, LOCAL),
+            ("--batch", self.batch.is_some(), local, LOCAL),
             (
                 "--model",
-                self.model.is_some() && !local && !remote,
+                self.model.is_some(),
+                local || remote,
                 "--policy model, --policy openai and --user openai",
             ),
             (
                 "--base-url",
-                self.base_url.is_some() && !remote && self.judge_model.is_none(),
+                self.base_url.is_some(),
+                remote || judged,
                 "--policy openai, --user openai and --judge-model",
             ),
         ];
-        if let Some((flag, _, users)) = unused.iter().find(|(_, unused, _)| *unused) {
+        if let Some((flag, .., users)) = flags.iter().find(|(_, given, used, _)| *given && !used) {
             bail!(
                 "{flag} is for {users} only: with --policy {} and --user {} it would be ignored",
                 flag_value(policy),
