@@ -169,13 +169,24 @@ fn forbidden_imports_are_refused_at_load_by_name() {
 #[test]
 fn garbage_is_not_a_component() {
     let (sandbox, _cache) = sandbox(test_limits());
-    let error = sandbox
-        .load(b"\0asm not really")
-        .err()
-        .expect("garbage is refused");
+    let refusal = |wasm: &[u8]| match sandbox.load(wasm) {
+        Ok(_) => panic!("{wasm:?} is no component"),
+        Err(error) => format!("{error:#}"),
+    };
+    let error = refusal(b"\0asm\x0d\0\x01\0 not really");
+    assert!(error.contains("compiling the component"), "{error}");
+    let error = refusal(b"not wasm at all");
     assert!(
-        format!("{error:#}").contains("compiling the component"),
-        "{error:#}"
+        error.contains("not WebAssembly")
+            && error.contains("\"not wasm\"")
+            && !error.contains('\n'),
+        "{error}"
+    );
+    // The smallest core module: the magic, version 1, layer 0.
+    let error = refusal(b"\0asm\x01\0\0\0");
+    assert!(
+        error.contains("a core WebAssembly module, not a component"),
+        "{error}"
     );
 }
 

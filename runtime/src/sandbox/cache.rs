@@ -7,7 +7,7 @@
 //! reads an incompatible artefact.
 
 use crate::canonical::hex;
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
 use std::io::Write;
@@ -77,9 +77,33 @@ pub fn cache_root() -> Option<PathBuf> {
 
 /// Compiles a component without caching.
 pub(super) fn compile(engine: &Engine, wasm: &[u8]) -> Result<Component> {
+    check_preamble(wasm)?;
     Component::new(engine, wasm)
         .map_err(anyhow::Error::from)
         .context("compiling the component")
+}
+
+/// Names the two commonest wrong files in one line each (the parser's own
+/// message spells out the expected and found bytes as arrays): something
+/// that is not WebAssembly at all, and a core module, which a component's
+/// tools cannot be (it has no WIT interface to call them through).
+fn check_preamble(wasm: &[u8]) -> Result<()> {
+    // `\0asm`, then a 16-bit version and a 16-bit layer: 0 for a core
+    // module, 1 for a component.
+    const MAGIC: &[u8] = b"\0asm";
+    if !wasm.starts_with(MAGIC) {
+        let start = String::from_utf8_lossy(&wasm[..wasm.len().min(8)]).into_owned();
+        bail!(
+            "not WebAssembly: a component begins with the bytes `\\0asm`, this file with {start:?}"
+        );
+    }
+    if wasm.get(6..8) == Some(&[0, 0]) {
+        bail!(
+            "a core WebAssembly module, not a component: build the tools for wasm32-wasip2 \
+             (or wrap the module with `wasm-tools component new`)"
+        );
+    }
+    Ok(())
 }
 
 fn cache_key(engine: &Engine, wasm: &[u8]) -> String {
