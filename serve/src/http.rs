@@ -12,8 +12,9 @@ use crate::sessions::{Hub, OpenRequest};
 use crate::ws;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::extract::{DefaultBodyLimit, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::serve::ListenerExt;
@@ -110,8 +111,27 @@ fn router(app: App) -> Router {
         .route("/ws", get(ws::websocket))
         .route("/mcp", post(mcp_post).get(mcp_get).delete(mcp_delete))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(
+            app.clone(),
+            refuse_oversized,
+        ))
         .with_state(app)
+}
+
+/// Refuses a body its `Content-Length` says is over the limit before
+/// waiting for it (a client may never send what it announced).
+async fn refuse_oversized(State(app): State<App>, request: Request, next: Next) -> Response {
+    let announced = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|length| length.to_str().ok()?.parse::<u64>().ok());
+    let limit = app.options.max_request_bytes;
+    if announced.is_some_and(|length| length > limit as u64) {
+        return too_large(limit).answer(&app.hub);
+    }
+    next.run(request).await
 }
 
 /// Closes idle sessions every so often (a quarter of the idle timeout,
@@ -196,19 +216,20 @@ fn unread(rejection: &BytesRejection, options: &HttpOptions) -> Refusal {
         };
     }
     match rejection.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => Refusal {
-            status: StatusCode::PAYLOAD_TOO_LARGE,
-            code: "request_too_large",
-            detail: format!(
-                "the request body is over {} bytes (`--max-request-bytes`)",
-                options.max_request_bytes
-            ),
-        },
+        StatusCode::PAYLOAD_TOO_LARGE => too_large(options.max_request_bytes),
         status => Refusal {
             status,
             code: "bad_request",
             detail: rejection.body_text(),
         },
+    }
+}
+
+fn too_large(limit: usize) -> Refusal {
+    Refusal {
+        status: StatusCode::PAYLOAD_TOO_LARGE,
+        code: "request_too_large",
+        detail: format!("the request body is over {limit} bytes (`--max-request-bytes`)"),
     }
 }
 
@@ -315,8 +336,15 @@ async fn openapi() -> Json<Value> {
     }))
 }
 
+/// FastAPI's answers (OpenEnv's servers are FastAPI apps), with a `code`.
 async fn not_found() -> impl IntoResponse {
-    (StatusCode::NOT_FOUND, Json(json!({"detail": "Not Found"})))
+    let body = json!({"detail": "Not Found", "code": "not_found"});
+    (StatusCode::NOT_FOUND, Json(body))
+}
+
+async fn method_not_allowed() -> impl IntoResponse {
+    let body = json!({"detail": "Method Not Allowed", "code": "method_not_allowed"});
+    (StatusCode::METHOD_NOT_ALLOWED, Json(body))
 }
 
 /// `POST /reset`: starts an episode in a session — the one `episode_id`

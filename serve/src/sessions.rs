@@ -256,11 +256,13 @@ impl Hub {
     /// Starts an episode in a new session (or, when the request names an
     /// open session, in that one, ending its episode first).
     pub fn open(&self, request: OpenRequest) -> Result<Observation, ServeError> {
+        // Ids reach the logs and the trajectories as they are: a control
+        // character could forge a log line.
         if let Some(id) = &request.session_id
-            && (id.is_empty() || id.len() > 128)
+            && (id.is_empty() || id.len() > 128 || id.chars().any(char::is_control))
         {
             return Err(ServeError::BadRequest(
-                "a session id has 1 to 128 characters".into(),
+                "a session id has 1 to 128 characters, none of them control characters".into(),
             ));
         }
         // Before the task is drawn, so that a refused reset takes no turn.

@@ -38,7 +38,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 8000)]
     port: u16,
     /// Speak MCP on stdin/stdout instead (one episode; `--task` picks it).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["host", "port", "max_sessions", "read_timeout", "max_connections"])]
     stdio: bool,
     /// With `--stdio`: the task (`env/task`, or its id); the first task otherwise.
     #[arg(long, requires = "stdio")]

@@ -451,6 +451,10 @@ fn bad_input_gets_errors_that_name_the_problem() {
             &["run", "--base-url", "http://127.0.0.1:9/v1"],
             "--base-url is for",
         ),
+        (
+            &["serve", "--stdio", "--port", "9000"],
+            "cannot be used with '--port",
+        ),
     ] {
         assert_refused(&forge(args), says);
     }

@@ -338,6 +338,29 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
         (status, body["detail"].as_str()),
         (422, Some("the body must be a JSON object"))
     );
+    // A body announced over the limit is refused at once, not awaited.
+    let mut announced = TcpStream::connect(server.base.trim_start_matches("http://")).unwrap();
+    announced
+        .write_all(b"POST /reset HTTP/1.1\r\nHost: forge\r\nContent-Length: 99999999999\r\n\r\n")
+        .unwrap();
+    announced
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut head = [0; 64];
+    let read = announced
+        .read(&mut head)
+        .expect("an answer before the body");
+    let head = String::from_utf8_lossy(&head[..read]);
+    assert!(head.starts_with("HTTP/1.1 413"), "{head}");
+    // An id that could forge a log line (a newline, an escape) is refused.
+    for id in ["x\n2026-01-01 INFO shut down", "\u{1b}[31mred"] {
+        let (status, body) = post(&server.url("/reset"), &json!({"episode_id": id}));
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (422, Some("bad_request")),
+            "{body}"
+        );
+    }
     // A WebSocket message over the limit cannot be read past: the
     // connection says why it ends, and closes with "message too big".
     let mut ws = server.ws("");
@@ -385,6 +408,12 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
 
     let (status, body) = get(&server.url("/nowhere"));
     assert_eq!((status, body["detail"].as_str()), (404, Some("Not Found")));
+    assert_eq!(body["code"], "not_found");
+    let (status, body) = get(&server.url("/reset"));
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (405, Some("method_not_allowed"))
+    );
     let (status, metrics) = get(&server.url("/metrics"));
     assert_eq!(status, 200);
     let metrics = metrics.as_str().unwrap().to_owned();
