@@ -160,9 +160,10 @@ pub fn execute(instance: &mut ToolInstance, state: &State, call: &ToolCall) -> E
     };
     if instance.component().checks_arguments() {
         let Some(tool) = instance.component().tool(call.actor, &call.name) else {
+            let name = crate::schema::shortened(&call.name);
             return unchanged(Observation::ToolError(match call.actor {
-                Actor::Agent => format!("unknown tool `{}`", call.name),
-                Actor::User => format!("the user has no tool `{}`", call.name),
+                Actor::Agent => format!("unknown tool `{name}`"),
+                Actor::User => format!("the user has no tool `{name}`"),
             }));
         };
         if let Err(message) = tool.validate(&call.arguments) {

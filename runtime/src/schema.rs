@@ -124,6 +124,21 @@ fn type_name(value: &Value) -> &'static str {
     }
 }
 
+/// `text` cut to a readable length: an error quoting what a caller sent
+/// goes back to the agent and into the trajectory, and must not grow with it.
+pub(crate) fn shortened(text: &str) -> String {
+    const MOST: usize = 80;
+    match text.char_indices().nth(MOST) {
+        Some((cut, _)) => format!("{}… ({} bytes)", &text[..cut], text.len()),
+        None => text.to_owned(),
+    }
+}
+
+/// `value` as JSON, [`shortened`].
+fn quoted(value: &Value) -> String {
+    shortened(&value.to_string())
+}
+
 fn validate(schema: &Value, value: &Value, path: &str) -> Result<(), String> {
     let Some(schema) = schema.as_object() else {
         return Ok(());
@@ -147,8 +162,9 @@ fn validate(schema: &Value, value: &Value, path: &str) -> Result<(), String> {
     {
         let choices: Vec<String> = choices.iter().map(Value::to_string).collect();
         return Err(format!(
-            "`{path}` must be one of {}, got {value}",
-            choices.join(", ")
+            "`{path}` must be one of {}, got {}",
+            choices.join(", "),
+            quoted(value)
         ));
     }
     if let Some(number) = value.as_f64() {
@@ -217,7 +233,9 @@ fn validate_object(
     for (name, item) in object {
         match properties.and_then(|properties| properties.get(name)) {
             Some(item_schema) => validate(item_schema, item, &field(name))?,
-            None if closed => return Err(format!("unknown argument `{}`", field(name))),
+            None if closed => {
+                return Err(format!("unknown argument `{}`", shortened(&field(name))));
+            }
             None => {}
         }
     }
@@ -294,6 +312,28 @@ mod tests {
         ];
         for (args, expected) in cases {
             assert_eq!(spec().validate(&args), Err(expected.to_owned()), "{args}");
+        }
+    }
+
+    #[test]
+    fn a_huge_argument_is_not_quoted_whole() {
+        let huge = "x".repeat(100_000);
+        let items = json!([{"product_id": "p", "quantity": 1}]);
+        for (args, ending) in [
+            (
+                json!({"user_id": "u", "reason": huge, "items": items}),
+                "… (100002 bytes)",
+            ),
+            (
+                json!({"user_id": "u", "items": items, &huge: 1}),
+                "… (100000 bytes)`",
+            ),
+        ] {
+            let message = spec().validate(&args).unwrap_err();
+            assert!(
+                message.len() < 200 && message.ends_with(ending),
+                "{message}"
+            );
         }
     }
 
