@@ -635,6 +635,22 @@ fn bench_model_measures_each_phase_and_names_bad_shapes() {
     let message = stderr(&output);
     assert!(message.contains("`16`: expected BATCHxSEQ"), "{message}");
     assert_eq!(message.matches("`16`").count(), 1, "{message}");
+    // Sequences past the model's context (their attention alone would
+    // exhaust memory), and nothing at all to measure, are refused.
+    let only = |forward: &str| {
+        forge(&[
+            "bench",
+            "model",
+            "--forward",
+            forward,
+            "--train",
+            "none",
+            "--decode",
+            "none",
+        ])
+    };
+    assert_refused(&only("1x100000"), "longer than the model's context of 8192");
+    assert_refused(&only("none"), "nothing to measure");
     // A precision the device cannot compute at is refused before the model
     // is read (this file is no model).
     let output = forge(&[

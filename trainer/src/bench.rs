@@ -117,7 +117,38 @@ impl BenchSpec {
         if !self.conversations.is_empty() && self.turns == 0 {
             bail!("a conversation needs at least 1 turn");
         }
+        if self.forward.is_empty() && self.train.is_empty() && !decoding {
+            bail!("nothing to measure: every phase is `none`");
+        }
         Ok(())
+    }
+
+    /// The most tokens any measured sequence holds.
+    fn longest_sequence(&self) -> usize {
+        let shapes = self
+            .forward
+            .iter()
+            .chain(&self.train)
+            .map(|shape| shape.seq);
+        let decoded = (!self.decode.is_empty()).then_some(self.prompt + self.new_tokens);
+        let conversed = (!self.conversations.is_empty()).then(|| {
+            self.prompt + self.turns * self.new_tokens + self.turns.saturating_sub(1) * self.message
+        });
+        shapes.chain(decoded).chain(conversed).max().unwrap_or(0)
+    }
+
+    /// Refuses sequences longer than `config`'s context, where known: past
+    /// it the model computes nothing it was trained for, and attention's
+    /// memory grows with the square of the length (100,000 tokens exhaust
+    /// any machine's).
+    fn check_context(&self, config: &LlamaConfig) -> Result<()> {
+        let longest = self.longest_sequence();
+        match config.context {
+            Some(context) if longest > context => bail!(
+                "a sequence of {longest} tokens is longer than the model's context of {context}"
+            ),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -226,6 +257,7 @@ impl<'a, B: AutodiffBackend> Bench<'a, B> {
             }
             None => Llama::init(spec.config.clone(), spec.seed, &device),
         };
+        spec.check_context(&model.config)?;
         let model = if spec.lora_rank > 0 {
             let lora = Lora {
                 rank: spec.lora_rank,

@@ -119,6 +119,15 @@ pub struct LlamaConfig {
     /// only with `use_sliding_window`, which is refused.
     #[serde(skip)]
     pub sliding_window: Option<usize>,
+    /// The positions the model was trained to attend over (GGUF's
+    /// `context_length`), where its file says: written into checkpoints so
+    /// that Transformers does not assume its default of 2048.
+    #[serde(
+        rename = "max_position_embeddings",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub context: Option<usize>,
 }
 
 /// llama.cpp's tensor of RoPE frequency divisors.
@@ -176,6 +185,7 @@ impl LlamaConfig {
             tied_embeddings: gguf.tensor("output.weight").is_err(),
             explicit_head_dim: get("attention.key_length").ok(),
             sliding_window: None,
+            context: get("context_length").ok(),
         }
         .checked()?;
         if gguf.tensor(ROPE_FREQS).is_err() {
@@ -280,26 +290,27 @@ impl LlamaConfig {
         ];
         let implied = self.hidden / self.heads.max(1);
         self.explicit_head_dim = self.explicit_head_dim.filter(|&width| width != implied);
-        let problem = if sizes.contains(&0) || self.sliding_window == Some(0) {
-            Some("a size is zero".to_owned())
-        } else if !self.heads.is_multiple_of(self.kv_heads) {
-            Some(format!(
-                "{} query heads do not share {} key/value heads evenly",
-                self.heads, self.kv_heads
-            ))
-        } else if self.explicit_head_dim.is_none() && !self.hidden.is_multiple_of(self.heads) {
-            Some(format!(
-                "a width of {} does not split into {} heads",
-                self.hidden, self.heads
-            ))
-        } else if !self.head_dim().is_multiple_of(2) {
-            Some(format!(
-                "RoPE needs an even head width, not {}",
-                self.head_dim()
-            ))
-        } else {
-            None
-        };
+        let problem =
+            if sizes.contains(&0) || self.sliding_window == Some(0) || self.context == Some(0) {
+                Some("a size is zero".to_owned())
+            } else if !self.heads.is_multiple_of(self.kv_heads) {
+                Some(format!(
+                    "{} query heads do not share {} key/value heads evenly",
+                    self.heads, self.kv_heads
+                ))
+            } else if self.explicit_head_dim.is_none() && !self.hidden.is_multiple_of(self.heads) {
+                Some(format!(
+                    "a width of {} does not split into {} heads",
+                    self.hidden, self.heads
+                ))
+            } else if !self.head_dim().is_multiple_of(2) {
+                Some(format!(
+                    "RoPE needs an even head width, not {}",
+                    self.head_dim()
+                ))
+            } else {
+                None
+            };
         match problem {
             Some(problem) => Err(LoadError::Unsupported(format!(
                 "the model's shape: {problem}"
@@ -326,6 +337,7 @@ impl LlamaConfig {
             explicit_head_dim: None,
             rope_scaling: None,
             sliding_window: None,
+            context: Some(8192),
         }
     }
 
@@ -345,6 +357,7 @@ impl LlamaConfig {
             explicit_head_dim: None,
             rope_scaling: None,
             sliding_window: None,
+            context: None,
         }
     }
 
