@@ -47,7 +47,7 @@ pub struct ChatArgs {
     max_tokens: u64,
     /// Stop once the reply contains this text (repeatable); the reply is
     /// printed up to it.
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", value_parser = clap::builder::NonEmptyStringValueParser::new())]
     stop: Vec<String>,
     prompt: String,
 }

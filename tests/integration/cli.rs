@@ -490,6 +490,8 @@ fn bad_input_gets_errors_that_name_the_problem() {
         (&["bench", "perf"], "--seconds", "nan"),
         (&["bench", "serve"], "--seconds", "1e30"),
         (&["bench", "serve"], "--sessions", "0"),
+        (&["bench", "serve"], "--url", "notaurl"),
+        (&["bench", "serve"], "--url", "https://127.0.0.1:9"),
         (&["run"], "--trials", "18446744073709551615"),
         (&["eval", "--out", "unused"], "--trials", "100001"),
         (&["eval", "--out", "unused"], "--bootstrap", "0"),
@@ -497,6 +499,7 @@ fn bad_input_gets_errors_that_name_the_problem() {
         (&["synth", "--all", "--out", "unused"], "--tasks", "0"),
         (&["synth", "--all"], "--out", "Cargo.toml"),
         (&["model", "chat", "hi"], "--max-tokens", "0"),
+        (&["model", "chat", "hi"], "--stop", ""),
         (&["run"], "--tasks", "shop-01,shop-01"),
     ] {
         let output = forge(&[command, &[&format!("{flag}={value}")]].concat());

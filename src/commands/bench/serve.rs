@@ -27,7 +27,7 @@ pub struct ServeBenchArgs {
     /// Sessions to open and hold at once (at most 10000).
     #[arg(long, default_value_t = 2000, value_parser = session_count)]
     sessions: usize,
-    /// Requests in flight at once.
+    /// Requests in flight at once (at most one per session).
     #[arg(long, default_value_t = 32, value_parser = at_least_one)]
     concurrency: usize,
     /// Seconds of steps.
@@ -35,7 +35,7 @@ pub struct ServeBenchArgs {
     seconds: f64,
     /// Load this running server (`http://host:port`) instead of one started
     /// in this process.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", value_parser = server_url)]
     url: Option<String>,
     /// The step: a tool of the served environment…
     #[arg(long, default_value = "get_product")]
@@ -62,6 +62,17 @@ struct Tally {
     errors: u64,
     /// The first error answer, to show when errors swamp the measurement.
     first_error: Option<Value>,
+}
+
+/// A `forge serve` address: plain HTTP (the server speaks no TLS), a host
+/// and a port.
+fn server_url(text: &str) -> Result<String, String> {
+    match text.strip_prefix("http://") {
+        Some(rest) if !rest.is_empty() && !rest.starts_with('/') => Ok(text.to_owned()),
+        _ => Err(format!(
+            "`{text}` is not a server's address: give `http://HOST:PORT`"
+        )),
+    }
 }
 
 pub fn run(args: ServeBenchArgs) -> Result<ExitCode> {
@@ -143,7 +154,8 @@ async fn load_test(args: &ServeBenchArgs, step: String) -> Result<Vec<Row>> {
         },
         Row {
             metric: "requests in flight",
-            value: args.concurrency as f64,
+            // A session takes one request at a time.
+            value: args.concurrency.min(args.sessions) as f64,
             unit: "requests",
         },
         Row {
