@@ -742,6 +742,19 @@ fn lora_adapters_go_only_with_the_base_weights_they_were_trained_on() {
     let output = merge(&run.join("final/adapter"), &other, &forced);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(weights(&other) != weights(&merged));
+    // The adapters kept beside it still name the base they were trained on.
+    let digest = |dir: &Path| std::fs::read(dir.join("adapter/base_weights.sha256")).unwrap();
+    assert!(digest(&other) == digest(&run.join("final")));
+    // A base with adapters folded in already would get them twice.
+    let refused = merge(
+        &run.join("final"),
+        &dir.path().join("twice"),
+        &["--base", merged.to_str().unwrap(), "--any-base"],
+    );
+    assert_refused(
+        &refused,
+        "already has LoRA adapters folded into its weights",
+    );
     // Nothing is written over: a non-empty --out is refused.
     let refused = merge(&run.join("final"), &merged, &[]);
     assert!(

@@ -49,6 +49,15 @@ pub fn merge(args: &MergeArgs) -> Result<()> {
              here: name it with --base"
         ),
     })?;
+    // A checkpoint of a LoRA run, or a merged model, has its adapters
+    // folded into its weights already: folding these in would add them twice.
+    if base_path.join(ADAPTER_DIR).join(peft::CONFIG).is_file() {
+        bail!(
+            "the base {} already has LoRA adapters folded into its weights (its {ADAPTER_DIR}/ \
+             holds them): name the model the adapters were trained on",
+            base_path.display()
+        );
+    }
     if holds_files(&args.out)? {
         bail!(
             "{} is not empty: the merged model needs a new or empty --out",
@@ -76,9 +85,13 @@ pub fn merge(args: &MergeArgs) -> Result<()> {
     let prompt = checkpoint::load_prompt(&prompt_source(&dir, &base_path))?;
 
     let existed = args.out.exists();
+    // The adapters keep the base they were trained on (which `--any-base`
+    // does not change): that is where they can be folded in again.
+    let trained_on = adapters.base.as_deref().unwrap_or(&base_name);
+    let trained_digest = adapters.base_digest.as_deref().unwrap_or(&digest);
     let written = (|| {
         checkpoint::save(&args.out, &adapted, &tokenizer)?;
-        checkpoint::save_adapter(&args.out, &adapted, &base_name, &digest)?;
+        checkpoint::save_adapter(&args.out, &adapted, trained_on, trained_digest)?;
         checkpoint::save_prompt(&args.out, &prompt)
     })();
     if let Err(err) = written {
