@@ -77,7 +77,7 @@ pub fn merge(args: &MergeArgs) -> Result<()> {
     let layers = base.config.layers;
     let adapted = adapters.apply(base).with_context(|| {
         format!(
-            "the adapters in {} do not fit {}",
+            "folding the adapters in {} into {}",
             dir.display(),
             base_path.display()
         )
@@ -114,6 +114,9 @@ pub fn merge(args: &MergeArgs) -> Result<()> {
 /// The directory holding the adapters of `path`: `path` itself, or a Forge
 /// checkpoint's `adapter/`.
 fn adapter_dir(path: &Path) -> Result<PathBuf> {
+    if !path.exists() {
+        bail!("{} does not exist", path.display());
+    }
     if path.join(peft::CONFIG).is_file() {
         return Ok(path.to_owned());
     }
