@@ -78,6 +78,14 @@ pub fn reset_result(observation: &Observation) -> Value {
 
 /// Takes one action in session `id`.
 pub fn step(hub: &Hub, id: &str, action: &Value) -> Result<Value, StepError> {
+    if !action.is_object() {
+        return Err(StepError::Invalid(vec![invalid(
+            "dict_type",
+            &[],
+            "Input should be a valid dictionary (an action is an object with a `type`)",
+            action,
+        )]));
+    }
     let kind = action.get("type").and_then(Value::as_str);
     match kind {
         Some("list_tools") => {

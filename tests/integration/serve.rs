@@ -314,6 +314,15 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
         (status, body["code"].as_str()),
         (422, Some("invalid_action"))
     );
+    let bare = json!({"episode_id": id, "action": "list_tools"});
+    let (status, body) = post(&server.url("/step"), &bare);
+    assert_eq!(status, 422);
+    assert!(
+        body["detail"][0]["msg"]
+            .as_str()
+            .is_some_and(|msg| msg.contains("an action is an object")),
+        "{body}"
+    );
     let (status, body) = post(
         &server.url("/step"),
         &json!({"episode_id": "nobody", "action": {"type": "list_tools"}}),
@@ -420,8 +429,8 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
     assert!(metrics.contains("forge_sessions 2"), "{metrics}");
     assert!(metrics.contains("forge_refused_requests_total{kind=\"rate_limited\"}"));
     // Over HTTP and the WebSocket alike.
-    for kind in ["bad_json", "invalid_action"] {
-        let line = format!("forge_refused_requests_total{{kind=\"{kind}\"}} 2");
+    for (kind, count) in [("bad_json", 2), ("invalid_action", 3)] {
+        let line = format!("forge_refused_requests_total{{kind=\"{kind}\"}} {count}");
         assert!(metrics.lines().any(|at| at == line), "{line} in {metrics}");
     }
     assert!(metrics.contains("forge_step_seconds_bucket"));

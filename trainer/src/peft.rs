@@ -166,7 +166,8 @@ fn lora_of(config: &Value) -> Result<Lora, String> {
         .ok_or("r must be a positive integer")?;
     let alpha = config["lora_alpha"]
         .as_f64()
-        .ok_or("lora_alpha must be a number")?;
+        .filter(|&alpha| alpha > 0.0 && alpha.is_finite())
+        .ok_or("lora_alpha must be a positive number")?;
     let lora = Lora {
         rank: rank as usize,
         alpha: alpha as f32,
@@ -370,6 +371,10 @@ mod tests {
             (json!({ "bias": "lora_only" }), "bias is `lora_only`"),
             (json!({ "peft_type": "IA3" }), "only LORA"),
             (json!({ "r": 0 }), "r must be a positive integer"),
+            (
+                json!({ "lora_alpha": 0 }),
+                "lora_alpha must be a positive number",
+            ),
             (
                 json!({ "target_modules": ["q_proj", "lm_head"] }),
                 "names `lm_head`",
