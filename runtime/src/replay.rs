@@ -107,12 +107,24 @@ fn first_difference(recorded: &EpisodeRecord, replayed: &EpisodeRecord) -> Optio
                 ),
             })
         };
+        // The calls replayed are the ones the record's messages make: a call
+        // other than its step's is the record disagreeing with itself (an
+        // edit), not the environment diverging.
+        let disagree = |what: &str, old: String, new: String| {
+            Some(Divergence {
+                step: Some(index),
+                what: format!(
+                    "the record's steps and messages disagree on the call's {what}: {old} in \
+                     its steps, {new} in its messages (an edited or damaged record)"
+                ),
+            })
+        };
         let difference = if old.tool != new.tool {
-            field("tool", shown(&old.tool), shown(&new.tool))
+            disagree("tool", shown(&old.tool), shown(&new.tool))
         } else if old.actor != new.actor {
-            field("actor", shown(&old.actor), shown(&new.actor))
+            disagree("actor", shown(&old.actor), shown(&new.actor))
         } else if old.arguments != new.arguments {
-            field("arguments", shown(&old.arguments), shown(&new.arguments))
+            disagree("arguments", shown(&old.arguments), shown(&new.arguments))
         } else if old.status != new.status {
             field("status", shown(&old.status), shown(&new.status))
         } else if old.result != new.result {
@@ -122,8 +134,8 @@ fn first_difference(recorded: &EpisodeRecord, replayed: &EpisodeRecord) -> Optio
         } else if old.state_hash != new.state_hash {
             field("state hash", shown(&old.state_hash), shown(&new.state_hash))
         } else if old.turn != new.turn || old.call_id != new.call_id {
-            field(
-                "turn",
+            disagree(
+                "turn and id",
                 shown(&(old.turn, &old.call_id)),
                 shown(&(new.turn, &new.call_id)),
             )

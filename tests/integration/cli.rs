@@ -166,6 +166,24 @@ fn replay_names_the_step_where_a_changed_result_diverges() {
         "{}",
         stdout(&output)
     );
+
+    // A step whose call is not the one its messages make: the record
+    // disagrees with itself, which replay says rather than blame a side.
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let mut episode: Value = serde_json::from_str(&lines[0]).unwrap();
+    episode["steps"][0]["arguments"] = json!({"edited": true});
+    lines[0] = episode.to_string();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let output = forge(&["replay", path.to_str().unwrap()]);
+    assert!(
+        !output.status.success()
+            && stdout(&output).contains(
+                "step 0: the record's steps and messages disagree on the call's arguments: \
+                 {\"edited\":true} in its steps"
+            ),
+        "{}",
+        stdout(&output)
+    );
 }
 
 #[test]
