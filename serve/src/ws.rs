@@ -124,9 +124,9 @@ async fn ws_session(
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
             Some(Ok(Message::Close(_))) | None => break,
             Some(Err(err)) => {
-                ending = oversized(err, app.options.max_request_bytes);
-                if ending.is_some() {
-                    hub.metrics().refuse("request_too_large");
+                ending = unreadable(err, app.options.max_request_bytes);
+                if let Some(Unreadable { kind, .. }) = &ending {
+                    hub.metrics().refuse(kind);
                 }
                 break;
             }
@@ -155,27 +155,57 @@ async fn ws_session(
         let _ = blocking(&hub, move |hub| hub.close(&id)).await;
     }
     match ending {
-        Some((error, close)) => end_ws_with(socket, Some(error), close).await,
+        Some(Unreadable { error, close, .. }) => end_ws_with(socket, Some(error), close).await,
         None => end_ws(socket, None).await,
     }
 }
 
-/// The error frame and close frame that end a connection whose message was
-/// over `limit` (the stream cannot be read past it); none for a connection
-/// that broke, which cannot be told anything.
-fn oversized(err: axum::Error, limit: usize) -> Option<(String, CloseFrame)> {
+/// How a connection ends whose stream cannot be read past a frame.
+struct Unreadable {
+    /// The refusal's name in the metrics.
+    kind: &'static str,
+    /// The last frame: an error saying why.
+    error: String,
+    close: CloseFrame,
+}
+
+/// Why the connection ends, for a message over `limit`, a text frame that
+/// is not UTF-8 or a frame against the protocol (each with its close code);
+/// none for a connection that broke, which cannot be told anything.
+fn unreadable(err: axum::Error, limit: usize) -> Option<Unreadable> {
     let err = err.into_inner().downcast::<tungstenite::Error>().ok()?;
-    let tungstenite::Error::Capacity(_) = *err else {
-        return None;
+    let (kind, code, message, close, reason) = match *err {
+        tungstenite::Error::Capacity(_) => (
+            "request_too_large",
+            "MESSAGE_TOO_BIG",
+            format!("a message is over {limit} bytes (`--max-request-bytes`)"),
+            close_code::SIZE,
+            format!("message over {limit} bytes"),
+        ),
+        tungstenite::Error::Utf8(_) => (
+            "bad_request",
+            "INVALID_UTF8",
+            "a text frame is not UTF-8".to_owned(),
+            close_code::INVALID,
+            "text frame not UTF-8".to_owned(),
+        ),
+        tungstenite::Error::Protocol(violation) => (
+            "bad_request",
+            "PROTOCOL_ERROR",
+            format!("the frame breaks the WebSocket protocol: {violation}"),
+            close_code::PROTOCOL,
+            "protocol error".to_owned(),
+        ),
+        _ => return None,
     };
-    let message =
-        format!("a message is over {limit} bytes (`--max-request-bytes`); the connection ends");
-    let error = ws_error("MESSAGE_TOO_BIG", &message, None);
-    let close = CloseFrame {
-        code: close_code::SIZE,
-        reason: format!("message over {limit} bytes").into(),
-    };
-    Some((error, close))
+    Some(Unreadable {
+        kind,
+        error: ws_error(code, &format!("{message}; the connection ends"), None),
+        close: CloseFrame {
+            code: close,
+            reason: reason.into(),
+        },
+    })
 }
 
 /// A connection counted as waiting for its session until it has one (or ends).

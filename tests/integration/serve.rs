@@ -387,6 +387,27 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
         }
     };
     assert_eq!(u16::from(close.code), 1009, "{close:?}");
+    // A text frame that is not UTF-8 ends it too, with its own code.
+    let mut ws = server.ws("");
+    let frame = tungstenite::protocol::frame::Frame::message(
+        vec![0xff, 0xfe],
+        tungstenite::protocol::frame::coding::OpCode::Data(
+            tungstenite::protocol::frame::coding::Data::Text,
+        ),
+        true,
+    );
+    ws.0.send(tungstenite::Message::Frame(frame)).unwrap();
+    let mut said = None;
+    let close = loop {
+        match ws.0.read() {
+            Ok(tungstenite::Message::Close(frame)) => break frame.expect("a close frame"),
+            Ok(tungstenite::Message::Text(text)) => said = Some(text.to_string()),
+            Ok(_) => continue,
+            Err(err) => panic!("no close frame: {err}"),
+        }
+    };
+    assert_eq!(u16::from(close.code), 1007, "{close:?}");
+    assert!(said.is_some_and(|text| text.contains("INVALID_UTF8")));
 
     // Three steps a second, bursting to three.
     let call = json!({"episode_id": id, "action": {"type": "call_tool", "tool_name": "get_order", "arguments": {"order_id": "o1"}}});
