@@ -455,6 +455,10 @@ async fn mcp_post(
             return unread(&rejection, &app.options).answer(&app.hub);
         }
     };
+    if let Some((key, meant)) = openenv::misspelt_option(query.keys().map(String::as_str)) {
+        let said = format!("unknown option `{key}`: did you mean `{meant}`?");
+        return Json(mcp::invalid_params(&app.hub, &message, &said)).into_response();
+    }
     let seed = match query.get("seed").map(|seed| seed.parse::<u64>()) {
         None => None,
         Some(Ok(seed)) => Some(seed),

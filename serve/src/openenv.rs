@@ -29,9 +29,47 @@ impl From<ServeError> for StepError {
     }
 }
 
+/// The options a reset reads.
+const RESET_OPTIONS: [&str; 5] = ["seed", "episode_id", "env", "task_id", "policy"];
+
+/// A key among `keys` that is a reset option misspelt (`taskid`, `Task-Id`),
+/// with the option meant: ignored as other unknown keys are, it would
+/// reset into another task than the one asked for.
+pub fn misspelt_option<'a>(
+    keys: impl IntoIterator<Item = &'a str>,
+) -> Option<(&'a str, &'static str)> {
+    let plain = |key: &str| -> String {
+        key.chars()
+            .filter(char::is_ascii_alphanumeric)
+            .map(|c| c.to_ascii_lowercase())
+            .collect()
+    };
+    keys.into_iter()
+        .filter(|key| !RESET_OPTIONS.contains(key))
+        .find_map(|key| {
+            let meant = RESET_OPTIONS
+                .iter()
+                .find(|option| plain(option) == plain(key))?;
+            Some((key, *meant))
+        })
+}
+
 /// Reads a reset's options (`seed`, `episode_id`, and Forge's `env`,
-/// `task_id`, `policy`); unknown keys are ignored, as OpenEnv does.
+/// `task_id`, `policy`); unknown keys are ignored, as OpenEnv does, unless
+/// they are one of those misspelt.
 pub fn open_request(data: &Value) -> Result<OpenRequest, StepError> {
+    let keys = data
+        .as_object()
+        .into_iter()
+        .flat_map(|object| object.keys());
+    if let Some((key, meant)) = misspelt_option(keys.map(String::as_str)) {
+        return Err(StepError::Invalid(vec![invalid(
+            "extra_forbidden",
+            &[key],
+            &format!("Unknown option: did you mean `{meant}`?"),
+            &data[key],
+        )]));
+    }
     let text = |key: &str| -> Result<Option<String>, StepError> {
         match data.get(key) {
             None | Some(Value::Null) => Ok(None),

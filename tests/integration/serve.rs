@@ -296,6 +296,13 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
         (404, Some("not_found")),
         "{body}"
     );
+    // A misspelt option would reset into another task than the one meant.
+    let (status, body) = post(&server.url("/reset"), &json!({"taskid": "shop-05"}));
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body.to_string().contains("did you mean `task_id`?"),
+        "{body}"
+    );
     let (status, body) = post(&server.url("/reset"), &json!({"env": "nowhere"}));
     assert_eq!(status, 404);
     assert!(
@@ -450,7 +457,7 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
     assert!(metrics.contains("forge_sessions 2"), "{metrics}");
     assert!(metrics.contains("forge_refused_requests_total{kind=\"rate_limited\"}"));
     // Over HTTP and the WebSocket alike.
-    for (kind, count) in [("bad_json", 2), ("invalid_action", 3)] {
+    for (kind, count) in [("bad_json", 2), ("invalid_action", 4)] {
         let line = format!("forge_refused_requests_total{{kind=\"{kind}\"}} {count}");
         assert!(metrics.lines().any(|at| at == line), "{line} in {metrics}");
     }
