@@ -13,8 +13,8 @@
 //! files do not match is refused (a corrupted copy or a hand edit that forgot
 //! to update the manifest), naming the file.
 
-use crate::canonical;
 use crate::verify::VerifyRules;
+use crate::{bom, canonical};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -272,7 +272,7 @@ impl Bundle {
             std::fs::read(&path).with_context(|| format!("reading {}", path.display()))
         };
         let manifest_bytes = read(MANIFEST_FILE)?;
-        let manifest: Manifest = serde_json::from_slice(&manifest_bytes)
+        let manifest: Manifest = serde_json::from_slice(bom::strip_bytes(&manifest_bytes))
             .with_context(|| format!("{} is malformed", dir.join(MANIFEST_FILE).display()))?;
         let (wasm, state_bytes, task_bytes) = (
             read(COMPONENT_FILE)?,
@@ -293,7 +293,7 @@ impl Bundle {
                 }
             }
         }
-        let initial_state = serde_json::from_slice(&state_bytes)
+        let initial_state = serde_json::from_slice(bom::strip_bytes(&state_bytes))
             .with_context(|| format!("{} is malformed", dir.join(INITIAL_STATE_FILE).display()))?;
         let tasks = parse_tasks(&task_bytes)
             .with_context(|| format!("{} is malformed", dir.join(TASKS_FILE).display()))?;
@@ -354,7 +354,7 @@ impl Bundle {
 
 /// Tasks from JSONL text: one task per line; blank lines are skipped.
 pub fn parse_tasks(bytes: &[u8]) -> Result<Vec<Task>> {
-    let text = std::str::from_utf8(bytes).context("not UTF-8")?;
+    let text = bom::strip(std::str::from_utf8(bytes).context("not UTF-8")?);
     text.lines()
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())

@@ -4,6 +4,7 @@
 //! record is an error naming it. A last line that only lacks its newline
 //! but holds a whole record (a file edited by hand) is not torn.
 
+use crate::bom;
 use anyhow::{Context, Result};
 use serde::de::DeserializeOwned;
 use std::fs::File;
@@ -44,6 +45,9 @@ pub fn read<T: DeserializeOwned>(
             });
         }
         number += 1;
+        if number == 1 {
+            line = bom::strip_bytes(&line).to_vec();
+        }
         let parsed = serde_json::from_slice::<T>(&line);
         if !line.ends_with(b"\n") && parsed.is_err() {
             return Ok(Records {

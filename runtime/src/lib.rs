@@ -7,6 +7,7 @@
 //! - [`episode`] / [`policy`]: policy ↔ user ↔ tools episodes.
 //! - [`verify`], [`trajectory`], [`replay`]: rewards, records, proofs.
 
+pub mod bom;
 pub mod bundle;
 pub mod canonical;
 pub mod differences;

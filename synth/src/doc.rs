@@ -264,7 +264,7 @@ impl DomainDoc {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let doc: Self = match path.extension().and_then(|ext| ext.to_str()) {
-            Some("json") => serde_json::from_str(&text)
+            Some("json") => serde_json::from_str(forge_runtime::bom::strip(&text))
                 .with_context(|| format!("{} is malformed", path.display()))?,
             _ => {
                 toml::from_str(&text).with_context(|| format!("{} is malformed", path.display()))?

@@ -1,6 +1,8 @@
 //! The `forge` CLI end to end on the built-in example environment.
 
-use crate::common::{assert_refused, export_example, forge, json_lines, stderr, stdout};
+use crate::common::{
+    assert_refused, export_example, forge, forget_hashes, json_lines, stderr, stdout,
+};
 use forge_model::tokenizer::ModelTokenizer;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -528,6 +530,40 @@ fn bad_input_gets_errors_that_name_the_problem() {
             "{command:?} {flag}={value}: {message}"
         );
     }
+}
+
+#[test]
+fn files_saved_with_a_byte_order_mark_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = export_example(dir.path());
+    forget_hashes(&bundle);
+    let with_bom = |path: &Path| {
+        let text = std::fs::read(path).unwrap();
+        std::fs::write(path, [&b"\xef\xbb\xbf"[..], &text].concat()).unwrap();
+    };
+    for file in ["manifest.json", "initial_state.json", "tasks.jsonl"] {
+        with_bom(&bundle.join(file));
+    }
+    let out = dir.path().join("episodes.jsonl");
+    let bundle = bundle.to_str().unwrap();
+    let output = forge(&[
+        "run",
+        "--env",
+        bundle,
+        "--tasks",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    with_bom(&out);
+    let output = forge(&["replay", "--env", bundle, out.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("2 episodes replayed"),
+        "{}",
+        stdout(&output)
+    );
 }
 
 #[test]

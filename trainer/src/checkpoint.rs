@@ -16,6 +16,7 @@ use burn::tensor::backend::Backend;
 use forge_model::gguf::Gguf;
 use forge_model::quant::{GgmlType, dequantize};
 use forge_model::tokenizer::ModelTokenizer;
+use forge_runtime::bom;
 use memmap2::Mmap;
 use safetensors::{Dtype, SafeTensors};
 use std::collections::{BTreeMap, BTreeSet};
@@ -239,7 +240,7 @@ pub fn load_prompt(path: &Path) -> anyhow::Result<PromptSettings> {
     }
     let text =
         std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("parsing {}", file.display()))
+    serde_json::from_str(bom::strip(&text)).with_context(|| format!("parsing {}", file.display()))
 }
 
 /// The tokenizer of a model file that Forge can prompt: see
@@ -280,8 +281,8 @@ fn read_chat_template(dir: &Path) -> Result<Option<String>, LoadError> {
     if settings.exists() {
         let text =
             std::fs::read_to_string(&settings).map_err(|err| checkpoint_error(&settings, err))?;
-        let settings: serde_json::Value =
-            serde_json::from_str(&text).map_err(|err| checkpoint_error(&settings, err))?;
+        let settings: serde_json::Value = serde_json::from_str(bom::strip(&text))
+            .map_err(|err| checkpoint_error(&settings, err))?;
         let template = match &settings["chat_template"] {
             serde_json::Value::String(template) => Some(template.clone()),
             serde_json::Value::Array(named) => named
@@ -322,7 +323,7 @@ pub fn read_config_json(dir: &Path) -> Result<serde_json::Value, LoadError> {
         return Err(checkpoint_error(dir, what));
     }
     let text = std::fs::read_to_string(&path).map_err(|err| checkpoint_error(&path, err))?;
-    serde_json::from_str(&text).map_err(|err| checkpoint_error(&path, err))
+    serde_json::from_str(bom::strip(&text)).map_err(|err| checkpoint_error(&path, err))
 }
 
 /// The model config of checkpoint directory `dir`.
@@ -381,7 +382,7 @@ impl SafetensorsSource {
         }
         let text = std::fs::read_to_string(&index).map_err(|err| checkpoint_error(&index, err))?;
         let listed: ShardIndex =
-            serde_json::from_str(&text).map_err(|err| checkpoint_error(&index, err))?;
+            serde_json::from_str(bom::strip(&text)).map_err(|err| checkpoint_error(&index, err))?;
         let files: BTreeSet<&String> = listed.weight_map.values().collect();
         let mut shards = Vec::with_capacity(files.len());
         for file in &files {

@@ -13,6 +13,7 @@ use crate::checkpoint::{SafetensorsSource, checkpoint_error};
 use crate::llama::{Llama, LoadError};
 use crate::lora::{Lora, TARGETS};
 use burn::tensor::backend::Backend;
+use forge_runtime::bom;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -61,7 +62,8 @@ impl PeftAdapters {
         let path = dir.join(CONFIG);
         let error = |what: String| checkpoint_error(&path, what);
         let text = std::fs::read_to_string(&path).map_err(|err| error(err.to_string()))?;
-        let config: Value = serde_json::from_str(&text).map_err(|err| error(err.to_string()))?;
+        let config: Value =
+            serde_json::from_str(bom::strip(&text)).map_err(|err| error(err.to_string()))?;
         let lora = lora_of(&config).map_err(error)?;
         let digest_path = dir.join(BASE_DIGEST);
         let base_digest = match std::fs::read_to_string(&digest_path) {
