@@ -4,10 +4,11 @@
 //!
 //! A run directory holds `metrics.jsonl` (a line per step and per
 //! evaluation), `checkpoints/step-NNNNNN/` (model as safetensors, optimizer
-//! state, the config it was trained under, the position in the run) with `checkpoints/latest` naming the
-//! newest, `episodes/eval-step-NNNNNN.jsonl` (each evaluation's episodes;
-//! with `rl.save_rollouts`, `episodes/rl-step-NNNNNN.jsonl` too) and
-//! `final/` (the trained model, loadable by `--policy model`).
+//! state, the config it was trained under, the position in the run) with
+//! `checkpoints/latest` naming the newest, `episodes/eval-step-NNNNNN.jsonl`
+//! (each evaluation's episodes; with `rl.save_rollouts`,
+//! `episodes/rl-step-NNNNNN.jsonl` too) and `final/` (the trained model,
+//! loadable by `--policy model`).
 //! Everything random derives from the config's seed and the step, so a run
 //! resumed from a checkpoint continues exactly as if never interrupted.
 
