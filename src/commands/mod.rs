@@ -19,6 +19,13 @@ use std::path::Path;
 /// directory refuses one that does, rather than write over what is there.
 pub(crate) fn holds_files(dir: &Path) -> Result<bool> {
     if !dir.exists() {
+        // A link to nothing does not exist, yet cannot be created either.
+        if dir.is_symlink() {
+            bail!(
+                "{} is a symbolic link to nothing: remove it, or name another directory",
+                dir.display()
+            );
+        }
         return Ok(false);
     }
     if !dir.is_dir() {

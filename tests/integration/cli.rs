@@ -426,13 +426,18 @@ fn bad_input_gets_errors_that_name_the_problem() {
         assert!(!out.exists(), "{}", stderr(&output));
     }
 
-    // A directory to write that is a file is named as such.
+    // A directory to write that is a file is named as such, and so is a
+    // link to nothing.
     let output = forge(&["example", garbage.to_str().unwrap()]);
     assert!(
         stderr(&output).contains("garbage.jsonl is a file, not a directory"),
         "{}",
         stderr(&output)
     );
+    let dangling = dir.path().join("dangling");
+    std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
+    let output = forge(&["example", dangling.to_str().unwrap()]);
+    assert_refused(&output, "dangling is a symbolic link to nothing");
 
     // Settings under which no episode could mean anything are refused before
     // any is played, the flag and the value named.
