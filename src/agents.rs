@@ -213,11 +213,13 @@ impl Agents {
                     .clone()
                     .unwrap_or_else(|| "smollm2-135m".to_owned());
                 let path = crate::commands::model::resolve(&name)?;
+                // Unset, each is greedy decoding's (the defaults the help states).
+                let greedy = Sampling::greedy();
                 let sampling = Sampling {
-                    temperature: args.temperature.unwrap_or(0.0),
-                    top_p: args.top_p.unwrap_or(1.0),
-                    max_tokens: args.max_new_tokens.unwrap_or(256),
-                    seed: 0,
+                    temperature: args.temperature.unwrap_or(greedy.temperature),
+                    top_p: args.top_p.unwrap_or(greedy.top_p),
+                    max_tokens: args.max_new_tokens.unwrap_or(greedy.max_tokens),
+                    ..greedy
                 };
                 let device = args.device.unwrap_or(Device::Cpu);
                 Some(LocalModel {

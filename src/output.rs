@@ -42,6 +42,12 @@ pub fn count(n: impl std::fmt::Display, noun: &str) -> String {
     format!("{n} {noun}{plural}")
 }
 
+/// A content hash's first 12 hex digits, as messages show one (whole where
+/// a hash is shorter, as a hand-edited record's may be).
+pub fn short_hash(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
+}
+
 /// Prints one JSON value on its own line.
 pub fn json_line(value: &serde_json::Value) {
     println!("{value}");

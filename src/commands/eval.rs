@@ -97,9 +97,9 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
                     trajectories.display(),
                     record.policy,
                     record.environment.name,
-                    &found[..12.min(found.len())],
+                    output::short_hash(found),
                     env.name(),
-                    &env.content_hash()[..12]
+                    output::short_hash(env.content_hash())
                 );
             }
             done.insert((record.task_id.clone(), record.seed), record);

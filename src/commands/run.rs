@@ -217,7 +217,7 @@ fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, Episo
     println!(
         "environment {} ({}), policy {}, seed {}: success rate {successes}/{episodes} = {success_rate:.3}, mean partial credit {mean_partial:.3}",
         env.name(),
-        &env.content_hash()[..12],
+        output::short_hash(env.content_hash()),
         label,
         args.play.seed
     );

@@ -456,8 +456,8 @@ impl RecordedBundle {
                  then, {} now): its tasks and held-out split would not be the run's, so it \
                  cannot be resumed on it",
                 dir.display(),
-                &recorded[..12.min(recorded.len())],
-                &bundle.content_hash()[..12]
+                output::short_hash(recorded),
+                output::short_hash(&bundle.content_hash())
             );
         }
         Ok(bundle)
