@@ -2,7 +2,7 @@
 
 use crate::ChatClient;
 use forge_runtime::bundle::ToolCall;
-use forge_runtime::episode::{Action, Policy, User, UserTurn};
+use forge_runtime::episode::{Action, ContextFull, Policy, User, UserTurn};
 use forge_runtime::policy::{AGENT_GREETING, USER_STOP, user_brief};
 use forge_runtime::schema::ToolSpec;
 use forge_runtime::trajectory::{ChatMessage, Role};
@@ -42,9 +42,7 @@ impl Policy for RemotePolicy<'_> {
                 .map(|message| serde_json::to_value(message).expect("messages serialise")),
         );
         let tools = Value::Array(tools.iter().map(ToolSpec::to_openai).collect());
-        let reply = self
-            .client
-            .complete_message(&Value::Array(messages), Some(&tools))?;
+        let reply = complete(self.client, messages, &tools)?;
         let calls = reply
             .get("tool_calls")
             .and_then(Value::as_array)
@@ -171,10 +169,20 @@ impl<'a> RemoteUser<'a> {
         if transcript.is_empty() {
             messages.push(json!({"role": "user", "content": AGENT_GREETING}));
         }
-        Ok(self
-            .client
-            .complete_message(&Value::Array(messages), Some(&self.tools))?)
+        complete(self.client, messages, &self.tools)
     }
+}
+
+/// The reply to `messages`, offering `tools`; a request refused for not
+/// fitting in the model's context is [`ContextFull`], which ends the
+/// episode rather than failing it.
+fn complete(client: &ChatClient, messages: Vec<Value>, tools: &Value) -> anyhow::Result<Value> {
+    client
+        .complete_message(&Value::Array(messages), Some(tools))
+        .map_err(|err| match err.is_context_full() {
+            true => ContextFull(err.to_string()).into(),
+            false => err.into(),
+        })
 }
 
 fn text_of(reply: &Value) -> String {

@@ -101,6 +101,25 @@ pub enum ChatError {
 }
 
 impl ChatError {
+    /// Whether the endpoint refused the request for not fitting in the
+    /// model's context: OpenAI's `context_length_exceeded`, vLLM's and
+    /// SGLang's "maximum context length" / "context length", llama.cpp's
+    /// `exceed_context_size_error`.
+    pub fn is_context_full(&self) -> bool {
+        let Self::Status { status: 400, body } = self else {
+            return false;
+        };
+        let body = body.to_lowercase();
+        [
+            "context length",
+            "context_length",
+            "context size",
+            "context_size",
+        ]
+        .iter()
+        .any(|said| body.contains(said))
+    }
+
     fn retryable(&self) -> bool {
         match self {
             Self::Status { status, .. } => *status == 429 || *status >= 500,
@@ -309,5 +328,24 @@ mod tests {
             assert_eq!(extract_json(reply), Some(expected.clone()), "{reply}");
         }
         assert_eq!(extract_json("no json here"), None);
+    }
+
+    #[test]
+    fn servers_refusing_a_request_past_the_context_are_told_apart() {
+        let refused = |status, body: &str| ChatError::Status {
+            status,
+            body: body.into(),
+        };
+        for body in [
+            r#"{"error": {"message": "This model's maximum context length is 8192 tokens.", "code": "context_length_exceeded"}}"#,
+            r#"{"object": "error", "message": "This model's maximum context length is 2048 tokens. However, you requested 2100 tokens."}"#,
+            r#"{"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it", "type": "exceed_context_size_error"}}"#,
+        ] {
+            assert!(refused(400, body).is_context_full(), "{body}");
+        }
+        // The same words in a server error, and other refusals, are not.
+        assert!(!refused(500, "context length").is_context_full());
+        assert!(!refused(400, r#"{"error": "unknown model"}"#).is_context_full());
+        assert!(!ChatError::Transport("context length".into()).is_context_full());
     }
 }

@@ -26,7 +26,9 @@ pub enum Action {
 /// The agent. Local models, remote models, scripted and replaying agents all
 /// plug in here; a policy is made per episode.
 pub trait Policy {
-    /// The next action, given the dialogue so far and the tools.
+    /// The next action, given the dialogue so far and the tools. A
+    /// [`ContextFull`] error ends the episode as [`Termination::ContextFull`]
+    /// instead of failing it.
     fn act(&mut self, transcript: &[ChatMessage], tools: &[ToolSpec]) -> Result<Action>;
 
     /// What the policy wants recorded with the episode (a local model: the
@@ -55,8 +57,23 @@ pub trait User {
     /// The user's opening message.
     fn open(&mut self) -> Result<String>;
     /// The user's answer to the agent's last message, or — after a call of
-    /// its own tools — to that call's result (the transcript's last).
+    /// its own tools — to that call's result (the transcript's last). A
+    /// [`ContextFull`] error ends the episode as [`Termination::ContextFull`].
     fn respond(&mut self, transcript: &[ChatMessage]) -> Result<UserTurn>;
+}
+
+/// A model's dialogue no longer fits in its context. Returned by a
+/// [`Policy`] or [`User`], it ends the episode there, to be judged as it
+/// stands: a model that cannot read the dialogue cannot go on with it, and
+/// the episode is as much a result (a failure, mostly) as one that ran out
+/// of turns.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ContextFull(pub String);
+
+/// Whether `err` is a [`ContextFull`].
+fn is_context_full(err: &anyhow::Error) -> bool {
+    err.downcast_ref::<ContextFull>().is_some()
 }
 
 /// Checks a task's natural-language assertions against an episode's
@@ -99,8 +116,13 @@ pub fn run_episode(
     let tools = env.component().tools();
     let mut episode = Episode::start(env, task, user, settings)?;
     while !episode.is_over() {
-        let action = policy.act(&episode.transcript(), tools)?;
-        episode.act(action, user)?;
+        match policy.act(&episode.transcript(), tools) {
+            Ok(action) => {
+                episode.act(action, user)?;
+            }
+            Err(err) if is_context_full(&err) => episode.end(Termination::ContextFull),
+            Err(err) => return Err(err),
+        }
     }
     episode.finish(env, task, policy_name, policy.trace(), judge)
 }
@@ -198,7 +220,14 @@ impl Episode {
                 // episode out of turns.
                 let mut ended = Some(Termination::MaxTurns);
                 for _ in 0..self.settings.max_turns {
-                    match user.respond(&self.progress.messages)? {
+                    let answer = match user.respond(&self.progress.messages) {
+                        Err(err) if is_context_full(&err) => {
+                            ended = Some(Termination::ContextFull);
+                            break;
+                        }
+                        answer => answer?,
+                    };
+                    match answer {
                         UserTurn::Say(reply) => {
                             self.progress.messages.push(ChatMessage::user(reply));
                             ended = None;
@@ -226,6 +255,13 @@ impl Episode {
             self.termination = Some(Termination::MaxTurns);
         }
         Ok(self.termination)
+    }
+
+    /// Ends the episode before its dialogue did, for `why`: the policy's
+    /// context is full, or a replay reached where its record ended. Ending
+    /// an episode that is over changes nothing.
+    pub fn end(&mut self, why: Termination) {
+        self.termination.get_or_insert(why);
     }
 
     /// Judges the episode (its NL assertions only when a `judge` is given)

@@ -75,7 +75,8 @@ pub fn replay_episode(env: &Environment, record: &EpisodeRecord) -> Result<Optio
 }
 
 /// Runs the recorded agent actions: to the episode's end, or — for an
-/// episode that was closed before it ended — until they run out.
+/// episode that was closed, or whose model's context filled, before its
+/// dialogue ended — until they run out.
 fn replay_actions(
     env: &Environment,
     task: &PreparedTask,
@@ -87,7 +88,12 @@ fn replay_actions(
     let tools = env.component().tools();
     let mut episode = Episode::start(env, task, user, settings)?;
     while !episode.is_over() {
-        if policy.is_exhausted() && record.termination == Termination::Closed {
+        let cut = matches!(
+            record.termination,
+            Termination::Closed | Termination::ContextFull
+        );
+        if policy.is_exhausted() && cut {
+            episode.end(record.termination);
             break;
         }
         let action = policy.act(&episode.transcript(), tools)?;

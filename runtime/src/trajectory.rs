@@ -171,6 +171,10 @@ pub enum Termination {
     /// The episode was cut before its end: its `forge serve` session was
     /// closed by the client, expired, or the server shut down.
     Closed,
+    /// The dialogue outgrew the context of the model playing the agent (or
+    /// the user): it could not take another turn, so the episode ended and
+    /// was judged as it stood.
+    ContextFull,
 }
 
 impl Termination {
@@ -180,6 +184,7 @@ impl Termination {
             Self::UserStop => "user_stop",
             Self::MaxTurns => "max_turns",
             Self::Closed => "closed",
+            Self::ContextFull => "context_full",
         }
     }
 }

@@ -8,7 +8,7 @@ use crate::output;
 use crate::tasks::PlayArgs;
 use anyhow::Result;
 use clap::Args;
-use forge_runtime::trajectory::{EpisodeRecord, Termination};
+use forge_runtime::trajectory::EpisodeRecord;
 use forge_runtime::{Environment, Sandbox, TrajectoryWriter};
 use serde_json::json;
 use std::path::PathBuf;
@@ -107,13 +107,6 @@ fn episode_json(record: &EpisodeRecord, trial: u64) -> serde_json::Value {
     })
 }
 
-fn termination_name(termination: Termination) -> String {
-    serde_json::to_value(termination)
-        .ok()
-        .and_then(|value| value.as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
-
 fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, EpisodeRecord)]) {
     let episodes = records.len();
     let successes = records
@@ -210,7 +203,7 @@ fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, Episo
                 .map(|step| step.fuel)
                 .sum::<u64>()
                 .to_string(),
-            termination_name(record.termination),
+            record.termination.name().to_owned(),
         ]);
     }
     println!("{table}");

@@ -569,6 +569,10 @@ impl Observer for Progress {
             eprintln!("checkpoint {}", dir.display());
         }
     }
+
+    fn notice(&mut self, message: &str) {
+        self.bar.suspend(|| eprintln!("note: {message}"));
+    }
 }
 
 /// A named line of (step, value) points in a colour.

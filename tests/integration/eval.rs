@@ -284,6 +284,85 @@ fn a_remote_model_can_play_the_user() {
     );
 }
 
+/// OpenAI's answer to a request longer than the model's context.
+fn past_the_context() -> (u16, String) {
+    let error = json!({"error": {
+        "message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }});
+    (400, error.to_string())
+}
+
+#[test]
+fn a_remote_model_whose_context_fills_ends_the_episode_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, args: &[&str]| {
+        let path = dir.path().join(name);
+        let mut all = vec!["run", "--json", "--tasks", "shop-03", "--model", "stub"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--out", path.to_str().unwrap()]);
+        let output = forge(&all);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let record: Value = serde_json::from_str(
+            std::fs::read_to_string(&path)
+                .unwrap()
+                .lines()
+                .next()
+                .unwrap(),
+        )
+        .unwrap();
+        // The episode is judged as it stood, and replays without the model.
+        let replayed = forge(&["replay", path.to_str().unwrap()]);
+        assert!(replayed.status.success(), "{}", stderr(&replayed));
+        record
+    };
+
+    // The agent looks the user up; its next request no longer fits.
+    let agent = StubServer::start(10, |_, index| match index {
+        0 => {
+            let call = json!({"id": "call_0", "type": "function", "function": {
+                "name": "find_user_by_email",
+                "arguments": "{\"email\": \"carla.mendes@example.com\"}",
+            }});
+            let message = json!({"role": "assistant", "content": null, "tool_calls": [call]});
+            (
+                200,
+                json!({"choices": [{"index": 0, "message": message}]}).to_string(),
+            )
+        }
+        _ => past_the_context(),
+    });
+    let record = run(
+        "agent.jsonl",
+        &["--policy", "openai", "--base-url", &agent.url],
+    );
+    assert_eq!(record["termination"], "context_full", "{record}");
+    assert_eq!(record["steps"][0]["status"], "ok", "{record}");
+    assert_eq!(record["reward"], 0.0);
+
+    // The user opens; its answer to the agent no longer fits.
+    let user = StubServer::start(10, |_, index| match index {
+        0 => completion("I would like to check my order."),
+        _ => past_the_context(),
+    });
+    let record = run(
+        "user.jsonl",
+        &[
+            "--policy",
+            "gold",
+            "--user",
+            "openai",
+            "--base-url",
+            &user.url,
+        ],
+    );
+    assert_eq!(record["termination"], "context_full", "{record}");
+    let last = record["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["role"], "assistant", "the user said no more: {record}");
+}
+
 #[test]
 fn a_remote_policy_without_an_endpoint_is_a_clear_error() {
     let output = forge(&["run", "--policy", "openai"]);

@@ -1054,6 +1054,98 @@ fn user_messages(episode: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The length of each rollout's first prompt.
+fn first_prompts(episodes: &[Value]) -> Vec<usize> {
+    episodes
+        .iter()
+        .filter_map(|episode| episode["policy_trace"]["turns"][0]["prompt_ids"].as_array())
+        .map(Vec::len)
+        .collect()
+}
+
+#[test]
+fn a_dialogue_that_outgrows_the_model_context_ends_there_and_replays() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = export_example(dir.path());
+    let replays = |run: &Path| {
+        let episodes = run.join("episodes/rl-step-000001.jsonl");
+        let output = forge(&[
+            "replay",
+            episodes.to_str().unwrap(),
+            "--env",
+            bundle.to_str().unwrap(),
+        ]);
+        assert!(output.status.success(), "{}", stderr(&output));
+    };
+    // The prompts the tiny model reads when its context is unbounded.
+    let unbounded = first_prompts(&rl_step(&short_rl_run(dir.path(), "unbounded", &bundle, "")).1);
+    let shortest = *unbounded.iter().min().unwrap();
+    let longest = *unbounded.iter().max().unwrap();
+
+    // Shorter than every first prompt: no rollout takes a turn. Each ends
+    // there, is judged as it stands, and replays.
+    let context = shortest - 1;
+    let run = short_rl_run(
+        dir.path(),
+        "full",
+        &bundle,
+        &format!("[model]\ntiny_context = {context}\n"),
+    );
+    let (step, episodes) = rl_step(&run);
+    assert_eq!(step["context_full_share"], 1.0, "{step}");
+    for episode in &episodes {
+        assert_eq!(episode["termination"], "context_full");
+        assert_eq!(episode["policy_trace"]["turns"], json!([]));
+        assert_eq!(episode["reward"], 0.0);
+    }
+    replays(&run);
+    // Nor does a gold turn fit, so SFT has nothing to learn from.
+    let config = dir.path().join("sft.toml");
+    std::fs::write(
+        &config,
+        format!("[model]\ntiny_context = {context}\n[sft]\nsteps = 1\n"),
+    )
+    .unwrap();
+    let output = train(&[
+        "--preset",
+        "smoke",
+        "--config",
+        config.to_str().unwrap(),
+        "--env",
+        bundle.to_str().unwrap(),
+        "--run-dir",
+        dir.path().join("sft").to_str().unwrap(),
+    ]);
+    assert_refused(&output, "no gold turn fits in the model's context");
+
+    // A few tokens past the longest: turns are sampled up to where the
+    // context ends, never past it.
+    let context = longest + 3;
+    let run = short_rl_run(
+        dir.path(),
+        "tight",
+        &bundle,
+        &format!("[model]\ntiny_context = {context}\n"),
+    );
+    let (step, episodes) = rl_step(&run);
+    assert!(step["context_full_share"].is_number(), "{step}");
+    let turns: Vec<&Value> = episodes
+        .iter()
+        .flat_map(|episode| episode["policy_trace"]["turns"].as_array().unwrap())
+        .collect();
+    let read = |turn: &Value| {
+        turn["prompt_ids"].as_array().unwrap().len() + turn["ids"].as_array().unwrap().len()
+    };
+    assert!(turns.iter().all(|turn| read(turn) <= context));
+    assert!(
+        turns
+            .iter()
+            .any(|turn| read(turn) == context && turn["stopped"] == false),
+        "a turn cut where the context ends"
+    );
+    replays(&run);
+}
+
 #[test]
 fn two_draws_of_one_task_in_a_step_play_apart() {
     let dir = tempfile::tempdir().unwrap();

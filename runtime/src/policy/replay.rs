@@ -1,7 +1,7 @@
 use crate::bundle::{Actor, ToolCall};
-use crate::episode::{Action, Judge, Policy, User, UserTurn};
+use crate::episode::{Action, ContextFull, Judge, Policy, User, UserTurn};
 use crate::schema::ToolSpec;
-use crate::trajectory::{ChatMessage, EpisodeRecord, Role};
+use crate::trajectory::{ChatMessage, EpisodeRecord, Role, Termination};
 use anyhow::{Context, Result, bail};
 use std::collections::VecDeque;
 
@@ -63,9 +63,11 @@ impl Policy for ReplayPolicy {
 }
 
 /// Repeats the user's turns of a recorded episode — its messages and calls
-/// of its own tools — then stops.
+/// of its own tools — then stops, or, where the user model's context filled,
+/// finds it full again.
 pub struct ReplayUser {
     turns: VecDeque<UserTurn>,
+    termination: Termination,
 }
 
 impl ReplayUser {
@@ -93,7 +95,10 @@ impl ReplayUser {
                 (None, None) => Vec::new(),
             })
             .collect();
-        Self { turns }
+        Self {
+            turns,
+            termination: record.termination,
+        }
     }
 }
 
@@ -106,7 +111,13 @@ impl User for ReplayUser {
     }
 
     fn respond(&mut self, _: &[ChatMessage]) -> Result<UserTurn> {
-        Ok(self.turns.pop_front().unwrap_or(UserTurn::Stop))
+        match self.turns.pop_front() {
+            Some(turn) => Ok(turn),
+            None if self.termination == Termination::ContextFull => {
+                Err(ContextFull("the recorded user's context filled here".into()).into())
+            }
+            None => Ok(UserTurn::Stop),
+        }
     }
 }
 

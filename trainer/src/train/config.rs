@@ -63,6 +63,10 @@ pub struct ModelSection {
     pub tiny_layers: usize,
     pub tiny_heads: usize,
     pub tiny_kv_heads: usize,
+    /// With `init = "tiny"`: the most tokens it reads, prompt and reply
+    /// together (an episode whose dialogue outgrows it ends there); unset,
+    /// any number.
+    pub tiny_context: Option<usize>,
     /// The precision of the products with the weights (forward and backward,
     /// rollouts included): `f32`, or `bf16` — mixed precision, the weights
     /// and optimizer in f32; needs `--device cuda`.
@@ -87,6 +91,7 @@ impl Default for ModelSection {
             tiny_layers: 2,
             tiny_heads: 4,
             tiny_kv_heads: 2,
+            tiny_context: None,
             precision: Precision::F32,
             system: String::new(),
             tools: ToolListing::default(),
@@ -114,6 +119,7 @@ impl ModelSection {
             heads: self.tiny_heads,
             kv_heads: self.tiny_kv_heads,
             ffn: self.tiny_hidden * 3,
+            context: self.tiny_context,
             ..LlamaConfig::tiny(vocab)
         }
         .checked()

@@ -175,16 +175,30 @@ pub fn permutation(len: usize, seed: u64, epoch: usize) -> Vec<usize> {
     order
 }
 
+/// SFT's data: the gold turns as token sequences.
+pub struct SftData {
+    pub sequences: Vec<Sequence>,
+    /// Gold turns left out because they do not fit in the model's context,
+    /// as a rollout would have found its context full there.
+    pub turns_past_context: usize,
+}
+
 /// The gold episode of each SFT task (`fraction` of every environment's
 /// training tasks), as token sequences whose trained spans are the
-/// assistant's turns (each followed by the end of its turn).
+/// assistant's turns (each followed by the end of its turn), up to the
+/// first turn that would not fit in `context` tokens.
 pub fn sft_sequences(
     workloads: &[Workload<'_>],
     fraction: f64,
     tokenizer: &ModelTokenizer,
     max_turns: usize,
-) -> Result<Vec<Sequence>> {
-    let mut sequences = Vec::new();
+    context: Option<usize>,
+) -> Result<SftData> {
+    let context = context.unwrap_or(usize::MAX);
+    let mut data = SftData {
+        sequences: Vec::new(),
+        turns_past_context: 0,
+    };
     for workload in workloads {
         let tools = workload.env.component().tools();
         for &index in leading_share(&workload.train, fraction) {
@@ -216,10 +230,16 @@ pub fn sft_sequences(
                     completion,
                 });
             }
-            sequences.extend(Sequence::from_turns(&turns));
+            let fitting = turns
+                .iter()
+                .take_while(|turn| turn.prompt.len() + turn.completion.len() <= context)
+                .count();
+            data.turns_past_context += turns.len() - fitting;
+            data.sequences
+                .extend(Sequence::from_turns(&turns[..fitting]));
         }
     }
-    Ok(sequences)
+    Ok(data)
 }
 
 #[cfg(test)]

@@ -35,6 +35,10 @@ pub struct Metrics {
     /// RL: share of rollouts masked out (user misinformation).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub masked_share: Option<f64>,
+    /// RL: share of rollouts whose dialogue outgrew the model's context
+    /// (ended there, judged as they stood).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_full_share: Option<f64>,
     /// RL: tasks rolled out, and those kept by dynamic sampling.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tasks_drawn: Option<usize>,

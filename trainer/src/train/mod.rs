@@ -39,7 +39,7 @@ use forge_model::tokenizer::ModelTokenizer;
 use forge_rl::advantage::{self, Rollout as Scorable};
 use forge_runtime::Environment;
 use forge_runtime::episode_seed;
-use forge_runtime::trajectory::TrajectoryWriter;
+use forge_runtime::trajectory::{Termination, TrajectoryWriter};
 pub use metrics::{Metrics, read_metrics};
 use objective::{LossStats, Scored, Sequence, Surrogate};
 use optimizer::AdamOptimizer;
@@ -76,6 +76,9 @@ pub trait Observer {
     fn metrics(&mut self, metrics: &Metrics, total_steps: usize);
     /// A checkpoint was written.
     fn checkpoint(&mut self, _dir: &Path) {}
+    /// Something about the run that does not stop it but that its user
+    /// should know.
+    fn notice(&mut self, _message: &str) {}
 }
 
 /// The result of a run.
@@ -404,12 +407,27 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             self.evaluate(observer)?;
         }
         let sft_data = if self.position.step < sft_steps {
-            data::sft_sequences(
+            let data = data::sft_sequences(
                 &self.workloads,
                 self.config.sft.task_fraction,
                 &self.tokenizer,
                 self.config.tasks.max_turns,
-            )?
+                self.model.config.context,
+            )?;
+            if data.turns_past_context > 0 {
+                let context = self.model.config.context.unwrap_or_default();
+                anyhow::ensure!(
+                    !data.sequences.is_empty(),
+                    "no gold turn fits in the model's context of {context} tokens (its prompt \
+                     and reply together): SFT has nothing to learn from"
+                );
+                observer.notice(&format!(
+                    "{} gold turns lie past the model's context of {context} tokens: SFT \
+                     leaves them out",
+                    data.turns_past_context
+                ));
+            }
+            data.sequences
         } else {
             Vec::new()
         };
@@ -582,7 +600,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         };
         let train_seconds = train_started.elapsed().as_secs_f64();
         let rollouts = harvest.outcomes.len().max(1) as f64;
-        let share = |counted: fn(&(f64, bool)) -> bool| {
+        let share = |counted: fn(&Outcome) -> bool| {
             harvest
                 .outcomes
                 .iter()
@@ -603,12 +621,13 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 harvest
                     .outcomes
                     .iter()
-                    .map(|(reward, _)| reward)
+                    .map(|outcome| outcome.reward)
                     .sum::<f64>()
                     / rollouts,
             ),
-            success: Some(share(|(reward, _)| *reward >= 1.0)),
-            masked_share: Some(share(|(_, masked)| *masked)),
+            success: Some(share(|outcome| outcome.reward >= 1.0)),
+            masked_share: Some(share(|outcome| outcome.masked)),
+            context_full_share: Some(share(|outcome| outcome.context_full)),
             tasks_drawn: Some(harvest.drawn),
             tasks_kept: Some(harvest.groups.len()),
             advantage_mean: Some(advantage::mean(&valid_advantages)),
@@ -949,8 +968,7 @@ struct Harvest {
     groups: Vec<Group>,
     /// Tasks drawn, kept or not.
     drawn: usize,
-    /// Each rollout's reward, and whether it was masked.
-    outcomes: Vec<(f64, bool)>,
+    outcomes: Vec<Outcome>,
     sampled_tokens: usize,
     /// The sampled tokens' negative log-probs, summed.
     sampled_nll: f64,
@@ -958,9 +976,21 @@ struct Harvest {
     seconds: f64,
 }
 
+/// What a step's metrics count of one rollout.
+struct Outcome {
+    reward: f64,
+    masked: bool,
+    /// The dialogue outgrew the model's context.
+    context_full: bool,
+}
+
 impl Harvest {
     fn count(&mut self, rollout: &Rollout) {
-        self.outcomes.push((rollout.reward(), rollout.masked));
+        self.outcomes.push(Outcome {
+            reward: rollout.reward(),
+            masked: rollout.masked,
+            context_full: rollout.record.termination == Termination::ContextFull,
+        });
         self.sampled_tokens += rollout.sampled_tokens();
         self.sampled_nll -= rollout
             .turns

@@ -15,7 +15,7 @@ use forge_llm::ChatClient;
 use forge_llm::agents::RemoteUser;
 use forge_llm::judge::ModelJudge;
 use forge_model::tokenizer::ModelTokenizer;
-use forge_runtime::episode::{EpisodeSettings, Judge, User, run_episode};
+use forge_runtime::episode::{ContextFull, EpisodeSettings, Judge, User, run_episode};
 use forge_runtime::policy::{remembered_instruction, scripted_user};
 use forge_runtime::trajectory::EpisodeRecord;
 use forge_runtime::{Actor, Environment, PreparedTask};
@@ -145,7 +145,8 @@ impl Generator for Remote {
             }))
             .ok()
             .context("the batcher stopped")?;
-        answer.recv().ok().context("the batcher stopped")
+        let answer = answer.recv().ok().context("the batcher stopped")?;
+        Ok(answer?)
     }
 }
 
@@ -167,7 +168,7 @@ struct Pending {
     speaker: Speaker,
     prompt: Vec<u32>,
     sampling: Sampling,
-    reply: mpsc::Sender<Generation>,
+    reply: mpsc::Sender<Result<Generation, ContextFull>>,
 }
 
 impl<'a, B: Backend> Play<'a, B> {
@@ -268,7 +269,9 @@ impl<'a, B: Backend> Play<'a, B> {
 /// Decodes `turns` with `model` as one batch and answers each, going on
 /// from what each speaker has `read` of its episode (which the batch
 /// updates) or, for a first turn, from the longest prefix of its prompt in
-/// `first_prompts` (which then pools what it read of its prompt).
+/// `first_prompts` (which then pools what it read of its prompt). A turn
+/// samples no further than the model's context; one whose prompt fills it
+/// is answered [`ContextFull`], which ends its episode.
 fn decode<B: Backend>(
     model: &Llama<B>,
     turns: Vec<Pending>,
@@ -276,11 +279,29 @@ fn decode<B: Backend>(
     read: &mut HashMap<(usize, Speaker), Prefix<B>>,
     first_prompts: &mut PrefixPool<B>,
 ) {
+    let context = model.config.context.unwrap_or(usize::MAX);
+    let (turns, full): (Vec<_>, Vec<_>) = turns
+        .into_iter()
+        .partition(|turn| turn.prompt.len() < context);
+    for turn in full {
+        let full = ContextFull(format!(
+            "the prompt of {} tokens fills the model's context of {context}",
+            turn.prompt.len()
+        ));
+        // A thread that has gone away no longer needs its answer.
+        let _ = turn.reply.send(Err(full));
+    }
     if turns.is_empty() {
         return;
     }
     let prompts: Vec<&[u32]> = turns.iter().map(|turn| &turn.prompt[..]).collect();
-    let samplings: Vec<Sampling> = turns.iter().map(|turn| turn.sampling.clone()).collect();
+    let samplings: Vec<Sampling> = turns
+        .iter()
+        .map(|turn| Sampling {
+            max_tokens: turn.sampling.max_tokens.min(context - turn.prompt.len()),
+            ..turn.sampling.clone()
+        })
+        .collect();
     let keys: Vec<_> = turns.iter().map(|turn| (turn.row, turn.speaker)).collect();
     let firsts: Vec<bool> = keys.iter().map(|key| !read.contains_key(key)).collect();
     let mut prefixes: Vec<Prefix<B>> = keys
@@ -299,8 +320,7 @@ fn decode<B: Backend>(
     }
     read.extend(keys.into_iter().zip(prefixes));
     for (turn, generation) in turns.into_iter().zip(generations) {
-        // A thread that has gone away no longer needs its turn.
-        let _ = turn.reply.send(generation);
+        let _ = turn.reply.send(Ok(generation));
     }
 }
 
