@@ -115,6 +115,17 @@ impl Environment {
                 gold,
             });
         }
+        let collections = std::iter::once(&default_state)
+            .chain(tasks.iter().flat_map(|task| [&task.initial, &task.gold]))
+            .flat_map(|state| state.collections().map(|(name, _)| name.as_str()))
+            .collect();
+        bundle
+            .manifest
+            .verify
+            .check_collections(&collections)
+            .map_err(|message| {
+                anyhow!("environment `{name}`: the manifest's `verify`: {message}")
+            })?;
         let content_hash = bundle.content_hash();
         Ok(Self {
             bundle,

@@ -43,24 +43,49 @@ impl VerifyRules {
         self.ignore_fields.is_empty() && self.unordered_lists.is_empty()
     }
 
+    /// Every rule, with the name of its list.
+    fn rules(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        let ignored = self
+            .ignore_fields
+            .iter()
+            .map(|rule| ("ignore_fields", rule));
+        let unordered = self
+            .unordered_lists
+            .iter()
+            .map(|rule| ("unordered_lists", rule));
+        ignored
+            .chain(unordered)
+            .map(|(list, rule)| (list, rule.as_str()))
+    }
+
     /// Refuses a rule that is not `collection.field`: it would apply to
     /// nothing, and states would differ where the bundle meant them not to.
     pub fn check(&self) -> Result<(), String> {
-        for (list, rule) in self
-            .ignore_fields
-            .iter()
-            .map(|rule| ("ignore_fields", rule))
-            .chain(
-                self.unordered_lists
-                    .iter()
-                    .map(|rule| ("unordered_lists", rule)),
-            )
-        {
+        for (list, rule) in self.rules() {
             if !rule
                 .split_once('.')
                 .is_some_and(|(collection, field)| !collection.is_empty() && !field.is_empty())
             {
                 return Err(format!("`{list}` rule `{rule}` is not `collection.field`"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses a rule whose collection is none of `known` (those the
+    /// environment's states hold): a misspelt name applies to nothing.
+    pub fn check_collections(&self, known: &BTreeSet<&str>) -> Result<(), String> {
+        for (list, rule) in self.rules() {
+            let collection = rule
+                .split_once('.')
+                .map_or(rule, |(collection, _)| collection);
+            if !known.contains(collection) {
+                let known: Vec<&str> = known.iter().copied().collect();
+                return Err(format!(
+                    "`{list}` rule `{rule}` names collection `{collection}`, which no state of \
+                     the environment holds (it holds: {})",
+                    known.join(", ")
+                ));
             }
         }
         Ok(())
@@ -364,6 +389,19 @@ mod tests {
         );
         assert!(rules(&[".note"], &[]).check().is_err());
         assert!(rules(&["orders."], &[]).check().is_err());
+        let known = BTreeSet::from(["orders", "users"]);
+        assert_eq!(
+            rules(&["orders.note"], &["users.tags"]).check_collections(&known),
+            Ok(())
+        );
+        assert_eq!(
+            rules(&["orders.note"], &["user.tags"]).check_collections(&known),
+            Err(
+                "`unordered_lists` rule `user.tags` names collection `user`, which no state of \
+                 the environment holds (it holds: orders, users)"
+                    .to_owned()
+            )
+        );
     }
 
     #[test]

@@ -361,6 +361,19 @@ fn bad_input_gets_errors_that_name_the_problem() {
         "{}",
         stderr(&output)
     );
+    // A verify rule whose collection no state holds (misspelt) would apply
+    // to nothing.
+    let bundle = export_example(&dir.path().join("rules"));
+    let manifest_path = bundle.join("manifest.json");
+    let mut manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    manifest["verify"]["unordered_lists"] = json!(["order.returned_items"]);
+    std::fs::write(&manifest_path, manifest.to_string()).unwrap();
+    let output = forge(&["run", "--env", bundle.to_str().unwrap()]);
+    assert_refused(
+        &output,
+        "`unordered_lists` rule `order.returned_items` names collection `order`, which no state",
+    );
 
     // A count plays the bundle's first tasks; ids play in the order named.
     let played = |selection: &str| {
