@@ -10,8 +10,8 @@ use std::str::FromStr;
 
 #[derive(Args, Debug)]
 pub struct PlayArgs {
-    /// `all`, `first:N` (or a bare N that is no task's id): the first N
-    /// tasks, or task ids separated by commas.
+    /// `all`, `first:N` (or a bare N where tasks are not numbered): the
+    /// first N tasks, or task ids separated by commas.
     #[arg(long, default_value = "all", value_name = "all|N|first:N|ID,ID")]
     pub tasks: TaskSelection,
     /// Seed of the run; each episode's seed derives from it, the task and
@@ -44,10 +44,10 @@ impl PlayArgs {
 }
 
 /// The value of `--tasks`: `all`; `first:N` or a bare `N`, the first N
-/// tasks in the bundle's order; or task ids separated by commas. A bare
-/// number that is also a task's id names that task (τ²-bench numbers its
-/// tasks), so `--tasks 5` is task `5` there and five tasks elsewhere;
-/// `first:5` is five tasks everywhere.
+/// tasks in the bundle's order; or task ids separated by commas. Where
+/// tasks are numbered (τ²-bench's), a bare number is a task's id, so
+/// `--tasks 5` is task `5` there (and `--tasks 99` a task that is not
+/// there) and five tasks elsewhere; `first:5` is five tasks everywhere.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TaskSelection {
     All,
@@ -97,8 +97,12 @@ impl TaskSelection {
         }
         let ids: Vec<&str> = tasks.iter().map(|task| task.task.id.as_str()).collect();
         let chosen = self.positions(&ids).map_err(|missing| {
+            let count = match missing.parse::<usize>() {
+                Ok(count) => format!("; `first:{count}` plays its first {count} tasks"),
+                Err(_) => String::new(),
+            };
             anyhow::anyhow!(
-                "environment `{}` has no task `{missing}` (see `forge inspect`)",
+                "environment `{}` has no task `{missing}` (see `forge inspect`){count}",
                 env.name()
             )
         })?;
@@ -112,8 +116,9 @@ impl TaskSelection {
             Self::All => Ok((0..ids.len()).collect()),
             Self::First(count) => Ok(first(*count)),
             Self::Ids(named) => {
+                let numbered = ids.iter().any(|id| id.parse::<usize>().is_ok());
                 if let [only] = named.as_slice()
-                    && !ids.contains(&only.as_str())
+                    && !numbered
                     && let Ok(count @ 1..) = only.parse::<usize>()
                 {
                     return Ok(first(count));
@@ -140,7 +145,7 @@ mod tests {
     }
 
     #[test]
-    fn a_bare_number_counts_tasks_unless_it_is_an_id() {
+    fn a_bare_number_counts_tasks_unless_tasks_are_numbered() {
         let named = ["shop-01", "shop-02", "shop-03"];
         assert_eq!(positions("2", &named), Ok(vec![0, 1]));
         assert_eq!(positions("first:2", &named), Ok(vec![0, 1]));
@@ -148,7 +153,7 @@ mod tests {
         let numbered = ["0", "1", "2", "3", "4", "5", "6"];
         assert_eq!(positions("5", &numbered), Ok(vec![5]));
         assert_eq!(positions("first:5", &numbered), Ok(vec![0, 1, 2, 3, 4]));
-        assert_eq!(positions("9", &numbered), Ok((0..7).collect()));
+        assert_eq!(positions("9", &numbered), Err("9".into()));
     }
 
     #[test]
