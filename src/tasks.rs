@@ -98,7 +98,9 @@ impl TaskSelection {
         let ids: Vec<&str> = tasks.iter().map(|task| task.task.id.as_str()).collect();
         let chosen = self.positions(&ids).map_err(|missing| {
             let count = match missing.parse::<usize>() {
-                Ok(count) => format!("; `first:{count}` plays its first {count} tasks"),
+                Ok(count) => {
+                    format!("; its tasks are numbered, so a count of them is `first:{count}`")
+                }
                 Err(_) => String::new(),
             };
             anyhow::anyhow!(
