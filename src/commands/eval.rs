@@ -128,15 +128,25 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         in_canonical_order(&trajectories, &done)?;
     }
     let mut outcomes: BTreeMap<String, Vec<bool>> = BTreeMap::new();
+    // How the episodes ended: an agent that loops runs out of turns, one
+    // whose dialogue outgrows its model's context is cut there.
+    let mut terminations: BTreeMap<&str, usize> = BTreeMap::new();
     for task in &tasks {
         for trial in 0..args.trials {
             let key = (task.task.id.clone(), args.play.seed_of(task, trial));
+            let record = &done[&key];
             outcomes
                 .entry(task.task.id.clone())
                 .or_default()
-                .push(done[&key].verdict.reward >= 1.0);
+                .push(record.verdict.reward >= 1.0);
+            *terminations.entry(record.termination.name()).or_default() += 1;
         }
     }
+    let ended = terminations
+        .iter()
+        .map(|(how, count)| format!("{count} {how}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     progress.finish_and_clear();
 
     let successes =
@@ -190,10 +200,14 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         "pass_hat_k": pass,
         "mean_flip_rate": mean_flip,
         "flip_rate": flips,
+        "terminations": terminations,
         "llm_usage": agents.client().map(forge_llm::ChatClient::usage),
     });
     std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&report)?)?;
-    std::fs::write(dir.join("report.md"), markdown(&report, &pass, mean_flip))?;
+    std::fs::write(
+        dir.join("report.md"),
+        markdown(&report, &pass, mean_flip, &ended),
+    )?;
     chart(&dir.join("pass_k.svg"), &label, &pass)?;
     if args.json {
         output::json_line(&report);
@@ -208,7 +222,8 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         }
         println!("{table}");
         println!(
-            "{} on {} ({} × {}; {} run, {} resumed); mean flip rate {mean_flip:.3}; report in {}",
+            "{} on {} ({} × {}; {} run, {} resumed); mean flip rate {mean_flip:.3}; \
+             episodes ended: {ended}; report in {}",
             label,
             env.name(),
             output::count(outcomes.len(), "task"),
@@ -308,7 +323,7 @@ fn chart(path: &std::path::Path, label: &str, pass: &[PassK]) -> Result<()> {
     draw().map_err(|err| anyhow::anyhow!("drawing {}: {err}", path.display()))
 }
 
-fn markdown(report: &serde_json::Value, pass: &[PassK], mean_flip: f64) -> String {
+fn markdown(report: &serde_json::Value, pass: &[PassK], mean_flip: f64, ended: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -332,7 +347,8 @@ fn markdown(report: &serde_json::Value, pass: &[PassK], mean_flip: f64) -> Strin
     }
     let _ = writeln!(
         out,
-        "\nMean flip rate across trials: {mean_flip:.3}.\n\n![pass^k](pass_k.svg)"
+        "\nMean flip rate across trials: {mean_flip:.3}. Episodes ended: {ended}.\n\n\
+         ![pass^k](pass_k.svg)"
     );
     out
 }

@@ -88,6 +88,7 @@ fn eval_with_a_remote_policy_reports_pass_k_and_resumes() {
     assert_eq!(report["pass_hat_k"][0]["value"], 1.0, "{report}");
     assert_eq!(report["pass_hat_k"][1]["k"], 2);
     assert_eq!(report["mean_flip_rate"], 0.0);
+    assert_eq!(report["terminations"], json!({"user_stop": 6}));
     assert!(report["llm_usage"]["requests"].as_u64().unwrap() > 6);
     let results = out
         .join(report["content_hash"].as_str().unwrap())
