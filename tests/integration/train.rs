@@ -101,6 +101,8 @@ fn the_smoke_run_trains_sft_then_erpo_on_the_cpu() {
     for key in [
         "reward",
         "masked_share",
+        "truncated_share",
+        "context_full_share",
         "advantage_std",
         "grad_norm",
         "entropy",
@@ -1129,6 +1131,7 @@ fn a_dialogue_that_outgrows_the_model_context_ends_there_and_replays() {
     );
     let (step, episodes) = rl_step(&run);
     assert!(step["context_full_share"].is_number(), "{step}");
+    assert!(step["truncated_share"].as_f64().unwrap() > 0.0, "{step}");
     let turns: Vec<&Value> = episodes
         .iter()
         .flat_map(|episode| episode["policy_trace"]["turns"].as_array().unwrap())

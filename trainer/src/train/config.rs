@@ -228,6 +228,11 @@ pub struct RlSection {
     /// Drop rollouts in which the simulated user gave wrong or missing
     /// information (MEU masking) from advantages and loss.
     pub masking: bool,
+    /// Drop rollouts that ran long — a turn cut at `max_new_tokens` or the
+    /// context's end, or a dialogue that outgrew the context — from
+    /// advantages and loss (DAPO's overlong filtering): their failure says
+    /// the reply was cut, not that it was wrong.
+    pub mask_overlong: bool,
     /// Probability that the simulated user misstates or withholds a fact
     /// (a model user is given the instruction with the fact spoiled).
     pub user_instability: f64,
@@ -256,6 +261,7 @@ impl Default for RlSection {
             updates_per_batch: 2,
             dynamic_sampling: true,
             masking: true,
+            mask_overlong: false,
             user_instability: 0.0,
             save_rollouts: false,
             lr: 1e-5,

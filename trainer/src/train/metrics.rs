@@ -35,6 +35,11 @@ pub struct Metrics {
     /// RL: share of rollouts masked out (user misinformation).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub masked_share: Option<f64>,
+    /// RL: share of rollouts with a turn cut before the model ended it (at
+    /// `rl.max_new_tokens` or the context's end): many say the limit is
+    /// too low, or the policy rambles.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncated_share: Option<f64>,
     /// RL: share of rollouts whose dialogue outgrew the model's context
     /// (ended there, judged as they stood).
     #[serde(skip_serializing_if = "Option::is_none")]

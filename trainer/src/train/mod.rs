@@ -579,7 +579,11 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let config = self.config.rl.clone();
         let step = self.position.step;
         let harvest = self.harvest(step)?;
-        let scorable: Vec<Scorable> = harvest.groups.iter().flat_map(Group::scorable).collect();
+        let scorable: Vec<Scorable> = harvest
+            .groups
+            .iter()
+            .flat_map(|group| group.scorable(config.mask_overlong))
+            .collect();
         let advantages = advantage::advantages(&scorable, config.scaling, config.eps);
         let mut batch = scored_batch(&harvest.groups, &advantages, config.rollouts);
         if let Some(reference) = &self.reference {
@@ -627,6 +631,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             ),
             success: Some(share(|outcome| outcome.reward >= 1.0)),
             masked_share: Some(share(|outcome| outcome.masked)),
+            truncated_share: Some(share(|outcome| outcome.truncated)),
             context_full_share: Some(share(|outcome| outcome.context_full)),
             tasks_drawn: Some(harvest.drawn),
             tasks_kept: Some(harvest.groups.len()),
@@ -714,7 +719,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                     harvest.count(rollout);
                 }
                 let informative =
-                    !forge_rl::sampling::informative_tasks(&group.scorable()).is_empty();
+                    !forge_rl::sampling::informative_tasks(&group.scorable(config.mask_overlong))
+                        .is_empty();
                 if informative || !config.dynamic_sampling {
                     harvest.groups.push(group);
                 }
@@ -928,15 +934,16 @@ struct Group {
 }
 
 impl Group {
-    /// What the advantages are computed from.
-    fn scorable(&self) -> Vec<Scorable> {
+    /// What the advantages are computed from: rollouts whose user the
+    /// judge flags are masked, and with `mask_overlong` those that ran long.
+    fn scorable(&self, mask_overlong: bool) -> Vec<Scorable> {
         self.rollouts
             .iter()
             .map(|rollout| Scorable {
                 environment: self.env.to_string(),
                 task: self.task.to_string(),
                 reward: rollout.reward(),
-                masked: rollout.masked,
+                masked: rollout.masked || (mask_overlong && rollout.overlong()),
             })
             .collect()
     }
@@ -980,6 +987,8 @@ struct Harvest {
 struct Outcome {
     reward: f64,
     masked: bool,
+    /// A turn was cut before the model ended it.
+    truncated: bool,
     /// The dialogue outgrew the model's context.
     context_full: bool,
 }
@@ -989,6 +998,7 @@ impl Harvest {
         self.outcomes.push(Outcome {
             reward: rollout.reward(),
             masked: rollout.masked,
+            truncated: rollout.truncated(),
             context_full: rollout.record.termination == Termination::ContextFull,
         });
         self.sampled_tokens += rollout.sampled_tokens();
@@ -998,5 +1008,56 @@ impl Harvest {
             .flat_map(|turn| &turn.logprobs)
             .map(|&logprob| f64::from(logprob))
             .sum::<f64>();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A rollout of `reward` that ends as `termination`, its one turn
+    /// ended by the model (`stopped`) or cut.
+    fn rollout(reward: f64, stopped: bool, termination: &str) -> Rollout {
+        let record = json!({
+            "format": forge_runtime::trajectory::FORMAT,
+            "environment": {"name": "env", "content_hash": "0"},
+            "task_id": "task", "policy": POLICY, "seed": 0, "max_turns": 4,
+            "messages": [], "steps": [], "termination": termination,
+            "final_state_sha256": "0", "reward": reward, "state_match": reward == 1.0,
+            "outputs": [], "partial_credit": reward,
+            "policy_trace": {"turns": [{"stopped": stopped}]},
+        });
+        Rollout {
+            record: serde_json::from_value(record).unwrap(),
+            turns: Vec::new(),
+            masked: false,
+        }
+    }
+
+    #[test]
+    fn overlong_rollouts_are_masked_only_when_asked() {
+        let group = Group {
+            env: 0,
+            task: 0,
+            rollouts: vec![
+                rollout(1.0, true, "user_stop"),
+                rollout(0.0, false, "user_stop"),
+                rollout(0.0, true, "context_full"),
+            ],
+        };
+        let masked = |mask_overlong| -> Vec<bool> {
+            let scorable = group.scorable(mask_overlong);
+            scorable.iter().map(|rollout| rollout.masked).collect()
+        };
+        assert_eq!(masked(false), [false, false, false]);
+        assert_eq!(masked(true), [false, true, true]);
+        // Its only failures cut short, the task teaches nothing: dynamic
+        // sampling draws another.
+        let informative = |mask_overlong| {
+            !forge_rl::sampling::informative_tasks(&group.scorable(mask_overlong)).is_empty()
+        };
+        assert!(informative(false));
+        assert!(!informative(true));
     }
 }

@@ -17,7 +17,7 @@ use forge_llm::judge::ModelJudge;
 use forge_model::tokenizer::ModelTokenizer;
 use forge_runtime::episode::{ContextFull, EpisodeSettings, Judge, User, run_episode};
 use forge_runtime::policy::{remembered_instruction, scripted_user};
-use forge_runtime::trajectory::EpisodeRecord;
+use forge_runtime::trajectory::{EpisodeRecord, Termination};
 use forge_runtime::{Actor, Environment, PreparedTask};
 use serde_json::Value;
 use std::cell::RefCell;
@@ -40,6 +40,25 @@ impl Rollout {
 
     pub fn sampled_tokens(&self) -> usize {
         self.turns.iter().map(|turn| turn.completion.len()).sum()
+    }
+
+    /// A turn was cut before the model ended it: at `max_new_tokens`, or
+    /// where its context ends.
+    pub fn truncated(&self) -> bool {
+        let turns = self
+            .record
+            .policy_trace
+            .as_ref()
+            .map(|trace| &trace["turns"]);
+        turns
+            .and_then(Value::as_array)
+            .is_some_and(|turns| turns.iter().any(|turn| turn["stopped"] == false))
+    }
+
+    /// The episode ran long: a turn was cut, or the dialogue outgrew the
+    /// model's context.
+    pub fn overlong(&self) -> bool {
+        self.truncated() || self.record.termination == Termination::ContextFull
     }
 }
 
