@@ -98,10 +98,10 @@ impl TaskSelection {
         let ids: Vec<&str> = tasks.iter().map(|task| task.task.id.as_str()).collect();
         let chosen = self.positions(&ids).map_err(|missing| {
             let count = match missing.parse::<usize>() {
-                Ok(count) => {
+                Ok(count @ 1..) if numbered(&ids) => {
                     format!("; its tasks are numbered, so a count of them is `first:{count}`")
                 }
-                Err(_) => String::new(),
+                _ => String::new(),
             };
             anyhow::anyhow!(
                 "environment `{}` has no task `{missing}` (see `forge inspect`){count}",
@@ -118,9 +118,8 @@ impl TaskSelection {
             Self::All => Ok((0..ids.len()).collect()),
             Self::First(count) => Ok(first(*count)),
             Self::Ids(named) => {
-                let numbered = ids.iter().any(|id| id.parse::<usize>().is_ok());
                 if let [only] = named.as_slice()
-                    && !numbered
+                    && !numbered(ids)
                     && let Ok(count @ 1..) = only.parse::<usize>()
                 {
                     return Ok(first(count));
@@ -136,6 +135,11 @@ impl TaskSelection {
             }
         }
     }
+}
+
+/// Whether tasks go by numbers (τ²-bench's): a bare number is then an id.
+fn numbered(ids: &[&str]) -> bool {
+    ids.iter().any(|id| id.parse::<usize>().is_ok())
 }
 
 #[cfg(test)]

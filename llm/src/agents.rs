@@ -1,6 +1,6 @@
 //! Remote models as the agent (policy) and as the simulated user.
 
-use crate::ChatClient;
+use crate::{ChatClient, ChatError};
 use forge_runtime::bundle::ToolCall;
 use forge_runtime::episode::{Action, ContextFull, Policy, User, UserTurn};
 use forge_runtime::policy::{AGENT_GREETING, USER_STOP, user_brief};
@@ -179,9 +179,9 @@ impl<'a> RemoteUser<'a> {
 fn complete(client: &ChatClient, messages: Vec<Value>, tools: &Value) -> anyhow::Result<Value> {
     client
         .complete_message(&Value::Array(messages), Some(tools))
-        .map_err(|err| match err.is_context_full() {
-            true => ContextFull(err.to_string()).into(),
-            false => err.into(),
+        .map_err(|err| match err {
+            ChatError::ContextFull(_) => ContextFull(err.to_string()).into(),
+            err => err.into(),
         })
 }
 

@@ -98,35 +98,54 @@ pub enum ChatError {
     Transport(String),
     #[error("the endpoint's answer is not a chat completion: {0}")]
     Malformed(String),
+    #[error("the request does not fit in the model's context: {0}")]
+    ContextFull(String),
 }
 
 impl ChatError {
-    /// Whether the endpoint refused the request for not fitting in the
-    /// model's context: OpenAI's `context_length_exceeded`, vLLM's and
-    /// SGLang's "maximum context length" / "context length", llama.cpp's
-    /// `exceed_context_size_error`.
-    pub fn is_context_full(&self) -> bool {
-        let Self::Status { status: 400, body } = self else {
-            return false;
-        };
-        let body = body.to_lowercase();
-        [
-            "context length",
-            "context_length",
-            "context size",
-            "context_size",
-        ]
-        .iter()
-        .any(|said| body.contains(said))
-    }
-
     fn retryable(&self) -> bool {
         match self {
             Self::Status { status, .. } => *status == 429 || *status >= 500,
             Self::Transport(_) => true,
-            Self::Malformed(_) => false,
+            Self::Malformed(_) | Self::ContextFull(_) => false,
         }
     }
+}
+
+/// Whether an endpoint's refusal says the request does not fit in the
+/// model's context: OpenAI's `context_length_exceeded`, vLLM's and SGLang's
+/// "maximum context length" / "context length", llama.cpp's
+/// `exceed_context_size_error`, TGI's "`max_new_tokens` must be <=". Only
+/// the error's own fields are read: some servers echo the request back,
+/// and its text may say anything.
+fn refused_for_length(status: u16, body: &str) -> bool {
+    if !matches!(status, 400 | 413 | 422) {
+        return false;
+    }
+    let Ok(answer) = serde_json::from_str::<Value>(body) else {
+        return false;
+    };
+    let fields = [
+        "/error/code",
+        "/error/type",
+        "/error/message",
+        "/error",
+        "/error_type",
+        "/message",
+        "/detail",
+    ];
+    let phrases = [
+        "context length",
+        "context_length",
+        "context size",
+        "context_size",
+        "max_new_tokens` must be <=",
+    ];
+    fields
+        .iter()
+        .filter_map(|field| answer.pointer(field).and_then(Value::as_str))
+        .map(str::to_lowercase)
+        .any(|said| phrases.iter().any(|phrase| said.contains(phrase)))
 }
 
 /// Tokens used so far.
@@ -247,6 +266,9 @@ impl ChatClient {
             .body_mut()
             .read_to_string()
             .map_err(|err| ChatError::Transport(err.to_string()))?;
+        if refused_for_length(status, &text) {
+            return Err(ChatError::ContextFull(truncate(&text)));
+        }
         if status != 200 {
             return Err(ChatError::Status {
                 status,
@@ -332,20 +354,33 @@ mod tests {
 
     #[test]
     fn servers_refusing_a_request_past_the_context_are_told_apart() {
-        let refused = |status, body: &str| ChatError::Status {
-            status,
-            body: body.into(),
-        };
-        for body in [
-            r#"{"error": {"message": "This model's maximum context length is 8192 tokens.", "code": "context_length_exceeded"}}"#,
-            r#"{"object": "error", "message": "This model's maximum context length is 2048 tokens. However, you requested 2100 tokens."}"#,
-            r#"{"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it", "type": "exceed_context_size_error"}}"#,
+        for (status, body) in [
+            (
+                400,
+                r#"{"error": {"message": "This model's maximum context length is 8192 tokens.", "code": "context_length_exceeded"}}"#,
+            ),
+            (
+                400,
+                r#"{"object": "error", "message": "This model's maximum context length is 2048 tokens. However, you requested 2100 tokens."}"#,
+            ),
+            (
+                400,
+                r#"{"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it", "type": "exceed_context_size_error"}}"#,
+            ),
+            (
+                422,
+                r#"{"error": "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 2048. Given: 2000", "error_type": "validation"}"#,
+            ),
         ] {
-            assert!(refused(400, body).is_context_full(), "{body}");
+            assert!(refused_for_length(status, body), "{body}");
         }
-        // The same words in a server error, and other refusals, are not.
-        assert!(!refused(500, "context length").is_context_full());
-        assert!(!refused(400, r#"{"error": "unknown model"}"#).is_context_full());
-        assert!(!ChatError::Transport("context length".into()).is_context_full());
+        // The same words in a server error, in an echoed request, or in
+        // text that is no JSON error, are not.
+        let context = r#"{"error": {"message": "context length"}}"#;
+        assert!(!refused_for_length(500, context));
+        let echoed = r#"{"detail": [{"msg": "field required", "input": "my context length"}]}"#;
+        assert!(!refused_for_length(422, echoed));
+        assert!(!refused_for_length(400, "context length"));
+        assert!(!refused_for_length(400, r#"{"error": "unknown model"}"#));
     }
 }

@@ -63,10 +63,11 @@ pub trait User {
 }
 
 /// A model's dialogue no longer fits in its context. Returned by a
-/// [`Policy`] or [`User`], it ends the episode there, to be judged as it
-/// stands: a model that cannot read the dialogue cannot go on with it, and
-/// the episode is as much a result (a failure, mostly) as one that ran out
-/// of turns.
+/// [`Policy`] or by [`User::respond`], it ends the episode there, to be
+/// judged as it stands: a model that cannot read the dialogue cannot go on
+/// with it, and the episode is as much a result (a failure, mostly) as one
+/// that ran out of turns. From [`User::open`] it fails the episode, which
+/// has no dialogue without an opening.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct ContextFull(pub String);
@@ -116,13 +117,7 @@ pub fn run_episode(
     let tools = env.component().tools();
     let mut episode = Episode::start(env, task, user, settings)?;
     while !episode.is_over() {
-        match policy.act(&episode.transcript(), tools) {
-            Ok(action) => {
-                episode.act(action, user)?;
-            }
-            Err(err) if is_context_full(&err) => episode.end(Termination::ContextFull),
-            Err(err) => return Err(err),
-        }
+        episode.step(policy, user, tools)?;
     }
     episode.finish(env, task, policy_name, policy.trace(), judge)
 }
@@ -257,11 +252,22 @@ impl Episode {
         Ok(self.termination)
     }
 
-    /// Ends the episode before its dialogue did, for `why`: the policy's
-    /// context is full, or a replay reached where its record ended. Ending
-    /// an episode that is over changes nothing.
-    pub fn end(&mut self, why: Termination) {
-        self.termination.get_or_insert(why);
+    /// Takes `policy`'s next action, which ends the episode where the
+    /// policy's context is full.
+    pub fn step(
+        &mut self,
+        policy: &mut dyn Policy,
+        user: &mut dyn User,
+        tools: &[ToolSpec],
+    ) -> Result<()> {
+        match policy.act(&self.transcript(), tools) {
+            Ok(action) => {
+                self.act(action, user)?;
+            }
+            Err(err) if is_context_full(&err) => self.termination = Some(Termination::ContextFull),
+            Err(err) => return Err(err),
+        }
+        Ok(())
     }
 
     /// Judges the episode (its NL assertions only when a `judge` is given)

@@ -2,7 +2,7 @@
 //! the first place it diverges.
 
 use crate::environment::{Environment, PreparedTask};
-use crate::episode::{Episode, EpisodeSettings, Judge, Policy};
+use crate::episode::{Episode, EpisodeSettings, Judge};
 use crate::policy::{RecordedJudge, ReplayPolicy, ReplayUser};
 use crate::trajectory::{EpisodeRecord, Termination};
 use anyhow::{Result, bail};
@@ -75,8 +75,7 @@ pub fn replay_episode(env: &Environment, record: &EpisodeRecord) -> Result<Optio
 }
 
 /// Runs the recorded agent actions: to the episode's end, or — for an
-/// episode that was closed, or whose model's context filled, before its
-/// dialogue ended — until they run out.
+/// episode that was closed before it ended — until they run out.
 fn replay_actions(
     env: &Environment,
     task: &PreparedTask,
@@ -88,16 +87,10 @@ fn replay_actions(
     let tools = env.component().tools();
     let mut episode = Episode::start(env, task, user, settings)?;
     while !episode.is_over() {
-        let cut = matches!(
-            record.termination,
-            Termination::Closed | Termination::ContextFull
-        );
-        if policy.is_exhausted() && cut {
-            episode.end(record.termination);
+        if policy.is_exhausted() && record.termination == Termination::Closed {
             break;
         }
-        let action = policy.act(&episode.transcript(), tools)?;
-        episode.act(action, user)?;
+        episode.step(policy, user, tools)?;
     }
     Ok(episode)
 }

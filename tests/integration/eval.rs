@@ -301,7 +301,7 @@ fn a_remote_model_whose_context_fills_ends_the_episode_there() {
     let dir = tempfile::tempdir().unwrap();
     let run = |name: &str, args: &[&str]| {
         let path = dir.path().join(name);
-        let mut all = vec!["run", "--json", "--tasks", "shop-03", "--model", "stub"];
+        let mut all = vec!["run", "--json", "--tasks", "shop-03"];
         all.extend_from_slice(args);
         all.extend_from_slice(&["--out", path.to_str().unwrap()]);
         let output = forge(&all);
@@ -337,11 +337,26 @@ fn a_remote_model_whose_context_fills_ends_the_episode_there() {
     });
     let record = run(
         "agent.jsonl",
-        &["--policy", "openai", "--base-url", &agent.url],
+        &[
+            "--policy",
+            "openai",
+            "--base-url",
+            &agent.url,
+            "--model",
+            "stub",
+        ],
     );
     assert_eq!(record["termination"], "context_full", "{record}");
     assert_eq!(record["steps"][0]["status"], "ok", "{record}");
     assert_eq!(record["reward"], 0.0);
+    // The replaying policy finds the recorded context full where it was.
+    let recorded = dir.path().join("agent.jsonl");
+    let again = run(
+        "again.jsonl",
+        &["--policy", "replay", "--from", recorded.to_str().unwrap()],
+    );
+    assert_eq!(again["messages"], record["messages"]);
+    assert_eq!(again["termination"], "context_full");
 
     // The user opens; its answer to the agent no longer fits.
     let user = StubServer::start(10, |_, index| match index {
@@ -357,6 +372,8 @@ fn a_remote_model_whose_context_fills_ends_the_episode_there() {
             "openai",
             "--base-url",
             &user.url,
+            "--model",
+            "stub",
         ],
     );
     assert_eq!(record["termination"], "context_full", "{record}");

@@ -5,9 +5,11 @@ use crate::trajectory::{ChatMessage, EpisodeRecord, Role, Termination};
 use anyhow::{Context, Result, bail};
 use std::collections::VecDeque;
 
-/// Repeats the agent actions of a recorded episode.
+/// Repeats the agent actions of a recorded episode, then, where the
+/// recorded agent's context filled, finds it full again.
 pub struct ReplayPolicy {
     actions: VecDeque<Action>,
+    termination: Termination,
 }
 
 impl ReplayPolicy {
@@ -44,7 +46,10 @@ impl ReplayPolicy {
                 }
             }
         }
-        Ok(Self { actions })
+        Ok(Self {
+            actions,
+            termination: record.termination,
+        })
     }
 
     /// Whether every recorded action has been taken.
@@ -57,6 +62,9 @@ impl Policy for ReplayPolicy {
     fn act(&mut self, _: &[ChatMessage], _: &[ToolSpec]) -> Result<Action> {
         match self.actions.pop_front() {
             Some(action) => Ok(action),
+            None if self.termination == Termination::ContextFull => {
+                Err(ContextFull("the recorded agent's context filled here".into()).into())
+            }
             None => bail!("the recorded episode has no further agent action"),
         }
     }

@@ -178,8 +178,8 @@ pub fn permutation(len: usize, seed: u64, epoch: usize) -> Vec<usize> {
 /// SFT's data: the gold turns as token sequences.
 pub struct SftData {
     pub sequences: Vec<Sequence>,
-    /// Gold turns left out because they do not fit in the model's context,
-    /// as a rollout would have found its context full there.
+    /// Gold turns left out because their prompt and reply together do not
+    /// fit in the model's context: a rollout could not have sampled them.
     pub turns_past_context: usize,
 }
 
