@@ -8,7 +8,7 @@ use crate::output;
 use crate::tasks::PlayArgs;
 use anyhow::Result;
 use clap::Args;
-use forge_runtime::trajectory::EpisodeRecord;
+use forge_runtime::trajectory::{EpisodeRecord, Termination};
 use forge_runtime::{Environment, Sandbox, TrajectoryWriter};
 use serde_json::json;
 use std::path::PathBuf;
@@ -159,10 +159,15 @@ fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, Episo
                     .is_some_and(|task| !task.task.nl_assertions.is_empty())
         })
         .count();
+    let context_full = records
+        .iter()
+        .filter(|(_, record)| record.termination == Termination::ContextFull)
+        .count();
     if args.json {
         output::json_line(&json!({
             "summary": true,
             "episodes_with_unevaluated_checks": unevaluated,
+            "episodes_context_full": context_full,
             "masked_share": masked_share,
             "unmasked_success_rate": unmasked_success_rate,
             "environment": env.name(),
@@ -217,6 +222,12 @@ fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, Episo
     if unevaluated > 0 {
         println!(
             "{unevaluated} of {episodes} episodes' tasks have NL assertions that no judge evaluated (see --judge-model): their reward covers the other checks"
+        );
+    }
+    if context_full > 0 {
+        println!(
+            "{context_full} of {episodes} episodes outgrew the model's context and ended there \
+             (`context_full`), judged as they stood"
         );
     }
     if !pass_hat_k.is_empty() {

@@ -306,6 +306,8 @@ fn a_remote_model_whose_context_fills_ends_the_episode_there() {
         all.extend_from_slice(&["--out", path.to_str().unwrap()]);
         let output = forge(&all);
         assert!(output.status.success(), "{}", stderr(&output));
+        let summary = json_lines(&output).pop().unwrap();
+        assert_eq!(summary["episodes_context_full"], 1, "{summary}");
         let record: Value = serde_json::from_str(
             std::fs::read_to_string(&path)
                 .unwrap()
