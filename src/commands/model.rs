@@ -1,6 +1,7 @@
 //! `forge model`: obtaining and inspecting the policy's model files.
 
 mod merge;
+mod prompts;
 
 use crate::output;
 use anyhow::{Context, Result, bail};
@@ -35,6 +36,10 @@ pub enum ModelCommand {
     /// Fold LoRA adapters (PEFT's, or a Forge LoRA run's) into their base
     /// model, and write the merged model as a checkpoint.
     Merge(merge::MergeArgs),
+    /// How long a model's prompts run on an environment: each task's gold
+    /// episode as the model is prompted (its first prompt, its longest
+    /// turn), against the model's context.
+    Prompts(prompts::PromptsArgs),
 }
 
 #[derive(Args, Debug)]
@@ -87,6 +92,7 @@ pub fn run(command: ModelCommand) -> Result<ExitCode> {
         ModelCommand::Inspect(args) => inspect(&args)?,
         ModelCommand::Chat(args) => chat(&args)?,
         ModelCommand::Merge(args) => merge::merge(&args)?,
+        ModelCommand::Prompts(args) => prompts::prompts(&args)?,
         ModelCommand::Tokenize(args) => {
             let tokenizer = checkpoint::read_tokenizer(&resolve(&args.model)?)?;
             println!("{}", json!(tokenizer.encode(&args.text)?));

@@ -1080,7 +1080,8 @@ fn a_dialogue_that_outgrows_the_model_context_ends_there_and_replays() {
         assert!(output.status.success(), "{}", stderr(&output));
     };
     // The prompts the tiny model reads when its context is unbounded.
-    let unbounded = first_prompts(&rl_step(&short_rl_run(dir.path(), "unbounded", &bundle, "")).1);
+    let (_, rollouts) = rl_step(&short_rl_run(dir.path(), "unbounded", &bundle, ""));
+    let unbounded = first_prompts(&rollouts);
     let shortest = *unbounded.iter().min().unwrap();
     let longest = *unbounded.iter().max().unwrap();
 
@@ -1101,6 +1102,33 @@ fn a_dialogue_that_outgrows_the_model_context_ends_there_and_replays() {
         assert_eq!(episode["reward"], 0.0);
     }
     replays(&run);
+    // `forge model prompts` foresees it: the gold episodes' first prompts
+    // are the rollouts', and none fits.
+    let output = forge(&[
+        "model",
+        "prompts",
+        run.join("final").to_str().unwrap(),
+        "--env",
+        bundle.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let mut lines = json_lines(&output);
+    let summary = lines.pop().unwrap();
+    assert_eq!(summary["context"], context, "{summary}");
+    assert_eq!(summary["tasks_past_context"], summary["tasks"], "{summary}");
+    for rollout in &rollouts {
+        let task = lines
+            .iter()
+            .find(|task| task["task"] == rollout["task_id"])
+            .unwrap();
+        let prompt = &rollout["policy_trace"]["turns"][0]["prompt_ids"];
+        assert_eq!(
+            task["first_prompt_tokens"],
+            prompt.as_array().unwrap().len(),
+            "{task}"
+        );
+    }
     // Nor does a gold turn fit, so SFT has nothing to learn from.
     let config = dir.path().join("sft.toml");
     std::fs::write(

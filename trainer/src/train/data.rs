@@ -200,36 +200,9 @@ pub fn sft_sequences(
         turns_past_context: 0,
     };
     for workload in workloads {
-        let tools = workload.env.component().tools();
         for &index in leading_share(&workload.train, fraction) {
             let task = workload.task(index);
-            let mut policy = GoldPolicy::new(&task.task);
-            let mut user = ScriptedUser::new(&task.task.instruction);
-            let settings = EpisodeSettings { max_turns, seed: 0 };
-            let record = run_episode(
-                workload.env,
-                task,
-                "gold",
-                &mut policy,
-                &mut user,
-                None,
-                settings,
-            )
-            .with_context(|| format!("gold episode of task `{}`", task.task.id))?;
-            let mut turns = Vec::new();
-            for (at, message) in record.messages.iter().enumerate() {
-                if message.role != Role::Assistant {
-                    continue;
-                }
-                let prompt =
-                    render(&workload.style, tools, &record.messages[..at]).encode(tokenizer)?;
-                let completion = completion(&assistant_text(message)).encode(tokenizer)?;
-                turns.push(Turn {
-                    logprobs: vec![0.0; completion.len()],
-                    prompt,
-                    completion,
-                });
-            }
+            let turns = gold_turns(workload.env, task, &workload.style, tokenizer, max_turns)?;
             let fitting = turns
                 .iter()
                 .take_while(|turn| turn.prompt.len() + turn.completion.len() <= context)
@@ -240,6 +213,39 @@ pub fn sft_sequences(
         }
     }
     Ok(data)
+}
+
+/// The assistant turns of `task`'s gold episode (played against its
+/// scripted user for at most `max_turns` turns) as `style` prompts a model
+/// through `tokenizer`: each turn's prompt, and its reply followed by the
+/// end of its turn.
+pub fn gold_turns(
+    env: &Environment,
+    task: &PreparedTask,
+    style: &PromptStyle,
+    tokenizer: &ModelTokenizer,
+    max_turns: usize,
+) -> Result<Vec<Turn>> {
+    let mut policy = GoldPolicy::new(&task.task);
+    let mut user = ScriptedUser::new(&task.task.instruction);
+    let settings = EpisodeSettings { max_turns, seed: 0 };
+    let record = run_episode(env, task, "gold", &mut policy, &mut user, None, settings)
+        .with_context(|| format!("gold episode of task `{}`", task.task.id))?;
+    let tools = env.component().tools();
+    let mut turns = Vec::new();
+    for (at, message) in record.messages.iter().enumerate() {
+        if message.role != Role::Assistant {
+            continue;
+        }
+        let prompt = render(style, tools, &record.messages[..at]).encode(tokenizer)?;
+        let completion = completion(&assistant_text(message)).encode(tokenizer)?;
+        turns.push(Turn {
+            logprobs: vec![0.0; completion.len()],
+            prompt,
+            completion,
+        });
+    }
+    Ok(turns)
 }
 
 #[cfg(test)]
