@@ -8,6 +8,7 @@ use crate::tasks::TaskSelection;
 use anyhow::Result;
 use clap::Args;
 use forge_runtime::Sandbox;
+use forge_runtime::episode::EpisodeSettings;
 use forge_trainer::checkpoint;
 use forge_trainer::train::data::gold_turns;
 use serde_json::json;
@@ -21,9 +22,13 @@ pub struct PromptsArgs {
     /// `all`, `first:N`, or task ids separated by commas (as for `forge run`).
     #[arg(long, default_value = "all", value_name = "all|N|first:N|ID,ID")]
     tasks: TaskSelection,
-    /// Most agent turns of a gold episode.
-    #[arg(long, default_value_t = 30)]
-    max_turns: usize,
+    /// Most agent actions of a gold episode (as for `forge run`).
+    #[arg(
+        long,
+        default_value_t = EpisodeSettings::default().max_turns as u64,
+        value_parser = clap::value_parser!(u64).range(1..),
+    )]
+    max_turns: u64,
     /// A JSON line per task, then a summary line.
     #[arg(long)]
     json: bool,
@@ -53,7 +58,7 @@ pub fn prompts(args: &PromptsArgs) -> Result<()> {
     let style = checkpoint::load_prompt(&path)?.style(&env.bundle().manifest.description);
     let mut lengths = Vec::new();
     for task in args.tasks.select(&env)? {
-        let turns = gold_turns(&env, task, &style, &tokenizer, args.max_turns)?;
+        let turns = gold_turns(&env, task, &style, &tokenizer, args.max_turns as usize)?;
         lengths.push(Lengths {
             task: task.task.id.clone(),
             turns: turns.len(),
