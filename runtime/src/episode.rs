@@ -37,6 +37,13 @@ pub trait Policy {
     fn trace(&mut self) -> Option<serde_json::Value> {
         None
     }
+
+    /// Why the episode ends here, where the policy knows it before it acts
+    /// (a replay at the point where its record was cut); asked before each
+    /// action.
+    fn ended(&self) -> Option<Termination> {
+        None
+    }
 }
 
 /// What the simulated user does after the agent speaks.
@@ -252,14 +259,18 @@ impl Episode {
         Ok(self.termination)
     }
 
-    /// Takes `policy`'s next action, which ends the episode where the
-    /// policy's context is full.
+    /// Takes `policy`'s next action, or ends the episode where the policy
+    /// says it ends or finds its context full.
     pub fn step(
         &mut self,
         policy: &mut dyn Policy,
         user: &mut dyn User,
         tools: &[ToolSpec],
     ) -> Result<()> {
+        if let Some(why) = policy.ended() {
+            self.termination = Some(why);
+            return Ok(());
+        }
         match policy.act(&self.transcript(), tools) {
             Ok(action) => {
                 self.act(action, user)?;

@@ -4,7 +4,7 @@
 use crate::environment::{Environment, PreparedTask};
 use crate::episode::{Episode, EpisodeSettings, Judge};
 use crate::policy::{RecordedJudge, ReplayPolicy, ReplayUser};
-use crate::trajectory::{EpisodeRecord, Termination};
+use crate::trajectory::EpisodeRecord;
 use anyhow::{Result, bail};
 use serde::Serialize;
 
@@ -53,7 +53,7 @@ pub fn replay_episode(env: &Environment, record: &EpisodeRecord) -> Result<Optio
         seed: record.seed,
     };
     let replayed =
-        replay_actions(env, task, record, settings, &mut policy, &mut user).and_then(|episode| {
+        replay_actions(env, task, settings, &mut policy, &mut user).and_then(|episode| {
             episode.finish(
                 env,
                 task,
@@ -75,11 +75,10 @@ pub fn replay_episode(env: &Environment, record: &EpisodeRecord) -> Result<Optio
 }
 
 /// Runs the recorded agent actions: to the episode's end, or — for an
-/// episode that was closed before it ended — until they run out.
+/// episode cut before its dialogue ended — until they run out.
 fn replay_actions(
     env: &Environment,
     task: &PreparedTask,
-    record: &EpisodeRecord,
     settings: EpisodeSettings,
     policy: &mut ReplayPolicy,
     user: &mut ReplayUser,
@@ -87,9 +86,6 @@ fn replay_actions(
     let tools = env.component().tools();
     let mut episode = Episode::start(env, task, user, settings)?;
     while !episode.is_over() {
-        if policy.is_exhausted() && record.termination == Termination::Closed {
-            break;
-        }
         episode.step(policy, user, tools)?;
     }
     Ok(episode)

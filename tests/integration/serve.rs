@@ -275,6 +275,35 @@ fn an_openenv_websocket_episode_scores_and_replays_byte_identically() {
     assert_eq!(records[0]["reward"], 1.0);
     assert_eq!(records[0]["seed"], 7);
     assert_eq!(records[1]["termination"], "closed");
+    // The replaying policy plays both again, the closed one to where it
+    // was cut, to the same rewards.
+    let replayed = dir.path().join("replayed.jsonl");
+    let output = forge(&[
+        "run",
+        "--policy",
+        "replay",
+        "--from",
+        trajectories.to_str().unwrap(),
+        "--tasks",
+        &format!(
+            "{},{}",
+            records[0]["task_id"].as_str().unwrap(),
+            records[1]["task_id"].as_str().unwrap()
+        ),
+        "--out",
+        replayed.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let again: Vec<Value> = std::fs::read_to_string(&replayed)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    for (record, again) in records.iter().zip(&again) {
+        assert_eq!(again["messages"], record["messages"]);
+        assert_eq!(again["termination"], record["termination"]);
+        assert_eq!(again["reward"], record["reward"]);
+    }
 }
 
 #[test]

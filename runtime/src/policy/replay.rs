@@ -5,8 +5,9 @@ use crate::trajectory::{ChatMessage, EpisodeRecord, Role, Termination};
 use anyhow::{Context, Result, bail};
 use std::collections::VecDeque;
 
-/// Repeats the agent actions of a recorded episode, then, where the
-/// recorded agent's context filled, finds it full again.
+/// Repeats the agent actions of a recorded episode, then ends it where the
+/// record ended before its dialogue did (its session closed, its agent's
+/// context full).
 pub struct ReplayPolicy {
     actions: VecDeque<Action>,
     termination: Termination,
@@ -51,22 +52,22 @@ impl ReplayPolicy {
             termination: record.termination,
         })
     }
-
-    /// Whether every recorded action has been taken.
-    pub fn is_exhausted(&self) -> bool {
-        self.actions.is_empty()
-    }
 }
 
 impl Policy for ReplayPolicy {
     fn act(&mut self, _: &[ChatMessage], _: &[ToolSpec]) -> Result<Action> {
         match self.actions.pop_front() {
             Some(action) => Ok(action),
-            None if self.termination == Termination::ContextFull => {
-                Err(ContextFull("the recorded agent's context filled here".into()).into())
-            }
             None => bail!("the recorded episode has no further agent action"),
         }
+    }
+
+    fn ended(&self) -> Option<Termination> {
+        let cut = matches!(
+            self.termination,
+            Termination::Closed | Termination::ContextFull
+        );
+        (self.actions.is_empty() && cut).then_some(self.termination)
     }
 }
 
