@@ -307,12 +307,9 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// An endpoint's answer as errors quote it.
 fn truncate(text: &str) -> String {
-    const LIMIT: usize = 500;
-    match text.char_indices().nth(LIMIT) {
-        Some((end, _)) => format!("{}…", &text[..end]),
-        None => text.to_owned(),
-    }
+    forge_runtime::text::shortened(text, 500)
 }
 
 /// The JSON value in a model's reply: the reply itself, or the contents of

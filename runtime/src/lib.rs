@@ -19,6 +19,7 @@ pub mod replay;
 pub mod sandbox;
 pub mod schema;
 pub mod state;
+pub mod text;
 pub mod trajectory;
 pub mod verify;
 

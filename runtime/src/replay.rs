@@ -4,6 +4,7 @@
 use crate::environment::{Environment, PreparedTask};
 use crate::episode::{Episode, EpisodeSettings, Judge};
 use crate::policy::{RecordedJudge, ReplayPolicy, ReplayUser};
+use crate::text;
 use crate::trajectory::EpisodeRecord;
 use anyhow::{Result, bail};
 use serde::Serialize;
@@ -203,11 +204,7 @@ fn metadata_difference(recorded: &EpisodeRecord, replayed: &EpisodeRecord) -> St
 /// `value` as the trajectory file spells it (JSON), shortened to 160
 /// characters.
 fn shown(value: &impl Serialize) -> String {
-    let text = serde_json::to_string(value).unwrap_or_default();
-    match text.char_indices().nth(160) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text,
-    }
+    text::shortened(&serde_json::to_string(value).unwrap_or_default(), 160)
 }
 
 /// [`shown`], or `nothing` where one side has no such value.

@@ -124,12 +124,12 @@ fn type_name(value: &Value) -> &'static str {
     }
 }
 
-/// `text` cut to a readable length: an error quoting what a caller sent
-/// goes back to the agent and into the trajectory, and must not grow with it.
+/// `text` cut to a readable length, with its size: an error quoting what a
+/// caller sent goes back to the agent and into the trajectory, and must not
+/// grow with it.
 pub(crate) fn shortened(text: &str) -> String {
-    const MOST: usize = 80;
-    match text.char_indices().nth(MOST) {
-        Some((cut, _)) => format!("{}… ({} bytes)", &text[..cut], text.len()),
+    match crate::text::prefix(text, 80) {
+        Some(kept) => format!("{kept}… ({} bytes)", text.len()),
         None => text.to_owned(),
     }
 }

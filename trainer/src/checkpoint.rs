@@ -326,10 +326,15 @@ pub fn read_config_json(dir: &Path) -> Result<serde_json::Value, LoadError> {
     serde_json::from_str(bom::strip(&text)).map_err(|err| checkpoint_error(&path, err))
 }
 
-/// The model config of checkpoint directory `dir`.
-pub fn read_model_config(dir: &Path) -> Result<LlamaConfig, LoadError> {
-    LlamaConfig::from_hf_json(&read_config_json(dir)?)
-        .map_err(|err| checkpoint_error(&dir.join(CONFIG), err))
+/// The model config of `path`, without its weights: a checkpoint
+/// directory's `config.json`, or a GGUF file's metadata.
+pub fn read_model_config(path: &Path) -> Result<LlamaConfig, LoadError> {
+    if path.is_dir() {
+        return LlamaConfig::from_hf_json(&read_config_json(path)?)
+            .map_err(|err| checkpoint_error(&path.join(CONFIG), err));
+    }
+    let gguf = Gguf::open(path).map_err(|err| checkpoint_error(path, err))?;
+    LlamaConfig::from_gguf(&gguf)
 }
 
 /// The tensors of a checkpoint directory: `model.safetensors`, or the

@@ -1,7 +1,7 @@
 //! `forge model prompts`: how long a model's prompts run on an environment,
 //! against its context — before a run finds its episodes cut short.
 
-use super::{Summary, resolve};
+use super::resolve;
 use crate::envs::EnvArgs;
 use crate::output;
 use crate::tasks::TaskSelection;
@@ -49,10 +49,10 @@ struct Lengths {
 /// the token counts against the model's context.
 pub fn prompts(args: &PromptsArgs) -> Result<()> {
     let path = resolve(&args.model)?;
-    let context = Summary::of(&path)?
-        .decoder
+    // A model Forge cannot run still has prompts to measure.
+    let context = checkpoint::read_model_config(&path)
         .ok()
-        .and_then(|decoder| decoder.context);
+        .and_then(|config| config.context);
     let tokenizer = checkpoint::load_tokenizer(&path)?;
     let env = args.env.load(&Sandbox::with_defaults()?)?;
     let style = checkpoint::load_prompt(&path)?.style(&env.bundle().manifest.description);

@@ -39,7 +39,7 @@ use forge_model::tokenizer::ModelTokenizer;
 use forge_rl::advantage::{self, Rollout as Scorable};
 use forge_runtime::Environment;
 use forge_runtime::episode_seed;
-use forge_runtime::trajectory::{Termination, TrajectoryWriter};
+use forge_runtime::trajectory::TrajectoryWriter;
 pub use metrics::{Metrics, read_metrics};
 use objective::{LossStats, Scored, Sequence, Surrogate};
 use optimizer::AdamOptimizer;
@@ -1001,7 +1001,7 @@ impl Harvest {
             reward: rollout.reward(),
             masked: rollout.masked,
             truncated: rollout.truncated(),
-            context_full: rollout.record.termination == Termination::ContextFull,
+            context_full: rollout.context_full(),
         });
         self.sampled_tokens += rollout.sampled_tokens();
         self.sampled_nll -= rollout

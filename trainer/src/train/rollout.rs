@@ -55,10 +55,15 @@ impl Rollout {
             .is_some_and(|turns| turns.iter().any(|turn| turn["stopped"] == false))
     }
 
+    /// The dialogue outgrew the model's context.
+    pub fn context_full(&self) -> bool {
+        self.record.termination == Termination::ContextFull
+    }
+
     /// The episode ran long: a turn was cut, or the dialogue outgrew the
     /// model's context.
     pub fn overlong(&self) -> bool {
-        self.truncated() || self.record.termination == Termination::ContextFull
+        self.truncated() || self.context_full()
     }
 }
 
