@@ -210,7 +210,8 @@ impl Episode {
         let turn = self.turn;
         self.turn += 1;
         match action {
-            // A gold policy plays the user's own calls too, as its actor.
+            // A call of the user's tools (a replayed record of a policy that
+            // acted for both sides) runs as the user's.
             Action::Call(call) => {
                 let (instance, sync) = (&mut self.instance, self.sync);
                 self.progress

@@ -178,7 +178,7 @@ fn gold_runs_score_as_the_references_gold_runs() {
         let mut unexpected = Vec::new();
         for task in env.tasks() {
             let mut policy = GoldPolicy::new(&task.task);
-            let mut user = ScriptedUser::new(task.task.instruction.clone());
+            let mut user = ScriptedUser::new(&task.task);
             let settings = forge_runtime::EpisodeSettings {
                 max_turns: 200,
                 seed: 0,
@@ -260,7 +260,7 @@ fn banking_rewards_ignore_unlocks_and_extra_reads() {
         let mut played = task.task.clone();
         played.gold_actions.splice(0..0, extra);
         let mut policy = GoldPolicy::new(&played);
-        let mut user = ScriptedUser::new(played.instruction.clone());
+        let mut user = ScriptedUser::new(&played);
         let settings = forge_runtime::EpisodeSettings {
             max_turns: 200,
             seed: 0,

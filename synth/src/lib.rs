@@ -446,7 +446,7 @@ fn verify_tasks(
             task,
             "gold",
             &mut gold,
-            &mut ScriptedUser::new(&task.task.instruction),
+            &mut ScriptedUser::new(&task.task),
             None,
             settings,
         )?;
@@ -472,7 +472,7 @@ fn verify_tasks(
                 task,
                 "random",
                 &mut policy,
-                &mut ScriptedUser::new(&task.task.instruction),
+                &mut ScriptedUser::new(&task.task),
                 None,
                 EpisodeSettings { seed, ..settings },
             )?;

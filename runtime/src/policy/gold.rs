@@ -1,16 +1,18 @@
-use crate::bundle::Task;
+use crate::bundle::{Actor, Task};
 use crate::episode::{Action, Policy};
+use crate::policy::request;
 use crate::schema::ToolSpec;
 use crate::trajectory::ChatMessage;
 use anyhow::Result;
 use std::collections::VecDeque;
 
-/// Executes the task's gold actions (the user's own among them, when the
-/// task has some), then tells the user the required outputs. It scores 1.0
-/// on every sound task, which makes it the check that a task is solvable and
-/// that the verifier agrees with the task's author. (Benchmark tasks whose
-/// checks need more than the gold actions score less, in their reference
-/// too.)
+/// Executes the task's gold actions, then tells the user the required
+/// outputs. The user's own gold calls it asks the user for (see
+/// [`request`]), each run of them in one message, as the scripted user
+/// expects. It scores 1.0 on every sound task, which makes it the check that
+/// a task is solvable and that the verifier agrees with the task's author.
+/// (Benchmark tasks whose checks need more than the gold actions score less,
+/// in their reference too.)
 pub struct GoldPolicy {
     actions: VecDeque<Action>,
 }
@@ -19,9 +21,11 @@ impl GoldPolicy {
     pub fn new(task: &Task) -> Self {
         let mut actions: VecDeque<Action> = task
             .gold_actions
-            .iter()
-            .cloned()
-            .map(Action::Call)
+            .chunk_by(|a, b| a.actor == b.actor)
+            .flat_map(|run| match run[0].actor {
+                Actor::User => vec![Action::Say(request(run))],
+                Actor::Agent => run.iter().cloned().map(Action::Call).collect(),
+            })
             .collect();
         let closing = if task.required_outputs.is_empty() {
             "All done.".to_owned()

@@ -3,14 +3,14 @@
 
 mod gold;
 mod random;
+mod remembered;
 mod replay;
 mod scripted_user;
-mod unstable_user;
 mod user_brief;
 
 pub use gold::GoldPolicy;
 pub use random::RandomPolicy;
+pub use remembered::remembered_instruction;
 pub use replay::{RecordedJudge, ReplayPolicy, ReplayUser};
-pub use scripted_user::{ScriptedUser, scripted_user};
-pub use unstable_user::{UnstableUser, remembered_instruction};
+pub use scripted_user::{ScriptedUser, request, scripted_user};
 pub use user_brief::{AGENT_GREETING, USER_STOP, user_brief};

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use forge_model::tokenizer::ModelTokenizer;
 use forge_runtime::episode::{EpisodeSettings, run_episode};
 use forge_runtime::policy::{GoldPolicy, ScriptedUser};
-use forge_runtime::trajectory::Role;
+use forge_runtime::trajectory::{Role, agent_view};
 use forge_runtime::{Environment, PreparedTask};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
@@ -227,7 +227,7 @@ pub fn gold_turns(
     max_turns: usize,
 ) -> Result<Vec<Turn>> {
     let mut policy = GoldPolicy::new(&task.task);
-    let mut user = ScriptedUser::new(&task.task.instruction);
+    let mut user = ScriptedUser::new(&task.task);
     let settings = EpisodeSettings { max_turns, seed: 0 };
     let record = run_episode(env, task, "gold", &mut policy, &mut user, None, settings)
         .with_context(|| format!("gold episode of task `{}`", task.task.id))?;
@@ -237,7 +237,7 @@ pub fn gold_turns(
         if message.role != Role::Assistant {
             continue;
         }
-        let prompt = render(style, tools, &record.messages[..at]).encode(tokenizer)?;
+        let prompt = render(style, tools, &agent_view(&record.messages[..at])).encode(tokenizer)?;
         let completion = completion(&assistant_text(message)).encode(tokenizer)?;
         turns.push(Turn {
             logprobs: vec![0.0; completion.len()],
@@ -251,6 +251,41 @@ pub fn gold_turns(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gold_dialogues_ask_the_user_for_its_calls_and_hide_them_from_the_agent() {
+        let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/benchmarks");
+        let bundle = forge_suites::Suite::Tau2Telecom.load(&data).unwrap();
+        let sandbox = forge_runtime::Sandbox::with_defaults().unwrap();
+        let env = Environment::load(&sandbox, bundle).unwrap();
+        let id = "[service_issue]airplane_mode_on|break_apn_settings|overdue_bill_suspension|unseat_sim_card[PERSONA:None]";
+        let task = env.tasks().iter().find(|task| task.task.id == id).unwrap();
+        let tokenizer = ModelTokenizer::byte_level();
+        let style = PromptStyle::for_service("Telecom support.");
+        let turns = gold_turns(&env, task, &style, &tokenizer, 30).unwrap();
+        let text = |ids: &[u32]| tokenizer.decode(ids).unwrap();
+        let replies: Vec<String> = turns.iter().map(|turn| text(&turn.completion)).collect();
+        // The user's calls are asked for, the agent's made.
+        assert!(replies[0].contains(
+            "Please do these on your side, in this order: `toggle_airplane_mode()`, then `reset_apn_settings()`, then `reboot_device()`."
+        ), "{}", replies[0]);
+        assert!(
+            replies[1].contains("send_payment_request"),
+            "{}",
+            replies[1]
+        );
+        assert!(replies[2].contains("`make_payment()`"), "{}", replies[2]);
+        assert_eq!(replies.len(), 6, "{replies:#?}");
+        // The agent reads the user's report of its calls, not the calls and
+        // their results.
+        let last = text(&turns[5].prompt);
+        assert!(last.contains("Done. `toggle_airplane_mode()` → Airplane Mode is now OFF."));
+        assert_eq!(
+            last.matches("Airplane Mode is now OFF").count(),
+            1,
+            "{last}"
+        );
+    }
 
     #[test]
     fn every_epoch_draws_each_task_once_in_a_seeded_order() {

@@ -1,26 +1,9 @@
+//! The instruction as an unreliable simulated user remembers it: the
+//! scripted user states it, a model user is briefed with it.
+
 use crate::bundle::Task;
-use crate::episode::{User, UserTurn};
-use crate::trajectory::ChatMessage;
-use anyhow::Result;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-
-/// The scripted user, made unreliable on purpose: with probability
-/// `instability` it states one of its facts wrongly (a changed digit or
-/// letter) or withholds it. Seeded, so the effect of masking such episodes can
-/// be measured reproducibly.
-pub struct UnstableUser {
-    instruction: String,
-}
-
-impl UnstableUser {
-    /// The user of an episode of `task`, seeded by the episode's `seed`.
-    pub fn new(task: &Task, instability: f64, seed: u64) -> Self {
-        Self {
-            instruction: remembered_instruction(task, instability, seed),
-        }
-    }
-}
 
 /// `task`'s instruction as a user of that `instability` remembers it in the
 /// episode seeded by `seed` (`unstable_instruction` over the facts the
@@ -89,16 +72,6 @@ fn corrupt(fact: &str, rng: &mut ChaCha8Rng) -> String {
     }
 }
 
-impl User for UnstableUser {
-    fn open(&mut self) -> Result<String> {
-        Ok(self.instruction.clone())
-    }
-
-    fn respond(&mut self, _: &[ChatMessage]) -> Result<UserTurn> {
-        Ok(UserTurn::Stop)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,9 +87,7 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(task.stated_facts(), facts);
-        let said = |instability: f64, seed: u64| {
-            UnstableUser::new(&task, instability, seed).open().unwrap()
-        };
+        let said = |instability: f64, seed: u64| remembered_instruction(&task, instability, seed);
         assert_eq!(said(0.0, 1), instruction);
         assert_eq!(said(1.0, 7), said(1.0, 7), "seeded");
         let spoiled = (0..20)
