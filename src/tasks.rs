@@ -5,14 +5,20 @@ use anyhow::{Result, bail};
 use clap::Args;
 use forge_runtime::episode::EpisodeSettings;
 use forge_runtime::{Environment, PreparedTask, episode_seed};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::str::FromStr;
 
 #[derive(Args, Debug)]
 pub struct PlayArgs {
     /// `all`, `first:N` (or a bare N where tasks are not numbered): the
-    /// first N tasks, or task ids separated by commas.
-    #[arg(long, default_value = "all", value_name = "all|N|first:N|ID,ID")]
+    /// first N tasks, `split:NAME`: the tasks of one of the environment's
+    /// named splits (τ²-bench's leaderboard `base`, a `test` split), or task
+    /// ids separated by commas.
+    #[arg(
+        long,
+        default_value = "all",
+        value_name = "all|N|first:N|split:NAME|ID,ID"
+    )]
     pub tasks: TaskSelection,
     /// Seed of the run; each episode's seed derives from it, the task and
     /// the trial.
@@ -44,7 +50,9 @@ impl PlayArgs {
 }
 
 /// The value of `--tasks`: `all`; `first:N` or a bare `N`, the first N
-/// tasks in the bundle's order; or task ids separated by commas. Where
+/// tasks in the bundle's order; `split:NAME`, the tasks of one of the
+/// bundle's named splits (a benchmark's `test`), in the bundle's order; or
+/// task ids separated by commas. Where
 /// tasks are numbered (τ²-bench's), a bare number is a task's id, so
 /// `--tasks 5` is task `5` there (and `--tasks 99` a task that is not
 /// there) and five tasks elsewhere; `first:5` is five tasks everywhere.
@@ -52,6 +60,7 @@ impl PlayArgs {
 pub enum TaskSelection {
     All,
     First(usize),
+    Split(String),
     Ids(Vec<String>),
 }
 
@@ -68,6 +77,12 @@ impl FromStr for TaskSelection {
                 _ => Err(format!(
                     "`first:` takes a whole number of at least 1, not `{count}`"
                 )),
+            };
+        }
+        if let Some(name) = text.strip_prefix("split:") {
+            return match name.trim() {
+                "" => Err("`split:` takes the name of one of the environment's splits".into()),
+                name => Ok(Self::Split(name.to_owned())),
             };
         }
         let mut seen = BTreeSet::new();
@@ -96,7 +111,24 @@ impl TaskSelection {
             bail!("environment `{}` has no tasks", env.name());
         }
         let ids: Vec<&str> = tasks.iter().map(|task| task.task.id.as_str()).collect();
-        let chosen = self.positions(&ids).map_err(|missing| {
+        let splits = &env.bundle().manifest.splits;
+        if let Self::Split(name) = self
+            && !splits.contains_key(name)
+        {
+            let known = match splits
+                .keys()
+                .map(|name| format!("`{name}`"))
+                .collect::<Vec<_>>()
+            {
+                names if names.is_empty() => "it has none".to_owned(),
+                names => format!("it has {}", names.join(", ")),
+            };
+            bail!(
+                "environment `{}` has no split `{name}`: {known}",
+                env.name()
+            );
+        }
+        let chosen = self.positions(&ids, splits).map_err(|missing| {
             let count = match missing.parse::<usize>() {
                 Ok(count @ 1..) if numbered(&ids) => {
                     format!("; its tasks are numbered, so a count of them is `first:{count}`")
@@ -111,12 +143,28 @@ impl TaskSelection {
         Ok(chosen.into_iter().map(|at| &tasks[at]).collect())
     }
 
-    /// Where the selected tasks are among `ids`, or the id that is not there.
-    fn positions(&self, ids: &[&str]) -> Result<Vec<usize>, String> {
+    /// Where the selected tasks are among `ids` (whose named subsets are
+    /// `splits`), or the id that is not there.
+    fn positions(
+        &self,
+        ids: &[&str],
+        splits: &BTreeMap<String, Vec<String>>,
+    ) -> Result<Vec<usize>, String> {
         let first = |count: usize| (0..count.min(ids.len())).collect();
         match self {
             Self::All => Ok((0..ids.len()).collect()),
             Self::First(count) => Ok(first(*count)),
+            Self::Split(name) => {
+                let members: BTreeSet<&str> = splits
+                    .get(name)
+                    .into_iter()
+                    .flatten()
+                    .map(String::as_str)
+                    .collect();
+                Ok((0..ids.len())
+                    .filter(|&at| members.contains(ids[at]))
+                    .collect())
+            }
             Self::Ids(named) => {
                 if let [only] = named.as_slice()
                     && !numbered(ids)
@@ -147,7 +195,8 @@ mod tests {
     use super::*;
 
     fn positions(selection: &str, ids: &[&str]) -> Result<Vec<usize>, String> {
-        selection.parse::<TaskSelection>()?.positions(ids)
+        let splits = BTreeMap::from([("test".to_owned(), vec!["c".to_owned(), "a".to_owned()])]);
+        selection.parse::<TaskSelection>()?.positions(ids, &splits)
     }
 
     #[test]
@@ -172,12 +221,18 @@ mod tests {
     }
 
     #[test]
+    fn a_split_is_played_in_the_bundles_order() {
+        assert_eq!(positions("split:test", &["a", "b", "c"]), Ok(vec![0, 2]));
+    }
+
+    #[test]
     fn selections_that_mean_nothing_are_refused() {
         for (text, says) in [
             ("a,a", "`a` is named twice"),
             (",", "no task named"),
             ("first:0", "not `0`"),
             ("first:x", "not `x`"),
+            ("split:", "takes the name"),
         ] {
             let err = text.parse::<TaskSelection>().unwrap_err();
             assert!(err.contains(says), "{text}: {err}");

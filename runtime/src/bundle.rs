@@ -19,6 +19,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -60,6 +61,11 @@ pub struct Manifest {
     /// when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_guidelines: Option<String>,
+    /// Named subsets of the tasks, as task ids (a benchmark's `train` and
+    /// `test`, τ²-bench's leaderboard `base`): `--tasks split:NAME` plays
+    /// one, and training can learn from one and hold out another.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub splits: BTreeMap<String, Vec<String>>,
 }
 
 fn checked() -> bool {

@@ -115,6 +115,13 @@ impl Environment {
                 gold,
             });
         }
+        for (split, ids) in &bundle.manifest.splits {
+            if let Some(id) = ids.iter().find(|id| !seen.contains(id.as_str())) {
+                bail!(
+                    "environment `{name}`: split `{split}` names task `{id}`, which it does not have"
+                );
+            }
+        }
         let collections = std::iter::once(&default_state)
             .chain(tasks.iter().flat_map(|task| [&task.initial, &task.gold]))
             .flat_map(|state| state.collections().map(|(name, _)| name.as_str()))

@@ -39,6 +39,7 @@ pub fn run(args: InspectArgs) -> Result<ExitCode> {
             "component_sha256": env.component().wasm_sha256(),
             "tools": tools.iter().map(|tool| tool.to_openai()).collect::<Vec<_>>(),
             "user_tools": user_tools.iter().map(|tool| tool.to_openai()).collect::<Vec<_>>(),
+            "splits": env.bundle().manifest.splits,
             "tasks": env.tasks().iter().map(|task| json!({
                 "id": task.task.id,
                 "instruction": task.task.instruction,
@@ -65,6 +66,14 @@ pub fn run(args: InspectArgs) -> Result<ExitCode> {
         ]);
     }
     println!("{table}");
+    let splits = &env.bundle().manifest.splits;
+    if !splits.is_empty() {
+        let sizes: Vec<String> = splits
+            .iter()
+            .map(|(name, ids)| format!("{name} ({})", ids.len()))
+            .collect();
+        println!("\nsplits (--tasks split:NAME): {}", sizes.join(", "));
+    }
     Ok(ExitCode::SUCCESS)
 }
 

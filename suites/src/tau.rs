@@ -19,6 +19,7 @@ use forge_runtime::Bundle;
 use forge_runtime::bundle::{Manifest, Task, ToolCall};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -94,10 +95,17 @@ pub fn load(domain: &Domain, data: &Path) -> Result<Bundle> {
         }
     }
     let mut tasks = Vec::new();
+    let mut splits = BTreeMap::new();
     for split in domain.splits {
         let path = dir.join(format!("tasks_{split}.json"));
         let list: Vec<TauTask> = serde_json::from_value(read_json(&path)?)
             .with_context(|| format!("{}: malformed task list", path.display()))?;
+        splits.insert(
+            (*split).to_owned(),
+            (0..list.len())
+                .map(|index| format!("{split}/{index}"))
+                .collect(),
+        );
         tasks.extend(list.into_iter().enumerate().map(|(index, task)| {
             Task {
                 id: format!("{split}/{index}"),
@@ -135,6 +143,7 @@ pub fn load(domain: &Domain, data: &Path) -> Result<Bundle> {
             check_arguments: false,
             sync: false,
             user_guidelines: None,
+            splits,
         },
         wasm: Arc::from(domain.component),
         initial_state: Value::Object(state),

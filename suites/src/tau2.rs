@@ -40,6 +40,7 @@ use forge_runtime::verify::VerifyRules;
 use forge_runtime::{Actor, Bundle};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -499,11 +500,23 @@ pub fn load(domain: &Domain, data: &Path) -> Result<Bundle> {
             check_arguments: false,
             sync: domain.sync,
             user_guidelines: user_guidelines(data, domain.user_tools)?,
+            splits: read_splits(&dir)?,
         },
         wasm: Arc::from(domain.component),
         initial_state,
         tasks,
     })
+}
+
+/// The reference's named subsets of the tasks (`split_tasks.json`: a name to
+/// its task ids), where the domain has them.
+fn read_splits(dir: &Path) -> Result<BTreeMap<String, Vec<String>>> {
+    let path = dir.join("split_tasks.json");
+    if !path.exists() {
+        return Ok(BTreeMap::new());
+    }
+    serde_json::from_value(read_json(&path)?)
+        .with_context(|| format!("{}: expected an object of task id lists", path.display()))
 }
 
 /// The knowledge base (`documents/*.json`, each `{id, title, content}`) as

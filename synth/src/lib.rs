@@ -350,6 +350,7 @@ fn synthesize_domain(
         check_arguments: true,
         sync: false,
         user_guidelines: None,
+        splits: Default::default(),
     };
     let tasks: Vec<Task> = kept.into_iter().map(|generated| generated.task).collect();
     let bundle = Bundle {

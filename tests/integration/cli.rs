@@ -375,6 +375,34 @@ fn bad_input_gets_errors_that_name_the_problem() {
         "`unordered_lists` rule `order.returned_items` names collection `order`, which no state",
     );
 
+    // A split names the bundle's tasks; `--tasks split:NAME` plays it, in
+    // the bundle's order.
+    let bundle = export_example(&dir.path().join("splits"));
+    let manifest_path = bundle.join("manifest.json");
+    let mut manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    manifest.as_object_mut().unwrap().remove("hashes");
+    manifest["splits"] = json!({"test": ["shop-03", "shop-99"]});
+    std::fs::write(&manifest_path, manifest.to_string()).unwrap();
+    let env = bundle.to_str().unwrap();
+    let output = forge(&["run", "--env", env]);
+    assert_refused(
+        &output,
+        "split `test` names task `shop-99`, which it does not have",
+    );
+    manifest["splits"] = json!({"test": ["shop-03", "shop-01"]});
+    std::fs::write(&manifest_path, manifest.to_string()).unwrap();
+    let output = forge(&["run", "--env", env, "--tasks", "split:test", "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let lines = json_lines(&output);
+    let ids: Vec<&Value> = lines[..lines.len() - 1]
+        .iter()
+        .map(|episode| &episode["task_id"])
+        .collect();
+    assert_eq!(ids, [&json!("shop-01"), &json!("shop-03")]);
+    let output = forge(&["run", "--env", env, "--tasks", "split:train"]);
+    assert_refused(&output, "has no split `train`: it has `test`");
+
     // A count plays the bundle's first tasks; ids play in the order named.
     let played = |selection: &str| {
         let output = forge(&["run", "--tasks", selection, "--json"]);

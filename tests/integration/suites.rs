@@ -239,3 +239,50 @@ fn banking_gold_runs_solve_and_replay() {
     assert_eq!(inspected["tools"][0]["function"]["name"], "grep");
     assert_eq!(inspected["tasks"].as_array().map(Vec::len), Some(97));
 }
+
+#[test]
+fn the_references_splits_select_tasks() {
+    // τ²-bench's `split_tasks.json`: airline's `test` split is 20 of its 50.
+    let output = forge(&[
+        "run",
+        "--suite",
+        "tau2-bench/airline",
+        "--data",
+        DATA,
+        "--policy",
+        "gold",
+        "--tasks",
+        "split:test",
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let summary = json_lines(&output).pop().unwrap();
+    assert_eq!(summary["episodes"], 20);
+    assert_eq!(summary["successes"], 20);
+    // τ-bench's splits are its task files; banking_knowledge has none.
+    let output = forge(&[
+        "inspect",
+        "--suite",
+        "tau-bench/retail",
+        "--data",
+        DATA,
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let splits = &json_lines(&output)[0]["splits"];
+    let sizes: Vec<usize> = ["test", "train", "dev"]
+        .iter()
+        .map(|name| splits[name].as_array().unwrap().len())
+        .collect();
+    assert_eq!(sizes, [115, 500, 20]);
+    let output = forge(&[
+        "run",
+        "--suite",
+        "tau2-bench/banking_knowledge",
+        "--data",
+        DATA,
+        "--tasks",
+        "split:base",
+    ]);
+    assert_refused(&output, "has no split `base`: it has none");
+}

@@ -19,8 +19,13 @@ pub struct PromptsArgs {
     model: String,
     #[command(flatten)]
     env: EnvArgs,
-    /// `all`, `first:N`, or task ids separated by commas (as for `forge run`).
-    #[arg(long, default_value = "all", value_name = "all|N|first:N|ID,ID")]
+    /// `all`, `first:N`, `split:NAME`, or task ids separated by commas (as
+    /// for `forge run`).
+    #[arg(
+        long,
+        default_value = "all",
+        value_name = "all|N|first:N|split:NAME|ID,ID"
+    )]
     tasks: TaskSelection,
     /// Most agent actions of a gold episode (as for `forge run`).
     #[arg(
