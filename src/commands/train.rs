@@ -5,6 +5,7 @@ use crate::{output, shutdown};
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use forge_runtime::{Bundle, Environment, Sandbox};
+use forge_suites::Suite;
 use forge_synth::SynthConfig;
 use forge_synth::compile::Compiler;
 use forge_synth::llm::AnyDoc;
@@ -40,6 +41,17 @@ pub struct TrainArgs {
     /// domain docs.
     #[arg(long, value_name = "DIR")]
     env: Vec<PathBuf>,
+    /// Benchmark suites to train on (repeatable, beside any `--env`), read
+    /// from `--data`: tau-bench/retail, tau-bench/airline, tau2-bench/mock,
+    /// tau2-bench/airline, tau2-bench/retail, tau2-bench/telecom or
+    /// tau2-bench/banking_knowledge. `tasks.train_split` and
+    /// `tasks.heldout_split` choose among their splits.
+    #[arg(long, value_name = "SUITE", requires = "data")]
+    suite: Vec<Suite>,
+    /// The benchmark data for `--suite`, laid out like the benchmarks'
+    /// repositories (as for `forge run`).
+    #[arg(long, value_name = "DIR", requires = "suite")]
+    data: Option<PathBuf>,
     /// Which stages to run: SFT then RL, or one of them. `--stage rl` starts
     /// from `model.init`, e.g. the `final/` directory of a `--stage sft` run.
     #[arg(long, value_enum, default_value_t = Stage::All)]
@@ -341,17 +353,18 @@ fn merge(base: &mut toml::Table, overlay: toml::Table) {
     }
 }
 
-/// The bundles to train on: `--env`, or the preset's synthesized domains
-/// (written under the run directory, so the run keeps what it trained on).
-/// They are recorded in the run (`envs.json`) with their content hashes,
-/// where `--resume` finds them again and refuses one that has changed: its
-/// tasks (and so the held-out split) would no longer be the run's.
+/// The bundles to train on: `--env` and `--suite`, or the preset's
+/// synthesized domains (written under the run directory, so the run keeps
+/// what it trained on). They are recorded in the run (`envs.json`) with
+/// their content hashes, where `--resume` finds them again and refuses one
+/// that has changed: its tasks (and so the held-out split) would no longer
+/// be the run's.
 fn bundles(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<Bundle>> {
     let run_dir = args.run_dir();
     let record = run_dir.join(ENVS_FILE);
     if args.resume {
-        if !args.env.is_empty() {
-            bail!("--resume trains on the run's own environments; drop --env");
+        if !args.env.is_empty() || !args.suite.is_empty() {
+            bail!("--resume trains on the run's own environments; drop --env and --suite");
         }
         let text = std::fs::read_to_string(&record)
             .with_context(|| format!("reading {} to resume the run", record.display()))?;
@@ -362,17 +375,27 @@ fn bundles(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<Bundle>> {
             .map(|recorded| recorded.read(run_dir))
             .collect();
     }
-    let dirs = if args.env.is_empty() {
-        synthesized(args, config)?
-    } else {
-        args.env
-            .iter()
-            .map(|dir| std::path::absolute(dir).unwrap_or_else(|_| dir.clone()))
-            .collect()
-    };
-    let bundles = dirs
+    let mut sources: Vec<Source> = args
+        .env
         .iter()
-        .map(|dir| read_bundle(dir))
+        .map(|dir| Source::Dir(std::path::absolute(dir).unwrap_or_else(|_| dir.clone())))
+        .collect();
+    if let Some(data) = &args.data {
+        let data = std::path::absolute(data).unwrap_or_else(|_| data.clone());
+        sources.extend(args.suite.iter().map(|&suite| Source::Suite {
+            suite,
+            data: data.clone(),
+        }));
+    }
+    if sources.is_empty() {
+        sources = synthesized(args, config)?
+            .into_iter()
+            .map(Source::Dir)
+            .collect();
+    }
+    let bundles = sources
+        .iter()
+        .map(Source::read)
         .collect::<Result<Vec<_>>>()?;
     // Named twice, an environment's tasks would be drawn twice as often, and
     // its metrics and episodes, keyed by its name, would mix two bundles.
@@ -380,28 +403,61 @@ fn bundles(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<Bundle>> {
         let name = &bundle.manifest.name;
         if let Some(twin) = bundles[..at].iter().position(|b| &b.manifest.name == name) {
             bail!(
-                "--env {} and --env {} are both environment `{name}`: name each environment once",
-                dirs[twin].display(),
-                dirs[at].display()
+                "{} and {} are both environment `{name}`: name each environment once",
+                sources[twin],
+                sources[at]
             );
         }
     }
     let absolute_run_dir = std::path::absolute(run_dir)?;
-    let recorded: Vec<RecordedBundle> = dirs
-        .iter()
+    let recorded: Vec<RecordedBundle> = sources
+        .into_iter()
         .zip(&bundles)
-        .map(|(dir, bundle)| RecordedBundle {
-            // Inside the run directory, relative to it: the run can move.
-            dir: dir
-                .strip_prefix(&absolute_run_dir)
-                .unwrap_or(dir)
-                .to_owned(),
-            content_hash: Some(bundle.content_hash()),
+        .map(|(source, bundle)| {
+            let content_hash = Some(bundle.content_hash());
+            match source {
+                Source::Dir(dir) => RecordedBundle::Dir {
+                    // Inside the run directory, relative to it: the run can move.
+                    dir: dir
+                        .strip_prefix(&absolute_run_dir)
+                        .map_or_else(|_| dir.clone(), Path::to_owned),
+                    content_hash,
+                },
+                Source::Suite { suite, data } => RecordedBundle::Suite {
+                    suite: suite.to_string(),
+                    data,
+                    content_hash,
+                },
+            }
         })
         .collect();
     std::fs::write(&record, serde_json::to_string_pretty(&recorded)?)
         .with_context(|| format!("writing {}", record.display()))?;
     Ok(bundles)
+}
+
+/// Where a bundle to train on comes from.
+enum Source {
+    Dir(PathBuf),
+    Suite { suite: Suite, data: PathBuf },
+}
+
+impl Source {
+    fn read(&self) -> Result<Bundle> {
+        match self {
+            Self::Dir(dir) => read_bundle(dir),
+            Self::Suite { suite, data } => suite.load(data),
+        }
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Dir(dir) => write!(f, "--env {}", dir.display()),
+            Self::Suite { suite, .. } => write!(f, "--suite {suite}"),
+        }
+    }
 }
 
 fn read_bundle(dir: &Path) -> Result<Bundle> {
@@ -411,51 +467,51 @@ fn read_bundle(dir: &Path) -> Result<Bundle> {
 
 /// A bundle a run trains on, as `envs.json` records it.
 #[derive(serde::Serialize, serde::Deserialize)]
-#[serde(from = "RecordedForm")]
-struct RecordedBundle {
-    /// Relative to the run directory when the bundle lies inside it.
-    dir: PathBuf,
-    /// Absent in runs recorded before hashes were.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    content_hash: Option<String>,
-}
-
-/// `envs.json` entries: objects, or the bare paths of earlier runs.
-#[derive(serde::Deserialize)]
 #[serde(untagged)]
-enum RecordedForm {
-    Path(PathBuf),
-    Bundle {
+enum RecordedBundle {
+    /// A bundle directory, relative to the run directory when it lies
+    /// inside it; the content hash is absent in runs recorded before hashes
+    /// were.
+    Dir {
         dir: PathBuf,
+        #[serde(skip_serializing_if = "Option::is_none")]
         content_hash: Option<String>,
     },
-}
-
-impl From<RecordedForm> for RecordedBundle {
-    fn from(form: RecordedForm) -> Self {
-        match form {
-            RecordedForm::Path(dir) => Self {
-                dir,
-                content_hash: None,
-            },
-            RecordedForm::Bundle { dir, content_hash } => Self { dir, content_hash },
-        }
-    }
+    /// A benchmark suite and its data directory.
+    Suite {
+        suite: String,
+        data: PathBuf,
+        content_hash: Option<String>,
+    },
+    /// The bare path of a bundle directory, as the earliest runs recorded it.
+    Path(PathBuf),
 }
 
 impl RecordedBundle {
     /// The bundle, as it was when the run started.
     fn read(&self, run_dir: &Path) -> Result<Bundle> {
-        let dir = run_dir.join(&self.dir);
-        let bundle = read_bundle(&dir)?;
-        if let Some(recorded) = &self.content_hash
+        let (bundle, content_hash) = match self {
+            Self::Dir { dir, content_hash } => (read_bundle(&run_dir.join(dir))?, content_hash),
+            Self::Path(dir) => (read_bundle(&run_dir.join(dir))?, &None),
+            Self::Suite {
+                suite,
+                data,
+                content_hash,
+            } => {
+                let suite: Suite = suite
+                    .parse()
+                    .with_context(|| format!("reading {ENVS_FILE}"))?;
+                (suite.load(data)?, content_hash)
+            }
+        };
+        if let Some(recorded) = content_hash
             && *recorded != bundle.content_hash()
         {
             bail!(
-                "the environment bundle {} has changed since the run started (content hash {} \
-                 then, {} now): its tasks and held-out split would not be the run's, so it \
-                 cannot be resumed on it",
-                dir.display(),
+                "environment `{}` has changed since the run started (content hash {} then, {} \
+                 now): its tasks and held-out split would not be the run's, so it cannot be \
+                 resumed on it",
+                bundle.manifest.name,
                 output::short_hash(recorded),
                 output::short_hash(&bundle.content_hash())
             );

@@ -1434,3 +1434,70 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     files
 }
+
+#[test]
+fn a_suite_trains_on_its_training_split_and_holds_out_its_test_split() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("splits.toml");
+    std::fs::write(
+        &config,
+        "[tasks]\ntrain_split = \"train\"\nheldout_split = \"test\"\nmax_turns = 2\n\
+         [sft]\nsteps = 2\nbatch = 2\n[rl]\nsteps = 0\n[eval]\nmax_new_tokens = 4\n",
+    )
+    .unwrap();
+    let run = dir.path().join("run");
+    let args = |run: &Path| -> Vec<String> {
+        [
+            "--preset",
+            "smoke",
+            "--suite",
+            "tau2-bench/telecom",
+            "--data",
+            "../shared/benchmarks",
+            "--config",
+            config.to_str().unwrap(),
+            "--run-dir",
+            run.to_str().unwrap(),
+            "--json",
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    };
+    let mut first = args(&run);
+    first.extend(["--max-steps".to_owned(), "1".to_owned()]);
+    let stopped = summary(&train(&as_strs(&first)));
+    // τ²-bench's telecom test split: 40 tasks, whose gold actions are
+    // mostly the user's own calls (SFT's dialogues ask the user for them).
+    assert_eq!(stopped["heldout_tasks"], 40);
+    assert_eq!(stopped["complete"], false);
+    let recorded: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("envs.json")).unwrap()).unwrap();
+    assert_eq!(recorded[0]["suite"], "tau2-bench/telecom");
+    // The suite comes back from the record on resume, and only from it.
+    let run_dir = run.to_str().unwrap();
+    let output = train(&[
+        "--run-dir",
+        run_dir,
+        "--resume",
+        "--suite",
+        "tau2-bench/telecom",
+        "--data",
+        "../shared/benchmarks",
+    ]);
+    assert_refused(&output, "drop --env and --suite");
+    let resumed = summary(&train(&["--run-dir", run_dir, "--resume", "--json"]));
+    assert_eq!(resumed["complete"], true);
+    assert_eq!(resumed["heldout_tasks"], 40);
+
+    // A split the environment lacks is named, with those it has.
+    std::fs::write(
+        &config,
+        "[tasks]\nheldout_split = \"dev\"\n[sft]\nsteps = 1\n[rl]\nsteps = 0\n",
+    )
+    .unwrap();
+    let output = train(&as_strs(&args(&dir.path().join("bad"))));
+    assert_refused(
+        &output,
+        "tasks.heldout_split: environment `tau2-bench-telecom` has no split `dev` (it has `base`, `full`, `small`, `test`, `train`)",
+    );
+}

@@ -130,10 +130,18 @@ impl ModelSection {
 #[serde(default, deny_unknown_fields)]
 pub struct TasksSection {
     /// The share of each environment's tasks held out for evaluation (never
-    /// trained on, not even by SFT), chosen by a seeded shuffle.
+    /// trained on, not even by SFT), chosen by a seeded shuffle; unused with
+    /// `heldout_split`.
     pub heldout_fraction: f64,
     /// Which tasks of the shuffle may be held out.
     pub heldout: HeldOut,
+    /// The environments' split to train on (a benchmark's `train`); empty:
+    /// all their tasks. Every environment must have it.
+    pub train_split: String,
+    /// The environments' split to hold out (a benchmark's `test`), in place
+    /// of a `heldout_fraction` of the tasks; empty: none. Every environment
+    /// must have it.
+    pub heldout_split: String,
     /// Most agent actions per episode.
     pub max_turns: usize,
 }
@@ -157,6 +165,8 @@ impl Default for TasksSection {
         Self {
             heldout_fraction: 0.25,
             heldout: HeldOut::Random,
+            train_split: String::new(),
+            heldout_split: String::new(),
             max_turns: 8,
         }
     }
@@ -481,6 +491,7 @@ impl TrainConfig {
                 heldout_fraction: 0.25,
                 heldout: HeldOut::Covered,
                 max_turns: 4,
+                ..TasksSection::default()
             },
             sft: SftSection {
                 steps: 1200,

@@ -5,7 +5,7 @@
 use crate::chat::{PromptStyle, assistant_text, completion, render};
 use crate::train::config::{HeldOut, TasksSection};
 use crate::train::objective::{Sequence, Turn};
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use forge_model::tokenizer::ModelTokenizer;
 use forge_runtime::episode::{EpisodeSettings, run_episode};
 use forge_runtime::policy::{GoldPolicy, ScriptedUser};
@@ -28,45 +28,91 @@ pub struct Workload<'a> {
 }
 
 impl<'a> Workload<'a> {
-    /// Splits `env`'s tasks: a seeded shuffle (by environment name, so adding
-    /// an environment does not reshuffle the others), then `heldout_fraction`
-    /// of them held out — at least one when the fraction is positive and there
-    /// are two tasks or more — chosen in that order as `tasks.heldout` says.
+    /// Splits `env`'s tasks (those of `tasks.train_split`, or all) into
+    /// training and held-out ones: the tasks of `tasks.heldout_split`, or
+    /// after a seeded shuffle (by environment name, so adding an environment
+    /// does not reshuffle the others) `heldout_fraction` of them — at least
+    /// one when the fraction is positive and there are two tasks or more —
+    /// chosen in that order as `tasks.heldout` says.
     pub fn split(
         env: &'a Environment,
         style: PromptStyle,
         tasks: &TasksSection,
         seed: u64,
-    ) -> Self {
-        let mut order: Vec<usize> = (0..env.tasks().len()).collect();
-        order.shuffle(&mut ChaCha8Rng::seed_from_u64(
-            seed ^ stable_hash(env.name()),
-        ));
-        let mut wanted = (tasks.heldout_fraction * order.len() as f64).round() as usize;
-        if tasks.heldout_fraction > 0.0 && order.len() >= 2 {
-            wanted = wanted.clamp(1, order.len() - 1);
-        }
-        let (train, heldout) = match tasks.heldout {
-            HeldOut::Random => {
-                let train = order.split_off(wanted);
-                (train, order)
-            }
-            HeldOut::Covered => {
-                let features: Vec<BTreeSet<String>> =
-                    env.tasks().iter().map(gold_features).collect();
-                covered_split(&features, &order, wanted)
+    ) -> Result<Self> {
+        let candidates = match tasks.train_split.as_str() {
+            "" => (0..env.tasks().len()).collect(),
+            name => split_tasks(env, name, "tasks.train_split")?,
+        };
+        let (train, heldout) = match tasks.heldout_split.as_str() {
+            "" => hold_out_share(env, candidates, tasks, seed),
+            name => {
+                let heldout = split_tasks(env, name, "tasks.heldout_split")?;
+                let train = candidates
+                    .into_iter()
+                    .filter(|index| !heldout.contains(index))
+                    .collect();
+                (train, heldout)
             }
         };
-        Self {
+        Ok(Self {
             env,
             style,
             train,
             heldout,
-        }
+        })
     }
 
     pub fn task(&self, index: usize) -> &'a PreparedTask {
         &self.env.tasks()[index]
+    }
+}
+
+/// The indices of the tasks of `env`'s split `name` (named by `key`), in
+/// the environment's order.
+fn split_tasks(env: &Environment, name: &str, key: &str) -> Result<Vec<usize>> {
+    let splits = &env.bundle().manifest.splits;
+    let Some(ids) = splits.get(name) else {
+        let known: Vec<String> = splits.keys().map(|name| format!("`{name}`")).collect();
+        bail!(
+            "{key}: environment `{}` has no split `{name}` ({})",
+            env.name(),
+            match known.is_empty() {
+                true => "it has none".to_owned(),
+                false => format!("it has {}", known.join(", ")),
+            }
+        );
+    };
+    let ids: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
+    Ok((0..env.tasks().len())
+        .filter(|&index| ids.contains(env.tasks()[index].task.id.as_str()))
+        .collect())
+}
+
+/// Holds out `tasks.heldout_fraction` of `candidates` (indices into `env`'s
+/// tasks) after a seeded shuffle, as `tasks.heldout` says: (train, held out).
+fn hold_out_share(
+    env: &Environment,
+    mut order: Vec<usize>,
+    tasks: &TasksSection,
+    seed: u64,
+) -> (Vec<usize>, Vec<usize>) {
+    order.shuffle(&mut ChaCha8Rng::seed_from_u64(
+        seed ^ stable_hash(env.name()),
+    ));
+    let mut wanted = (tasks.heldout_fraction * order.len() as f64).round() as usize;
+    if tasks.heldout_fraction > 0.0 && order.len() >= 2 {
+        wanted = wanted.clamp(1, order.len() - 1);
+    }
+    match tasks.heldout {
+        HeldOut::Random => {
+            let train = order.split_off(wanted);
+            (train, order)
+        }
+        HeldOut::Covered => {
+            let features: Vec<BTreeSet<String>> = env.tasks().iter().map(gold_features).collect();
+            covered_split(&features, &order, wanted)
+        }
     }
 }
 
@@ -252,12 +298,52 @@ pub fn gold_turns(
 mod tests {
     use super::*;
 
+    fn suite(suite: forge_suites::Suite) -> Environment {
+        let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/benchmarks");
+        let bundle = suite.load(&data).unwrap();
+        Environment::load(&forge_runtime::Sandbox::with_defaults().unwrap(), bundle).unwrap()
+    }
+
+    #[test]
+    fn splits_choose_the_training_and_held_out_tasks() {
+        // τ²-bench airline: `base` (all 50) = `train` (30) + `test` (20).
+        let env = suite(forge_suites::Suite::Tau2Airline);
+        let ids = |indices: &[usize]| -> BTreeSet<String> {
+            indices
+                .iter()
+                .map(|&index| env.tasks()[index].task.id.clone())
+                .collect()
+        };
+        let split = |train: &str, heldout: &str| {
+            let tasks = TasksSection {
+                train_split: train.into(),
+                heldout_split: heldout.into(),
+                ..TasksSection::default()
+            };
+            Workload::split(&env, PromptStyle::for_service("Airline."), &tasks, 0)
+        };
+        let named = |name: &str| -> BTreeSet<String> {
+            env.bundle().manifest.splits[name].iter().cloned().collect()
+        };
+        // The held-out split leaves a training split that holds it.
+        let workload = split("base", "test").unwrap();
+        assert_eq!(ids(&workload.heldout), named("test"));
+        assert_eq!(ids(&workload.train), named("train"));
+        // Without one, a share of the training split is held out.
+        let workload = split("train", "").unwrap();
+        assert_eq!((workload.train.len(), workload.heldout.len()), (22, 8));
+        assert!(ids(&workload.train).is_subset(&named("train")));
+        assert!(ids(&workload.heldout).is_subset(&named("train")));
+        let err = split("", "dev").err().unwrap().to_string();
+        assert!(
+            err.contains("has no split `dev` (it has `base`, `test`, `train`)"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn gold_dialogues_ask_the_user_for_its_calls_and_hide_them_from_the_agent() {
-        let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/benchmarks");
-        let bundle = forge_suites::Suite::Tau2Telecom.load(&data).unwrap();
-        let sandbox = forge_runtime::Sandbox::with_defaults().unwrap();
-        let env = Environment::load(&sandbox, bundle).unwrap();
+        let env = suite(forge_suites::Suite::Tau2Telecom);
         let id = "[service_issue]airplane_mode_on|break_apn_settings|overdue_bill_suspension|unseat_sim_card[PERSONA:None]";
         let task = env.tasks().iter().find(|task| task.task.id == id).unwrap();
         let tokenizer = ModelTokenizer::byte_level();

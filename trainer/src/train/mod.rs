@@ -358,7 +358,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                     .style(&env.bundle().manifest.description);
                 Workload::split(env, style, &config.tasks, config.seed)
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let queue = TaskQueue::new(&workloads, config.seed);
         if config.rl.steps > 0 && queue.is_empty() {
             bail!("no training tasks: every task is held out");
