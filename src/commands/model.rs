@@ -325,7 +325,8 @@ fn inspect(args: &InspectArgs) -> Result<()> {
     };
     let mut table = output::table(&[heading, "value"]);
     for (key, value) in &summary.metadata {
-        table.add_row(vec![key.clone(), value.chars().take(80).collect()]);
+        // Long values (a chat template, a token list) are cut, marked so.
+        table.add_row(vec![key.clone(), forge_runtime::text::shortened(value, 80)]);
     }
     println!("{table}");
     let mut table = output::table(&["type", "tensors", "elements"]);

@@ -423,12 +423,12 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                     "no gold turn fits in the model's context of {context} tokens (its prompt \
                      and reply together): SFT has nothing to learn from"
                 );
-                let turns = match data.turns_past_context {
-                    1 => "1 gold turn lies".to_owned(),
-                    many => format!("{many} gold turns lie"),
+                let (turns, them) = match data.turns_past_context {
+                    1 => ("1 gold turn lies".to_owned(), "it"),
+                    many => (format!("{many} gold turns lie"), "them"),
                 };
                 observer.notice(&format!(
-                    "{turns} past the model's context of {context} tokens: SFT leaves them out"
+                    "{turns} past the model's context of {context} tokens: SFT leaves {them} out"
                 ));
             }
             data.sequences
