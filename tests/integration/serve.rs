@@ -767,6 +767,83 @@ fn mcp_over_stdio_serves_one_episode_and_records_it() {
     assert_refused(&output, "--task: no task `nosuch` here");
 }
 
+#[test]
+fn a_served_agent_asks_the_scripted_user_for_its_own_calls() {
+    // τ²-bench telecom: the fix is the user's to make (`toggle_roaming` on
+    // their phone); the agent asks for it in a message.
+    let dir = tempfile::tempdir().unwrap();
+    let trajectories = dir.path().join("telecom.jsonl");
+    let mut child = forge_command()
+        .args([
+            "serve",
+            "--stdio",
+            "--suite",
+            "tau2-bench/telecom",
+            "--data",
+            "../shared/benchmarks",
+            "--task",
+            "[mobile_data_issue]user_abroad_roaming_enabled_off[PERSONA:None]",
+            "--out",
+        ])
+        .arg(&trajectories)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let say = |id: u64, message: &str| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "send_message_to_user", "arguments": {"message": message}}});
+    let mut stdin = child.stdin.take().unwrap();
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        say(2, "Have you tried turning it off and on again?"),
+        say(
+            3,
+            "Please turn data roaming on: run toggle_roaming() on your phone.",
+        ),
+        say(4, "You should be all set now."),
+    ] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let texts: Vec<String> = stdout(&output)
+        .lines()
+        .skip(1)
+        .map(|line| {
+            let reply: Value = serde_json::from_str(line).unwrap();
+            reply["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        texts[0],
+        "I'm not sure what to do on my side. What should I do?"
+    );
+    assert!(
+        texts[1].starts_with("Done. `toggle_roaming()` → "),
+        "{}",
+        texts[1]
+    );
+    assert!(
+        texts[2].starts_with("The episode is over: reward 1"),
+        "{}",
+        texts[2]
+    );
+    let replay = forge(&[
+        "replay",
+        trajectories.to_str().unwrap(),
+        "--suite",
+        "tau2-bench/telecom",
+        "--data",
+        "../shared/benchmarks",
+    ]);
+    assert!(replay.status.success(), "{}", stderr(&replay));
+}
+
 /// A bundle of the hostile test component, with one task.
 fn hostile_bundle(dir: &Path) -> std::path::PathBuf {
     let bundle = dir.join("hostile");

@@ -4,7 +4,7 @@ use crate::policy::remembered_instruction;
 use crate::trajectory::{ChatMessage, Role};
 use anyhow::Result;
 use serde_json::Value;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 /// What the scripted user answers a message that asks for none of the calls
 /// it still has to make.
@@ -27,12 +27,12 @@ pub fn scripted_user(task: &Task, instability: f64, seed: u64) -> Box<dyn User +
 /// at the first message of the agent once none is left to make.
 ///
 /// The agent asks for a call by naming its tool (as a whole identifier) and
-/// stating every argument value (case aside), as the telecom manual has the agent "guide the
-/// user to use `toggle_airplane_mode()`"; the user makes the calls asked
-/// for, in the order of the gold actions, and reports their results. A
-/// message that asks for none of them gets [`UNSURE`]. A script cannot read
-/// intent, so it follows the letter: calls it was not given are not made,
-/// however clearly asked for.
+/// stating every argument value (case aside), as the telecom manual has the
+/// agent "guide the user to use `toggle_airplane_mode()`"; the user makes
+/// the calls asked for, in the order of the gold actions, and reports their
+/// results. A message that asks for none of them gets [`UNSURE`]. A script
+/// cannot read intent, so it follows the letter: calls it was not given are
+/// not made, however clearly asked for.
 pub struct ScriptedUser {
     instruction: String,
     /// The user's gold calls not made yet, in the gold actions' order.
@@ -59,17 +59,12 @@ impl ScriptedUser {
     /// naming of a tool in the message asks for one call of it.
     fn take_asked(&mut self, message: &str) {
         let message = message.to_lowercase();
-        let mut namings: Vec<(String, usize)> = Vec::new();
-        let pending = std::mem::take(&mut self.pending);
-        for call in pending {
-            let left = match namings.iter_mut().find(|(name, _)| *name == call.name) {
-                Some((_, left)) => left,
-                None => {
-                    let count = namings_of(&message, &call.name.to_lowercase());
-                    namings.push((call.name.clone(), count));
-                    &mut namings.last_mut().expect("just pushed").1
-                }
-            };
+        // Namings of each tool not yet taken by a call.
+        let mut namings: BTreeMap<String, usize> = BTreeMap::new();
+        for call in std::mem::take(&mut self.pending) {
+            let left = namings
+                .entry(call.name.clone())
+                .or_insert_with(|| namings_of(&message, &call.name.to_lowercase()));
             if *left > 0 && states_arguments(&message, &call.arguments) {
                 *left -= 1;
                 self.asked.push_back(call);
