@@ -10,7 +10,7 @@ use forge_llm::judge::ModelJudge;
 use forge_llm::{ChatClient, ChatConfig};
 use forge_runtime::episode::{EpisodeSettings, Judge, Policy, User};
 use forge_runtime::policy::{
-    GoldPolicy, RandomPolicy, RecordedJudge, ReplayPolicy, ReplayUser, remembered_instruction,
+    GoldPolicy, RandomPolicy, RecordedJudge, ReplayPolicy, remembered_instruction, replayed_user,
     scripted_user,
 };
 use forge_runtime::schema::ToolSpec;
@@ -444,7 +444,7 @@ impl Agents {
         };
         let user: Box<dyn User + 'a> = match (self.policy, self.user) {
             // A replayed episode replays its user too.
-            (PolicyKind::Replay, _) => Box::new(ReplayUser::new(recorded()?)),
+            (PolicyKind::Replay, _) => replayed_user(&task.task, recorded()?),
             (_, UserKind::Scripted) => scripted_user(&task.task, self.instability, seed),
             (_, UserKind::Openai) => Box::new(
                 RemoteUser::new(

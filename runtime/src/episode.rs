@@ -8,7 +8,7 @@ use crate::schema::ToolSpec;
 use crate::state::State;
 use crate::trajectory::{
     ChatFunction, ChatMessage, ChatToolCall, EnvironmentRef, EpisodeRecord, FORMAT, Role, Step,
-    Termination, agent_view,
+    Termination, UserRef, agent_view,
 };
 use crate::verify::{Check, Checks, call_matches, verify};
 use anyhow::{Result, bail};
@@ -67,6 +67,11 @@ pub trait User {
     /// its own tools — to that call's result (the transcript's last). A
     /// [`ContextFull`] error ends the episode as [`Termination::ContextFull`].
     fn respond(&mut self, transcript: &[ChatMessage]) -> Result<UserTurn>;
+    /// How a replay plays this user again; `None` (the default): by
+    /// repeating its recorded turns.
+    fn replayable(&self) -> Option<UserRef> {
+        None
+    }
 }
 
 /// A model's dialogue no longer fits in its context. Returned by a
@@ -141,6 +146,7 @@ pub struct Episode {
     /// Agent actions taken so far.
     turn: usize,
     termination: Option<Termination>,
+    user: Option<UserRef>,
 }
 
 impl Episode {
@@ -163,6 +169,7 @@ impl Episode {
             },
             turn: 0,
             termination: (settings.max_turns == 0).then_some(Termination::MaxTurns),
+            user: user.replayable(),
         })
     }
 
@@ -344,6 +351,7 @@ impl Episode {
             policy: policy_name.into(),
             seed: self.settings.seed,
             max_turns: self.settings.max_turns,
+            user: self.user,
             messages,
             steps,
             termination: self.termination.unwrap_or(Termination::Closed),

@@ -2,8 +2,9 @@
 //! the first place it diverges.
 
 use crate::environment::{Environment, PreparedTask};
+use crate::episode::User;
 use crate::episode::{Episode, EpisodeSettings, Judge};
-use crate::policy::{RecordedJudge, ReplayPolicy, ReplayUser};
+use crate::policy::{RecordedJudge, ReplayPolicy, replayed_user};
 use crate::text;
 use crate::trajectory::EpisodeRecord;
 use anyhow::{Result, bail};
@@ -47,14 +48,14 @@ pub fn replay_episode(env: &Environment, record: &EpisodeRecord) -> Result<Optio
         );
     };
     let mut policy = ReplayPolicy::new(record)?;
-    let mut user = ReplayUser::new(record);
+    let mut user = replayed_user(&task.task, record);
     let mut judge = RecordedJudge::new(record);
     let settings = EpisodeSettings {
         max_turns: record.max_turns,
         seed: record.seed,
     };
     let replayed =
-        replay_actions(env, task, settings, &mut policy, &mut user).and_then(|episode| {
+        replay_actions(env, task, settings, &mut policy, user.as_mut()).and_then(|episode| {
             episode.finish(
                 env,
                 task,
@@ -82,7 +83,7 @@ fn replay_actions(
     task: &PreparedTask,
     settings: EpisodeSettings,
     policy: &mut ReplayPolicy,
-    user: &mut ReplayUser,
+    user: &mut dyn User,
 ) -> Result<Episode> {
     let tools = env.component().tools();
     let mut episode = Episode::start(env, task, user, settings)?;
@@ -120,11 +121,13 @@ fn first_difference(recorded: &EpisodeRecord, replayed: &EpisodeRecord) -> Optio
         } else if old.actor != new.actor {
             disagree("actor", shown(&old.actor), shown(&new.actor))
         } else if old.arguments != new.arguments {
-            disagree("arguments", shown(&old.arguments), shown(&new.arguments))
+            let (old, new) = contrasted(&old.arguments, &new.arguments);
+            disagree("arguments", old, new)
         } else if old.status != new.status {
             field("status", shown(&old.status), shown(&new.status))
         } else if old.result != new.result {
-            field("result", shown(&old.result), shown(&new.result))
+            let (old, new) = contrasted(&old.result, &new.result);
+            field("result", old, new)
         } else if old.fuel != new.fuel {
             field("fuel", shown(&old.fuel), shown(&new.fuel))
         } else if old.state_hash != new.state_hash {
@@ -153,10 +156,10 @@ fn first_difference(recorded: &EpisodeRecord, replayed: &EpisodeRecord) -> Optio
     if let Some(index) = (0..recorded.messages.len().max(replayed.messages.len()))
         .find(|&index| recorded.messages.get(index) != replayed.messages.get(index))
     {
+        let (old, new) =
+            contrasted_or_nothing(recorded.messages.get(index), replayed.messages.get(index));
         return episode(format!(
-            "message {index} differs: recorded {}, replayed {}",
-            shown_or_nothing(recorded.messages.get(index)),
-            shown_or_nothing(replayed.messages.get(index))
+            "message {index} differs: recorded {old}, replayed {new}"
         ));
     }
     if recorded.final_state_sha256 != replayed.final_state_sha256 {
@@ -192,11 +195,8 @@ fn metadata_difference(recorded: &EpisodeRecord, replayed: &EpisodeRecord) -> St
         .map_or_else(
             || "the episode metadata differs".to_owned(),
             |key| {
-                format!(
-                    "`{key}` differs: recorded {}, replayed {}",
-                    shown_or_nothing(recorded.get(key)),
-                    shown_or_nothing(replayed.get(key))
-                )
+                let (old, new) = contrasted_or_nothing(recorded.get(key), replayed.get(key));
+                format!("`{key}` differs: recorded {old}, replayed {new}")
             },
         )
 }
@@ -205,6 +205,39 @@ fn metadata_difference(recorded: &EpisodeRecord, replayed: &EpisodeRecord) -> St
 /// characters.
 fn shown(value: &impl Serialize) -> String {
     text::shortened(&serde_json::to_string(value).unwrap_or_default(), 160)
+}
+
+/// Two differing values as [`shown`] spells them, each from a little before
+/// the first character where they differ: a long value changed near its end
+/// shows the change rather than the same beginning twice.
+fn contrasted(old: &impl Serialize, new: &impl Serialize) -> (String, String) {
+    /// Characters kept before the first difference.
+    const LEAD: usize = 40;
+    let old = serde_json::to_string(old).unwrap_or_default();
+    let new = serde_json::to_string(new).unwrap_or_default();
+    let same = old
+        .chars()
+        .zip(new.chars())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let skip = same.saturating_sub(LEAD);
+    let cut = |text: &str| {
+        let rest: String = text.chars().skip(skip).collect();
+        let rest = text::shortened(&rest, 160);
+        match skip {
+            0 => rest,
+            _ => format!("…{rest}"),
+        }
+    };
+    (cut(&old), cut(&new))
+}
+
+/// [`contrasted`], or `nothing` for a side that has no such value.
+fn contrasted_or_nothing<T: Serialize>(old: Option<&T>, new: Option<&T>) -> (String, String) {
+    match (old, new) {
+        (Some(old), Some(new)) => contrasted(old, new),
+        (old, new) => (shown_or_nothing(old), shown_or_nothing(new)),
+    }
 }
 
 /// [`shown`], or `nothing` where one side has no such value.

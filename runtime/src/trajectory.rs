@@ -160,6 +160,16 @@ pub struct EnvironmentRef {
     pub content_hash: String,
 }
 
+/// Who played the user, where a replay can play it again rather than repeat
+/// its recorded turns: then a record whose user's messages, calls or seed
+/// were changed no longer replays. (Model users are repeated as recorded.)
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum UserRef {
+    /// The task's scripted user, unreliable with probability `instability`.
+    Scripted { instability: f64 },
+}
+
 /// Why an episode ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -200,6 +210,10 @@ pub struct EpisodeRecord {
     pub policy: String,
     pub seed: u64,
     pub max_turns: usize,
+    /// Absent for users a replay repeats as recorded (and in records made
+    /// before users were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<UserRef>,
     pub messages: Vec<ChatMessage>,
     pub steps: Vec<Step>,
     pub termination: Termination,

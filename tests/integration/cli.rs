@@ -189,6 +189,82 @@ fn replay_names_the_step_where_a_changed_result_diverges() {
 }
 
 #[test]
+fn replay_plays_the_scripted_user_again_and_so_catches_an_edited_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("unstable.jsonl");
+    // τ-bench's users state their user id, which an unreliable one gets wrong.
+    let suite = [
+        "--suite",
+        "tau-bench/airline",
+        "--data",
+        "../shared/benchmarks",
+    ];
+    let mut args = vec![
+        "run",
+        "--policy",
+        "gold",
+        "--user-instability",
+        "1",
+        "--tasks",
+        "first:1",
+        "--out",
+        path.to_str().unwrap(),
+    ];
+    args.extend(suite);
+    let output = forge(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        first["user"],
+        json!({"kind": "scripted", "instability": 1.0})
+    );
+    let replay_edited = |edit: &dyn Fn(&mut Value)| {
+        let mut episode = first.clone();
+        edit(&mut episode);
+        let edited = dir.path().join("edited.jsonl");
+        std::fs::write(&edited, format!("{episode}\n")).unwrap();
+        let mut args = vec!["replay", edited.to_str().unwrap()];
+        args.extend(suite);
+        forge(&args)
+    };
+    assert!(replay_edited(&|_| {}).status.success());
+    // The user's words are the scripted user's again: an edit shows, at
+    // the place it was made.
+    let output = replay_edited(&|episode| {
+        let opening = episode["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        episode["messages"][0]["content"] = format!("{opening} (edited)").into();
+    });
+    assert!(!output.status.success());
+    assert!(
+        stdout(&output).contains("message 0 differs: recorded …")
+            && stdout(&output).contains("(edited)\"}, replayed …"),
+        "{}",
+        stdout(&output)
+    );
+    // So is what the seed made the unreliable user misremember (another
+    // seed may spoil the same fact the same way: of eight, some do not).
+    let diverged = (1..=8)
+        .filter(|&change| {
+            let output = replay_edited(&|episode| {
+                episode["seed"] = (episode["seed"].as_u64().unwrap() ^ change).into();
+            });
+            !output.status.success() && stdout(&output).contains("message 0 differs")
+        })
+        .count();
+    assert!(diverged > 0, "no other seed changed the user's words");
+    // A record that names no user (made before users were recorded) has its
+    // user's turns repeated.
+    let output = replay_edited(&|episode| {
+        episode.as_object_mut().unwrap().remove("user");
+    });
+    assert!(output.status.success(), "{}", stdout(&output));
+}
+
+#[test]
 fn replay_policy_reproduces_the_recorded_rewards() {
     let dir = tempfile::tempdir().unwrap();
     let path = record(dir.path(), "gold");

@@ -11,6 +11,6 @@ mod user_brief;
 pub use gold::GoldPolicy;
 pub use random::RandomPolicy;
 pub use remembered::remembered_instruction;
-pub use replay::{RecordedJudge, ReplayPolicy, ReplayUser};
+pub use replay::{RecordedJudge, ReplayPolicy, ReplayUser, replayed_user};
 pub use scripted_user::{ScriptedUser, request, scripted_user};
 pub use user_brief::{AGENT_GREETING, USER_STOP, user_brief};

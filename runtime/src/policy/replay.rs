@@ -1,7 +1,8 @@
-use crate::bundle::{Actor, ToolCall};
+use crate::bundle::{Actor, Task, ToolCall};
 use crate::episode::{Action, ContextFull, Judge, Policy, User, UserTurn};
+use crate::policy::scripted_user;
 use crate::schema::ToolSpec;
-use crate::trajectory::{ChatMessage, EpisodeRecord, Role, Termination};
+use crate::trajectory::{ChatMessage, EpisodeRecord, Role, Termination, UserRef};
 use anyhow::{Context, Result, bail};
 use std::collections::VecDeque;
 
@@ -68,6 +69,16 @@ impl Policy for ReplayPolicy {
             Termination::Closed | Termination::ContextFull
         );
         (self.actions.is_empty() && cut).then_some(self.termination)
+    }
+}
+
+/// The user of a replay of `record` (an episode of `task`): the scripted
+/// user played again where the record says it played, so that its turns
+/// are checked too; any other user's recorded turns, repeated.
+pub fn replayed_user(task: &Task, record: &EpisodeRecord) -> Box<dyn User + Send> {
+    match record.user {
+        Some(UserRef::Scripted { instability }) => scripted_user(task, instability, record.seed),
+        None => Box::new(ReplayUser::new(record)),
     }
 }
 

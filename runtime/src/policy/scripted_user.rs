@@ -1,7 +1,7 @@
 use crate::bundle::{Actor, Task, ToolCall};
 use crate::episode::{User, UserTurn};
 use crate::policy::remembered_instruction;
-use crate::trajectory::{ChatMessage, Role};
+use crate::trajectory::{ChatMessage, Role, UserRef};
 use anyhow::Result;
 use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
@@ -17,6 +17,7 @@ pub fn scripted_user(task: &Task, instability: f64, seed: u64) -> Box<dyn User +
     let mut user = ScriptedUser::new(task);
     if instability > 0.0 {
         user.instruction = remembered_instruction(task, instability, seed);
+        user.instability = instability;
     }
     Box::new(user)
 }
@@ -35,6 +36,8 @@ pub fn scripted_user(task: &Task, instability: f64, seed: u64) -> Box<dyn User +
 /// not made, however clearly asked for.
 pub struct ScriptedUser {
     instruction: String,
+    /// How unreliable the user is (see [`scripted_user`]).
+    instability: f64,
     /// The user's gold calls not made yet, in the gold actions' order.
     pending: Vec<ToolCall>,
     /// The calls the agent's last message asked for, still to make.
@@ -45,6 +48,7 @@ impl ScriptedUser {
     pub fn new(task: &Task) -> Self {
         Self {
             instruction: task.instruction.clone(),
+            instability: 0.0,
             pending: task
                 .gold_actions
                 .iter()
@@ -97,6 +101,12 @@ impl User for ScriptedUser {
                 ..call
             }),
             None => UserTurn::Say(report(transcript)),
+        })
+    }
+
+    fn replayable(&self) -> Option<UserRef> {
+        Some(UserRef::Scripted {
+            instability: self.instability,
         })
     }
 }
