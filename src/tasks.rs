@@ -111,24 +111,13 @@ impl TaskSelection {
             bail!("environment `{}` has no tasks", env.name());
         }
         let ids: Vec<&str> = tasks.iter().map(|task| task.task.id.as_str()).collect();
-        let splits = &env.bundle().manifest.splits;
-        if let Self::Split(name) = self
-            && !splits.contains_key(name)
-        {
-            let known = match splits
-                .keys()
-                .map(|name| format!("`{name}`"))
-                .collect::<Vec<_>>()
-            {
-                names if names.is_empty() => "it has none".to_owned(),
-                names => format!("it has {}", names.join(", ")),
-            };
-            bail!(
-                "environment `{}` has no split `{name}`: {known}",
-                env.name()
-            );
+        let manifest = &env.bundle().manifest;
+        if let Self::Split(name) = self {
+            manifest
+                .split(name)
+                .map_err(|why| anyhow::anyhow!("environment `{}` has {why}", env.name()))?;
         }
-        let chosen = self.positions(&ids, splits).map_err(|missing| {
+        let chosen = self.positions(&ids, &manifest.splits).map_err(|missing| {
             let count = match missing.parse::<usize>() {
                 Ok(count @ 1..) if numbered(&ids) => {
                     format!("; its tasks are numbered, so a count of them is `first:{count}`")

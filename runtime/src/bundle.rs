@@ -68,6 +68,20 @@ pub struct Manifest {
     pub splits: BTreeMap<String, Vec<String>>,
 }
 
+impl Manifest {
+    /// The task ids of the split `name`, or why there is none: `no split
+    /// `name` (it has `a`, `b`)`.
+    pub fn split(&self, name: &str) -> Result<&[String], String> {
+        self.splits.get(name).map(Vec::as_slice).ok_or_else(|| {
+            let known: Vec<String> = self.splits.keys().map(|name| format!("`{name}`")).collect();
+            match known.is_empty() {
+                true => format!("no split `{name}` (it has none)"),
+                false => format!("no split `{name}` (it has {})", known.join(", ")),
+            }
+        })
+    }
+}
+
 fn checked() -> bool {
     true
 }

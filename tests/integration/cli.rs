@@ -477,7 +477,7 @@ fn bad_input_gets_errors_that_name_the_problem() {
         .collect();
     assert_eq!(ids, [&json!("shop-01"), &json!("shop-03")]);
     let output = forge(&["run", "--env", env, "--tasks", "split:train"]);
-    assert_refused(&output, "has no split `train`: it has `test`");
+    assert_refused(&output, "has no split `train` (it has `test`)");
 
     // A count plays the bundle's first tasks; ids play in the order named.
     let played = |selection: &str| {

@@ -284,5 +284,5 @@ fn the_references_splits_select_tasks() {
         "--tasks",
         "split:base",
     ]);
-    assert_refused(&output, "has no split `base`: it has none");
+    assert_refused(&output, "has no split `base` (it has none)");
 }

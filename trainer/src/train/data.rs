@@ -5,7 +5,7 @@
 use crate::chat::{PromptStyle, assistant_text, completion, render};
 use crate::train::config::{HeldOut, TasksSection};
 use crate::train::objective::{Sequence, Turn};
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use forge_model::tokenizer::ModelTokenizer;
 use forge_runtime::episode::{EpisodeSettings, run_episode};
 use forge_runtime::policy::{GoldPolicy, ScriptedUser};
@@ -71,18 +71,11 @@ impl<'a> Workload<'a> {
 /// The indices of the tasks of `env`'s split `name` (named by `key`), in
 /// the environment's order.
 fn split_tasks(env: &Environment, name: &str, key: &str) -> Result<Vec<usize>> {
-    let splits = &env.bundle().manifest.splits;
-    let Some(ids) = splits.get(name) else {
-        let known: Vec<String> = splits.keys().map(|name| format!("`{name}`")).collect();
-        bail!(
-            "{key}: environment `{}` has no split `{name}` ({})",
-            env.name(),
-            match known.is_empty() {
-                true => "it has none".to_owned(),
-                false => format!("it has {}", known.join(", ")),
-            }
-        );
-    };
+    let ids = env
+        .bundle()
+        .manifest
+        .split(name)
+        .map_err(|why| anyhow::anyhow!("{key}: environment `{}` has {why}", env.name()))?;
     let ids: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
     Ok((0..env.tasks().len())
         .filter(|&index| ids.contains(env.tasks()[index].task.id.as_str()))
