@@ -26,14 +26,44 @@ pub struct EnvArgs {
 impl EnvArgs {
     pub fn bundle(&self) -> Result<Bundle> {
         match (&self.env, self.suite, &self.data) {
-            (Some(dir), _, _) => Bundle::read_dir(dir)
-                .with_context(|| format!("reading the environment bundle {}", dir.display())),
-            (None, Some(suite), Some(data)) => suite.load(data),
+            (Some(dir), _, _) => Source::Dir(dir.clone()).read(),
+            (None, Some(suite), Some(data)) => Source::Suite {
+                suite,
+                data: data.clone(),
+            }
+            .read(),
             _ => Ok(builtin::example_bundle()),
         }
     }
 
     pub fn load(&self, sandbox: &Sandbox) -> Result<Environment> {
         Environment::load(sandbox, self.bundle()?)
+    }
+}
+
+/// Where an environment bundle comes from: a bundle directory, or a
+/// benchmark suite read from its data directory.
+pub enum Source {
+    Dir(PathBuf),
+    Suite { suite: Suite, data: PathBuf },
+}
+
+impl Source {
+    pub fn read(&self) -> Result<Bundle> {
+        match self {
+            Self::Dir(dir) => Bundle::read_dir(dir)
+                .with_context(|| format!("reading the environment bundle {}", dir.display())),
+            Self::Suite { suite, data } => suite.load(data),
+        }
+    }
+}
+
+/// The flag that names the source.
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Dir(dir) => write!(f, "--env {}", dir.display()),
+            Self::Suite { suite, .. } => write!(f, "--suite {suite}"),
+        }
     }
 }

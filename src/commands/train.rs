@@ -1,6 +1,7 @@
 //! `forge train`: SFT then ERPO on environments, into a run directory.
 
 use crate::commands::{hold, holds_files, leave_as_found};
+use crate::envs::Source;
 use crate::{output, shutdown};
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
@@ -436,35 +437,6 @@ fn bundles(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<Bundle>> {
     Ok(bundles)
 }
 
-/// Where a bundle to train on comes from.
-enum Source {
-    Dir(PathBuf),
-    Suite { suite: Suite, data: PathBuf },
-}
-
-impl Source {
-    fn read(&self) -> Result<Bundle> {
-        match self {
-            Self::Dir(dir) => read_bundle(dir),
-            Self::Suite { suite, data } => suite.load(data),
-        }
-    }
-}
-
-impl std::fmt::Display for Source {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Dir(dir) => write!(f, "--env {}", dir.display()),
-            Self::Suite { suite, .. } => write!(f, "--suite {suite}"),
-        }
-    }
-}
-
-fn read_bundle(dir: &Path) -> Result<Bundle> {
-    Bundle::read_dir(dir)
-        .with_context(|| format!("reading the environment bundle {}", dir.display()))
-}
-
 /// A bundle a run trains on, as `envs.json` records it.
 #[derive(serde::Serialize, serde::Deserialize)]
 #[serde(untagged)]
@@ -490,20 +462,27 @@ enum RecordedBundle {
 impl RecordedBundle {
     /// The bundle, as it was when the run started.
     fn read(&self, run_dir: &Path) -> Result<Bundle> {
-        let (bundle, content_hash) = match self {
-            Self::Dir { dir, content_hash } => (read_bundle(&run_dir.join(dir))?, content_hash),
-            Self::Path(dir) => (read_bundle(&run_dir.join(dir))?, &None),
+        let (source, content_hash) = match self {
+            Self::Dir { dir, content_hash } => (Source::Dir(run_dir.join(dir)), content_hash),
+            Self::Path(dir) => (Source::Dir(run_dir.join(dir)), &None),
             Self::Suite {
                 suite,
                 data,
                 content_hash,
             } => {
-                let suite: Suite = suite
+                let suite = suite
                     .parse()
                     .with_context(|| format!("reading {ENVS_FILE}"))?;
-                (suite.load(data)?, content_hash)
+                (
+                    Source::Suite {
+                        suite,
+                        data: data.clone(),
+                    },
+                    content_hash,
+                )
             }
         };
+        let bundle = source.read()?;
         if let Some(recorded) = content_hash
             && *recorded != bundle.content_hash()
         {

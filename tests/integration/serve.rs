@@ -694,45 +694,70 @@ fn mcp_clients_list_and_call_an_episodes_tools() {
     }
 }
 
-#[test]
-fn mcp_over_stdio_serves_one_episode_and_records_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let trajectories = dir.path().join("stdio.jsonl");
+/// An MCP client's `initialize` request and `initialized` notification.
+fn mcp_opening() -> [Value; 2] {
+    [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ]
+}
+
+/// `forge serve --stdio` with `args`, sent `lines` (each ended by a newline)
+/// and then the end of its input.
+fn mcp_over_stdio(args: &[&str], lines: &[Vec<u8>]) -> std::process::Output {
     let mut child = forge_command()
-        .args([
-            "serve",
-            "--stdio",
-            "--task",
-            "shop-01",
-            "--max-request-bytes",
-            "400",
-            "--out",
-        ])
-        .arg(&trajectories)
+        .args(["serve", "--stdio"])
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let messages = [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "find_user_by_email", "arguments": {"email": "ava.chen@example.com"}}}),
-        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "send_message_to_user", "arguments": {"message": "Done."}}}),
-    ];
     let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, "{}", messages[0]).unwrap();
-    // Lines that are no message are answered with an error, and the
-    // conversation goes on: bytes that are not UTF-8, a line over
-    // --max-request-bytes, a JSON value that is not an object.
-    stdin.write_all(b"\xff\xfe\n").unwrap();
-    writeln!(stdin, "{}", "x".repeat(1000)).unwrap();
-    writeln!(stdin, "\"tools/list\"").unwrap();
-    for message in &messages[1..] {
-        writeln!(stdin, "{message}").unwrap();
+    for line in lines {
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
     }
     drop(stdin);
-    let output = child.wait_with_output().unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn mcp_over_stdio_serves_one_episode_and_records_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let trajectories = dir.path().join("stdio.jsonl");
+    let [initialize, initialized] = mcp_opening();
+    let call = |id: u64, name: &str, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+            .to_string()
+            .into_bytes()
+    };
+    let output = mcp_over_stdio(
+        &[
+            "--task",
+            "shop-01",
+            "--max-request-bytes",
+            "400",
+            "--out",
+            trajectories.to_str().unwrap(),
+        ],
+        &[
+            initialize.to_string().into_bytes(),
+            // Lines that are no message are answered with an error, and the
+            // conversation goes on: bytes that are not UTF-8, a line over
+            // --max-request-bytes, a JSON value that is not an object.
+            b"\xff\xfe".to_vec(),
+            "x".repeat(1000).into_bytes(),
+            b"\"tools/list\"".to_vec(),
+            initialized.to_string().into_bytes(),
+            call(
+                2,
+                "find_user_by_email",
+                json!({"email": "ava.chen@example.com"}),
+            ),
+            call(3, "send_message_to_user", json!({"message": "Done."})),
+        ],
+    );
     assert!(output.status.success(), "{}", stderr(&output));
     let replies: Vec<Value> = stdout(&output)
         .lines()
@@ -773,10 +798,20 @@ fn a_served_agent_asks_the_scripted_user_for_its_own_calls() {
     // their phone); the agent asks for it in a message.
     let dir = tempfile::tempdir().unwrap();
     let trajectories = dir.path().join("telecom.jsonl");
-    let mut child = forge_command()
-        .args([
-            "serve",
-            "--stdio",
+    let say = |id: u64, message: &str| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "send_message_to_user", "arguments": {"message": message}}});
+    let [initialize, initialized] = mcp_opening();
+    let messages = [
+        initialize,
+        initialized,
+        say(2, "Have you tried turning it off and on again?"),
+        say(
+            3,
+            "Please turn data roaming on: run toggle_roaming() on your phone.",
+        ),
+        say(4, "You should be all set now."),
+    ];
+    let output = mcp_over_stdio(
+        &[
             "--suite",
             "tau2-bench/telecom",
             "--data",
@@ -784,29 +819,10 @@ fn a_served_agent_asks_the_scripted_user_for_its_own_calls() {
             "--task",
             "[mobile_data_issue]user_abroad_roaming_enabled_off[PERSONA:None]",
             "--out",
-        ])
-        .arg(&trajectories)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let say = |id: u64, message: &str| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "send_message_to_user", "arguments": {"message": message}}});
-    let mut stdin = child.stdin.take().unwrap();
-    for message in [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        say(2, "Have you tried turning it off and on again?"),
-        say(
-            3,
-            "Please turn data roaming on: run toggle_roaming() on your phone.",
-        ),
-        say(4, "You should be all set now."),
-    ] {
-        writeln!(stdin, "{message}").unwrap();
-    }
-    drop(stdin);
-    let output = child.wait_with_output().unwrap();
+            trajectories.to_str().unwrap(),
+        ],
+        &messages.map(|message| message.to_string().into_bytes()),
+    );
     assert!(output.status.success(), "{}", stderr(&output));
     let texts: Vec<String> = stdout(&output)
         .lines()
