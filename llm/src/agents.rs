@@ -199,7 +199,8 @@ impl User for RemoteUser<'_> {
         Ok(text_of(&self.reply(&[])?))
     }
 
-    fn respond(&mut self, transcript: &[ChatMessage]) -> anyhow::Result<UserTurn> {
+    /// The user's tools were offered to the model when it was made.
+    fn respond(&mut self, transcript: &[ChatMessage], _: &[ToolSpec]) -> anyhow::Result<UserTurn> {
         let reply = self.reply(transcript)?;
         // One call at a time: the user sees each result before the next.
         if let Some(call) = reply

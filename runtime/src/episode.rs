@@ -64,9 +64,10 @@ pub trait User {
     /// The user's opening message.
     fn open(&mut self) -> Result<String>;
     /// The user's answer to the agent's last message, or — after a call of
-    /// its own tools — to that call's result (the transcript's last). A
-    /// [`ContextFull`] error ends the episode as [`Termination::ContextFull`].
-    fn respond(&mut self, transcript: &[ChatMessage]) -> Result<UserTurn>;
+    /// its own tools — to that call's result (the transcript's last), given
+    /// the user's own `tools`. A [`ContextFull`] error ends the episode as
+    /// [`Termination::ContextFull`].
+    fn respond(&mut self, transcript: &[ChatMessage], tools: &[ToolSpec]) -> Result<UserTurn>;
     /// How a replay plays this user again; `None` (the default): by
     /// repeating its recorded turns.
     fn replayable(&self) -> Option<UserRef> {
@@ -229,8 +230,10 @@ impl Episode {
                 // A user that only ever calls its own tools runs the
                 // episode out of turns.
                 let mut ended = Some(Termination::MaxTurns);
+                let component = self.instance.component().clone();
+                let tools = component.tools_of(Actor::User);
                 for _ in 0..self.settings.max_turns {
-                    let answer = match user.respond(&self.progress.messages) {
+                    let answer = match user.respond(&self.progress.messages, tools) {
                         Err(err) if is_context_full(&err) => {
                             ended = Some(Termination::ContextFull);
                             break;

@@ -211,6 +211,69 @@ fn gold_runs_score_as_the_references_gold_runs() {
     }
 }
 
+/// The scripted user of a telecom task answers the diagnostics the manual
+/// has the agent ask for: it runs the user's read-only tools it is asked
+/// to, which leave the phone as it was, and the task is then solved as
+/// before.
+#[test]
+fn the_telecom_user_runs_the_checks_it_is_asked_for() {
+    use forge_runtime::policy::{GoldPolicy, ScriptedUser};
+    use forge_runtime::trajectory::Role;
+    use forge_runtime::{Action, Actor, Episode, EpisodeSettings};
+    let sandbox = Sandbox::with_defaults().expect("a sandbox");
+    let bundle = Suite::Tau2Telecom
+        .load(&data_dir())
+        .expect("the suite loads");
+    let env = Environment::load(&sandbox, bundle).expect("every gold action runs");
+    let task =
+        env.tasks()
+            .iter()
+            .find(|task| {
+                !GOLD_RUN_FAILURES.contains(&task.task.id.as_str())
+                    && task.task.gold_actions.iter().any(|call| {
+                        call.actor == Actor::User && call.name == "toggle_airplane_mode"
+                    })
+            })
+            .expect("a task whose user turns airplane mode off");
+    let mut user = ScriptedUser::new(&task.task);
+    let settings = EpisodeSettings {
+        max_turns: 200,
+        seed: 0,
+    };
+    let mut episode = Episode::start(&env, task, &mut user, settings).expect("the episode starts");
+    let before = episode.state().digest();
+    episode
+        .act(
+            Action::Say(
+                "Could you run `check_status_bar()` and check_network_status for me?".into(),
+            ),
+            &mut user,
+        )
+        .expect("the user answers");
+    let transcript = episode.transcript();
+    let answer = transcript.last().expect("an answer");
+    assert_eq!(answer.role, Role::User);
+    let answer = answer.content.as_deref().unwrap_or_default();
+    assert!(
+        answer.starts_with("Done. `check_status_bar()` → ") && answer.contains("Airplane Mode"),
+        "{answer}"
+    );
+    assert!(answer.contains("; `check_network_status()` → "), "{answer}");
+    assert_eq!(episode.steps().len(), 2);
+    assert_eq!(episode.state().digest(), before, "checks change nothing");
+    let mut policy = GoldPolicy::new(&task.task);
+    let tools = env.component().tools();
+    while !episode.is_over() {
+        episode
+            .step(&mut policy, &mut user, tools)
+            .expect("the episode goes on");
+    }
+    let record = episode
+        .finish(&env, task, "gold", None, None)
+        .expect("the episode ends");
+    assert_eq!(record.verdict.reward, 1.0, "{:?}", record.verdict);
+}
+
 /// banking_knowledge scores the database as the reference does: which
 /// discoverable tools the agent unlocked is no part of it, nor is a call of a
 /// read-only discoverable tool the gold actions do not make (the task's

@@ -9,6 +9,7 @@ use crate::sampling::Sampling;
 use forge_model::tokenizer::ModelTokenizer;
 use forge_runtime::episode::{User, UserTurn};
 use forge_runtime::policy::{AGENT_GREETING, USER_STOP, user_brief};
+use forge_runtime::schema::ToolSpec;
 use forge_runtime::trajectory::{ChatMessage, Role};
 
 pub struct ModelUser<'a> {
@@ -57,7 +58,8 @@ impl User for ModelUser<'_> {
         self.say(&[])
     }
 
-    fn respond(&mut self, transcript: &[ChatMessage]) -> anyhow::Result<UserTurn> {
+    /// The model is offered no tools: a local model user only talks.
+    fn respond(&mut self, transcript: &[ChatMessage], _: &[ToolSpec]) -> anyhow::Result<UserTurn> {
         let text = self.say(transcript)?;
         Ok(match text.contains(USER_STOP) {
             true => UserTurn::Stop,
@@ -144,7 +146,7 @@ mod tests {
             instruction,
             Sampling::greedy(),
         );
-        assert_eq!(done.respond(&transcript).unwrap(), UserTurn::Stop);
+        assert_eq!(done.respond(&transcript, &[]).unwrap(), UserTurn::Stop);
         let reply = tokenizer.decode(&prompts.borrow()[1]).unwrap();
         assert!(
             reply.ends_with(

@@ -130,7 +130,7 @@ impl User for ReplayUser {
         }
     }
 
-    fn respond(&mut self, _: &[ChatMessage]) -> Result<UserTurn> {
+    fn respond(&mut self, _: &[ChatMessage], _: &[ToolSpec]) -> Result<UserTurn> {
         match self.turns.pop_front() {
             Some(turn) => Ok(turn),
             None if self.termination == Termination::ContextFull => {

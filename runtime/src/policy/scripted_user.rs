@@ -1,13 +1,14 @@
 use crate::bundle::{Actor, Task, ToolCall};
 use crate::episode::{User, UserTurn};
 use crate::policy::remembered_instruction;
+use crate::schema::ToolSpec;
 use crate::trajectory::{ChatMessage, Role, UserRef};
 use anyhow::Result;
 use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
 
-/// What the scripted user answers a message that asks for none of the calls
-/// it still has to make.
+/// What the scripted user answers a message that asks for no call of its
+/// tools.
 const UNSURE: &str = "I'm not sure what to do on my side. What should I do?";
 
 /// The scripted user of an episode of `task`: reliable, or with
@@ -22,18 +23,28 @@ pub fn scripted_user(task: &Task, instability: f64, seed: u64) -> Box<dyn User +
     Box::new(user)
 }
 
-/// States the task instruction, makes the calls of its own tools that the
-/// task's gold actions give it (τ²-bench's telecom: toggling airplane mode,
-/// rebooting the phone) when the agent asks for them, and ends the dialogue
-/// at the first message of the agent once none is left to make.
+/// States the task instruction, makes calls of its own tools (τ²-bench's
+/// telecom: checking the status bar, toggling airplane mode, rebooting the
+/// phone) when the agent asks for them, and ends the dialogue at the first
+/// message of the agent once the calls that the task's gold actions give
+/// it are made.
 ///
-/// The agent asks for a call by naming its tool (as a whole identifier) and
-/// stating every argument value (case aside), as the telecom manual has the
-/// agent "guide the user to use `toggle_airplane_mode()`"; the user makes
-/// the calls asked for, in the order of the gold actions, and reports their
-/// results. A message that asks for none of them gets [`UNSURE`]. A script
-/// cannot read intent, so it follows the letter: calls it was not given are
-/// not made, however clearly asked for.
+/// The agent asks for a call by naming its tool as a whole identifier, as
+/// the telecom manual has the agent "guide the user to use
+/// `toggle_airplane_mode()`":
+/// - a naming written out as a call, `name(key=value, …)` (values as JSON,
+///   or bare words), asks for that call — or for the user's gold call of
+///   the tool still to make whose every value the written arguments state
+///   (case aside), so that the gold call is made as given;
+/// - the first other naming of a tool asks for its gold call still to make
+///   whose every value the message states, or else, for a tool that
+///   requires no argument, for its call without one; naming it again asks
+///   for nothing more (two reboots are two written calls).
+///
+/// The user makes the calls in the order the message asks for them and
+/// reports their results; a message that asks for none gets [`UNSURE`].
+/// A script cannot read intent, so it follows the letter: a tool named in
+/// passing is used, and a call whose arguments it cannot tell is not made.
 pub struct ScriptedUser {
     instruction: String,
     /// How unreliable the user is (see [`scripted_user`]).
@@ -59,23 +70,57 @@ impl ScriptedUser {
         }
     }
 
-    /// Moves the pending calls that `message` asks for to `asked`: each
-    /// naming of a tool in the message asks for one call of it.
-    fn take_asked(&mut self, message: &str) {
-        let message = message.to_lowercase();
-        // Namings of each tool not yet taken by a call.
-        let mut namings: BTreeMap<String, usize> = BTreeMap::new();
-        for call in std::mem::take(&mut self.pending) {
-            let left = namings
-                .entry(call.name.clone())
-                .or_insert_with(|| namings_of(&message, &call.name.to_lowercase()));
-            if *left > 0 && states_arguments(&message, &call.arguments) {
-                *left -= 1;
-                self.asked.push_back(call);
-            } else {
-                self.pending.push(call);
+    /// Queues in `asked` the calls of `tools` (the user's) that `message`
+    /// asks for, in the message's order.
+    fn take_asked(&mut self, message: &str, tools: &[ToolSpec]) {
+        // Whether each tool can be called without arguments; a gold call's
+        // tool is known even to a caller that lists no tools.
+        let mut bare: BTreeMap<String, bool> = tools
+            .iter()
+            .map(|tool| (tool.name.clone(), requires_nothing(tool)))
+            .collect();
+        for call in &self.pending {
+            bare.entry(call.name.clone()).or_insert(false);
+        }
+        // ASCII lower case keeps the message's byte offsets.
+        let folded = message.to_ascii_lowercase();
+        let lower = message.to_lowercase();
+        let mut asked = Vec::new();
+        for (name, bare) in bare {
+            let mut named = false;
+            for at in namings_of(&folded, &name.to_ascii_lowercase()) {
+                let call = match written_arguments(&message[at + name.len()..]) {
+                    Some((text, arguments)) => self
+                        .take_pending(&name, &text.to_lowercase())
+                        .unwrap_or_else(|| ToolCall::new(&name, arguments)),
+                    // Naming a tool again asks for nothing more.
+                    None if named => continue,
+                    None => match self.take_pending(&name, &lower) {
+                        Some(call) => call,
+                        None if bare => ToolCall::new(&name, Value::Object(Default::default())),
+                        None => continue,
+                    },
+                };
+                named = true;
+                asked.push((at, call));
             }
         }
+        asked.sort_by_key(|&(at, _)| at);
+        let asked = asked.into_iter().map(|(_, call)| ToolCall {
+            actor: Actor::User,
+            ..call
+        });
+        self.asked.extend(asked);
+    }
+
+    /// Takes the first gold call of tool `name` still to make whose every
+    /// argument value (lower-case) `text` states.
+    fn take_pending(&mut self, name: &str, text: &str) -> Option<ToolCall> {
+        let at = self
+            .pending
+            .iter()
+            .position(|call| call.name == name && states_arguments(text, &call.arguments))?;
+        Some(self.pending.remove(at))
     }
 }
 
@@ -84,22 +129,19 @@ impl User for ScriptedUser {
         Ok(self.instruction.clone())
     }
 
-    fn respond(&mut self, transcript: &[ChatMessage]) -> Result<UserTurn> {
+    fn respond(&mut self, transcript: &[ChatMessage], tools: &[ToolSpec]) -> Result<UserTurn> {
         let last = transcript.last();
         if let Some(message) = last.filter(|message| message.role == Role::Assistant) {
             if self.pending.is_empty() {
                 return Ok(UserTurn::Stop);
             }
-            self.take_asked(message.content.as_deref().unwrap_or_default());
+            self.take_asked(message.content.as_deref().unwrap_or_default(), tools);
             if self.asked.is_empty() {
                 return Ok(UserTurn::Say(UNSURE.into()));
             }
         }
         Ok(match self.asked.pop_front() {
-            Some(call) => UserTurn::Call(ToolCall {
-                actor: Actor::User,
-                ..call
-            }),
+            Some(call) => UserTurn::Call(call),
             None => UserTurn::Say(report(transcript)),
         })
     }
@@ -165,18 +207,77 @@ fn written(call: &ToolCall) -> String {
     format!("{}({arguments})", call.name)
 }
 
-/// How many times (lower-case) `message` names the identifier `name`: as a
-/// whole identifier (`toggle_data_saver_mode` does not name `toggle_data`).
-fn namings_of(message: &str, name: &str) -> usize {
+/// Where (lower-case) `message` names the identifier `name`: as a whole
+/// identifier (`toggle_data_saver_mode` does not name `toggle_data`).
+fn namings_of(message: &str, name: &str) -> Vec<usize> {
     let part_of_identifier = |ch: char| ch.is_alphanumeric() || ch == '_';
     message
         .match_indices(name)
-        .filter(|&(at, _)| {
+        .map(|(at, _)| at)
+        .filter(|&at| {
             let before = message[..at].chars().next_back();
             let after = message[at + name.len()..].chars().next();
             !before.is_some_and(part_of_identifier) && !after.is_some_and(part_of_identifier)
         })
-        .count()
+        .collect()
+}
+
+/// Whether `tool` can be called without arguments.
+fn requires_nothing(tool: &ToolSpec) -> bool {
+    tool.parameters
+        .get("required")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty)
+}
+
+/// The arguments that `after`, the text right after a tool's name, writes
+/// out as a call — `(key=value, …)`, a value as JSON or a bare word, `:`
+/// for `=` — with the text between the parentheses; `None` where it writes
+/// no call or one in another form.
+fn written_arguments(after: &str) -> Option<(&str, Value)> {
+    let inner = after.strip_prefix('(')?;
+    let mut arguments = serde_json::Map::new();
+    let mut rest = inner.trim_start();
+    while !rest.starts_with(')') {
+        let key_len = rest.find(|ch: char| !(ch.is_alphanumeric() || ch == '_'))?;
+        let (key, tail) = rest.split_at(key_len);
+        let tail = tail.trim_start();
+        let tail = tail
+            .strip_prefix('=')
+            .or_else(|| tail.strip_prefix(':'))?
+            .trim_start();
+        let (value, tail) = written_value(tail)?;
+        if key.is_empty() {
+            return None;
+        }
+        arguments.insert(key.to_owned(), value);
+        rest = tail.trim_start();
+        if let Some(next) = rest.strip_prefix(',') {
+            rest = next.trim_start();
+        } else if !rest.starts_with(')') {
+            return None;
+        }
+    }
+    let text = &inner[..inner.len() - rest.len()];
+    Some((text, Value::Object(arguments)))
+}
+
+/// The value `text` starts with, up to the next `,` or `)`, and what
+/// follows it: JSON, or else a bare word (quotes around it dropped).
+fn written_value(text: &str) -> Option<(Value, &str)> {
+    let mut json = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+    if let Some(Ok(value)) = json.next() {
+        let tail = &text[json.byte_offset()..];
+        if tail.trim_start().starts_with([',', ')']) {
+            return Some((value, tail));
+        }
+    }
+    // JSON scalars must be followed by a JSON delimiter, which `)` is not.
+    let end = text.find([',', ')'])?;
+    let word = text[..end].trim();
+    let value = serde_json::from_str(word)
+        .unwrap_or_else(|_| Value::String(word.trim_matches(['\'', '`']).to_owned()));
+    (!word.is_empty()).then_some((value, &text[end..]))
 }
 
 /// Whether (lower-case) `message` states every scalar value in `arguments`.
@@ -202,17 +303,31 @@ fn states_arguments(message: &str, arguments: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trajectory::{ChatFunction, ChatToolCall};
     use serde_json::json;
 
     fn asks_for(message: &str, call: &ToolCall) -> bool {
         let message = message.to_lowercase();
-        namings_of(&message, &call.name) > 0 && states_arguments(&message, &call.arguments)
+        !namings_of(&message, &call.name).is_empty() && states_arguments(&message, &call.arguments)
     }
 
     fn user_call(name: &str, arguments: Value) -> ToolCall {
         ToolCall {
             actor: Actor::User,
             ..ToolCall::new(name, arguments)
+        }
+    }
+
+    /// A user tool requiring `required`.
+    fn tool(name: &str, required: &[&str]) -> ToolSpec {
+        let properties: serde_json::Map<String, Value> = required
+            .iter()
+            .map(|key| (key.to_string(), json!({"type": "string"})))
+            .collect();
+        ToolSpec {
+            name: name.into(),
+            description: String::new(),
+            parameters: json!({"type": "object", "properties": properties, "required": required}),
         }
     }
 
@@ -243,68 +358,131 @@ mod tests {
     }
 
     #[test]
-    fn it_makes_the_calls_asked_for_in_gold_order_and_stops_once_none_is_left() {
+    fn written_calls_are_read_with_json_or_bare_values() {
+        let read = |after: &str| {
+            written_arguments(after).map(|(text, arguments)| (text.to_owned(), arguments))
+        };
+        assert_eq!(read("() now"), Some((String::new(), json!({}))));
+        assert_eq!(read("( )"), Some((" ".into(), json!({}))));
+        assert_eq!(
+            read("(mode=\"4g_only\", tries=2)."),
+            Some((
+                "mode=\"4g_only\", tries=2".into(),
+                json!({"mode": "4g_only", "tries": 2})
+            ))
+        );
+        assert_eq!(
+            read("(app_name: 'messaging', permission = sms)"),
+            Some((
+                "app_name: 'messaging', permission = sms".into(),
+                json!({"app_name": "messaging", "permission": "sms"})
+            ))
+        );
+        assert_eq!(
+            read("(settings={\"apn\": \"a, b\"})").map(|(_, arguments)| arguments),
+            Some(json!({"settings": {"apn": "a, b"}}))
+        );
+        assert_eq!(read(" ()"), None, "the call follows the name");
+        assert_eq!(read("(the messaging app)"), None);
+        assert_eq!(read("(mode=\"4g\""), None, "unclosed");
+        assert_eq!(read("(=1)"), None);
+    }
+
+    /// Plays the user's calls of `transcript`'s last message, answering
+    /// each with `ok`, and gives them and the user's reply.
+    fn played(
+        user: &mut ScriptedUser,
+        transcript: &mut Vec<ChatMessage>,
+        tools: &[ToolSpec],
+    ) -> (Vec<String>, UserTurn) {
+        let mut calls = Vec::new();
+        loop {
+            match user.respond(transcript, tools).unwrap() {
+                UserTurn::Call(call) => {
+                    assert_eq!(call.actor, Actor::User);
+                    let id = format!("call_{}", transcript.len());
+                    let written = written(&call);
+                    transcript.push(ChatMessage::user_call(ChatToolCall {
+                        id: id.clone(),
+                        kind: "function".into(),
+                        function: ChatFunction {
+                            name: call.name,
+                            arguments: call.arguments.to_string(),
+                        },
+                    }));
+                    transcript.push(ChatMessage::tool(id, "ok"));
+                    calls.push(written);
+                }
+                reply => return (calls, reply),
+            }
+        }
+    }
+
+    #[test]
+    fn it_makes_the_calls_asked_for_in_the_messages_order_and_stops_once_its_gold_calls_are_made() {
         let task: Task = serde_json::from_value(json!({
             "id": "t",
             "instruction": "My phone has no data.",
             "gold_actions": [
                 {"name": "enable_roaming", "arguments": {"line": "L1"}},
                 {"name": "reboot_device", "actor": "user"},
-                {"name": "toggle_roaming", "actor": "user"},
+                {"name": "set_mode", "arguments": {"mode": "4g"}, "actor": "user"},
                 {"name": "reboot_device", "actor": "user"}
             ]
         }))
         .unwrap();
+        let tools = [
+            tool("check_status_bar", &[]),
+            tool("check_app", &["app_name"]),
+            tool("reboot_device", &[]),
+            tool("set_mode", &["mode"]),
+        ];
         let mut user = ScriptedUser::new(&task);
         assert_eq!(user.open().unwrap(), "My phone has no data.");
-        let mut transcript = vec![ChatMessage::assistant("Let me look at your line.")];
+        let mut transcript = Vec::new();
+        let mut say = |transcript: &mut Vec<ChatMessage>, text: &str| {
+            transcript.push(ChatMessage::assistant(text));
+            played(&mut user, transcript, &tools)
+        };
         assert_eq!(
-            user.respond(&transcript).unwrap(),
-            UserTurn::Say(UNSURE.into())
+            say(&mut transcript, "Let me look at your line."),
+            (vec![], UserTurn::Say(UNSURE.into()))
         );
-        // Asked in another order, made in the gold one; one naming of
-        // `reboot_device` asks for one reboot.
-        transcript.push(ChatMessage::assistant(
-            "Please toggle_roaming() and then reboot_device().",
-        ));
-        let calls: Vec<String> = (0..2)
-            .map(|at| match user.respond(&transcript).unwrap() {
-                UserTurn::Call(call) => {
-                    assert_eq!(call.actor, Actor::User);
-                    transcript.push(ChatMessage::user_call(crate::trajectory::ChatToolCall {
-                        id: format!("call_{at}"),
-                        kind: "function".into(),
-                        function: crate::trajectory::ChatFunction {
-                            name: call.name.clone(),
-                            arguments: call.arguments.to_string(),
-                        },
-                    }));
-                    transcript.push(ChatMessage::tool(format!("call_{at}"), "ok"));
-                    call.name
-                }
-                other => panic!("expected a call, got {other:?}"),
-            })
-            .collect();
-        assert_eq!(calls, ["reboot_device", "toggle_roaming"]);
+        // A tool that requires an argument is not used without it.
         assert_eq!(
-            user.respond(&transcript).unwrap(),
-            UserTurn::Say("Done. `reboot_device()` → ok; `toggle_roaming()` → ok".into())
+            say(&mut transcript, "Please check_app for me."),
+            (vec![], UserTurn::Say(UNSURE.into()))
         );
-        transcript.push(ChatMessage::assistant("Anything else?"));
+        // Calls that are no gold call are made as asked, in the order the
+        // message names them (a script reads no "after"); naming a tool
+        // again asks for nothing more.
+        let (calls, reply) = say(
+            &mut transcript,
+            "Please run set_mode with mode 4G, after check_app(app_name=messaging) and \
+             check_status_bar; tell me what check_status_bar shows.",
+        );
         assert_eq!(
-            user.respond(&transcript).unwrap(),
-            UserTurn::Say(UNSURE.into()),
-            "a reboot is still to make"
+            calls,
+            [
+                "set_mode(mode=\"4g\")",
+                "check_app(app_name=\"messaging\")",
+                "check_status_bar()"
+            ]
         );
-        transcript.push(ChatMessage::assistant(request(&[user_call(
-            "reboot_device",
-            Value::Null,
-        )])));
-        assert!(matches!(
-            user.respond(&transcript).unwrap(),
-            UserTurn::Call(_)
-        ));
-        transcript.push(ChatMessage::assistant("All done."));
-        assert_eq!(user.respond(&transcript).unwrap(), UserTurn::Stop);
+        assert_eq!(
+            reply,
+            UserTurn::Say(
+                "Done. `set_mode(mode=\"4g\")` → ok; `check_app(app_name=\"messaging\")` → ok; \
+                 `check_status_bar()` → ok"
+                    .into()
+            )
+        );
+        // Written calls ask for one call each.
+        let (calls, _) = say(
+            &mut transcript,
+            "Please reboot_device(), then reboot_device().",
+        );
+        assert_eq!(calls, ["reboot_device()", "reboot_device()"]);
+        assert_eq!(say(&mut transcript, "All done?").1, UserTurn::Stop);
     }
 }
