@@ -13,9 +13,8 @@ use forge_runtime::policy::{
     GoldPolicy, RandomPolicy, RecordedJudge, ReplayPolicy, remembered_instruction, replayed_user,
     scripted_user,
 };
-use forge_runtime::schema::ToolSpec;
 use forge_runtime::trajectory::{self, EpisodeRecord};
-use forge_runtime::{Actor, Environment, PreparedTask};
+use forge_runtime::{Environment, PreparedTask};
 use forge_trainer::accelerator::Accelerator;
 use forge_trainer::chat::{PromptSettings, PromptStyle, Thinking};
 use forge_trainer::episodes::LocalPlay;
@@ -182,8 +181,6 @@ pub struct Agents {
     user: UserKind,
     client: Option<ChatClient>,
     judge: Option<ChatClient>,
-    /// The simulated user's own tools (a model playing the user may call them).
-    user_tools: Vec<ToolSpec>,
     /// The environment's brief for a model playing the user.
     user_guidelines: Option<String>,
     recorded: BTreeMap<String, EpisodeRecord>,
@@ -280,7 +277,6 @@ impl Agents {
             user: args.user,
             client,
             judge,
-            user_tools: env.component().tools_of(Actor::User).to_vec(),
             user_guidelines: env.bundle().manifest.user_guidelines.clone(),
             recorded,
             style,
@@ -451,7 +447,6 @@ impl Agents {
                     self.client.as_ref().expect("checked in new"),
                     remembered_instruction(&task.task, self.instability, seed),
                 )
-                .with_tools(&self.user_tools)
                 .with_guidelines(self.user_guidelines.as_deref()),
             ),
         };

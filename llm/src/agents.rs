@@ -81,13 +81,11 @@ impl Policy for RemotePolicy<'_> {
 const OTHER_ENDINGS: [&str; 2] = ["###TRANSFER###", "###OUT-OF-SCOPE###"];
 
 /// The simulated user is a model given the task instruction; it ends the
-/// dialogue by saying [`USER_STOP`]. Given tools of its own ([`RemoteUser::with_tools`]),
-/// it may call them before it answers.
+/// dialogue by saying [`USER_STOP`]. Offered tools of its own (the user's
+/// tools of the environment), it may call them before it answers.
 pub struct RemoteUser<'a> {
     client: &'a ChatClient,
     instruction: String,
-    /// The user's own tools in function-calling form (empty: none).
-    tools: Value,
     /// The environment's brief for a model playing its users.
     guidelines: Option<String>,
 }
@@ -97,7 +95,6 @@ impl<'a> RemoteUser<'a> {
         Self {
             client,
             instruction: instruction.into(),
-            tools: Value::Array(Vec::new()),
             guidelines: None,
         }
     }
@@ -112,15 +109,7 @@ impl<'a> RemoteUser<'a> {
         }
     }
 
-    /// The same user with tools of its own to call.
-    pub fn with_tools(self, tools: &[ToolSpec]) -> Self {
-        Self {
-            tools: Value::Array(tools.iter().map(ToolSpec::to_openai).collect()),
-            ..self
-        }
-    }
-
-    fn system(&self) -> String {
+    fn system(&self, own_tools: bool) -> String {
         if let Some(guidelines) = &self.guidelines {
             return format!(
                 "{}\n\n<scenario>\n{}\n</scenario>",
@@ -128,7 +117,6 @@ impl<'a> RemoteUser<'a> {
                 self.instruction
             );
         }
-        let own_tools = self.tools.as_array().is_some_and(|tools| !tools.is_empty());
         user_brief(&self.instruction, own_tools)
     }
 
@@ -136,8 +124,9 @@ impl<'a> RemoteUser<'a> {
     /// user's side: the agent's messages are `user` turns, the user's own
     /// are `assistant` turns (its tool calls and their results included);
     /// the agent's tool traffic is hidden.
-    fn reply(&self, transcript: &[ChatMessage]) -> anyhow::Result<Value> {
-        let mut messages = vec![json!({"role": "system", "content": self.system()})];
+    fn reply(&self, transcript: &[ChatMessage], tools: &[ToolSpec]) -> anyhow::Result<Value> {
+        let system = self.system(!tools.is_empty());
+        let mut messages = vec![json!({"role": "system", "content": system})];
         let mut own_calls = std::collections::BTreeSet::new();
         for message in transcript {
             match (message.role, &message.content, &message.tool_calls) {
@@ -169,7 +158,8 @@ impl<'a> RemoteUser<'a> {
         if transcript.is_empty() {
             messages.push(json!({"role": "user", "content": AGENT_GREETING}));
         }
-        complete(self.client, messages, &self.tools)
+        let tools = Value::Array(tools.iter().map(ToolSpec::to_openai).collect());
+        complete(self.client, messages, &tools)
     }
 }
 
@@ -195,13 +185,16 @@ fn text_of(reply: &Value) -> String {
 }
 
 impl User for RemoteUser<'_> {
-    fn open(&mut self) -> anyhow::Result<String> {
-        Ok(text_of(&self.reply(&[])?))
+    fn open(&mut self, tools: &[ToolSpec]) -> anyhow::Result<String> {
+        Ok(text_of(&self.reply(&[], tools)?))
     }
 
-    /// The user's tools were offered to the model when it was made.
-    fn respond(&mut self, transcript: &[ChatMessage], _: &[ToolSpec]) -> anyhow::Result<UserTurn> {
-        let reply = self.reply(transcript)?;
+    fn respond(
+        &mut self,
+        transcript: &[ChatMessage],
+        tools: &[ToolSpec],
+    ) -> anyhow::Result<UserTurn> {
+        let reply = self.reply(transcript, tools)?;
         // One call at a time: the user sees each result before the next.
         if let Some(call) = reply
             .get("tool_calls")

@@ -61,8 +61,9 @@ pub enum UserTurn {
 
 /// The simulated user, made per episode.
 pub trait User {
-    /// The user's opening message.
-    fn open(&mut self) -> Result<String>;
+    /// The user's opening message, given the user's own `tools` (which
+    /// every turn of the user is given, as a policy is given the agent's).
+    fn open(&mut self, tools: &[ToolSpec]) -> Result<String>;
     /// The user's answer to the agent's last message, or — after a call of
     /// its own tools — to that call's result (the transcript's last), given
     /// the user's own `tools`. A [`ContextFull`] error ends the episode as
@@ -158,7 +159,7 @@ impl Episode {
         user: &mut dyn User,
         settings: EpisodeSettings,
     ) -> Result<Self> {
-        let opening = user.open()?;
+        let opening = user.open(env.component().tools_of(Actor::User))?;
         Ok(Self {
             instance: env.component().instance(),
             sync: env.bundle().manifest.sync,

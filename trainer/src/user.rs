@@ -1,21 +1,28 @@
 //! A local model as the simulated user: briefed like every model user
 //! (`forge_runtime::policy::user_brief`), it sees the dialogue from the
-//! user's side in its own chat template and ends it by saying
-//! [`USER_STOP`]. Its turns come from a [`Generator`], so that the rollout
-//! engine decodes the users of all live episodes as one batch.
+//! user's side in its own chat template, calls the user's own tools (where
+//! the environment gives the user some) in the agent's call format, and
+//! ends the dialogue by saying [`USER_STOP`]. Its turns come from a
+//! [`Generator`], so that the rollout engine decodes the users of all live
+//! episodes as one batch.
 
-use crate::chat::{ChatText, Generator, after_thinking, beginning, reply_opening, turn};
+use crate::chat::{
+    ChatText, Generator, ToolListing, after_thinking, assistant_text, beginning, parse_reply,
+    reply_opening, turn, with_tools,
+};
 use crate::sampling::Sampling;
 use forge_model::tokenizer::ModelTokenizer;
-use forge_runtime::episode::{User, UserTurn};
+use forge_runtime::bundle::{Actor, ToolCall};
+use forge_runtime::episode::{Action, User, UserTurn};
 use forge_runtime::policy::{AGENT_GREETING, USER_STOP, user_brief};
 use forge_runtime::schema::ToolSpec;
 use forge_runtime::trajectory::{ChatMessage, Role};
+use std::collections::BTreeSet;
 
 pub struct ModelUser<'a> {
     generator: Box<dyn Generator + 'a>,
     tokenizer: &'a ModelTokenizer,
-    brief: String,
+    instruction: String,
     sampling: Sampling,
     turns: u64,
 }
@@ -32,58 +39,86 @@ impl<'a> ModelUser<'a> {
         Self {
             generator,
             tokenizer,
-            brief: user_brief(instruction, false),
+            instruction: instruction.to_owned(),
             sampling,
             turns: 0,
         }
     }
 
-    fn say(&mut self, transcript: &[ChatMessage]) -> anyhow::Result<String> {
-        let prompt = render(&self.brief, transcript).encode(self.tokenizer)?;
+    /// The model's next turn as it wrote it (special tokens dropped: the
+    /// agent's prompt would read them as its own control tokens).
+    fn reply(&mut self, transcript: &[ChatMessage], tools: &[ToolSpec]) -> anyhow::Result<String> {
+        let brief = with_tools(
+            &user_brief(&self.instruction, !tools.is_empty()),
+            ToolListing::Schemas,
+            tools,
+        );
+        let prompt = render(&brief, transcript).encode(self.tokenizer)?;
         let sampling = Sampling {
             seed: self.sampling.seed.wrapping_add(self.turns),
             ..self.sampling.clone()
         };
         self.turns += 1;
         let generation = self.generator.generate(&prompt, &sampling)?;
-        // Special tokens are dropped: the agent's prompt would read them as
-        // its own control tokens. What a thinking model reasoned is not said.
-        let text = self.tokenizer.decode_text(&generation.tokens)?;
-        Ok(after_thinking(&text).trim().to_owned())
+        Ok(self.tokenizer.decode_text(&generation.tokens)?)
     }
 }
 
 impl User for ModelUser<'_> {
-    fn open(&mut self) -> anyhow::Result<String> {
-        self.say(&[])
+    fn open(&mut self, tools: &[ToolSpec]) -> anyhow::Result<String> {
+        let text = self.reply(&[], tools)?;
+        // What a thinking model reasoned is not said.
+        Ok(after_thinking(&text).trim().to_owned())
     }
 
-    /// The model is offered no tools: a local model user only talks.
-    fn respond(&mut self, transcript: &[ChatMessage], _: &[ToolSpec]) -> anyhow::Result<UserTurn> {
-        let text = self.say(transcript)?;
+    fn respond(
+        &mut self,
+        transcript: &[ChatMessage],
+        tools: &[ToolSpec],
+    ) -> anyhow::Result<UserTurn> {
+        let text = self.reply(transcript, tools)?;
+        if let (false, Action::Call(call)) = (tools.is_empty(), parse_reply(&text)) {
+            return Ok(UserTurn::Call(ToolCall {
+                actor: Actor::User,
+                ..call
+            }));
+        }
+        let text = after_thinking(&text).trim();
         Ok(match text.contains(USER_STOP) {
             true => UserTurn::Stop,
-            false => UserTurn::Say(text),
+            false => UserTurn::Say(text.to_owned()),
         })
     }
 }
 
-/// The prompt of the user's next message: its brief as the system turn,
-/// the agent's greeting and messages as `user` turns and its own as
-/// `assistant` turns; the agent's tool traffic is hidden from it. The
-/// greeting stays, so each prompt extends the last.
+/// The prompt of the user's next turn: its brief as the system turn, the
+/// agent's greeting and messages as `user` turns, its own messages and
+/// calls as `assistant` turns and their results as `tool` turns; the
+/// agent's tool traffic is hidden from it. The greeting stays, so each
+/// prompt extends the last.
 fn render(brief: &str, transcript: &[ChatMessage]) -> ChatText {
     let mut out = beginning();
     out.push(turn("system", brief));
     out.push(turn("user", AGENT_GREETING));
+    let mut own_calls = BTreeSet::new();
     for message in transcript {
-        let Some(content) = message.content.as_deref() else {
-            continue;
-        };
-        match message.role {
-            Role::Assistant => out.push(turn("user", content)),
-            Role::User => out.push(turn("assistant", content)),
-            Role::System | Role::Tool => {}
+        let content = message.content.as_deref();
+        match (message.role, content, &message.tool_calls) {
+            (Role::Assistant, Some(content), None) => out.push(turn("user", content)),
+            (Role::User, _, Some(calls)) => {
+                own_calls.extend(calls.iter().map(|call| call.id.as_str()));
+                out.push(turn("assistant", &assistant_text(message)));
+            }
+            (Role::User, Some(content), None) => out.push(turn("assistant", content)),
+            (Role::Tool, Some(content), _)
+                if message
+                    .tool_call_id
+                    .as_deref()
+                    .is_some_and(|id| own_calls.contains(id)) =>
+            {
+                out.push(turn("tool", content))
+            }
+            _ => {}
         }
     }
     out.push(reply_opening());
@@ -128,7 +163,7 @@ mod tests {
             instruction,
             Sampling::greedy(),
         );
-        assert_eq!(user.open().unwrap(), "Lamp 3 on, please.");
+        assert_eq!(user.open(&[]).unwrap(), "Lamp 3 on, please.");
         let opening = tokenizer.decode(&prompts.borrow()[0]).unwrap();
         assert!(opening.starts_with("<|im_start|>system\nYou are a customer"));
         assert!(opening.contains(instruction));
@@ -167,9 +202,96 @@ mod tests {
             Sampling::greedy(),
         );
         assert_eq!(
-            thinking.open().unwrap(),
+            thinking.open(&[]).unwrap(),
             "Lamp 3 on, please.",
             "a thinking model's reasoning is not said"
+        );
+    }
+
+    #[test]
+    fn a_user_with_tools_of_its_own_calls_them_and_reads_their_results() {
+        use forge_runtime::trajectory::{ChatFunction, ChatToolCall};
+        let tokenizer = ModelTokenizer::byte_level();
+        let prompts = std::rc::Rc::default();
+        let canned = |text: &str| Canned {
+            reply: completion(text).encode(&tokenizer).unwrap(),
+            prompts: std::rc::Rc::clone(&prompts),
+        };
+        let tools = [ToolSpec {
+            name: "check_status_bar".into(),
+            description: "What the phone's status bar shows.".into(),
+            parameters: serde_json::json!({"type": "object", "properties": {}}),
+        }];
+        let call = "<tool_call>{\"name\": \"check_status_bar\", \"arguments\": {}}</tool_call>";
+        let chat_call = |id: &str, name: &str| ChatToolCall {
+            id: id.into(),
+            kind: "function".into(),
+            function: ChatFunction {
+                name: name.into(),
+                arguments: "{}".into(),
+            },
+        };
+        let mut transcript = vec![
+            ChatMessage::user("My phone has no signal."),
+            ChatMessage::assistant_call(chat_call("call_0", "get_line")),
+            ChatMessage::tool("call_0", "line L1 active"),
+            ChatMessage::assistant("Please check your status bar."),
+        ];
+        let mut user = ModelUser::new(
+            Box::new(canned(call)),
+            &tokenizer,
+            "Your phone has no signal.",
+            Sampling::greedy(),
+        );
+        assert_eq!(
+            user.respond(&transcript, &tools).unwrap(),
+            UserTurn::Call(ToolCall {
+                actor: Actor::User,
+                ..ToolCall::new("check_status_bar", serde_json::json!({}))
+            })
+        );
+        let first = tokenizer.decode(&prompts.borrow()[0]).unwrap();
+        assert!(first.contains("You have tools of your own"), "{first}");
+        assert!(first.contains("\"name\":\"check_status_bar\""), "{first}");
+        transcript.push(ChatMessage::user_call(chat_call(
+            "call_1",
+            "check_status_bar",
+        )));
+        transcript.push(ChatMessage::tool("call_1", "Airplane Mode"));
+        let mut reader = ModelUser::new(
+            Box::new(canned("Airplane mode is on.")),
+            &tokenizer,
+            "Your phone has no signal.",
+            Sampling::greedy(),
+        );
+        assert_eq!(
+            reader.respond(&transcript, &tools).unwrap(),
+            UserTurn::Say("Airplane mode is on.".into())
+        );
+        let second = tokenizer.decode(&prompts.borrow()[1]).unwrap();
+        assert!(
+            second.ends_with(&format!(
+                "<|im_start|>user\nPlease check your status bar.<|im_end|>\n\
+                 <|im_start|>assistant\n{}<|im_end|>\n\
+                 <|im_start|>tool\nAirplane Mode<|im_end|>\n<|im_start|>assistant\n",
+                call.replace(": ", ":").replace(", ", ",")
+            )),
+            "{second}"
+        );
+        assert!(
+            !second.contains("line L1"),
+            "the agent's tool traffic is hidden: {second}"
+        );
+        // Offered no tools, a user's call-like text is said as it is.
+        let mut toolless = ModelUser::new(
+            Box::new(canned(call)),
+            &tokenizer,
+            "Your phone has no signal.",
+            Sampling::greedy(),
+        );
+        assert_eq!(
+            toolless.respond(&transcript, &[]).unwrap(),
+            UserTurn::Say(call.into())
         );
     }
 }

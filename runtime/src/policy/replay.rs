@@ -123,7 +123,7 @@ impl ReplayUser {
 }
 
 impl User for ReplayUser {
-    fn open(&mut self) -> Result<String> {
+    fn open(&mut self, _: &[ToolSpec]) -> Result<String> {
         match self.turns.pop_front() {
             Some(UserTurn::Say(text)) => Ok(text),
             _ => bail!("the recorded episode does not open with a user message"),

@@ -125,7 +125,7 @@ impl ScriptedUser {
 }
 
 impl User for ScriptedUser {
-    fn open(&mut self) -> Result<String> {
+    fn open(&mut self, _: &[ToolSpec]) -> Result<String> {
         Ok(self.instruction.clone())
     }
 
@@ -438,7 +438,7 @@ mod tests {
             tool("set_mode", &["mode"]),
         ];
         let mut user = ScriptedUser::new(&task);
-        assert_eq!(user.open().unwrap(), "My phone has no data.");
+        assert_eq!(user.open(&tools).unwrap(), "My phone has no data.");
         let mut transcript = Vec::new();
         let mut say = |transcript: &mut Vec<ChatMessage>, text: &str| {
             transcript.push(ChatMessage::assistant(text));

@@ -149,22 +149,11 @@ impl PromptStyle {
 
 /// The prompt for the assistant's next turn.
 pub fn render(style: &PromptStyle, tools: &[ToolSpec], transcript: &[ChatMessage]) -> ChatText {
-    let mut system = style.system.clone();
-    let listing: Option<fn(&ToolSpec) -> String> = match style.tools {
-        ToolListing::Schemas => Some(|tool| tool.to_openai()["function"].to_string()),
-        ToolListing::Compact => Some(compact),
-        ToolListing::None => None,
-    };
-    if let Some(listing) = listing.filter(|_| !tools.is_empty()) {
-        system.push_str("\n\nYou can call a tool by replying with exactly one line:\n");
-        system.push_str("<tool_call>{\"name\": <tool name>, \"arguments\": <arguments object>}</tool_call>\nTools:");
-        for tool in tools {
-            system.push('\n');
-            system.push_str(&listing(tool));
-        }
-    }
     let mut out = beginning();
-    out.push(turn("system", &system));
+    out.push(turn(
+        "system",
+        &with_tools(&style.system, style.tools, tools),
+    ));
     for message in transcript {
         let (role, content) = match message.role {
             Role::System => ("system", message.content.clone().unwrap_or_default()),
@@ -179,6 +168,28 @@ pub fn render(style: &PromptStyle, tools: &[ToolSpec], transcript: &[ChatMessage
         out.push(empty_thought());
     }
     out
+}
+
+/// `system` followed by how to call a tool and `tools`, listed as `listing`
+/// says; `system` alone without tools or with [`ToolListing::None`].
+pub fn with_tools(system: &str, listing: ToolListing, tools: &[ToolSpec]) -> String {
+    let listing: fn(&ToolSpec) -> String = match listing {
+        ToolListing::Schemas => |tool| tool.to_openai()["function"].to_string(),
+        ToolListing::Compact => compact,
+        ToolListing::None => return system.to_owned(),
+    };
+    if tools.is_empty() {
+        return system.to_owned();
+    }
+    let mut system = format!(
+        "{system}\n\nYou can call a tool by replying with exactly one line:\n\
+         <tool_call>{{\"name\": <tool name>, \"arguments\": <arguments object>}}</tool_call>\nTools:"
+    );
+    for tool in tools {
+        system.push('\n');
+        system.push_str(&listing(tool));
+    }
+    system
 }
 
 /// An assistant message as the model writes it: its text, or its tool calls

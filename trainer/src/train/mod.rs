@@ -32,7 +32,7 @@ use burn::backend::Autodiff;
 use burn::module::AutodiffModule;
 use burn::optim::{GradientsParams, Optimizer};
 use burn::tensor::backend::AutodiffBackend;
-use config::{TrainConfig, UserKind};
+use config::TrainConfig;
 use counterparts::Counterparts;
 use data::{TaskQueue, Workload};
 use forge_model::tokenizer::ModelTokenizer;
@@ -276,9 +276,6 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             .validate()
             .map_err(|message| anyhow::anyhow!("invalid training config: {message}"))?;
         Llama::<B>::check_precision(config.model.precision, &device)?;
-        if config.user.kind == UserKind::Model && config.rl.steps > 0 {
-            refuse_user_calls(envs)?;
-        }
         let latest = read_latest(dir)?;
         let position = match (&latest, resume) {
             (Some(checkpoint), true) => {
@@ -899,29 +896,6 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         }
         metrics::keep_until(&self.dir.join(METRICS), self.position.step)
     }
-}
-
-/// Refuses environments with a task whose gold actions include the user's
-/// own tool calls (τ²-bench's telecom) for rollouts with a local model user,
-/// which has no tools to make them.
-fn refuse_user_calls(envs: &[Environment]) -> Result<()> {
-    for env in envs {
-        if let Some(task) = env.tasks().iter().find(|task| {
-            task.task
-                .gold_actions
-                .iter()
-                .any(|call| call.actor == forge_runtime::Actor::User)
-        }) {
-            bail!(
-                "environment `{}`, task `{}`: its gold actions include the user's own tool calls, \
-                 which a local model user (`user.kind = \"model\"`) cannot make: use the scripted \
-                 user or an OpenAI-compatible one",
-                env.name(),
-                task.task.id
-            );
-        }
-    }
-    Ok(())
 }
 
 /// `step` is a multiple of a positive `period` (0 means never).

@@ -18,7 +18,7 @@ use forge_model::tokenizer::ModelTokenizer;
 use forge_runtime::episode::{ContextFull, EpisodeSettings, Judge, User, run_episode};
 use forge_runtime::policy::{remembered_instruction, scripted_user};
 use forge_runtime::trajectory::{EpisodeRecord, Termination};
-use forge_runtime::{Actor, Environment, PreparedTask};
+use forge_runtime::{Environment, PreparedTask};
 use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -446,7 +446,6 @@ impl<'a> Script<'a> {
             }
             Users::Remote(client) => Box::new(
                 RemoteUser::new(client, instruction())
-                    .with_tools(job.env.component().tools_of(Actor::User))
                     .with_guidelines(job.env.bundle().manifest.user_guidelines.as_deref()),
             ),
         }
