@@ -2,11 +2,11 @@
 //! process killed while writing leaves its last line cut short: reading
 //! leaves that line out and says so, while any other line that is not a
 //! record is an error naming it. A last line that only lacks its newline
-//! but holds a whole record (a file edited by hand) is not torn.
+//! but holds whole JSON (a file edited by hand) is not torn.
 
 use crate::bom;
 use anyhow::{Context, Result};
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -20,11 +20,12 @@ pub struct Records<T> {
 }
 
 /// Reads the records of `path`, each `what` (e.g. "a trajectory record")
-/// and accepted by `check`; a line that is neither is an error naming it.
-pub fn read<T: DeserializeOwned>(
+/// as `parse` reads it from its line; a line that is none is an error
+/// naming it.
+pub fn read<T>(
     path: &Path,
     what: &str,
-    mut check: impl FnMut(&T) -> Result<()>,
+    mut parse: impl FnMut(&[u8]) -> Result<T>,
 ) -> Result<Records<T>> {
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut reader = BufReader::new(file);
@@ -48,8 +49,7 @@ pub fn read<T: DeserializeOwned>(
         if number == 1 {
             line = bom::strip_bytes(&line).to_vec();
         }
-        let parsed = serde_json::from_slice::<T>(&line);
-        if !line.ends_with(b"\n") && parsed.is_err() {
+        if !line.ends_with(b"\n") && !is_json(&line) {
             return Ok(Records {
                 records,
                 torn_tail: true,
@@ -58,11 +58,20 @@ pub fn read<T: DeserializeOwned>(
         if line.trim_ascii().is_empty() {
             continue;
         }
-        let record =
-            parsed.with_context(|| format!("{} line {number} is not {what}", path.display()))?;
-        check(&record).with_context(|| format!("{} line {number}", path.display()))?;
+        let record = parse(&line)
+            .with_context(|| format!("{} line {number} is not {what}", path.display()))?;
         records.push(record);
     }
+}
+
+/// `line` as a `T` (the `parse` of [`read`] for records that need no more).
+pub fn parse<T: DeserializeOwned>(line: &[u8]) -> Result<T> {
+    Ok(serde_json::from_slice(line)?)
+}
+
+/// Whether `text` is one whole JSON value: what a torn line is not.
+pub fn is_json(text: &[u8]) -> bool {
+    serde_json::from_slice::<IgnoredAny>(text).is_ok()
 }
 
 #[cfg(test)]
@@ -74,9 +83,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("records.jsonl");
         std::fs::write(&path, text).unwrap();
-        read(&path, "a number", |&n| match n < 100 {
-            true => Ok(()),
-            false => bail!("{n} is too large"),
+        read(&path, "a number", |line| match parse::<u32>(line)? {
+            n if n < 100 => Ok(n),
+            n => bail!("{n} is too large"),
         })
     }
 
@@ -86,6 +95,11 @@ mod tests {
         assert_eq!((read.records, read.torn_tail), (vec![1, 2, 3], false));
         let read = read_text(b"1\n2\n[3").unwrap();
         assert_eq!((read.records, read.torn_tail), (vec![1, 2], true));
+        let error = format!("{:#}", read_text(b"1\n300").unwrap_err());
+        assert!(
+            error.contains("line 2 is not a number: 300 is too large"),
+            "whole JSON is no torn line: {error}"
+        );
     }
 
     #[test]
@@ -95,6 +109,9 @@ mod tests {
         let error = format!("{:#}", read_text(b"1\n\xff\n").unwrap_err());
         assert!(error.contains("line 2 is not a number"), "{error}");
         let error = format!("{:#}", read_text(b"1\n2\n300\n").unwrap_err());
-        assert!(error.contains("line 3: 300 is too large"), "{error}");
+        assert!(
+            error.contains("line 3 is not a number: 300 is too large"),
+            "{error}"
+        );
     }
 }

@@ -20,8 +20,16 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-/// The `format` of every record this version writes.
-pub const FORMAT: &str = "forge.trajectory/1";
+/// The `format` of every record this version writes. A format's number
+/// grows with every field or value its records may hold that the one
+/// before did not know, so that a reader of the older one names the format
+/// it cannot read rather than a field it has never heard of.
+pub const FORMAT: &str = "forge.trajectory/2";
+
+/// The formats this version reads: its own and `forge.trajectory/1`, whose
+/// records (without `user` and the `context_full` termination) are all
+/// records of the second.
+pub const READABLE: [&str; 2] = ["forge.trajectory/1", FORMAT];
 
 /// An OpenAI chat message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -273,10 +281,10 @@ impl TrajectoryWriter {
             BufReader::new(&mut file)
                 .read_line(&mut first)
                 .with_context(|| format!("reading {}", path.display()))?;
-            if serde_json::from_str::<EpisodeRecord>(&first).is_err() {
+            if let Err(err) = parse_record(first.as_bytes()) {
                 bail!(
-                    "{} is not a trajectory file (its first line is not an episode record): \
-                     refusing to append to it",
+                    "{} is not a trajectory file this version appends to (its first line is not \
+                     an episode record: {err:#}): refusing to append to it",
                     path.display()
                 );
             }
@@ -288,7 +296,16 @@ impl TrajectoryWriter {
             file.seek(SeekFrom::Start(complete))?;
             file.read_to_string(&mut tail)
                 .with_context(|| format!("reading {}", path.display()))?;
-            if serde_json::from_str::<EpisodeRecord>(&tail).is_ok() {
+            if jsonl::is_json(tail.as_bytes()) {
+                // A whole line that only lacks its newline; appending to a
+                // file whose last line is no record is refused, as reading it is.
+                if let Err(err) = parse_record(tail.as_bytes()) {
+                    bail!(
+                        "{}: the last line is not an episode record ({err:#}): refusing to \
+                         append to it",
+                        path.display()
+                    );
+                }
                 file.write_all(b"\n")
                     .with_context(|| format!("writing to {}", path.display()))?;
             } else {
@@ -361,21 +378,32 @@ pub struct TrajectoryFile {
 /// Reads a trajectory file. A malformed complete line is an error naming the
 /// line; a torn last line is skipped and reported in [`TrajectoryFile::torn_tail`].
 pub fn read(path: &Path) -> Result<TrajectoryFile> {
-    let read = jsonl::read(
-        path,
-        "a trajectory record",
-        |record: &EpisodeRecord| match record.format == FORMAT {
-            true => Ok(()),
-            false => bail!(
-                "the format is `{}`; this version reads `{FORMAT}`",
-                record.format
-            ),
-        },
-    )?;
+    let read = jsonl::read(path, "a trajectory record", parse_record)?;
     Ok(TrajectoryFile {
         episodes: read.records,
         torn_tail: read.torn_tail,
     })
+}
+
+/// The record on `line`, of a format this version reads. A record of
+/// another is refused by its format, before any field it holds that this
+/// version does not know.
+fn parse_record(line: &[u8]) -> Result<EpisodeRecord> {
+    #[derive(Deserialize)]
+    struct Format {
+        format: String,
+    }
+    let readable = |format: &str| READABLE.contains(&format);
+    match serde_json::from_slice::<EpisodeRecord>(line) {
+        Ok(record) if readable(&record.format) => Ok(record),
+        parsed => match serde_json::from_slice::<Format>(line) {
+            Ok(Format { format }) if !readable(&format) => bail!(
+                "the format is `{format}`; this version reads `{}`",
+                READABLE.join("` and `")
+            ),
+            _ => Ok(parsed?),
+        },
+    }
 }
 
 #[cfg(test)]
@@ -407,5 +435,53 @@ mod tests {
             .map(|index| messages[index].clone())
             .collect();
         assert_eq!(seen, expected);
+    }
+
+    /// A record's line, of `format`, with `extra` fields.
+    fn record_line(format: &str, extra: &str) -> String {
+        format!(
+            "{{\"format\": \"{format}\", \"environment\": {{\"name\": \"shop\", \"content_hash\": \"h\"}}, \
+             \"task_id\": \"t1\", \"policy\": \"gold\", \"seed\": 0, \"max_turns\": 30, \
+             \"messages\": [], \"steps\": [], \"termination\": \"user_stop\", \
+             \"final_state_sha256\": \"s\", \"reward\": 1.0, \"state_match\": true, \
+             \"outputs\": [], \"partial_credit\": 1.0{extra}}}\n"
+        )
+    }
+
+    #[test]
+    fn records_of_both_formats_are_read_and_another_format_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let current = record_line(
+            FORMAT,
+            ", \"user\": {\"kind\": \"scripted\", \"instability\": 0.0}",
+        );
+        std::fs::write(&path, record_line("forge.trajectory/1", "") + &current).unwrap();
+        let file = read(&path).unwrap();
+        assert_eq!(file.episodes.len(), 2);
+        assert!(file.episodes[1].user.is_some());
+        // A newer record holds what this version does not know.
+        let newer = record_line("forge.trajectory/9", ", \"novelty\": 1");
+        std::fs::write(&path, current.clone() + &newer).unwrap();
+        let error = format!("{:#}", read(&path).unwrap_err());
+        assert!(
+            error.contains(
+                "line 2 is not a trajectory record: the format is `forge.trajectory/9`; this \
+                 version reads `forge.trajectory/1` and `forge.trajectory/2`"
+            ),
+            "{error}"
+        );
+        // A misspelt field of a record this version reads is named as such.
+        std::fs::write(&path, record_line(FORMAT, ", \"polcy\": 1")).unwrap();
+        let error = format!("{:#}", read(&path).unwrap_err());
+        assert!(error.contains("unknown field `polcy`"), "{error}");
+        // Appending to a file of another format is refused, the file kept.
+        std::fs::write(&path, &newer).unwrap();
+        let error = format!("{:#}", TrajectoryWriter::append(&path).err().unwrap());
+        assert!(
+            error.contains("the format is `forge.trajectory/9`"),
+            "{error}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), newer);
     }
 }

@@ -86,7 +86,7 @@ pub fn read_metrics(path: &Path) -> Result<Vec<Metrics>> {
     if !path.exists() {
         return Ok(Vec::new());
     }
-    Ok(forge_runtime::jsonl::read(path, "a metrics record", |_| Ok(()))?.records)
+    Ok(forge_runtime::jsonl::read(path, "a metrics record", forge_runtime::jsonl::parse)?.records)
 }
 
 /// Appends `metrics` to the file at `path`.
