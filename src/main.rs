@@ -39,6 +39,8 @@ enum Command {
     Eval(commands::eval::EvalArgs),
     /// Re-execute a trajectory file and prove it byte-identical.
     Replay(commands::replay::ReplayArgs),
+    /// Read a trajectory file's episodes as dialogues.
+    Show(commands::show::ShowArgs),
     /// Print an environment's tools and tasks.
     Inspect(commands::inspect::InspectArgs),
     /// Write the built-in example environment as a bundle directory.
@@ -63,6 +65,7 @@ fn main() -> ExitCode {
         Command::Run(args) => commands::run::run(args),
         Command::Eval(args) => commands::eval::run(args),
         Command::Replay(args) => commands::replay::run(args),
+        Command::Show(args) => commands::show::run(args),
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Example(args) => commands::example::run(args),
         Command::Serve(args) => commands::serve::run(args),

@@ -134,6 +134,23 @@ pub struct ToolCall {
     pub actor: Actor,
 }
 
+/// `name(key=value, …)`, values as JSON: how a request to the scripted user
+/// and `forge show` write a call.
+impl std::fmt::Display for ToolCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let arguments = match &self.arguments {
+            Value::Object(fields) => fields
+                .iter()
+                .map(|(key, value)| format!("{key}={value}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            Value::Null => String::new(),
+            other => other.to_string(),
+        };
+        write!(f, "{}({arguments})", self.name)
+    }
+}
+
 impl ToolCall {
     /// A call of one of the agent's tools.
     pub fn new(name: impl Into<String>, arguments: Value) -> Self {

@@ -8,6 +8,7 @@ pub mod model;
 pub mod replay;
 pub mod run;
 pub mod serve;
+pub mod show;
 pub mod synth;
 pub mod train;
 

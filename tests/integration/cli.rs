@@ -1125,3 +1125,52 @@ fn a_local_model_policy_records_its_tokens_and_replays() {
     );
     assert!(forge(&["replay", path.to_str().unwrap()]).status.success());
 }
+
+#[test]
+fn show_prints_episodes_as_dialogues_and_names_what_it_cannot_find() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = record(dir.path(), "gold");
+    let file = path.to_str().unwrap();
+    let output = forge(&["show", file]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert_eq!(text.matches("── line").count(), 28, "every episode: {text}");
+    assert!(
+        text.starts_with("── line 1 · task shop-01 · policy gold · seed ")
+            && text.contains(
+                "  agent   → find_user_by_email(email=\"ava.chen@example.com\")\n\
+                 \x20         ← ok: {\"user_id\":\"u1\"}\n"
+            )
+            && text.contains("  end     user_stop · reward 1 · state matches · outputs 1/1"),
+        "{text}"
+    );
+    // One line, or the episodes of some tasks.
+    let shown = |args: &[&str]| {
+        let mut all = vec!["show", file];
+        all.extend(args);
+        let output = forge(&all);
+        assert!(output.status.success(), "{}", stderr(&output));
+        stdout(&output)
+    };
+    let third = shown(&["--line", "3"]);
+    assert!(third.starts_with("── line 3 · task shop-03 ·"), "{third}");
+    assert_eq!(third.matches("── line").count(), 1);
+    assert_eq!(shown(&["--task", "shop-03"]), third);
+    let both = shown(&["--task", "shop-02,shop-05"]);
+    assert!(both.contains("task shop-02 ·") && both.contains("task shop-05 ·"));
+    assert_eq!(both.matches("── line").count(), 2);
+
+    assert_refused(&forge(&["show", file, "--line", "29"]), "--line 29: ");
+    assert_refused(
+        &forge(&["show", file, "--line", "29"]),
+        "holds 28 episodes (lines 1 to 28)",
+    );
+    assert_refused(
+        &forge(&["show", file, "--task", "shop-99"]),
+        "--task shop-99: ",
+    );
+    assert_refused(
+        &forge(&["show", "/nonexistent.jsonl"]),
+        "/nonexistent.jsonl",
+    );
+}

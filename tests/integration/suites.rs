@@ -2,7 +2,7 @@
 //! with `--suite` (the suites' exactness against the reference is tested in
 //! `suites/tests/reference.rs`).
 
-use crate::common::{assert_refused, forge, json_lines, stderr};
+use crate::common::{assert_refused, forge, json_lines, stderr, stdout};
 
 const DATA: &str = "../shared/benchmarks";
 
@@ -142,6 +142,35 @@ fn episodes_with_the_users_own_calls_replay_byte_identically() {
         DATA,
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
+    // `forge show` tells the user's calls from the agent's, and cuts long
+    // messages (the instruction) unless --full.
+    let shown = |full: &[&str]| {
+        let mut args = vec![
+            "show",
+            trajectory.to_str().unwrap(),
+            "--task",
+            "[mobile_data_issue]data_mode_off[PERSONA:None]",
+        ];
+        args.extend(full);
+        let output = forge(&args);
+        assert!(output.status.success(), "{}", stderr(&output));
+        stdout(&output)
+    };
+    let text = shown(&[]);
+    let cut = |text: &str| text.lines().any(|line| line.ends_with('…'));
+    let whole = shown(&["--full"]);
+    assert!(cut(&text) && !cut(&whole), "--full shows messages whole");
+    assert_eq!(text.matches("── line").count(), 1, "{text}");
+    assert!(
+        text.contains("── line 2 · task [mobile_data_issue]data_mode_off[PERSONA:None] · policy gold")
+            && text.contains(
+                "  agent   Please do this on your side: `toggle_data()`.\n\
+                 \x20 user    → toggle_data()\n\
+                 \x20         ← ok: Mobile Data is now ON.\n"
+            )
+            && text.ends_with("  end     user_stop · reward 1 · state matches · assertions 2/2 · partial credit 1.00\n"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -170,7 +170,7 @@ fn report(transcript: &[ChatMessage]) -> String {
             let arguments = serde_json::from_str(&call.function.arguments).unwrap_or(Value::Null);
             lines.push(format!(
                 "`{}` → {result}",
-                written(&ToolCall::new(&call.function.name, arguments))
+                ToolCall::new(&call.function.name, arguments)
             ));
         }
     }
@@ -180,10 +180,7 @@ fn report(transcript: &[ChatMessage]) -> String {
 /// What an agent says to have the scripted user make `calls` (the user's
 /// own), in order.
 pub fn request(calls: &[ToolCall]) -> String {
-    let written: Vec<String> = calls
-        .iter()
-        .map(|call| format!("`{}`", written(call)))
-        .collect();
+    let written: Vec<String> = calls.iter().map(|call| format!("`{call}`")).collect();
     match written.as_slice() {
         [one] => format!("Please do this on your side: {one}."),
         _ => format!(
@@ -191,20 +188,6 @@ pub fn request(calls: &[ToolCall]) -> String {
             written.join(", then ")
         ),
     }
-}
-
-/// `call` as a request writes it: `name(key=value, …)`, values as JSON.
-fn written(call: &ToolCall) -> String {
-    let arguments = match &call.arguments {
-        Value::Object(fields) => fields
-            .iter()
-            .map(|(key, value)| format!("{key}={value}"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    };
-    format!("{}({arguments})", call.name)
 }
 
 /// Where (lower-case) `message` names the identifier `name`: as a whole
@@ -401,7 +384,7 @@ mod tests {
                 UserTurn::Call(call) => {
                     assert_eq!(call.actor, Actor::User);
                     let id = format!("call_{}", transcript.len());
-                    let written = written(&call);
+                    let written = call.to_string();
                     transcript.push(ChatMessage::user_call(ChatToolCall {
                         id: id.clone(),
                         kind: "function".into(),

@@ -1,0 +1,182 @@
+//! `forge show`: read a trajectory file's episodes as dialogues — who said
+//! what, which calls were made and what they answered, how the episode
+//! ended and was judged — the way one reads what a policy did.
+
+use crate::output;
+use anyhow::{Result, bail};
+use clap::Args;
+use forge_runtime::ToolCall;
+use forge_runtime::text::shortened;
+use forge_runtime::trajectory::{self, ChatMessage, EpisodeRecord, Role, UserRef};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Characters of a message or result shown unless `--full`.
+const SHOWN: usize = 400;
+
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// The trajectory file (JSONL): what `forge run --out` and `forge eval`
+    /// write, or a training run's `episodes/*.jsonl`.
+    file: PathBuf,
+    /// Only the episodes of these tasks (comma-separated or repeated).
+    #[arg(long = "task", value_name = "ID", value_delimiter = ',')]
+    tasks: Vec<String>,
+    /// Only the episode on this line of the file (as `forge replay` names
+    /// episodes).
+    #[arg(long, value_name = "N")]
+    line: Option<usize>,
+    /// Messages and results whole, rather than cut at 400 characters.
+    #[arg(long)]
+    full: bool,
+}
+
+pub fn run(args: ShowArgs) -> Result<ExitCode> {
+    let file = trajectory::read(&args.file)?;
+    if file.torn_tail {
+        eprintln!(
+            "warning: {} ends with a torn line (a run was killed while writing it); it is skipped",
+            args.file.display()
+        );
+    }
+    let episodes = file.episodes.len();
+    if let Some(line) = args.line.filter(|line| !(1..=episodes).contains(line)) {
+        bail!(
+            "--line {line}: {} holds {} (lines 1 to {episodes})",
+            args.file.display(),
+            output::count(episodes, "episode")
+        );
+    }
+    if let Some(task) = args
+        .tasks
+        .iter()
+        .find(|task| !file.episodes.iter().any(|record| record.task_id == **task))
+    {
+        bail!(
+            "--task {task}: {} holds no episode of it",
+            args.file.display()
+        );
+    }
+    let most = (!args.full).then_some(SHOWN);
+    let shown = file
+        .episodes
+        .iter()
+        .enumerate()
+        .map(|(index, record)| (index + 1, record))
+        .filter(|(line, record)| {
+            args.line.is_none_or(|wanted| wanted == *line)
+                && (args.tasks.is_empty() || args.tasks.contains(&record.task_id))
+        });
+    for (position, (line, record)) in shown.enumerate() {
+        if position > 0 {
+            println!();
+        }
+        print!("{}", dialogue(line, record, most));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The episode on `line` as text: a heading, one entry per message (calls
+/// written as calls, each result under its call) and the verdict; messages
+/// and results cut at `most` characters where given.
+fn dialogue(line: usize, record: &EpisodeRecord, most: Option<usize>) -> String {
+    let cut = |text: &str| match most {
+        Some(most) => shortened(text, most),
+        None => text.to_owned(),
+    };
+    let user = match record.user {
+        Some(UserRef::Scripted { instability }) if instability > 0.0 => {
+            format!(" · scripted user (instability {instability})")
+        }
+        Some(UserRef::Scripted { .. }) => " · scripted user".to_owned(),
+        None => String::new(),
+    };
+    let mut out = format!(
+        "── line {line} · task {} · policy {} · seed {}{user} ──\n",
+        record.task_id, record.policy, record.seed
+    );
+    for message in &record.messages {
+        match (message.role, &message.tool_calls) {
+            (Role::Assistant | Role::User, Some(calls)) => {
+                for call in calls {
+                    let arguments = serde_json::from_str(&call.function.arguments)
+                        .unwrap_or_else(|_| Value::String(call.function.arguments.clone()));
+                    let call = ToolCall::new(&call.function.name, arguments);
+                    out += &entry(speaker(message), &format!("→ {}", cut(&call.to_string())));
+                }
+            }
+            (Role::Tool, _) => {
+                let status = record
+                    .steps
+                    .iter()
+                    .find(|step| message.tool_call_id.as_deref() == Some(step.call_id.as_str()))
+                    .map_or("result", |step| step.status.as_str());
+                let result = message.content.as_deref().unwrap_or_default();
+                out += &entry("", &format!("← {status}: {}", cut(result)));
+            }
+            _ => {
+                let text = message.content.as_deref().unwrap_or_default();
+                out += &entry(speaker(message), &cut(text));
+            }
+        }
+    }
+    out += &entry("end", &verdict(record));
+    out
+}
+
+/// Who speaks `message`: the agent, the user (its own calls included), the
+/// system.
+fn speaker(message: &ChatMessage) -> &'static str {
+    match message.role {
+        Role::Assistant => "agent",
+        Role::User => "user",
+        Role::System => "system",
+        Role::Tool => "",
+    }
+}
+
+/// `text` after `who`, its lines after the first indented beneath.
+fn entry(who: &str, text: &str) -> String {
+    let indent = " ".repeat(10);
+    let mut lines = text.lines();
+    let mut out = format!("  {who:<8}{}\n", lines.next().unwrap_or_default());
+    for line in lines {
+        out += &format!("{indent}{line}\n");
+    }
+    out
+}
+
+/// How the episode ended and how it was judged, on one line.
+fn verdict(record: &EpisodeRecord) -> String {
+    let verdict = &record.verdict;
+    let met = |checks: usize, met: usize, what: &str| match checks {
+        0 => String::new(),
+        _ => format!(" · {what} {met}/{checks}"),
+    };
+    let checks = |checks: &[forge_runtime::verify::Check], what: &str| {
+        met(
+            checks.len(),
+            checks.iter().filter(|check| check.met).count(),
+            what,
+        )
+    };
+    let outputs = met(
+        verdict.outputs.len(),
+        verdict.outputs.iter().filter(|output| output.found).count(),
+        "outputs",
+    );
+    format!(
+        "{} · reward {} · state {}{outputs}{}{}{} · partial credit {:.2}",
+        record.termination.name(),
+        verdict.reward,
+        match verdict.state_match {
+            true => "matches",
+            false => "differs",
+        },
+        checks(&verdict.assertions, "assertions"),
+        checks(&verdict.calls, "calls"),
+        checks(&verdict.nl_assertions, "NL assertions"),
+        verdict.partial_credit
+    )
+}
