@@ -13,7 +13,7 @@ use forge_runtime::policy::{
     GoldPolicy, RandomPolicy, RecordedJudge, ReplayPolicy, remembered_instruction, replayed_user,
     scripted_user,
 };
-use forge_runtime::trajectory::{self, EpisodeRecord};
+use forge_runtime::trajectory::EpisodeRecord;
 use forge_runtime::{Environment, PreparedTask};
 use forge_trainer::accelerator::Accelerator;
 use forge_trainer::chat::{PromptSettings, PromptStyle, Thinking};
@@ -473,10 +473,9 @@ impl Agents {
 /// the environments it holds: its task ids would otherwise be reported
 /// missing one by one, or match another environment's tasks by chance.
 fn recorded_by_task(path: &Path, env: &str) -> Result<BTreeMap<String, EpisodeRecord>> {
-    let file = trajectory::read(path)?;
     let mut by_task = BTreeMap::new();
     let mut others = std::collections::BTreeSet::new();
-    for record in file.episodes {
+    for record in crate::commands::read_trajectories(path)? {
         if record.environment.name != env {
             others.insert(record.environment.name);
             continue;

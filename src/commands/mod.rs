@@ -14,6 +14,7 @@ pub mod train;
 
 use anyhow::{Context, Result, bail};
 use forge_runtime::TrajectoryWriter;
+use forge_runtime::trajectory::{self, EpisodeRecord};
 use std::path::Path;
 
 /// Whether `dir` exists and holds anything: a command that writes a new
@@ -66,6 +67,19 @@ pub(crate) fn leave_as_found(dir: &Path, existed: bool) {
     if existed {
         let _ = std::fs::create_dir(dir);
     }
+}
+
+/// The episodes of the trajectory file `path`, warning of a torn last line
+/// (an episode a killed process was writing), which is left out.
+pub(crate) fn read_trajectories(path: &Path) -> Result<Vec<EpisodeRecord>> {
+    let file = trajectory::read(path)?;
+    if file.torn_tail {
+        eprintln!(
+            "warning: {} ends with a torn line (a run was killed while writing it); it is skipped",
+            path.display()
+        );
+    }
+    Ok(file.episodes)
 }
 
 /// Opens the trajectory file `path` to append episodes to, saying so when a

@@ -4,8 +4,8 @@ use crate::envs::EnvArgs;
 use crate::output;
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
+use forge_runtime::Sandbox;
 use forge_runtime::replay::replay_episode;
-use forge_runtime::{Sandbox, trajectory};
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,14 +24,8 @@ pub struct ReplayArgs {
 /// Exits 0 when every episode replays identically, 1 naming the first
 /// diverging step otherwise.
 pub fn run(args: ReplayArgs) -> Result<ExitCode> {
-    let file = trajectory::read(&args.file)?;
-    if file.torn_tail {
-        eprintln!(
-            "warning: {} ends with a torn line (a run was killed while writing it); it is skipped",
-            args.file.display()
-        );
-    }
-    if file.episodes.is_empty() {
+    let episodes = super::read_trajectories(&args.file)?;
+    if episodes.is_empty() {
         bail!(
             "{} holds no episode, so there is nothing to replay",
             args.file.display()
@@ -40,7 +34,7 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
     let sandbox = Sandbox::with_defaults()?;
     let env = args.env.load(&sandbox)?;
     let mut diverged = 0;
-    for (index, record) in file.episodes.iter().enumerate() {
+    for (index, record) in episodes.iter().enumerate() {
         let line = index + 1;
         let divergence = replay_episode(&env, record).map_err(|err| {
             let recorded_on = &record.environment.name;
@@ -69,7 +63,7 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
         }
         diverged += usize::from(divergence.is_some());
     }
-    let episodes = file.episodes.len();
+    let episodes = episodes.len();
     if args.json {
         output::json_line(
             &json!({"summary": true, "episodes": episodes, "identical": episodes - diverged, "diverged": diverged}),

@@ -7,7 +7,7 @@ use anyhow::{Result, bail};
 use clap::Args;
 use forge_runtime::ToolCall;
 use forge_runtime::text::shortened;
-use forge_runtime::trajectory::{self, ChatMessage, EpisodeRecord, Role, UserRef};
+use forge_runtime::trajectory::{ChatMessage, EpisodeRecord, Role, UserRef};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,14 +33,8 @@ pub struct ShowArgs {
 }
 
 pub fn run(args: ShowArgs) -> Result<ExitCode> {
-    let file = trajectory::read(&args.file)?;
-    if file.torn_tail {
-        eprintln!(
-            "warning: {} ends with a torn line (a run was killed while writing it); it is skipped",
-            args.file.display()
-        );
-    }
-    let episodes = file.episodes.len();
+    let records = super::read_trajectories(&args.file)?;
+    let episodes = records.len();
     if let Some(line) = args.line.filter(|line| !(1..=episodes).contains(line)) {
         bail!(
             "--line {line}: {} holds {} (lines 1 to {episodes})",
@@ -51,7 +45,7 @@ pub fn run(args: ShowArgs) -> Result<ExitCode> {
     if let Some(task) = args
         .tasks
         .iter()
-        .find(|task| !file.episodes.iter().any(|record| record.task_id == **task))
+        .find(|task| !records.iter().any(|record| record.task_id == **task))
     {
         bail!(
             "--task {task}: {} holds no episode of it",
@@ -59,8 +53,7 @@ pub fn run(args: ShowArgs) -> Result<ExitCode> {
         );
     }
     let most = (!args.full).then_some(SHOWN);
-    let shown = file
-        .episodes
+    let shown = records
         .iter()
         .enumerate()
         .map(|(index, record)| (index + 1, record))
