@@ -32,8 +32,9 @@ pub fn scripted_user(task: &Task, instability: f64, seed: u64) -> Box<dyn User +
 /// The agent asks for a call by naming its tool as a whole identifier, as
 /// the telecom manual has the agent "guide the user to use
 /// `toggle_airplane_mode()`":
-/// - a naming written out as a call, `name(key=value, …)` (values as JSON,
-///   or bare words), asks for that call — or for the user's gold call of
+/// - a naming written out as a call, `name(key=value, …)` (values as JSON
+///   or bare words; values written without names take the tool's
+///   parameters in its schema's order), asks for that call — or for the user's gold call of
 ///   the tool still to make whose every value the written arguments state
 ///   (case aside), so that the gold call is made as given;
 /// - the first other naming of a tool asks for its gold call still to make
@@ -73,23 +74,23 @@ impl ScriptedUser {
     /// Queues in `asked` the calls of `tools` (the user's) that `message`
     /// asks for, in the message's order.
     fn take_asked(&mut self, message: &str, tools: &[ToolSpec]) {
-        // Whether each tool can be called without arguments; a gold call's
-        // tool is known even to a caller that lists no tools.
-        let mut bare: BTreeMap<String, bool> = tools
+        // A gold call's tool is known even to a caller that lists no tools.
+        let mut signatures: BTreeMap<String, Signature> = tools
             .iter()
-            .map(|tool| (tool.name.clone(), requires_nothing(tool)))
+            .map(|tool| (tool.name.clone(), Signature::of(tool)))
             .collect();
         for call in &self.pending {
-            bare.entry(call.name.clone()).or_insert(false);
+            signatures.entry(call.name.clone()).or_default();
         }
         // ASCII lower case keeps the message's byte offsets.
         let folded = message.to_ascii_lowercase();
         let lower = message.to_lowercase();
         let mut asked = Vec::new();
-        for (name, bare) in bare {
+        for (name, signature) in signatures {
             let mut named = false;
             for at in namings_of(&folded, &name.to_ascii_lowercase()) {
-                let call = match written_arguments(&message[at + name.len()..]) {
+                let after = &message[at + name.len()..];
+                let call = match written_arguments(after, &signature.parameters) {
                     Some((text, arguments)) => self
                         .take_pending(&name, &text.to_lowercase())
                         .unwrap_or_else(|| ToolCall::new(&name, arguments)),
@@ -97,7 +98,9 @@ impl ScriptedUser {
                     None if named => continue,
                     None => match self.take_pending(&name, &lower) {
                         Some(call) => call,
-                        None if bare => ToolCall::new(&name, Value::Object(Default::default())),
+                        None if signature.bare => {
+                            ToolCall::new(&name, Value::Object(Default::default()))
+                        }
                         None => continue,
                     },
                 };
@@ -205,35 +208,55 @@ fn namings_of(message: &str, name: &str) -> Vec<usize> {
         .collect()
 }
 
-/// Whether `tool` can be called without arguments.
-fn requires_nothing(tool: &ToolSpec) -> bool {
-    tool.parameters
-        .get("required")
-        .and_then(Value::as_array)
-        .is_none_or(Vec::is_empty)
+/// One of the user's tools as the scripted user reads a call of it.
+#[derive(Default)]
+struct Signature {
+    /// Its parameters in the order its schema lists them, which values
+    /// written without their names take.
+    parameters: Vec<String>,
+    /// Whether it can be called without arguments.
+    bare: bool,
+}
+
+impl Signature {
+    fn of(tool: &ToolSpec) -> Self {
+        let schema = &tool.parameters;
+        Self {
+            parameters: schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .map(|properties| properties.keys().cloned().collect())
+                .unwrap_or_default(),
+            bare: schema
+                .get("required")
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty),
+        }
+    }
 }
 
 /// The arguments that `after`, the text right after a tool's name, writes
-/// out as a call — `(key=value, …)`, a value as JSON or a bare word, `:`
-/// for `=` — with the text between the parentheses; `None` where it writes
-/// no call or one in another form.
-fn written_arguments(after: &str) -> Option<(&str, Value)> {
+/// out as a call — `(value, …, key=value, …)`, a value as JSON or a bare
+/// word, `:` for `=`, values without names taking `parameters` in order —
+/// with the text between the parentheses; `None` where it writes no call
+/// or one in another form.
+fn written_arguments<'a>(after: &'a str, parameters: &[String]) -> Option<(&'a str, Value)> {
     let inner = after.strip_prefix('(')?;
     let mut arguments = serde_json::Map::new();
+    let mut unnamed = parameters.iter();
+    let mut named = false;
     let mut rest = inner.trim_start();
     while !rest.starts_with(')') {
-        let key_len = rest.find(|ch: char| !(ch.is_alphanumeric() || ch == '_'))?;
-        let (key, tail) = rest.split_at(key_len);
-        let tail = tail.trim_start();
-        let tail = tail
-            .strip_prefix('=')
-            .or_else(|| tail.strip_prefix(':'))?
-            .trim_start();
+        let (key, tail) = match written_key(rest) {
+            Some((key, tail)) => {
+                named = true;
+                (key.to_owned(), tail)
+            }
+            None if !named => (unnamed.next()?.clone(), rest),
+            None => return None,
+        };
         let (value, tail) = written_value(tail)?;
-        if key.is_empty() {
-            return None;
-        }
-        arguments.insert(key.to_owned(), value);
+        arguments.insert(key, value);
         rest = tail.trim_start();
         if let Some(next) = rest.strip_prefix(',') {
             rest = next.trim_start();
@@ -243,6 +266,15 @@ fn written_arguments(after: &str) -> Option<(&str, Value)> {
     }
     let text = &inner[..inner.len() - rest.len()];
     Some((text, Value::Object(arguments)))
+}
+
+/// The name `text` starts with, as in `key=` or `key:`, and what follows.
+fn written_key(text: &str) -> Option<(&str, &str)> {
+    let len = text.find(|ch: char| !(ch.is_alphanumeric() || ch == '_'))?;
+    let (key, tail) = text.split_at(len);
+    let tail = tail.trim_start();
+    let tail = tail.strip_prefix('=').or_else(|| tail.strip_prefix(':'))?;
+    (!key.is_empty()).then_some((key, tail.trim_start()))
 }
 
 /// The value `text` starts with, up to the next `,` or `)`, and what
@@ -342,9 +374,12 @@ mod tests {
 
     #[test]
     fn written_calls_are_read_with_json_or_bare_values() {
-        let read = |after: &str| {
-            written_arguments(after).map(|(text, arguments)| (text.to_owned(), arguments))
+        let read_with = |after: &str, parameters: &[&str]| {
+            let parameters: Vec<String> = parameters.iter().map(|name| name.to_string()).collect();
+            written_arguments(after, &parameters)
+                .map(|(text, arguments)| (text.to_owned(), arguments))
         };
+        let read = |after: &str| read_with(after, &[]);
         assert_eq!(read("() now"), Some((String::new(), json!({}))));
         assert_eq!(read("( )"), Some((" ".into(), json!({}))));
         assert_eq!(
@@ -366,9 +401,26 @@ mod tests {
             Some(json!({"settings": {"apn": "a, b"}}))
         );
         assert_eq!(read(" ()"), None, "the call follows the name");
-        assert_eq!(read("(the messaging app)"), None);
+        assert_eq!(read("(the messaging app)"), None, "a value of no parameter");
         assert_eq!(read("(mode=\"4g\""), None, "unclosed");
         assert_eq!(read("(=1)"), None);
+        // Values without names take the parameters in order, before any
+        // named one.
+        let app = ["app_name", "permission"];
+        assert_eq!(
+            read_with("('messaging', permission=\"sms\")", &app).map(|(_, arguments)| arguments),
+            Some(json!({"app_name": "messaging", "permission": "sms"}))
+        );
+        assert_eq!(
+            read_with("(messaging, sms)", &app).map(|(_, arguments)| arguments),
+            Some(json!({"app_name": "messaging", "permission": "sms"}))
+        );
+        assert_eq!(
+            read_with("(a, b, c)", &app),
+            None,
+            "more values than parameters"
+        );
+        assert_eq!(read_with("(permission=sms, messaging)", &app), None);
     }
 
     /// Plays the user's calls of `transcript`'s last message, answering
@@ -441,7 +493,7 @@ mod tests {
         // again asks for nothing more.
         let (calls, reply) = say(
             &mut transcript,
-            "Please run set_mode with mode 4G, after check_app(app_name=messaging) and \
+            "Please run set_mode with mode 4G, after check_app('messaging') and \
              check_status_bar; tell me what check_status_bar shows.",
         );
         assert_eq!(
