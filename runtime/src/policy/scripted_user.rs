@@ -34,9 +34,10 @@ pub fn scripted_user(task: &Task, instability: f64, seed: u64) -> Box<dyn User +
 /// `toggle_airplane_mode()`":
 /// - a naming written out as a call, `name(key=value, …)` (values as JSON
 ///   or bare words; values written without names take the tool's
-///   parameters in its schema's order), asks for that call — or for the user's gold call of
-///   the tool still to make whose every value the written arguments state
-///   (case aside), so that the gold call is made as given;
+///   parameters in its schema's order), asks for that call — or for the
+///   user's gold call of the tool still to make whose every value the
+///   written arguments state (case aside), so that the gold call is made
+///   as given;
 /// - the first other naming of a tool asks for its gold call still to make
 ///   whose every value the message states, or else, for a tool that
 ///   requires no argument, for its call without one; naming it again asks
