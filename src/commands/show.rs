@@ -35,6 +35,9 @@ pub struct ShowArgs {
 pub fn run(args: ShowArgs) -> Result<ExitCode> {
     let records = super::read_trajectories(&args.file)?;
     let episodes = records.len();
+    if episodes == 0 {
+        bail!("{} holds no episode to show", args.file.display());
+    }
     if let Some(line) = args.line.filter(|line| !(1..=episodes).contains(line)) {
         bail!(
             "--line {line}: {} holds {} (lines 1 to {episodes})",

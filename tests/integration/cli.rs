@@ -1173,4 +1173,10 @@ fn show_prints_episodes_as_dialogues_and_names_what_it_cannot_find() {
         &forge(&["show", "/nonexistent.jsonl"]),
         "/nonexistent.jsonl",
     );
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    assert_refused(
+        &forge(&["show", empty.to_str().unwrap()]),
+        "holds no episode to show",
+    );
 }
