@@ -5,7 +5,7 @@ use forge_runtime::bundle::ToolCall;
 use forge_runtime::episode::{Action, ContextFull, Policy, User, UserTurn};
 use forge_runtime::policy::{AGENT_GREETING, USER_STOP, user_brief};
 use forge_runtime::schema::ToolSpec;
-use forge_runtime::trajectory::{ChatMessage, Role};
+use forge_runtime::trajectory::{ChatMessage, user_view};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 
@@ -127,34 +127,11 @@ impl<'a> RemoteUser<'a> {
     fn reply(&self, transcript: &[ChatMessage], tools: &[ToolSpec]) -> anyhow::Result<Value> {
         let system = self.system(!tools.is_empty());
         let mut messages = vec![json!({"role": "system", "content": system})];
-        let mut own_calls = std::collections::BTreeSet::new();
-        for message in transcript {
-            match (message.role, &message.content, &message.tool_calls) {
-                (Role::User, _, Some(calls)) => {
-                    own_calls.extend(calls.iter().map(|call| call.id.clone()));
-                    messages.push(json!({"role": "assistant", "tool_calls": calls}));
-                }
-                (Role::User, Some(content), None) => {
-                    messages.push(json!({"role": "assistant", "content": content}))
-                }
-                (Role::Assistant, Some(content), _) => {
-                    messages.push(json!({"role": "user", "content": content}))
-                }
-                (Role::Tool, Some(content), _)
-                    if message
-                        .tool_call_id
-                        .as_ref()
-                        .is_some_and(|id| own_calls.contains(id)) =>
-                {
-                    messages.push(json!({
-                        "role": "tool",
-                        "tool_call_id": message.tool_call_id,
-                        "content": content,
-                    }))
-                }
-                _ => {}
-            }
-        }
+        messages.extend(
+            user_view(transcript)
+                .iter()
+                .map(|message| serde_json::to_value(message).expect("messages serialise")),
+        );
         if transcript.is_empty() {
             messages.push(json!({"role": "user", "content": AGENT_GREETING}));
         }

@@ -123,6 +123,40 @@ pub fn agent_view(messages: &[ChatMessage]) -> Vec<ChatMessage> {
         .collect()
 }
 
+/// The dialogue as the simulated user sees it, from its side: the agent's
+/// messages as `user` turns, the user's own as `assistant` turns (its calls
+/// of its own tools included) and their results as `tool` turns; the
+/// agent's calls and their results are left out.
+pub fn user_view(messages: &[ChatMessage]) -> Vec<ChatMessage> {
+    let mut own_calls = std::collections::BTreeSet::new();
+    let mut seen = Vec::new();
+    for message in messages {
+        match (message.role, &message.content, &message.tool_calls) {
+            (Role::User, _, Some(calls)) => {
+                own_calls.extend(calls.iter().map(|call| call.id.as_str()));
+                seen.push(ChatMessage {
+                    role: Role::Assistant,
+                    content: None,
+                    tool_calls: Some(calls.clone()),
+                    tool_call_id: None,
+                });
+            }
+            (Role::User, Some(content), None) => seen.push(ChatMessage::assistant(content)),
+            (Role::Assistant, Some(content), _) => seen.push(ChatMessage::user(content)),
+            (Role::Tool, Some(_), _)
+                if message
+                    .tool_call_id
+                    .as_deref()
+                    .is_some_and(|id| own_calls.contains(id)) =>
+            {
+                seen.push(message.clone())
+            }
+            _ => {}
+        }
+    }
+    seen
+}
+
 /// A tool call inside an assistant (or user) message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatToolCall {
@@ -137,6 +171,15 @@ pub struct ChatFunction {
     pub name: String,
     /// The arguments object as JSON text, as OpenAI sends it.
     pub arguments: String,
+}
+
+impl ChatFunction {
+    /// The arguments as JSON, or as a string of their text where it is not
+    /// JSON (a model's malformed call, which the host answered as such).
+    pub fn parsed_arguments(&self) -> Value {
+        serde_json::from_str(&self.arguments)
+            .unwrap_or_else(|_| Value::String(self.arguments.clone()))
+    }
 }
 
 /// One executed tool step.
@@ -434,6 +477,18 @@ mod tests {
             .into_iter()
             .map(|index| messages[index].clone())
             .collect();
+        assert_eq!(seen, expected);
+        // The user sees its side: its own calls, not the agent's.
+        let seen = user_view(&messages);
+        let mut own_call = messages[4].clone();
+        own_call.role = Role::Assistant;
+        let expected = vec![
+            ChatMessage::assistant("my data is off"),
+            ChatMessage::user("please toggle your data"),
+            own_call,
+            messages[5].clone(),
+            ChatMessage::assistant("done"),
+        ];
         assert_eq!(seen, expected);
     }
 

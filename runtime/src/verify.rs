@@ -136,6 +136,16 @@ pub struct Check {
     pub met: bool,
 }
 
+/// How many of `checks` are met.
+pub fn met(checks: &[Check]) -> usize {
+    checks.iter().filter(|check| check.met).count()
+}
+
+/// How many of the required `outputs` were said.
+pub fn found(outputs: &[OutputCheck]) -> usize {
+    outputs.iter().filter(|check| check.found).count()
+}
+
 /// The verdict on an episode.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
@@ -277,7 +287,7 @@ pub fn verify(
         })
         .collect();
 
-    let outputs_met = outputs.iter().filter(|check| check.found).count();
+    let outputs_met = found(&outputs);
     let Checks {
         state_counts,
         assertions,
@@ -286,11 +296,7 @@ pub fn verify(
     } = checks;
     let others = [&assertions, &calls, &nl_assertions];
     let others_total: usize = others.iter().map(|checks| checks.len()).sum();
-    let others_met = others
-        .into_iter()
-        .flatten()
-        .filter(|check| check.met)
-        .count();
+    let others_met: usize = others.into_iter().map(|checks| met(checks)).sum();
     let (records_total, records_met) = match state_counts {
         true => (changed.len(), records_met),
         false => (0, 0),

@@ -9,7 +9,7 @@ use crate::tasks::PlayArgs;
 use anyhow::Result;
 use clap::Args;
 use forge_runtime::trajectory::{EpisodeRecord, Termination};
-use forge_runtime::{Environment, Sandbox, TrajectoryWriter};
+use forge_runtime::{Environment, Sandbox, TrajectoryWriter, verify};
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -92,13 +92,13 @@ fn episode_json(record: &EpisodeRecord, trial: u64) -> serde_json::Value {
         "reward": record.verdict.reward,
         "partial_credit": record.verdict.partial_credit,
         "state_match": record.verdict.state_match,
-        "outputs_found": record.verdict.outputs.iter().filter(|check| check.found).count(),
+        "outputs_found": verify::found(&record.verdict.outputs),
         "outputs_required": record.verdict.outputs.len(),
-        "assertions_met": record.verdict.assertions.iter().filter(|check| check.met).count(),
+        "assertions_met": verify::met(&record.verdict.assertions),
         "assertions": record.verdict.assertions.len(),
-        "calls_made": record.verdict.calls.iter().filter(|check| check.met).count(),
+        "calls_made": verify::met(&record.verdict.calls),
         "calls_required": record.verdict.calls.len(),
-        "nl_assertions_met": record.verdict.nl_assertions.iter().filter(|check| check.met).count(),
+        "nl_assertions_met": verify::met(&record.verdict.nl_assertions),
         "nl_assertions_judged": record.verdict.nl_assertions.len(),
         "steps": record.steps.len(),
         "fuel": record.steps.iter().map(|step| step.fuel).sum::<u64>(),
@@ -198,7 +198,7 @@ fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, Episo
             format!("{:.2}", verdict.partial_credit),
             format!(
                 "{}/{}",
-                verdict.outputs.iter().filter(|check| check.found).count(),
+                verify::found(&verdict.outputs),
                 verdict.outputs.len()
             ),
             record.steps.len().to_string(),

@@ -5,10 +5,9 @@
 use crate::output;
 use anyhow::{Result, bail};
 use clap::Args;
-use forge_runtime::ToolCall;
 use forge_runtime::text::shortened;
 use forge_runtime::trajectory::{ChatMessage, EpisodeRecord, Role, UserRef};
-use serde_json::Value;
+use forge_runtime::{ToolCall, verify};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -96,9 +95,7 @@ fn dialogue(line: usize, record: &EpisodeRecord, most: Option<usize>) -> String 
         match (message.role, &message.tool_calls) {
             (Role::Assistant | Role::User, Some(calls)) => {
                 for call in calls {
-                    let arguments = serde_json::from_str(&call.function.arguments)
-                        .unwrap_or_else(|_| Value::String(call.function.arguments.clone()));
-                    let call = ToolCall::new(&call.function.name, arguments);
+                    let call = ToolCall::new(&call.function.name, call.function.parsed_arguments());
                     out += &entry(speaker(message), &format!("→ {}", cut(&call.to_string())));
                 }
             }
@@ -146,20 +143,15 @@ fn entry(who: &str, text: &str) -> String {
 /// How the episode ended and how it was judged, on one line.
 fn verdict(record: &EpisodeRecord) -> String {
     let verdict = &record.verdict;
-    let met = |checks: usize, met: usize, what: &str| match checks {
+    let share = |total: usize, met: usize, what: &str| match total {
         0 => String::new(),
-        _ => format!(" · {what} {met}/{checks}"),
+        _ => format!(" · {what} {met}/{total}"),
     };
-    let checks = |checks: &[forge_runtime::verify::Check], what: &str| {
-        met(
-            checks.len(),
-            checks.iter().filter(|check| check.met).count(),
-            what,
-        )
-    };
-    let outputs = met(
+    let checks =
+        |checks: &[verify::Check], what: &str| share(checks.len(), verify::met(checks), what);
+    let outputs = share(
         verdict.outputs.len(),
-        verdict.outputs.iter().filter(|output| output.found).count(),
+        verify::found(&verdict.outputs),
         "outputs",
     );
     format!(

@@ -16,8 +16,7 @@ use forge_runtime::bundle::{Actor, ToolCall};
 use forge_runtime::episode::{Action, User, UserTurn};
 use forge_runtime::policy::{AGENT_GREETING, USER_STOP, user_brief};
 use forge_runtime::schema::ToolSpec;
-use forge_runtime::trajectory::{ChatMessage, Role};
-use std::collections::BTreeSet;
+use forge_runtime::trajectory::{ChatMessage, Role, user_view};
 
 pub struct ModelUser<'a> {
     generator: Box<dyn Generator + 'a>,
@@ -100,25 +99,13 @@ fn render(brief: &str, transcript: &[ChatMessage]) -> ChatText {
     let mut out = beginning();
     out.push(turn("system", brief));
     out.push(turn("user", AGENT_GREETING));
-    let mut own_calls = BTreeSet::new();
-    for message in transcript {
-        let content = message.content.as_deref();
-        match (message.role, content, &message.tool_calls) {
-            (Role::Assistant, Some(content), None) => out.push(turn("user", content)),
-            (Role::User, _, Some(calls)) => {
-                own_calls.extend(calls.iter().map(|call| call.id.as_str()));
-                out.push(turn("assistant", &assistant_text(message)));
-            }
-            (Role::User, Some(content), None) => out.push(turn("assistant", content)),
-            (Role::Tool, Some(content), _)
-                if message
-                    .tool_call_id
-                    .as_deref()
-                    .is_some_and(|id| own_calls.contains(id)) =>
-            {
-                out.push(turn("tool", content))
-            }
-            _ => {}
+    for message in user_view(transcript) {
+        let content = message.content.as_deref().unwrap_or_default();
+        match message.role {
+            Role::User => out.push(turn("user", content)),
+            Role::Assistant => out.push(turn("assistant", &assistant_text(&message))),
+            Role::Tool => out.push(turn("tool", content)),
+            Role::System => {}
         }
     }
     out.push(reply_opening());

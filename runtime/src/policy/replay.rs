@@ -101,13 +101,9 @@ impl ReplayUser {
                 (None, Some(calls)) => calls
                     .iter()
                     .map(|call| {
-                        let arguments = serde_json::from_str(&call.function.arguments)
-                            .unwrap_or_else(|_| {
-                                serde_json::Value::String(call.function.arguments.clone())
-                            });
                         UserTurn::Call(ToolCall {
                             name: call.function.name.clone(),
-                            arguments,
+                            arguments: call.function.parsed_arguments(),
                             actor: Actor::User,
                         })
                     })

@@ -171,7 +171,7 @@ fn report(transcript: &[ChatMessage]) -> String {
                 .next_if(|next| next.tool_call_id.as_deref() == Some(call.id.as_str()))
                 .and_then(|next| next.content.as_deref())
                 .unwrap_or_default();
-            let arguments = serde_json::from_str(&call.function.arguments).unwrap_or(Value::Null);
+            let arguments = call.function.parsed_arguments();
             lines.push(format!(
                 "`{}` → {result}",
                 ToolCall::new(&call.function.name, arguments)

@@ -199,8 +199,7 @@ pub fn assistant_text(message: &ChatMessage) -> String {
         Some(calls) => calls
             .iter()
             .map(|call| {
-                let arguments: Value = serde_json::from_str(&call.function.arguments)
-                    .unwrap_or(Value::String(call.function.arguments.clone()));
+                let arguments = call.function.parsed_arguments();
                 format!(
                     "{CALL_OPEN}{}{CALL_CLOSE}",
                     json!({"name": call.function.name, "arguments": arguments})
