@@ -17,8 +17,9 @@ use forge_runtime::trajectory::EpisodeRecord;
 use forge_runtime::{Environment, PreparedTask};
 use forge_trainer::accelerator::Accelerator;
 use forge_trainer::chat::{PromptSettings, PromptStyle, Thinking};
-use forge_trainer::episodes::LocalPlay;
-use forge_trainer::train::rollout::{Job, Users};
+use forge_trainer::episodes::{LocalPlay, UserPlayer};
+use forge_trainer::train::config::UserSection;
+use forge_trainer::train::rollout::Job;
 use forge_trainer::{Precision, Sampling};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -37,10 +38,25 @@ pub struct AgentArgs {
     #[arg(long, value_name = "FILE", required_if_eq("policy", "replay"))]
     pub from: Option<PathBuf>,
     /// The simulated user: states the instruction and ends at the agent's
-    /// first message (`scripted`), or a model playing the user (`openai`),
-    /// which may call the user's own tools where the environment has some.
+    /// first message (`scripted`), or a model playing the user, which may
+    /// call the user's own tools where the environment has some: at the
+    /// OpenAI-compatible endpoint (`openai`), or a local model beside
+    /// `--policy model` (`model`: `--user-model`), its turns decoded in the
+    /// same batches as the agent's.
     #[arg(long, value_enum, default_value_t = UserKind::Scripted)]
     pub user: UserKind,
+    /// `--user model`: the local model playing the user, a GGUF path, a
+    /// fetched model's name or a checkpoint directory [default: the
+    /// agent's model, loaded once].
+    #[arg(long, value_name = "NAME|GGUF|DIR")]
+    pub user_model: Option<String>,
+    /// `--user model`: the user's sampling temperature (0 is greedy)
+    /// [default: 0.7].
+    #[arg(long, value_parser = temperature, allow_negative_numbers = true)]
+    pub user_temperature: Option<f32>,
+    /// `--user model`: most tokens per user message [default: 96].
+    #[arg(long, value_parser = at_least_one)]
+    pub user_max_new_tokens: Option<usize>,
     /// The probability that the user states one of its facts wrongly or
     /// withholds it (tasks with `user_facts` only; a model user is told the
     /// instruction with the fact spoiled), to measure the effect of masking
@@ -106,6 +122,16 @@ impl AgentArgs {
     fn refuse_unused(&self) -> Result<()> {
         let (policy, user) = (self.policy, self.user);
         let local = policy == PolicyKind::Model;
+        if user == UserKind::Model && !local {
+            bail!(
+                "--user model plays the user with a local model beside a local agent \
+                 (--policy model), their turns decoded in the same batches: with --policy {} \
+                 take --user scripted or --user openai",
+                flag_value(policy)
+            );
+        }
+        let local_user = user == UserKind::Model;
+        const LOCAL_USER: &str = "--user model";
         let remote = policy == PolicyKind::Openai || user == UserKind::Openai;
         let judged = self.judge_model.is_some();
         const LOCAL: &str = "--policy model";
@@ -129,6 +155,24 @@ impl AgentArgs {
             ("--precision", self.precision.is_some(), local, LOCAL),
             ("--thinking", self.thinking.is_some(), local, LOCAL),
             ("--batch", self.batch.is_some(), local, LOCAL),
+            (
+                "--user-model",
+                self.user_model.is_some(),
+                local_user,
+                LOCAL_USER,
+            ),
+            (
+                "--user-temperature",
+                self.user_temperature.is_some(),
+                local_user,
+                LOCAL_USER,
+            ),
+            (
+                "--user-max-new-tokens",
+                self.user_max_new_tokens.is_some(),
+                local_user,
+                LOCAL_USER,
+            ),
             (
                 "--model",
                 self.model.is_some(),
@@ -173,6 +217,7 @@ pub enum PolicyKind {
 pub enum UserKind {
     Scripted,
     Openai,
+    Model,
 }
 
 /// Makes a fresh policy and user for each episode.
@@ -197,6 +242,15 @@ struct LocalModel {
     accelerator: Accelerator,
     precision: Precision,
     batch: usize,
+    /// The local model playing the user (`--user model`).
+    user: Option<UserModel>,
+}
+
+/// A local model playing the user, on its agent's device.
+struct UserModel {
+    path: PathBuf,
+    temperature: f32,
+    max_tokens: usize,
 }
 
 impl Agents {
@@ -219,6 +273,21 @@ impl Agents {
                     ..greedy
                 };
                 let device = args.device.unwrap_or(Device::Cpu);
+                // Sampled as training's model users are, unless told otherwise.
+                let trained = UserSection::default();
+                let user = match args.user {
+                    UserKind::Model => Some(UserModel {
+                        path: match &args.user_model {
+                            Some(name) => {
+                                crate::commands::model::resolve(name).context("--user-model")?
+                            }
+                            None => path.clone(),
+                        },
+                        temperature: args.user_temperature.unwrap_or(trained.temperature as f32),
+                        max_tokens: args.user_max_new_tokens.unwrap_or(trained.max_new_tokens),
+                    }),
+                    _ => None,
+                };
                 Some(LocalModel {
                     name,
                     path,
@@ -232,6 +301,7 @@ impl Agents {
                         },
                         |batch| batch as usize,
                     ),
+                    user,
                 })
             }
             _ => None,
@@ -328,6 +398,15 @@ impl Agents {
             settings["replayed_sha256"] = forge_runtime::canonical::sha256_hex(&recorded).into();
         }
         if let Some(local) = &self.local {
+            let user_model = local.user.as_ref().map(|user| {
+                Ok::<_, anyhow::Error>(serde_json::json!({
+                    "path": user.path,
+                    "sha256": forge_trainer::checkpoint::files_digest(&user.path)?,
+                    "temperature": user.temperature,
+                    "max_new_tokens": user.max_tokens,
+                }))
+            });
+            settings["user_model"] = user_model.transpose()?.into();
             settings["model"] = serde_json::json!({
                 "path": local.path,
                 // The path may hold another model than last time.
@@ -397,9 +476,16 @@ impl Agents {
                 seed,
             })
             .collect();
-        let users = match self.user {
-            UserKind::Scripted => Users::Scripted,
-            UserKind::Openai => Users::Remote(self.client.as_ref().expect("checked in new")),
+        let user = match (self.user, &local.user) {
+            (UserKind::Openai, _) => {
+                UserPlayer::Remote(self.client.as_ref().expect("checked in new"))
+            }
+            (_, Some(user)) => UserPlayer::Model {
+                model: &user.path,
+                temperature: user.temperature,
+                max_tokens: user.max_tokens,
+            },
+            (_, None) => UserPlayer::Scripted,
         };
         let label = self.label();
         let spec = LocalPlay {
@@ -411,7 +497,7 @@ impl Agents {
             max_turns,
             batch: local.batch,
             user_instability: self.instability,
-            users,
+            user,
             nl_judge: self.judge.as_ref(),
         };
         forge_trainer::episodes::play(&spec, &jobs, finished)
@@ -442,6 +528,7 @@ impl Agents {
             // A replayed episode replays its user too.
             (PolicyKind::Replay, _) => replayed_user(&task.task, recorded()?),
             (_, UserKind::Scripted) => scripted_user(&task.task, self.instability, seed),
+            (_, UserKind::Model) => unreachable!("a local model user plays beside a local model"),
             (_, UserKind::Openai) => Box::new(
                 RemoteUser::new(
                     self.client.as_ref().expect("checked in new"),

@@ -1127,6 +1127,103 @@ fn a_local_model_policy_records_its_tokens_and_replays() {
 }
 
 #[test]
+fn a_local_model_plays_the_user_beside_a_local_agent() {
+    use forge_trainer::{CpuModel, LlamaConfig, checkpoint};
+    let dir = tempfile::tempdir().unwrap();
+    let tokenizer = ModelTokenizer::byte_level();
+    let save = |name: &str, seed: u64| {
+        let path = dir.path().join(name);
+        let config = LlamaConfig::tiny(tokenizer.vocab_size());
+        let model = CpuModel::init(config, seed, &Default::default());
+        checkpoint::save(&path, &model, &tokenizer).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let (agent, user) = (save("agent", 7), save("user", 8));
+    let played = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "run", "--policy", "model", "--model", &agent, "--user", "model",
+        ];
+        args.extend([
+            "--tasks",
+            "shop-01",
+            "--max-turns",
+            "3",
+            "--max-new-tokens",
+            "4",
+        ]);
+        args.extend(["--user-max-new-tokens", "6", "--out", out.to_str().unwrap()]);
+        args.extend(extra);
+        let output = forge(&args);
+        assert!(output.status.success(), "{}", stderr(&output));
+        std::fs::read_to_string(out).unwrap()
+    };
+    // The agent's own model plays the user unless another is named.
+    for (name, extra) in [("same", vec![]), ("apart", vec!["--user-model", &user])] {
+        let out = dir.path().join(format!("{name}.jsonl"));
+        let text = played(&out, &extra);
+        let record: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        let said = |role: &str| {
+            record["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|message| message["role"] == role)
+                .count()
+        };
+        // The model user opened, then answered each of the agent's turns;
+        // only the agent's turns are the policy's to train on.
+        assert_eq!(record["termination"], "max_turns", "{name}: {record}");
+        assert_eq!(said("user"), 4, "{name}: {record}");
+        assert_eq!(said("assistant"), 3, "{name}: {record}");
+        let turns = record["policy_trace"]["turns"].as_array().unwrap();
+        assert_eq!(turns.len(), 3, "{name}");
+        assert_eq!(
+            played(&dir.path().join(format!("{name}-again.jsonl")), &extra),
+            text,
+            "{name}: the same seed plays the same dialogue"
+        );
+        assert!(forge(&["replay", out.to_str().unwrap()]).status.success());
+    }
+    let same = std::fs::read_to_string(dir.path().join("same.jsonl")).unwrap();
+    let apart = std::fs::read_to_string(dir.path().join("apart.jsonl")).unwrap();
+    assert_ne!(same, apart, "another user model says other things");
+
+    // An evaluation is not resumed with the user sampled otherwise.
+    let results = dir.path().join("eval");
+    let eval = |temperature: &str| {
+        let mut args = vec!["eval", "--policy", "model", "--model", &agent, "--user"];
+        args.extend([
+            "model",
+            "--user-temperature",
+            temperature,
+            "--tasks",
+            "shop-01",
+        ]);
+        args.extend(["--trials", "1", "--max-turns", "1", "--max-new-tokens", "2"]);
+        args.extend([
+            "--user-max-new-tokens",
+            "2",
+            "--out",
+            results.to_str().unwrap(),
+        ]);
+        forge(&args)
+    };
+    let output = eval("0.7");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_refused(&eval("0.5"), "`user_model.temperature`");
+
+    // A local model user needs a local agent, and its flags need it.
+    assert_refused(
+        &forge(&["run", "--policy", "gold", "--user", "model"]),
+        "--user model plays the user with a local model beside a local agent",
+    );
+    assert_refused(
+        &forge(&["run", "--policy", "model", "--user-model", &user]),
+        "--user-model is for --user model only",
+    );
+}
+
+#[test]
 fn show_prints_episodes_as_dialogues_and_names_what_it_cannot_find() {
     let dir = tempfile::tempdir().unwrap();
     let path = record(dir.path(), "gold");

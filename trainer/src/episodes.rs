@@ -1,13 +1,14 @@
 //! A local model's episodes outside training (`forge run`, `forge eval
 //! --policy model`): played through the rollout engine, `batch` episodes at
-//! a time whose turns are decoded together, on the CPU or a GPU.
+//! a time whose turns are decoded together, on the CPU or a GPU — and so
+//! are a local model user's turns, beside the agent's.
 
 use crate::accelerator::{self, Accelerator, OnBackend};
 use crate::checkpoint;
 use crate::llama::{Llama, Precision};
 use crate::sampling::Sampling;
 use crate::train::rollout::{Job, Play, Script, Users};
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
 use burn::tensor::backend::AutodiffBackend;
 use forge_llm::ChatClient;
 use forge_runtime::trajectory::EpisodeRecord;
@@ -29,11 +30,27 @@ pub struct LocalPlay<'a> {
     /// differently and so, rarely, draw another token.
     pub batch: usize,
     pub user_instability: f64,
-    /// `Users::Scripted` or `Users::Remote`: a local model user is
-    /// training's, and [`play`] refuses it.
-    pub users: Users<'a>,
+    pub user: UserPlayer<'a>,
     /// The model that judges the tasks' NL assertions, when there is one.
     pub nl_judge: Option<&'a ChatClient>,
+}
+
+/// Who plays the simulated user of a local model's episodes.
+#[derive(Clone, Copy)]
+pub enum UserPlayer<'a> {
+    /// Each task's scripted user.
+    Scripted,
+    /// A model behind an OpenAI-compatible endpoint.
+    Remote(&'a ChatClient),
+    /// A local model (a GGUF file or a checkpoint directory; the policy's
+    /// own, loaded once, when it is the same path), its turns decoded in
+    /// batches beside the policy's, at `temperature`, at most `max_tokens`
+    /// each.
+    Model {
+        model: &'a Path,
+        temperature: f32,
+        max_tokens: usize,
+    },
 }
 
 /// Plays `jobs` (their seeds are the episodes'), handing each record to
@@ -43,12 +60,6 @@ pub fn play(
     jobs: &[Job<'_>],
     finished: &mut dyn FnMut(EpisodeRecord) -> Result<()>,
 ) -> Result<()> {
-    if let Users::Model { .. } = spec.users {
-        bail!(
-            "a local model plays the user only in training's rollouts; \
-             episodes outside training take a scripted user or one at an endpoint"
-        );
-    }
     accelerator::on(
         spec.accelerator,
         Playing {
@@ -79,19 +90,46 @@ impl OnBackend for Playing<'_, '_> {
                 .check(&tokenizer)
                 .map_err(|message| anyhow!("{}: {message}", spec.model.display()))?;
         }
-        let model = Llama::<B::InnerBackend>::load(spec.model, &device)
-            .and_then(|model| model.with_precision(spec.precision))
-            .with_context(|| format!("loading {}", spec.model.display()))?;
+        let load = |path: &Path| {
+            Llama::<B::InnerBackend>::load(path, &device)
+                .and_then(|model| model.with_precision(spec.precision))
+                .with_context(|| format!("loading {}", path.display()))
+        };
+        let model = load(spec.model)?;
+        // A user model apart from the policy's, with its own tokenizer.
+        let own_user = match spec.user {
+            UserPlayer::Model { model: path, .. } if path != spec.model => {
+                Some((load(path)?, checkpoint::load_tokenizer(path)?))
+            }
+            _ => None,
+        };
+        let (user_model, user_tokenizer) = match &own_user {
+            Some((model, tokenizer)) => (model, tokenizer),
+            None => (&model, &tokenizer),
+        };
+        let users = match spec.user {
+            UserPlayer::Scripted => Users::Scripted,
+            UserPlayer::Remote(client) => Users::Remote(client),
+            UserPlayer::Model {
+                temperature,
+                max_tokens,
+                ..
+            } => Users::Model {
+                tokenizer: user_tokenizer,
+                temperature,
+                max_tokens,
+            },
+        };
         let play = Play::new(
             &model,
-            None,
+            matches!(users, Users::Model { .. }).then_some(user_model),
             Script {
                 policy: spec.policy,
                 tokenizer: &tokenizer,
                 sampling: spec.sampling.clone(),
                 max_turns: spec.max_turns,
                 user_instability: spec.user_instability,
-                users: spec.users,
+                users,
                 judge: None,
                 nl_judge: spec.nl_judge,
             },
@@ -102,34 +140,5 @@ impl OnBackend for Playing<'_, '_> {
             }
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use forge_model::tokenizer::ModelTokenizer;
-
-    #[test]
-    fn a_local_model_user_is_refused_before_anything_loads() {
-        let tokenizer = ModelTokenizer::byte_level();
-        let spec = LocalPlay {
-            model: Path::new("no-such-model.gguf"),
-            policy: "model",
-            accelerator: Accelerator::Cpu,
-            precision: Precision::F32,
-            sampling: Sampling::greedy(),
-            max_turns: 1,
-            batch: 1,
-            user_instability: 0.0,
-            users: Users::Model {
-                tokenizer: &tokenizer,
-                temperature: 1.0,
-                max_tokens: 8,
-            },
-            nl_judge: None,
-        };
-        let error = play(&spec, &[], &mut |_| Ok(())).unwrap_err();
-        assert!(error.to_string().contains("only in training"), "{error}");
     }
 }
