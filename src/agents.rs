@@ -248,6 +248,8 @@ struct LocalModel {
 
 /// A local model playing the user, on its agent's device.
 struct UserModel {
+    /// As records name it (`model:NAME`).
+    label: String,
     path: PathBuf,
     temperature: f32,
     max_tokens: usize,
@@ -277,6 +279,7 @@ impl Agents {
                 let trained = UserSection::default();
                 let user = match args.user {
                     UserKind::Model => Some(UserModel {
+                        label: format!("model:{}", args.user_model.as_ref().unwrap_or(&name)),
                         path: match &args.user_model {
                             Some(name) => {
                                 crate::commands::model::resolve(name).context("--user-model")?
@@ -482,6 +485,7 @@ impl Agents {
             }
             (_, Some(user)) => UserPlayer::Model {
                 model: &user.path,
+                name: &user.label,
                 temperature: user.temperature,
                 max_tokens: user.max_tokens,
             },

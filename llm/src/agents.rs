@@ -5,7 +5,7 @@ use forge_runtime::bundle::ToolCall;
 use forge_runtime::episode::{Action, ContextFull, Policy, User, UserTurn};
 use forge_runtime::policy::{AGENT_GREETING, USER_STOP, user_brief};
 use forge_runtime::schema::ToolSpec;
-use forge_runtime::trajectory::{ChatMessage, user_view};
+use forge_runtime::trajectory::{ChatMessage, UserRef, user_view};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 
@@ -198,5 +198,11 @@ impl User for RemoteUser<'_> {
                 UserTurn::Say(text)
             },
         )
+    }
+
+    fn played_by(&self) -> Option<UserRef> {
+        Some(UserRef::Model {
+            name: format!("openai:{}", self.client.config().model),
+        })
     }
 }

@@ -69,9 +69,10 @@ pub trait User {
     /// the user's own `tools`. A [`ContextFull`] error ends the episode as
     /// [`Termination::ContextFull`].
     fn respond(&mut self, transcript: &[ChatMessage], tools: &[ToolSpec]) -> Result<UserTurn>;
-    /// How a replay plays this user again; `None` (the default): by
-    /// repeating its recorded turns.
-    fn replayable(&self) -> Option<UserRef> {
+    /// Who plays this user, as its episodes' records name it (`None`, the
+    /// default: unnamed); a replay plays a scripted user again and repeats
+    /// any other's recorded turns.
+    fn played_by(&self) -> Option<UserRef> {
         None
     }
 }
@@ -171,7 +172,7 @@ impl Episode {
             },
             turn: 0,
             termination: (settings.max_turns == 0).then_some(Termination::MaxTurns),
-            user: user.replayable(),
+            user: user.played_by(),
         })
     }
 

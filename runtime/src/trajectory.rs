@@ -24,12 +24,13 @@ use std::path::{Path, PathBuf};
 /// grows with every field or value its records may hold that the one
 /// before did not know, so that a reader of the older one names the format
 /// it cannot read rather than a field it has never heard of.
-pub const FORMAT: &str = "forge.trajectory/2";
+pub const FORMAT: &str = "forge.trajectory/3";
 
-/// The formats this version reads: its own and `forge.trajectory/1`, whose
-/// records (without `user` and the `context_full` termination) are all
-/// records of the second.
-pub const READABLE: [&str; 2] = ["forge.trajectory/1", FORMAT];
+/// The formats this version reads: its own and those before, whose records
+/// are all records of the third: `forge.trajectory/1` without `user` and
+/// the `context_full` termination, `forge.trajectory/2` without model users
+/// named in `user`.
+pub const READABLE: [&str; 3] = ["forge.trajectory/1", "forge.trajectory/2", FORMAT];
 
 /// An OpenAI chat message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -211,14 +212,17 @@ pub struct EnvironmentRef {
     pub content_hash: String,
 }
 
-/// Who played the user, where a replay can play it again rather than repeat
-/// its recorded turns: then a record whose user's messages, calls or seed
-/// were changed no longer replays. (Model users are repeated as recorded.)
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// Who played the user. A replay plays a scripted user again, so that a
+/// record whose user's messages, calls or seed were changed no longer
+/// replays; a model user's turns it repeats as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum UserRef {
     /// The task's scripted user, unreliable with probability `instability`.
     Scripted { instability: f64 },
+    /// A model, named as `policy` names a model agent: `model:NAME` for a
+    /// local one, `openai:NAME` for one at an endpoint.
+    Model { name: String },
 }
 
 /// Why an episode ended.
@@ -440,10 +444,13 @@ fn parse_record(line: &[u8]) -> Result<EpisodeRecord> {
     match serde_json::from_slice::<EpisodeRecord>(line) {
         Ok(record) if readable(&record.format) => Ok(record),
         parsed => match serde_json::from_slice::<Format>(line) {
-            Ok(Format { format }) if !readable(&format) => bail!(
-                "the format is `{format}`; this version reads `{}`",
-                READABLE.join("` and `")
-            ),
+            Ok(Format { format }) if !readable(&format) => {
+                let (last, others) = READABLE.split_last().expect("a format is readable");
+                bail!(
+                    "the format is `{format}`; this version reads `{}` and `{last}`",
+                    others.join("`, `")
+                )
+            }
             _ => Ok(parsed?),
         },
     }
@@ -504,17 +511,31 @@ mod tests {
     }
 
     #[test]
-    fn records_of_both_formats_are_read_and_another_format_is_named() {
+    fn records_of_every_earlier_format_are_read_and_another_format_is_named() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.jsonl");
         let current = record_line(
             FORMAT,
+            ", \"user\": {\"kind\": \"model\", \"name\": \"model:smollm2-135m\"}",
+        );
+        let second = record_line(
+            "forge.trajectory/2",
             ", \"user\": {\"kind\": \"scripted\", \"instability\": 0.0}",
         );
-        std::fs::write(&path, record_line("forge.trajectory/1", "") + &current).unwrap();
+        let first = record_line("forge.trajectory/1", "");
+        std::fs::write(&path, first + &second + &current).unwrap();
         let file = read(&path).unwrap();
-        assert_eq!(file.episodes.len(), 2);
-        assert!(file.episodes[1].user.is_some());
+        let users: Vec<_> = file.episodes.iter().map(|record| &record.user).collect();
+        assert_eq!(
+            users,
+            [
+                &None,
+                &Some(UserRef::Scripted { instability: 0.0 }),
+                &Some(UserRef::Model {
+                    name: "model:smollm2-135m".into()
+                })
+            ]
+        );
         // A newer record holds what this version does not know.
         let newer = record_line("forge.trajectory/9", ", \"novelty\": 1");
         std::fs::write(&path, current.clone() + &newer).unwrap();
@@ -522,7 +543,8 @@ mod tests {
         assert!(
             error.contains(
                 "line 2 is not a trajectory record: the format is `forge.trajectory/9`; this \
-                 version reads `forge.trajectory/1` and `forge.trajectory/2`"
+                 version reads `forge.trajectory/1`, `forge.trajectory/2` and \
+                 `forge.trajectory/3`"
             ),
             "{error}"
         );

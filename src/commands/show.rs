@@ -80,11 +80,12 @@ fn dialogue(line: usize, record: &EpisodeRecord, most: Option<usize>) -> String 
         Some(most) => shortened(text, most),
         None => text.to_owned(),
     };
-    let user = match record.user {
-        Some(UserRef::Scripted { instability }) if instability > 0.0 => {
+    let user = match &record.user {
+        Some(UserRef::Scripted { instability }) if *instability > 0.0 => {
             format!(" · scripted user (instability {instability})")
         }
         Some(UserRef::Scripted { .. }) => " · scripted user".to_owned(),
+        Some(UserRef::Model { name }) => format!(" · user {name}"),
         None => String::new(),
     };
     let mut out = format!(

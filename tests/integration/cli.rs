@@ -1174,6 +1174,14 @@ fn a_local_model_plays_the_user_beside_a_local_agent() {
         // only the agent's turns are the policy's to train on.
         assert_eq!(record["termination"], "max_turns", "{name}: {record}");
         assert_eq!(said("user"), 4, "{name}: {record}");
+        let user_model = match name {
+            "same" => &agent,
+            _ => &user,
+        };
+        assert_eq!(
+            record["user"],
+            serde_json::json!({"kind": "model", "name": format!("model:{user_model}")})
+        );
         assert_eq!(said("assistant"), 3, "{name}: {record}");
         let turns = record["policy_trace"]["turns"].as_array().unwrap();
         assert_eq!(turns.len(), 3, "{name}");
@@ -1183,6 +1191,13 @@ fn a_local_model_plays_the_user_beside_a_local_agent() {
             "{name}: the same seed plays the same dialogue"
         );
         assert!(forge(&["replay", out.to_str().unwrap()]).status.success());
+        let shown = stdout(&forge(&["show", out.to_str().unwrap()]));
+        assert!(
+            shown.starts_with(&format!(
+                "── line 1 · task shop-01 · policy model:{agent} · seed "
+            )) && shown.contains(&format!(" · user model:{user_model} ──\n")),
+            "{shown}"
+        );
     }
     let same = std::fs::read_to_string(dir.path().join("same.jsonl")).unwrap();
     let apart = std::fs::read_to_string(dir.path().join("apart.jsonl")).unwrap();

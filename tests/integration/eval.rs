@@ -277,6 +277,10 @@ fn a_remote_model_can_play_the_user() {
         "the model's opening message is the goal"
     );
     assert_eq!(record["termination"], "user_stop");
+    assert_eq!(
+        record["user"],
+        json!({"kind": "model", "name": "openai:stub"})
+    );
     // The recorded dialogue replays without the model.
     assert!(
         forge(&["replay", trajectory.to_str().unwrap()])

@@ -1219,6 +1219,10 @@ fn rollouts_are_played_against_model_users_and_judged_by_a_model() {
     for episode in &rollouts {
         let said = user_messages(episode);
         assert!(!said.is_empty(), "the model user opened: {episode}");
+        assert_eq!(
+            episode["user"],
+            serde_json::json!({"kind": "model", "name": "model:tiny"})
+        );
         let task = episode["task_id"].as_str().unwrap();
         assert!(
             !said[0].contains(&emails[task]),
@@ -1260,6 +1264,7 @@ fn rollouts_are_played_against_model_users_and_judged_by_a_model() {
             user_messages(episode)[0].contains(&emails[task]),
             "the remote user states its email: {episode}"
         );
+        assert_eq!(episode["user"]["name"], "openai:user-model");
     }
     assert_eq!(
         step["masked_share"], 1.0,

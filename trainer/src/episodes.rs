@@ -45,9 +45,10 @@ pub enum UserPlayer<'a> {
     /// A local model (a GGUF file or a checkpoint directory; the policy's
     /// own, loaded once, when it is the same path), its turns decoded in
     /// batches beside the policy's, at `temperature`, at most `max_tokens`
-    /// each.
+    /// each. Records name it `name` (`model:NAME`).
     Model {
         model: &'a Path,
+        name: &'a str,
         temperature: f32,
         max_tokens: usize,
     },
@@ -111,11 +112,13 @@ impl OnBackend for Playing<'_, '_> {
             UserPlayer::Scripted => Users::Scripted,
             UserPlayer::Remote(client) => Users::Remote(client),
             UserPlayer::Model {
+                name,
                 temperature,
                 max_tokens,
                 ..
             } => Users::Model {
                 tokenizer: user_tokenizer,
+                name,
                 temperature,
                 max_tokens,
             },

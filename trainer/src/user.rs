@@ -16,28 +16,33 @@ use forge_runtime::bundle::{Actor, ToolCall};
 use forge_runtime::episode::{Action, User, UserTurn};
 use forge_runtime::policy::{AGENT_GREETING, USER_STOP, user_brief};
 use forge_runtime::schema::ToolSpec;
-use forge_runtime::trajectory::{ChatMessage, Role, user_view};
+use forge_runtime::trajectory::{ChatMessage, Role, UserRef, user_view};
 
 pub struct ModelUser<'a> {
     generator: Box<dyn Generator + 'a>,
     tokenizer: &'a ModelTokenizer,
+    /// The model, as records name it (`model:NAME`).
+    name: &'a str,
     instruction: String,
     sampling: Sampling,
     turns: u64,
 }
 
 impl<'a> ModelUser<'a> {
-    /// The user whose situation and goal are `instruction`; each of its
-    /// turns samples with `sampling`, the seed advanced per turn.
+    /// The user whose situation and goal are `instruction`, played by the
+    /// model records name `name`; each of its turns samples with
+    /// `sampling`, the seed advanced per turn.
     pub fn new(
         generator: Box<dyn Generator + 'a>,
         tokenizer: &'a ModelTokenizer,
+        name: &'a str,
         instruction: &str,
         sampling: Sampling,
     ) -> Self {
         Self {
             generator,
             tokenizer,
+            name,
             instruction: instruction.to_owned(),
             sampling,
             turns: 0,
@@ -86,6 +91,12 @@ impl User for ModelUser<'_> {
         Ok(match text.contains(USER_STOP) {
             true => UserTurn::Stop,
             false => UserTurn::Say(text.to_owned()),
+        })
+    }
+
+    fn played_by(&self) -> Option<UserRef> {
+        Some(UserRef::Model {
+            name: self.name.to_owned(),
         })
     }
 }
@@ -147,6 +158,7 @@ mod tests {
         let mut user = ModelUser::new(
             Box::new(canned("Lamp 3 on, please.")),
             &tokenizer,
+            "model:canned",
             instruction,
             Sampling::greedy(),
         );
@@ -165,6 +177,7 @@ mod tests {
         let mut done = ModelUser::new(
             Box::new(canned(&format!("Thanks! {USER_STOP}"))),
             &tokenizer,
+            "model:canned",
             instruction,
             Sampling::greedy(),
         );
@@ -185,6 +198,7 @@ mod tests {
         let mut thinking = ModelUser::new(
             Box::new(canned("<think>I am Ava.</think>\n\nLamp 3 on, please.")),
             &tokenizer,
+            "model:canned",
             instruction,
             Sampling::greedy(),
         );
@@ -227,6 +241,7 @@ mod tests {
         let mut user = ModelUser::new(
             Box::new(canned(call)),
             &tokenizer,
+            "model:canned",
             "Your phone has no signal.",
             Sampling::greedy(),
         );
@@ -248,6 +263,7 @@ mod tests {
         let mut reader = ModelUser::new(
             Box::new(canned("Airplane mode is on.")),
             &tokenizer,
+            "model:canned",
             "Your phone has no signal.",
             Sampling::greedy(),
         );
@@ -273,6 +289,7 @@ mod tests {
         let mut toolless = ModelUser::new(
             Box::new(canned(call)),
             &tokenizer,
+            "model:canned",
             "Your phone has no signal.",
             Sampling::greedy(),
         );

@@ -78,7 +78,7 @@ impl Policy for ReplayPolicy {
 pub fn replayed_user(task: &Task, record: &EpisodeRecord) -> Box<dyn User + Send> {
     match record.user {
         Some(UserRef::Scripted { instability }) => scripted_user(task, instability, record.seed),
-        None => Box::new(ReplayUser::new(record)),
+        Some(UserRef::Model { .. }) | None => Box::new(ReplayUser::new(record)),
     }
 }
 
@@ -88,6 +88,8 @@ pub fn replayed_user(task: &Task, record: &EpisodeRecord) -> Box<dyn User + Send
 pub struct ReplayUser {
     turns: VecDeque<UserTurn>,
     termination: Termination,
+    /// Who the record says played the user.
+    played_by: Option<UserRef>,
 }
 
 impl ReplayUser {
@@ -114,6 +116,7 @@ impl ReplayUser {
         Self {
             turns,
             termination: record.termination,
+            played_by: record.user.clone(),
         }
     }
 }
@@ -134,6 +137,10 @@ impl User for ReplayUser {
             }
             None => Ok(UserTurn::Stop),
         }
+    }
+
+    fn played_by(&self) -> Option<UserRef> {
+        self.played_by.clone()
     }
 }
 

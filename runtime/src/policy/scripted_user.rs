@@ -150,7 +150,7 @@ impl User for ScriptedUser {
         })
     }
 
-    fn replayable(&self) -> Option<UserRef> {
+    fn played_by(&self) -> Option<UserRef> {
         Some(UserRef::Scripted {
             instability: self.instability,
         })

@@ -21,6 +21,8 @@ pub struct Counterparts<B: Backend> {
     user: UserSection,
     /// A local model user and its tokenizer (frozen).
     user_model: Option<(Llama<B>, ModelTokenizer)>,
+    /// The local model user as records name it.
+    user_name: String,
     user_client: Option<ChatClient>,
     judge_client: Option<ChatClient>,
 }
@@ -68,9 +70,11 @@ impl<B: Backend> Counterparts<B> {
         } = &config.judge;
         let judge_client = (*kind == JudgeKind::Openai)
             .then(|| ChatClient::new(ChatConfig::new(base_url, model).key_from_env(api_key_env)));
+        let user_name = format!("model:{}", user.model);
         Ok(Self {
             user,
             user_model,
+            user_name,
             user_client,
             judge_client,
         })
@@ -80,6 +84,7 @@ impl<B: Backend> Counterparts<B> {
         match (&self.user_model, &self.user_client) {
             (Some((_, tokenizer)), _) => Users::Model {
                 tokenizer,
+                name: &self.user_name,
                 temperature: self.user.temperature as f32,
                 max_tokens: self.user.max_new_tokens,
             },

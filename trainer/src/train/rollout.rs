@@ -101,9 +101,11 @@ pub enum Users<'a> {
     /// Each task's scripted user.
     Scripted,
     /// The local model of `Play::user_model`, prompted through `tokenizer`;
-    /// its turns are decoded in batches beside the policy's.
+    /// its turns are decoded in batches beside the policy's. Records name
+    /// it `name` (`model:NAME`).
     Model {
         tokenizer: &'a ModelTokenizer,
+        name: &'a str,
         temperature: f32,
         max_tokens: usize,
     },
@@ -423,6 +425,7 @@ impl<'a> Script<'a> {
             Users::Scripted => scripted_user(task, self.user_instability, job.seed),
             Users::Model {
                 tokenizer,
+                name,
                 temperature,
                 max_tokens,
             } => {
@@ -440,6 +443,7 @@ impl<'a> Script<'a> {
                 Box::new(ModelUser::new(
                     generator,
                     tokenizer,
+                    name,
                     &instruction(),
                     sampling,
                 ))
