@@ -3,7 +3,7 @@
 use crate::{ChatClient, ChatError};
 use forge_runtime::bundle::ToolCall;
 use forge_runtime::episode::{Action, ContextFull, Policy, User, UserTurn};
-use forge_runtime::policy::{AGENT_GREETING, USER_STOP, user_brief};
+use forge_runtime::policy::{AGENT_GREETING, ends_dialogue, user_brief};
 use forge_runtime::schema::ToolSpec;
 use forge_runtime::trajectory::{ChatMessage, UserRef, user_view};
 use serde_json::{Value, json};
@@ -76,12 +76,8 @@ impl Policy for RemotePolicy<'_> {
     }
 }
 
-/// Further endings τ²-bench's user guidelines allow: asking for a human
-/// agent, and a request outside the scenario.
-const OTHER_ENDINGS: [&str; 2] = ["###TRANSFER###", "###OUT-OF-SCOPE###"];
-
 /// The simulated user is a model given the task instruction; it ends the
-/// dialogue by saying [`USER_STOP`]. Offered tools of its own (the user's
+/// dialogue as [`ends_dialogue`] says. Offered tools of its own (the user's
 /// tools of the environment), it may call them before it answers.
 pub struct RemoteUser<'a> {
     client: &'a ChatClient,
@@ -109,23 +105,16 @@ impl<'a> RemoteUser<'a> {
         }
     }
 
-    fn system(&self, own_tools: bool) -> String {
-        if let Some(guidelines) = &self.guidelines {
-            return format!(
-                "{}\n\n<scenario>\n{}\n</scenario>",
-                guidelines.trim(),
-                self.instruction
-            );
-        }
-        user_brief(&self.instruction, own_tools)
-    }
-
     /// The model's next message as the user. It sees the dialogue from the
     /// user's side: the agent's messages are `user` turns, the user's own
     /// are `assistant` turns (its tool calls and their results included);
     /// the agent's tool traffic is hidden.
     fn reply(&self, transcript: &[ChatMessage], tools: &[ToolSpec]) -> anyhow::Result<Value> {
-        let system = self.system(!tools.is_empty());
+        let system = user_brief(
+            &self.instruction,
+            !tools.is_empty(),
+            self.guidelines.as_deref(),
+        );
         let mut messages = vec![json!({"role": "system", "content": system})];
         messages.extend(
             user_view(transcript)
@@ -191,13 +180,10 @@ impl User for RemoteUser<'_> {
             return Ok(UserTurn::Call(ToolCall::new(name, arguments)));
         }
         let text = text_of(&reply);
-        Ok(
-            if text.contains(USER_STOP) || OTHER_ENDINGS.iter().any(|end| text.contains(end)) {
-                UserTurn::Stop
-            } else {
-                UserTurn::Say(text)
-            },
-        )
+        Ok(match ends_dialogue(&text) {
+            true => UserTurn::Stop,
+            false => UserTurn::Say(text),
+        })
     }
 
     fn played_by(&self) -> Option<UserRef> {

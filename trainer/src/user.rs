@@ -2,7 +2,7 @@
 //! (`forge_runtime::policy::user_brief`), it sees the dialogue from the
 //! user's side in its own chat template, calls the user's own tools (where
 //! the environment gives the user some) in the agent's call format, and
-//! ends the dialogue by saying [`USER_STOP`]. Its turns come from a
+//! ends the dialogue as [`ends_dialogue`] says. Its turns come from a
 //! [`Generator`], so that the rollout engine decodes the users of all live
 //! episodes as one batch.
 
@@ -14,7 +14,7 @@ use crate::sampling::Sampling;
 use forge_model::tokenizer::ModelTokenizer;
 use forge_runtime::bundle::{Actor, ToolCall};
 use forge_runtime::episode::{Action, User, UserTurn};
-use forge_runtime::policy::{AGENT_GREETING, USER_STOP, user_brief};
+use forge_runtime::policy::{AGENT_GREETING, ends_dialogue, user_brief};
 use forge_runtime::schema::ToolSpec;
 use forge_runtime::trajectory::{ChatMessage, Role, UserRef, user_view};
 
@@ -24,6 +24,8 @@ pub struct ModelUser<'a> {
     /// The model, as records name it (`model:NAME`).
     name: &'a str,
     instruction: String,
+    /// The environment's brief for a model playing its users.
+    guidelines: Option<String>,
     sampling: Sampling,
     turns: u64,
 }
@@ -44,8 +46,18 @@ impl<'a> ModelUser<'a> {
             tokenizer,
             name,
             instruction: instruction.to_owned(),
+            guidelines: None,
             sampling,
             turns: 0,
+        }
+    }
+
+    /// The same user briefed by `guidelines` (the environment's own, such as
+    /// τ²-bench's user-simulator guidelines), as a remote model user is.
+    pub fn with_guidelines(self, guidelines: Option<&str>) -> Self {
+        Self {
+            guidelines: guidelines.map(str::to_owned),
+            ..self
         }
     }
 
@@ -53,7 +65,11 @@ impl<'a> ModelUser<'a> {
     /// agent's prompt would read them as its own control tokens).
     fn reply(&mut self, transcript: &[ChatMessage], tools: &[ToolSpec]) -> anyhow::Result<String> {
         let brief = with_tools(
-            &user_brief(&self.instruction, !tools.is_empty()),
+            &user_brief(
+                &self.instruction,
+                !tools.is_empty(),
+                self.guidelines.as_deref(),
+            ),
             ToolListing::Schemas,
             tools,
         );
@@ -88,7 +104,7 @@ impl User for ModelUser<'_> {
             }));
         }
         let text = after_thinking(&text).trim();
-        Ok(match text.contains(USER_STOP) {
+        Ok(match ends_dialogue(text) {
             true => UserTurn::Stop,
             false => UserTurn::Say(text.to_owned()),
         })
@@ -128,6 +144,7 @@ mod tests {
     use super::*;
     use crate::chat::completion;
     use crate::sampling::Generation;
+    use forge_runtime::policy::USER_STOP;
 
     /// Answers every turn with `reply`, recording the prompts.
     struct Canned {
@@ -207,6 +224,40 @@ mod tests {
             "Lamp 3 on, please.",
             "a thinking model's reasoning is not said"
         );
+    }
+
+    #[test]
+    fn the_environments_guidelines_brief_the_user_and_their_endings_end_the_dialogue() {
+        let tokenizer = ModelTokenizer::byte_level();
+        let prompts = std::rc::Rc::default();
+        let canned = |text: &str| Canned {
+            reply: completion(text).encode(&tokenizer).unwrap(),
+            prompts: std::rc::Rc::clone(&prompts),
+        };
+        let guidelines = "# User Simulation Guidelines\nYou are playing the role of a customer.\n";
+        let instruction = "You are Ava; your phone has no signal.";
+        let mut user = ModelUser::new(
+            Box::new(canned("I need a human. ###TRANSFER###")),
+            &tokenizer,
+            "model:canned",
+            instruction,
+            Sampling::greedy(),
+        )
+        .with_guidelines(Some(guidelines));
+        let transcript = [
+            ChatMessage::user("My phone has no signal."),
+            ChatMessage::assistant("Please restart it."),
+        ];
+        assert_eq!(user.respond(&transcript, &[]).unwrap(), UserTurn::Stop);
+        let prompt = tokenizer.decode(&prompts.borrow()[0]).unwrap();
+        assert!(
+            prompt.starts_with(&format!(
+                "<|im_start|>system\n{}\n\n<scenario>\n{instruction}\n</scenario><|im_end|>",
+                guidelines.trim()
+            )),
+            "{prompt}"
+        );
+        assert!(!prompt.contains("You are a customer talking"), "{prompt}");
     }
 
     #[test]

@@ -13,4 +13,4 @@ pub use random::RandomPolicy;
 pub use remembered::remembered_instruction;
 pub use replay::{RecordedJudge, ReplayPolicy, ReplayUser, replayed_user};
 pub use scripted_user::{ScriptedUser, request, scripted_user};
-pub use user_brief::{AGENT_GREETING, USER_STOP, user_brief};
+pub use user_brief::{AGENT_GREETING, USER_STOP, ends_dialogue, user_brief};

@@ -1,16 +1,34 @@
-//! What a model playing the simulated user is told: one brief for every
-//! kind of model user (a local model in training, a remote one anywhere), so
-//! that they play the same part.
+//! What a model playing the simulated user is told, and how it ends the
+//! dialogue: the same for every kind of model user (a local model, a
+//! remote one), so that they play the same part.
 
 /// What a model playing the user says to end the dialogue.
 pub const USER_STOP: &str = "###STOP###";
+
+/// Further endings τ²-bench's user guidelines allow: asking for a human
+/// agent, and a request outside the scenario.
+const OTHER_ENDINGS: [&str; 2] = ["###TRANSFER###", "###OUT-OF-SCOPE###"];
+
+/// Whether a model user's message ends the dialogue.
+pub fn ends_dialogue(message: &str) -> bool {
+    message.contains(USER_STOP) || OTHER_ENDINGS.iter().any(|end| message.contains(end))
+}
 
 /// What a model playing the user is answering when it opens the dialogue.
 pub const AGENT_GREETING: &str = "Hello, how can I help you today?";
 
 /// The system prompt of a model playing the customer whose situation and
-/// goal are `instruction`; `own_tools` says it has tools of its own.
-pub fn user_brief(instruction: &str, own_tools: bool) -> String {
+/// goal are `instruction`: the environment's own `guidelines` for its users
+/// where it has some (τ²-bench's user-simulator guidelines), the
+/// instruction following them as the `<scenario>`; otherwise Forge's brief,
+/// which says whether the user has tools of its own (`own_tools`).
+pub fn user_brief(instruction: &str, own_tools: bool, guidelines: Option<&str>) -> String {
+    if let Some(guidelines) = guidelines {
+        return format!(
+            "{}\n\n<scenario>\n{instruction}\n</scenario>",
+            guidelines.trim()
+        );
+    }
     let tools = match own_tools {
         true => {
             " You have tools of your own (your phone, your inbox): use them when the agent asks \

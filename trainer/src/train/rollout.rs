@@ -440,13 +440,10 @@ impl<'a> Script<'a> {
                     max_tokens,
                     seed: job.seed ^ USER_SEED,
                 };
-                Box::new(ModelUser::new(
-                    generator,
-                    tokenizer,
-                    name,
-                    &instruction(),
-                    sampling,
-                ))
+                Box::new(
+                    ModelUser::new(generator, tokenizer, name, &instruction(), sampling)
+                        .with_guidelines(job.env.bundle().manifest.user_guidelines.as_deref()),
+                )
             }
             Users::Remote(client) => Box::new(
                 RemoteUser::new(client, instruction())
