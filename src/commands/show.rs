@@ -1,6 +1,7 @@
 //! `forge show`: read a trajectory file's episodes as dialogues — who said
 //! what, which calls were made and what they answered, how the episode
-//! ended and was judged — the way one reads what a policy did.
+//! ended and was judged — the way one reads what a policy did; a training
+//! run's RL episodes with what the update made of each.
 
 use crate::output;
 use anyhow::{Result, bail};
@@ -8,7 +9,8 @@ use clap::Args;
 use forge_runtime::text::shortened;
 use forge_runtime::trajectory::{ChatMessage, EpisodeRecord, Role, UserRef};
 use forge_runtime::{ToolCall, verify};
-use std::path::PathBuf;
+use forge_trainer::train::scores::{self, RolloutScore};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Characters of a message or result shown unless `--full`.
@@ -17,7 +19,8 @@ const SHOWN: usize = 400;
 #[derive(Args, Debug)]
 pub struct ShowArgs {
     /// The trajectory file (JSONL): what `forge run --out` and `forge eval`
-    /// write, or a training run's `episodes/*.jsonl`.
+    /// write, or a training run's `episodes/*.jsonl` (an RL step's shown
+    /// with each episode's advantage, from the scores file beside it).
     file: PathBuf,
     /// Only the episodes of these tasks (comma-separated or repeated).
     #[arg(long = "task", value_name = "ID", value_delimiter = ',')]
@@ -54,6 +57,7 @@ pub fn run(args: ShowArgs) -> Result<ExitCode> {
             args.file.display()
         );
     }
+    let scores = update_scores(&args.file, episodes);
     let most = (!args.full).then_some(SHOWN);
     let shown = records
         .iter()
@@ -68,8 +72,51 @@ pub fn run(args: ShowArgs) -> Result<ExitCode> {
             println!();
         }
         print!("{}", dialogue(line, record, most));
+        if let Some(score) = scores.as_ref().map(|scores| &scores[line - 1]) {
+            print!("{}", entry("update", &update(score)));
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the update made of each of the `episodes` of the RL step saved in
+/// `file`, where its scores file is beside it; one that cannot be read, or
+/// does not hold a score per episode, is named and left out.
+fn update_scores(file: &Path, episodes: usize) -> Option<Vec<RolloutScore>> {
+    let path = scores::beside(file);
+    if !path.exists() {
+        return None;
+    }
+    match scores::read(&path) {
+        Ok(scores) if scores.len() == episodes => Some(scores),
+        Ok(scores) => {
+            eprintln!(
+                "warning: {} holds {} for {}: left out",
+                path.display(),
+                output::count(scores.len(), "score"),
+                output::count(episodes, "episode")
+            );
+            None
+        }
+        Err(err) => {
+            eprintln!("warning: {err:#}: left out");
+            None
+        }
+    }
+}
+
+/// An RL episode's part in its step's update.
+fn update(score: &RolloutScore) -> String {
+    match (score.advantage, score.masked, score.kept) {
+        (Some(advantage), ..) => format!("advantage {advantage:+.3}"),
+        (None, true, _) => {
+            "masked (the user gave wrong or missing information): not trained on".into()
+        }
+        (None, false, false) => {
+            "its task's rollouts all scored alike (dynamic sampling): not trained on".into()
+        }
+        (None, false, true) => "masked as overlong (rl.mask_overlong): not trained on".into(),
+    }
 }
 
 /// The episode on `line` as text: a heading, one entry per message (calls

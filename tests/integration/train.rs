@@ -191,6 +191,91 @@ fn the_smoke_run_trains_sft_then_erpo_on_the_cpu() {
     assert!(output.status.success(), "{}", stderr(&output));
     let output = forge(&["replay", evaluated.to_str().unwrap()]);
     assert_refused(&output, "naming the `lamps` bundle");
+
+    rl_scores_say_what_the_update_made_of_each_episode(dir.path(), &run);
+}
+
+/// Two ERPO steps from the smoke run's trained model against a user that
+/// misstates the lamp 30% of the time, rollouts saved: beside each step's
+/// episodes, a score per episode says how the update used it.
+fn rl_scores_say_what_the_update_made_of_each_episode(dir: &Path, trained: &Path) {
+    let config = dir.join("scored.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[model]\ninit = \"{}\"\n[sft]\nsteps = 0\n[rl]\nsteps = 2\ntasks_per_step = 4\n\
+             rollouts = 4\ntemperature = 1.2\nuser_instability = 0.3\nsave_rollouts = true\n\
+             [eval]\nat_start = false\n",
+            trained.join("final").display()
+        ),
+    )
+    .unwrap();
+    let run = dir.join("scored");
+    summary(&train(&[
+        "--preset",
+        "smoke",
+        "--config",
+        config.to_str().unwrap(),
+        "--env",
+        trained.join("envs/lamps").to_str().unwrap(),
+        "--run-dir",
+        run.to_str().unwrap(),
+        "--json",
+    ]));
+    let reward = |score: &Value| score["reward"].as_f64().unwrap();
+    for step in 1..=2 {
+        let episodes = run.join(format!("episodes/rl-step-{step:06}.jsonl"));
+        let records = jsonl(&episodes);
+        let scores = jsonl(&episodes.with_extension("scores.jsonl"));
+        assert_eq!(scores.len(), records.len(), "a score per episode");
+        let groups: Vec<&[Value]> = scores.chunks(4).collect();
+        for (group, scores) in groups.iter().enumerate() {
+            let task = &records[group * 4]["task_id"];
+            assert!(scores.iter().all(|score| &score["task_id"] == task));
+        }
+        let valid = |scores: &[Value]| -> Vec<f64> {
+            let valid = scores.iter().filter(|score| score["masked"] == false);
+            valid.map(reward).collect()
+        };
+        let (kept, dropped): (Vec<&[Value]>, Vec<&[Value]>) =
+            groups.iter().partition(|scores| scores[0]["kept"] == true);
+        for scores in dropped {
+            // Dynamic sampling dropped it: its valid rollouts scored alike.
+            let rewards = valid(scores);
+            assert!(
+                rewards.windows(2).all(|pair| pair[0] == pair[1]),
+                "{scores:?}"
+            );
+            assert!(scores.iter().all(|score| score["advantage"].is_null()));
+        }
+        // ERPO: each valid rollout's reward less its task's mean, over the
+        // std of every valid rollout of the environment (one here) kept in
+        // the step, plus eps; masked rollouts take no part.
+        let pooled: Vec<f64> = kept.iter().flat_map(|scores| valid(scores)).collect();
+        let mean = |values: &[f64]| values.iter().sum::<f64>() / values.len() as f64;
+        let all = mean(&pooled);
+        let std = mean(&pooled.iter().map(|r| (r - all).powi(2)).collect::<Vec<_>>()).sqrt();
+        for scores in kept {
+            let task_mean = mean(&valid(scores));
+            for score in scores {
+                let expected =
+                    (score["masked"] == false).then(|| (reward(score) - task_mean) / (std + 1e-6));
+                let advantage = score["advantage"].as_f64();
+                assert_eq!(advantage.is_some(), expected.is_some(), "{score}");
+                if let (Some(advantage), Some(expected)) = (advantage, expected) {
+                    assert!((advantage - expected).abs() < 1e-9, "{score}: {expected}");
+                }
+            }
+        }
+    }
+    let episodes = run.join("episodes/rl-step-000001.jsonl");
+    let output = forge(&["show", episodes.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let shown = stdout(&output);
+    assert!(
+        shown.contains("\n  update  advantage +") && shown.contains("\n  update  advantage -"),
+        "{shown}"
+    );
 }
 
 /// Timing fields differ between runs; everything else must not.

@@ -7,8 +7,9 @@
 //! state, the config it was trained under, the position in the run) with
 //! `checkpoints/latest` naming the newest, `episodes/eval-step-NNNNNN.jsonl`
 //! (each evaluation's episodes; with `rl.save_rollouts`,
-//! `episodes/rl-step-NNNNNN.jsonl` too) and `final/` (the trained model,
-//! loadable by `--policy model`).
+//! `episodes/rl-step-NNNNNN.jsonl` too, and beside it what the update made
+//! of each, [`scores`]) and `final/` (the trained model, loadable by
+//! `--policy model`).
 //! Everything random derives from the config's seed and the step, so a run
 //! resumed from a checkpoint continues exactly as if never interrupted.
 
@@ -20,6 +21,7 @@ pub mod objective;
 mod optimizer;
 pub mod rollout;
 mod run_dir;
+pub mod scores;
 
 use crate::Cpu;
 use crate::accelerator::{self, Accelerator, OnBackend};
@@ -586,6 +588,13 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             .flat_map(|group| group.scorable(config.mask_overlong))
             .collect();
         let advantages = advantage::advantages(&scorable, config.scaling, config.eps);
+        if config.save_rollouts {
+            let saved = self.episodes_path("rl", step + 1);
+            scores::write(
+                &scores::beside(&saved),
+                &harvest.scores(&advantages, config.rollouts),
+            )?;
+        }
         let mut batch = scored_batch(&harvest.groups, &advantages, config.rollouts);
         if let Some(reference) = &self.reference {
             objective::reference_logprobs(
@@ -713,16 +722,18 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                     task,
                     rollouts: rollouts.by_ref().take(config.rollouts).collect(),
                 };
-                for rollout in &group.rollouts {
-                    if let Some(file) = &mut saved {
-                        file.write(&rollout.record)?;
-                    }
-                    harvest.count(rollout);
-                }
                 let informative =
                     !forge_rl::sampling::informative_tasks(&group.scorable(config.mask_overlong))
                         .is_empty();
-                if informative || !config.dynamic_sampling {
+                let kept =
+                    (informative || !config.dynamic_sampling).then_some(harvest.groups.len());
+                for (slot, rollout) in group.rollouts.iter().enumerate() {
+                    if let Some(file) = &mut saved {
+                        file.write(&rollout.record)?;
+                    }
+                    harvest.count(rollout, kept.map(|group| (group, slot)));
+                }
+                if kept.is_some() {
                     harvest.groups.push(group);
                 }
             }
@@ -763,12 +774,20 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
 
     /// A new `episodes/<kind>-step-NNNNNN.jsonl`, replacing the file a
     /// resumed run may have left.
+    /// A new file for the episodes of step `step` (of `kind`); a file an
+    /// interrupted try at the step left is replaced, and its scores removed.
     fn episodes_file(&self, kind: &str, step: usize) -> Result<TrajectoryWriter> {
-        let dir = self.dir.join(EPISODES);
-        std::fs::create_dir_all(&dir)?;
-        let path = dir.join(format!("{kind}-step-{step:06}.jsonl"));
+        let path = self.episodes_path(kind, step);
+        std::fs::create_dir_all(self.dir.join(EPISODES))?;
         let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(scores::beside(&path));
         TrajectoryWriter::create(&path)
+    }
+
+    fn episodes_path(&self, kind: &str, step: usize) -> PathBuf {
+        self.dir
+            .join(EPISODES)
+            .join(format!("{kind}-step-{step:06}.jsonl"))
     }
 
     /// One AdamW step on `grads`, clipped to `optim.grad_clip`; returns
@@ -961,23 +980,29 @@ struct Harvest {
     seconds: f64,
 }
 
-/// What a step's metrics count of one rollout.
+/// What a step's metrics count of one rollout, and where it went.
 struct Outcome {
+    task_id: String,
     reward: f64,
     masked: bool,
     /// A turn was cut before the model ended it.
     truncated: bool,
     /// The dialogue outgrew the model's context.
     context_full: bool,
+    /// Its group's place among the kept ones and its own in the group;
+    /// none when dynamic sampling dropped its task.
+    kept: Option<(usize, usize)>,
 }
 
 impl Harvest {
-    fn count(&mut self, rollout: &Rollout) {
+    fn count(&mut self, rollout: &Rollout, kept: Option<(usize, usize)>) {
         self.outcomes.push(Outcome {
+            task_id: rollout.record.task_id.clone(),
             reward: rollout.reward(),
             masked: rollout.masked,
             truncated: rollout.truncated(),
             context_full: rollout.context_full(),
+            kept,
         });
         self.sampled_tokens += rollout.sampled_tokens();
         self.sampled_nll -= rollout
@@ -986,6 +1011,24 @@ impl Harvest {
             .flat_map(|turn| &turn.logprobs)
             .map(|&logprob| f64::from(logprob))
             .sum::<f64>();
+    }
+
+    /// Each rollout's part in the update, in the order they were played:
+    /// `advantages` are the kept groups' (`rollouts` a group, in order).
+    fn scores(&self, advantages: &[Option<f64>], rollouts: usize) -> Vec<scores::RolloutScore> {
+        self.outcomes
+            .iter()
+            .map(|outcome| scores::RolloutScore {
+                task_id: outcome.task_id.clone(),
+                reward: outcome.reward,
+                masked: outcome.masked,
+                overlong: outcome.truncated || outcome.context_full,
+                kept: outcome.kept.is_some(),
+                advantage: outcome
+                    .kept
+                    .and_then(|(group, slot)| advantages[group * rollouts + slot]),
+            })
+            .collect()
     }
 }
 
