@@ -373,6 +373,20 @@ impl Agents {
         }
     }
 
+    /// Who plays the user, for reports: named as records name model users
+    /// (`model:NAME`, `openai:NAME`), the scripted user with its
+    /// instability.
+    pub fn user_label(&self) -> String {
+        let local_user = self.local.as_ref().and_then(|local| local.user.as_ref());
+        match (self.policy, self.user, &self.client, local_user) {
+            (PolicyKind::Replay, ..) => "as recorded".into(),
+            (_, UserKind::Openai, Some(client), _) => format!("openai:{}", client.config().model),
+            (_, UserKind::Model, _, Some(user)) => user.label.clone(),
+            _ if self.instability > 0.0 => format!("scripted (instability {})", self.instability),
+            _ => "scripted".into(),
+        }
+    }
+
     pub fn client(&self) -> Option<&ChatClient> {
         self.client.as_ref()
     }

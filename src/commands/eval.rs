@@ -189,6 +189,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         "environment": env.name(),
         "content_hash": env.content_hash(),
         "policy": label,
+        "user": agents.user_label(),
         "tasks": outcomes.len(),
         // What the report covers: the results directory may also hold the
         // episodes of other selections and seeds, kept for their resumes.
@@ -222,10 +223,11 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         }
         println!("{table}");
         println!(
-            "{} on {} ({} × {}; {} run, {} resumed); mean flip rate {mean_flip:.3}; \
+            "{} on {}, user {} ({} × {}; {} run, {} resumed); mean flip rate {mean_flip:.3}; \
              episodes ended: {ended}; report in {}",
             label,
             env.name(),
+            agents.user_label(),
             output::count(outcomes.len(), "task"),
             output::count(args.trials, "trial"),
             ran,
@@ -327,9 +329,10 @@ fn markdown(report: &serde_json::Value, pass: &[PassK], mean_flip: f64, ended: &
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "# Evaluation: {} on {}\n\nEnvironment content hash `{}`; {} × {}.\n",
+        "# Evaluation: {} on {}\n\nUser {}; environment content hash `{}`; {} × {}.\n",
         report["policy"].as_str().unwrap_or_default(),
         report["environment"].as_str().unwrap_or_default(),
+        report["user"].as_str().unwrap_or_default(),
         report["content_hash"].as_str().unwrap_or_default(),
         output::count(&report["tasks"], "task"),
         output::count(&report["trials"], "trial")

@@ -80,7 +80,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         return Err(err);
     }
     progress.finish_and_clear();
-    report(&env, &args, &label, &records);
+    report(&env, &args, &label, &agents.user_label(), &records);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -107,7 +107,13 @@ fn episode_json(record: &EpisodeRecord, trial: u64) -> serde_json::Value {
     })
 }
 
-fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, EpisodeRecord)]) {
+fn report(
+    env: &Environment,
+    args: &RunArgs,
+    label: &str,
+    user: &str,
+    records: &[(u64, EpisodeRecord)],
+) {
     let episodes = records.len();
     let successes = records
         .iter()
@@ -173,6 +179,7 @@ fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, Episo
             "environment": env.name(),
             "content_hash": env.content_hash(),
             "policy": label,
+            "user": user,
             "seed": args.play.seed,
             "episodes": episodes,
             "successes": successes,
@@ -213,7 +220,7 @@ fn report(env: &Environment, args: &RunArgs, label: &str, records: &[(u64, Episo
     }
     println!("{table}");
     println!(
-        "environment {} ({}), policy {}, seed {}: success rate {successes}/{episodes} = {success_rate:.3}, mean partial credit {mean_partial:.3}",
+        "environment {} ({}), policy {}, user {user}, seed {}: success rate {successes}/{episodes} = {success_rate:.3}, mean partial credit {mean_partial:.3}",
         env.name(),
         output::short_hash(env.content_hash()),
         label,

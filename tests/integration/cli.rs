@@ -1218,6 +1218,7 @@ fn a_local_model_plays_the_user_beside_a_local_agent() {
         args.extend([
             "--user-max-new-tokens",
             "2",
+            "--json",
             "--out",
             results.to_str().unwrap(),
         ]);
@@ -1225,6 +1226,8 @@ fn a_local_model_plays_the_user_beside_a_local_agent() {
     };
     let output = eval("0.7");
     assert!(output.status.success(), "{}", stderr(&output));
+    let report = json_lines(&output).pop().unwrap();
+    assert_eq!(report["user"], format!("model:{agent}"), "{report}");
     assert_refused(&eval("0.5"), "`user_model.temperature`");
 
     // A local model user needs a local agent, and its flags need it.

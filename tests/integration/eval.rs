@@ -260,7 +260,9 @@ fn a_remote_model_can_play_the_user() {
         trajectory.to_str().unwrap(),
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
-    assert_eq!(json_lines(&output).last().unwrap()["success_rate"], 1.0);
+    let summary = json_lines(&output).pop().unwrap();
+    assert_eq!(summary["success_rate"], 1.0);
+    assert_eq!(summary["user"], "openai:stub");
     let record: Value = serde_json::from_str(
         std::fs::read_to_string(&trajectory)
             .unwrap()

@@ -96,9 +96,16 @@ fn a_shipped_doc_becomes_a_bundle_gold_solves_and_random_does_not() {
             bundle.to_str().unwrap(),
         ]);
         assert!(output.status.success(), "{}", stderr(&output));
-        json_lines(&output).last().unwrap()["masked_share"]
-            .as_f64()
-            .unwrap()
+        let summary = json_lines(&output).pop().unwrap();
+        let user = match probability {
+            "0" => "scripted".to_owned(),
+            _ => format!("scripted (instability {probability})"),
+        };
+        assert_eq!(
+            summary["user"], user,
+            "the summary says who played the user"
+        );
+        summary["masked_share"].as_f64().unwrap()
     };
     assert_eq!(unstable("0"), 0.0);
     let share = unstable("0.5");

@@ -772,10 +772,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         (stats, grad_norm)
     }
 
-    /// A new `episodes/<kind>-step-NNNNNN.jsonl`, replacing the file a
-    /// resumed run may have left.
-    /// A new file for the episodes of step `step` (of `kind`); a file an
-    /// interrupted try at the step left is replaced, and its scores removed.
+    /// A new `episodes/<kind>-step-NNNNNN.jsonl`, replacing the file (and
+    /// the scores beside it) that an interrupted try at the step left.
     fn episodes_file(&self, kind: &str, step: usize) -> Result<TrajectoryWriter> {
         let path = self.episodes_path(kind, step);
         std::fs::create_dir_all(self.dir.join(EPISODES))?;
