@@ -199,29 +199,13 @@ fn the_smoke_run_trains_sft_then_erpo_on_the_cpu() {
 /// misstates the lamp 30% of the time, rollouts saved: beside each step's
 /// episodes, a score per episode says how the update used it.
 fn rl_scores_say_what_the_update_made_of_each_episode(dir: &Path, trained: &Path) {
-    let config = dir.join("scored.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[model]\ninit = \"{}\"\n[sft]\nsteps = 0\n[rl]\nsteps = 2\ntasks_per_step = 4\n\
-             rollouts = 4\ntemperature = 1.2\nuser_instability = 0.3\nsave_rollouts = true\n\
-             [eval]\nat_start = false\n",
-            trained.join("final").display()
-        ),
-    )
-    .unwrap();
-    let run = dir.join("scored");
-    summary(&train(&[
-        "--preset",
-        "smoke",
-        "--config",
-        config.to_str().unwrap(),
-        "--env",
-        trained.join("envs/lamps").to_str().unwrap(),
-        "--run-dir",
-        run.to_str().unwrap(),
-        "--json",
-    ]));
+    let config = format!(
+        "[model]\ninit = \"{}\"\n[sft]\nsteps = 0\n[rl]\nsteps = 2\ntasks_per_step = 4\n\
+         rollouts = 4\ntemperature = 1.2\nuser_instability = 0.3\nsave_rollouts = true\n\
+         [eval]\nat_start = false\n",
+        trained.join("final").display()
+    );
+    let run = rl_run(dir, "scored", &trained.join("envs/lamps"), &config);
     let reward = |score: &Value| score["reward"].as_f64().unwrap();
     for step in 1..=2 {
         let episodes = run.join(format!("episodes/rl-step-{step:06}.jsonl"));
@@ -1098,22 +1082,25 @@ fn shop_with_user_facts(dir: &Path) -> (PathBuf, std::collections::BTreeMap<Stri
 /// One short RL step of the tiny policy on `env` with `extra` config, its
 /// rollouts saved; returns the run directory.
 fn short_rl_run(dir: &Path, name: &str, env: &Path, extra: &str) -> PathBuf {
-    let config = dir.join(format!("{name}.toml"));
-    std::fs::write(
-        &config,
-        format!(
-            "[sft]\nsteps = 0\n[tasks]\nmax_turns = 2\n[rl]\nsteps = 1\ntasks_per_step = 2\n\
-             rollouts = 2\nmax_new_tokens = 6\ndynamic_sampling = false\nsave_rollouts = true\n\
-             [eval]\nat_start = false\nmax_new_tokens = 4\n{extra}"
-        ),
-    )
-    .unwrap();
+    let config = format!(
+        "[sft]\nsteps = 0\n[tasks]\nmax_turns = 2\n[rl]\nsteps = 1\ntasks_per_step = 2\n\
+         rollouts = 2\nmax_new_tokens = 6\ndynamic_sampling = false\nsave_rollouts = true\n\
+         [eval]\nat_start = false\nmax_new_tokens = 4\n{extra}"
+    );
+    rl_run(dir, name, env, &config)
+}
+
+/// A smoke-preset run named `name` in `dir` on `env` with `config` (TOML)
+/// over the preset; returns the run directory.
+fn rl_run(dir: &Path, name: &str, env: &Path, config: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, config).unwrap();
     let run = dir.join(name);
     summary(&train(&[
         "--preset",
         "smoke",
         "--config",
-        config.to_str().unwrap(),
+        path.to_str().unwrap(),
         "--env",
         env.to_str().unwrap(),
         "--run-dir",
