@@ -146,10 +146,12 @@ mod tests {
     use crate::sampling::Generation;
     use forge_runtime::policy::USER_STOP;
 
+    type Prompts = std::rc::Rc<std::cell::RefCell<Vec<Vec<u32>>>>;
+
     /// Answers every turn with `reply`, recording the prompts.
     struct Canned {
         reply: Vec<u32>,
-        prompts: std::rc::Rc<std::cell::RefCell<Vec<Vec<u32>>>>,
+        prompts: Prompts,
     }
 
     impl Generator for Canned {
@@ -163,24 +165,52 @@ mod tests {
         }
     }
 
+    /// Users whose every turn is a canned reply, the prompts of them all
+    /// recorded in order.
+    struct Fixture {
+        tokenizer: ModelTokenizer,
+        prompts: Prompts,
+    }
+
+    impl Fixture {
+        fn new() -> Self {
+            Self {
+                tokenizer: ModelTokenizer::byte_level(),
+                prompts: Prompts::default(),
+            }
+        }
+
+        /// The user of `instruction` that answers every turn with `reply`.
+        fn user(&self, reply: &str, instruction: &str) -> ModelUser<'_> {
+            let generator = Canned {
+                reply: completion(reply).encode(&self.tokenizer).unwrap(),
+                prompts: Prompts::clone(&self.prompts),
+            };
+            let greedy = Sampling::greedy();
+            ModelUser::new(
+                Box::new(generator),
+                &self.tokenizer,
+                "model:canned",
+                instruction,
+                greedy,
+            )
+        }
+
+        /// The prompt of the `index`th turn any of its users took, as text.
+        fn prompt(&self, index: usize) -> String {
+            self.tokenizer
+                .decode(&self.prompts.borrow()[index])
+                .unwrap()
+        }
+    }
+
     #[test]
     fn the_user_sees_the_dialogue_from_its_side_and_stops_on_its_word() {
-        let tokenizer = ModelTokenizer::byte_level();
-        let prompts = std::rc::Rc::default();
-        let canned = |text: &str| Canned {
-            reply: completion(text).encode(&tokenizer).unwrap(),
-            prompts: std::rc::Rc::clone(&prompts),
-        };
+        let canned = Fixture::new();
         let instruction = "You are Ava; turn lamp 3 on.";
-        let mut user = ModelUser::new(
-            Box::new(canned("Lamp 3 on, please.")),
-            &tokenizer,
-            "model:canned",
-            instruction,
-            Sampling::greedy(),
-        );
+        let mut user = canned.user("Lamp 3 on, please.", instruction);
         assert_eq!(user.open(&[]).unwrap(), "Lamp 3 on, please.");
-        let opening = tokenizer.decode(&prompts.borrow()[0]).unwrap();
+        let opening = canned.prompt(0);
         assert!(opening.starts_with("<|im_start|>system\nYou are a customer"));
         assert!(opening.contains(instruction));
         assert!(opening.ends_with(&format!(
@@ -191,15 +221,9 @@ mod tests {
             ChatMessage::tool("call_0", "{\"ok\": true}"),
             ChatMessage::assistant("Lamp 3 is on."),
         ];
-        let mut done = ModelUser::new(
-            Box::new(canned(&format!("Thanks! {USER_STOP}"))),
-            &tokenizer,
-            "model:canned",
-            instruction,
-            Sampling::greedy(),
-        );
+        let mut done = canned.user(&format!("Thanks! {USER_STOP}"), instruction);
         assert_eq!(done.respond(&transcript, &[]).unwrap(), UserTurn::Stop);
-        let reply = tokenizer.decode(&prompts.borrow()[1]).unwrap();
+        let reply = canned.prompt(1);
         assert!(
             reply.ends_with(
                 "<|im_start|>assistant\nLamp 3 on, please.<|im_end|>\n\
@@ -209,15 +233,12 @@ mod tests {
         );
         assert!(!reply.contains("\"ok\""), "tool traffic is hidden: {reply}");
         assert!(
-            prompts.borrow()[1].starts_with(&prompts.borrow()[0]),
+            canned.prompts.borrow()[1].starts_with(&canned.prompts.borrow()[0]),
             "each prompt extends the last, the greeting kept"
         );
-        let mut thinking = ModelUser::new(
-            Box::new(canned("<think>I am Ava.</think>\n\nLamp 3 on, please.")),
-            &tokenizer,
-            "model:canned",
+        let mut thinking = canned.user(
+            "<think>I am Ava.</think>\n\nLamp 3 on, please.",
             instruction,
-            Sampling::greedy(),
         );
         assert_eq!(
             thinking.open(&[]).unwrap(),
@@ -228,28 +249,18 @@ mod tests {
 
     #[test]
     fn the_environments_guidelines_brief_the_user_and_their_endings_end_the_dialogue() {
-        let tokenizer = ModelTokenizer::byte_level();
-        let prompts = std::rc::Rc::default();
-        let canned = |text: &str| Canned {
-            reply: completion(text).encode(&tokenizer).unwrap(),
-            prompts: std::rc::Rc::clone(&prompts),
-        };
+        let canned = Fixture::new();
         let guidelines = "# User Simulation Guidelines\nYou are playing the role of a customer.\n";
         let instruction = "You are Ava; your phone has no signal.";
-        let mut user = ModelUser::new(
-            Box::new(canned("I need a human. ###TRANSFER###")),
-            &tokenizer,
-            "model:canned",
-            instruction,
-            Sampling::greedy(),
-        )
-        .with_guidelines(Some(guidelines));
+        let mut user = canned
+            .user("I need a human. ###TRANSFER###", instruction)
+            .with_guidelines(Some(guidelines));
         let transcript = [
             ChatMessage::user("My phone has no signal."),
             ChatMessage::assistant("Please restart it."),
         ];
         assert_eq!(user.respond(&transcript, &[]).unwrap(), UserTurn::Stop);
-        let prompt = tokenizer.decode(&prompts.borrow()[0]).unwrap();
+        let prompt = canned.prompt(0);
         assert!(
             prompt.starts_with(&format!(
                 "<|im_start|>system\n{}\n\n<scenario>\n{instruction}\n</scenario><|im_end|>",
@@ -263,12 +274,7 @@ mod tests {
     #[test]
     fn a_user_with_tools_of_its_own_calls_them_and_reads_their_results() {
         use forge_runtime::trajectory::{ChatFunction, ChatToolCall};
-        let tokenizer = ModelTokenizer::byte_level();
-        let prompts = std::rc::Rc::default();
-        let canned = |text: &str| Canned {
-            reply: completion(text).encode(&tokenizer).unwrap(),
-            prompts: std::rc::Rc::clone(&prompts),
-        };
+        let canned = Fixture::new();
         let tools = [ToolSpec {
             name: "check_status_bar".into(),
             description: "What the phone's status bar shows.".into(),
@@ -289,13 +295,7 @@ mod tests {
             ChatMessage::tool("call_0", "line L1 active"),
             ChatMessage::assistant("Please check your status bar."),
         ];
-        let mut user = ModelUser::new(
-            Box::new(canned(call)),
-            &tokenizer,
-            "model:canned",
-            "Your phone has no signal.",
-            Sampling::greedy(),
-        );
+        let mut user = canned.user(call, "Your phone has no signal.");
         assert_eq!(
             user.respond(&transcript, &tools).unwrap(),
             UserTurn::Call(ToolCall {
@@ -303,7 +303,7 @@ mod tests {
                 ..ToolCall::new("check_status_bar", serde_json::json!({}))
             })
         );
-        let first = tokenizer.decode(&prompts.borrow()[0]).unwrap();
+        let first = canned.prompt(0);
         assert!(first.contains("You have tools of your own"), "{first}");
         assert!(first.contains("\"name\":\"check_status_bar\""), "{first}");
         transcript.push(ChatMessage::user_call(chat_call(
@@ -311,18 +311,12 @@ mod tests {
             "check_status_bar",
         )));
         transcript.push(ChatMessage::tool("call_1", "Airplane Mode"));
-        let mut reader = ModelUser::new(
-            Box::new(canned("Airplane mode is on.")),
-            &tokenizer,
-            "model:canned",
-            "Your phone has no signal.",
-            Sampling::greedy(),
-        );
+        let mut reader = canned.user("Airplane mode is on.", "Your phone has no signal.");
         assert_eq!(
             reader.respond(&transcript, &tools).unwrap(),
             UserTurn::Say("Airplane mode is on.".into())
         );
-        let second = tokenizer.decode(&prompts.borrow()[1]).unwrap();
+        let second = canned.prompt(1);
         assert!(
             second.ends_with(&format!(
                 "<|im_start|>user\nPlease check your status bar.<|im_end|>\n\
@@ -337,13 +331,7 @@ mod tests {
             "the agent's tool traffic is hidden: {second}"
         );
         // Offered no tools, a user's call-like text is said as it is.
-        let mut toolless = ModelUser::new(
-            Box::new(canned(call)),
-            &tokenizer,
-            "model:canned",
-            "Your phone has no signal.",
-            Sampling::greedy(),
-        );
+        let mut toolless = canned.user(call, "Your phone has no signal.");
         assert_eq!(
             toolless.respond(&transcript, &[]).unwrap(),
             UserTurn::Say(call.into())

@@ -6,6 +6,7 @@
 //! the update made of it (`forge show` prints both).
 
 use anyhow::{Context, Result};
+use forge_runtime::jsonl;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -43,16 +44,8 @@ pub(super) fn write(path: &Path, scores: &[RolloutScore]) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
-/// The scores in `path`, in its episodes' order.
+/// The scores in `path`, in its episodes' order (a torn last line, of a
+/// run killed while writing it, left out).
 pub fn read(path: &Path) -> Result<Vec<RolloutScore>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    text.lines()
-        .enumerate()
-        .map(|(at, line)| {
-            serde_json::from_str(line).with_context(|| {
-                format!("line {} of {} is no rollout score", at + 1, path.display())
-            })
-        })
-        .collect()
+    Ok(jsonl::read(path, "a rollout score", jsonl::parse)?.records)
 }
