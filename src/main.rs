@@ -8,6 +8,7 @@ mod envs;
 mod flags;
 mod metrics;
 mod output;
+mod plot;
 mod shutdown;
 mod tasks;
 
@@ -49,6 +50,8 @@ enum Command {
     Serve(commands::serve::ServeArgs),
     /// Fine-tune the policy model: SFT on gold episodes, then ERPO.
     Train(commands::train::TrainArgs),
+    /// Compare training runs: the settings that differ, held-out success, reward, throughput, curves.
+    Compare(commands::compare::CompareArgs),
     /// Obtain and inspect the policy's model files.
     #[command(subcommand)]
     Model(commands::model::ModelCommand),
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         Command::Example(args) => commands::example::run(args),
         Command::Serve(args) => commands::serve::run(args),
         Command::Train(args) => commands::train::run(args),
+        Command::Compare(args) => commands::compare::run(args),
         Command::Model(command) => commands::model::run(command),
         Command::Bench(command) => commands::bench::run(command),
     };

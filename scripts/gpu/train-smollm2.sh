@@ -4,9 +4,11 @@
 # model, seed and time budget, side by side on the one GPU: ERPO, GRPO, and
 # with a simulated user that misstates facts 20% of the time, ERPO with
 # masking on and off. Each run stops at the end of its steps or after the
-# step in which its time limit passes (with an evaluation). Prints a table
-# of held-out success and throughput; every run directory (metrics.jsonl,
-# curves.svg, checkpoints) is left under $OUT.
+# step in which its time limit passes (with an evaluation). Prints
+# `forge compare`'s tables (the settings that set the runs apart, held-out
+# success and throughput) and the GPU's share of wall time; every run
+# directory (metrics.jsonl, curves.svg, checkpoints) and the comparison
+# (compare.svg, compare.json) are left under $OUT.
 #
 # Usually run by `scripts/gpu/device.sh train` (see scripts/gpu/README.md);
 # by hand:
@@ -89,36 +91,19 @@ run erpo-unstable-unmasked "$(config erpo-unstable-unmasked "${from[@]}" \
 for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
 unmonitor "$OUT/gpu-rl.csv"
 
-python3 - "$OUT" sft "${rl[@]}" <<'PY'
+# The table (settings that differ, held-out success, reward, masking,
+# throughput), the curves as SVG and their numbers as JSON. An RL run reads
+# as the SFT run's continuation: its `before` is the SFT run's last evaluation.
+dirs=()
+for name in sft "${rl[@]}"; do
+  if [[ -f "$OUT/$name/config.toml" ]]; then dirs+=("$OUT/$name"); fi
+done
+"$FORGE" compare "${dirs[@]}" --plot "$OUT/compare.svg" --json > "$OUT/compare.json" || failed=1
+"$FORGE" compare "${dirs[@]}" || failed=1
+
+python3 - "$OUT" <<'PY'
 import json, pathlib, sys
-out, names = pathlib.Path(sys.argv[1]), sys.argv[2:]
-print(f"{'run':<24} {'steps':>5} {'before':>7} {'after':>7} {'rl reward':>10} {'masked':>7} "
-      f"{'rollout tok/s':>14} {'train tok/s':>12} {'lp gap':>7} {'max |g|':>8} {'s':>6}")
-curves = {}
-for name in names:
-    path = out / name / "metrics.jsonl"
-    lines = [json.loads(l) for l in path.read_text().splitlines()] if path.exists() else []
-    rl = [l for l in lines if l["kind"] == "rl"]
-    steps = [l for l in lines if l["kind"] in ("sft", "rl")]
-    mean = lambda key, rows: sum(r.get(key, 0) for r in rows) / max(len(rows), 1)
-    evals = [(l["step"], l["heldout_success"]) for l in lines
-             if l["kind"] == "eval" and l.get("heldout_success") is not None]
-    if name == "sft":
-        after_sft = evals[-1][1] if evals else float("nan")
-    else:
-        # An RL run starts where the SFT run ended.
-        evals.insert(0, (0, after_sft))
-    curves[name] = evals
-    first = evals[0][1] if evals else float("nan")
-    last = evals[-1][1] if evals else float("nan")
-    seconds = sum(l.get("seconds", 0) for l in lines)
-    # The largest gap between sampled and retrained log-probs (decoding's numerics).
-    gap = max((l["logprob_gap"] for l in rl if "logprob_gap" in l), default=float("nan"))
-    # The largest gradient norm (before clipping): spikes mark an unstable run.
-    grad = max((l["grad_norm"] for l in steps if "grad_norm" in l), default=float("nan"))
-    print(f"{name:<24} {len(steps):>5} {first:>7.3f} {last:>7.3f} {mean('reward', rl):>10.3f} "
-          f"{mean('masked_share', rl):>7.3f} {mean('rollout_tokens_per_s', rl):>14.0f} "
-          f"{mean('train_tokens_per_s', steps):>12.0f} {gap:>7.4f} {grad:>8.3f} {seconds:>6.0f}")
+out = pathlib.Path(sys.argv[1])
 for phase in ["sft", "rl"]:
     path = out / f"gpu-{phase}.csv"
     samples = []
@@ -132,8 +117,10 @@ for phase in ["sft", "rl"]:
         busy = sum(s[0] for s in samples) / len(samples)
         peak = max(s[1] for s in samples) / 1024
         print(f"GPU during {phase}: {busy:.0f}% busy on average over {len(samples)} s, peak memory {peak:.1f} GiB")
-print("\nheld-out success by step (the curves):")
-for name, evals in curves.items():
-    print(f"  {name}: " + ", ".join(f"{step}:{success:.3f}" for step, success in evals))
+compared = out / "compare.json"
+if compared.exists():
+    print("\nheld-out success by step (the curves):")
+    for name, points in json.loads(compared.read_text())["curves"]["held-out success"].items():
+        print(f"  {name}: " + ", ".join(f"{step:.0f}:{success:.3f}" for step, success in points))
 PY
 exit "$failed"

@@ -2,6 +2,7 @@
 
 use crate::commands::{hold, holds_files, leave_as_found};
 use crate::envs::Source;
+use crate::plot::{self, Curve, Panel};
 use crate::{output, shutdown};
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
@@ -132,9 +133,9 @@ impl TrainArgs {
     }
 }
 
-const CONFIG_FILE: &str = "config.toml";
+pub(crate) const CONFIG_FILE: &str = "config.toml";
 const ENVS_FILE: &str = "envs.json";
-const METRICS_FILE: &str = "metrics.jsonl";
+pub(crate) const METRICS_FILE: &str = "metrics.jsonl";
 
 pub fn run(args: TrainArgs) -> Result<ExitCode> {
     let config = effective_config(&args)?;
@@ -610,12 +611,8 @@ impl Observer for Progress {
     }
 }
 
-/// A named line of (step, value) points in a colour.
-type Curve<'a> = (&'a str, Vec<(f64, f64)>, plotters::style::RGBColor);
-
 /// The run's curves as SVG: training loss, RL reward and success, held-out success.
 fn plot(metrics: &[Metrics], path: &Path) -> Result<()> {
-    use plotters::prelude::*;
     let series = |kind: &str, value: fn(&Metrics) -> Option<f64>| -> Vec<(f64, f64)> {
         metrics
             .iter()
@@ -623,60 +620,33 @@ fn plot(metrics: &[Metrics], path: &Path) -> Result<()> {
             .filter_map(|m| value(m).map(|v| (m.step as f64, v)))
             .collect()
     };
-    let panels: [(&str, Vec<Curve>); 2] = [
-        (
-            "loss",
-            vec![
-                ("SFT loss", series("sft", |m| m.loss), BLUE),
-                ("RL loss", series("rl", |m| m.loss), RED),
-            ],
-        ),
-        (
-            "success",
-            vec![
-                ("RL reward", series("rl", |m| m.reward), RED),
-                (
-                    "held-out success",
-                    series("eval", |m| m.heldout_success),
-                    GREEN,
-                ),
-            ],
-        ),
-    ];
-    let steps = metrics.iter().map(|m| m.step).max().unwrap_or(1).max(1) as f64;
-    let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
-        let root = SVGBackend::new(path, (900, 380)).into_drawing_area();
-        root.fill(&WHITE)?;
-        for (area, (label, lines)) in root.split_evenly((1, 2)).iter().zip(panels) {
-            let top = lines
-                .iter()
-                .flat_map(|(_, points, _)| points.iter().map(|(_, y)| *y))
-                .fold(1.0f64, f64::max);
-            let bottom = lines
-                .iter()
-                .flat_map(|(_, points, _)| points.iter().map(|(_, y)| *y))
-                .fold(0.0f64, f64::min);
-            let mut chart = ChartBuilder::on(area)
-                .caption(label, ("sans-serif", 18))
-                .margin(12)
-                .x_label_area_size(32)
-                .y_label_area_size(44)
-                .build_cartesian_2d(0.0..steps, bottom..top * 1.05)?;
-            chart.configure_mesh().x_desc("step").draw()?;
-            for (name, points, color) in lines {
-                chart
-                    .draw_series(LineSeries::new(points, &color))?
-                    .label(name)
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
-            }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .draw()?;
-        }
-        root.present()?;
-        Ok(())
+    let curve = |name: &str, points, color| Curve {
+        name: name.to_owned(),
+        points,
+        color,
     };
-    draw().map_err(|err| anyhow::anyhow!("drawing {}: {err}", path.display()))
+    let (blue, red, green) = (plot::color(0), plot::color(3), plot::color(2));
+    plot::svg(
+        path,
+        &[
+            Panel {
+                title: "loss",
+                curves: vec![
+                    curve("SFT loss", series("sft", |m| m.loss), blue),
+                    curve("RL loss", series("rl", |m| m.loss), red),
+                ],
+            },
+            Panel {
+                title: "success",
+                curves: vec![
+                    curve("RL reward", series("rl", |m| m.reward), red),
+                    curve(
+                        "held-out success",
+                        series("eval", |m| m.heldout_success),
+                        green,
+                    ),
+                ],
+            },
+        ],
+    )
 }

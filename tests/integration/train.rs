@@ -1011,45 +1011,90 @@ fn the_gpu_training_script_runs_on_the_cpu() {
         .unwrap();
     let table = stdout(&output);
     assert!(output.status.success(), "{table}{}", stderr(&output));
-    for (run, steps) in [
-        ("sft", 2),
-        ("erpo", 1),
-        ("grpo", 1),
-        ("erpo-unstable-masked", 1),
-        ("erpo-unstable-unmasked", 1),
-    ] {
-        let row = table
-            .lines()
-            .find(|line| line.split_whitespace().next() == Some(run))
-            .unwrap_or_else(|| panic!("no row for {run}:\n{table}"));
+    // The table is `forge compare`'s, and its numbers are in compare.json.
+    let compared: Value =
+        serde_json::from_str(&std::fs::read_to_string(runs.join("compare.json")).unwrap()).unwrap();
+    let rows = compared["runs"].as_array().unwrap();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|row| row["run"].as_str().unwrap())
+        .collect();
+    let rl_runs = [
+        "erpo",
+        "grpo",
+        "erpo-unstable-masked",
+        "erpo-unstable-unmasked",
+    ];
+    assert_eq!(names[0], "sft");
+    assert_eq!(names[1..], rl_runs);
+    let after_sft = rows[0]["heldout_after"].as_f64();
+    assert!(
+        after_sft.is_some(),
+        "the SFT run ends with an evaluation: {}",
+        rows[0]
+    );
+    for row in rows {
+        let continues_sft = row["run"] != "sft";
+        let steps = if continues_sft { (0, 1) } else { (2, 0) };
         assert_eq!(
-            row.split_whitespace().nth(1),
-            Some(steps.to_string().as_str()),
+            (row["sft_steps"].as_u64(), row["rl_steps"].as_u64()),
+            (Some(steps.0), Some(steps.1)),
             "{row}"
         );
         // The largest gradient norm: the untrained tiny model's RL step may
         // have nothing to learn from, and then no gradient.
-        let grad_norm: f64 = row
-            .split_whitespace()
-            .rev()
-            .nth(1)
-            .unwrap()
-            .parse()
-            .unwrap();
+        let grad_norm = row["grad_norm_max"].as_f64().unwrap();
         assert!(
-            grad_norm > 0.0 || (run != "sft" && grad_norm == 0.0),
+            grad_norm > 0.0 || (continues_sft && grad_norm == 0.0),
             "{row}"
         );
+        if continues_sft {
+            // The RL runs start from the SFT model, where its curve ended.
+            assert_eq!(row["starts_from"], "sft", "{row}");
+            assert_eq!(row["heldout_before"].as_f64(), after_sft, "{row}");
+        }
     }
-    let grpo: toml::Table =
-        toml::from_str(&std::fs::read_to_string(runs.join("grpo/config.toml")).unwrap()).unwrap();
-    assert_eq!(grpo["rl"]["scaling"].as_str(), Some("grpo"));
     assert!(
-        grpo["model"]["init"]
-            .as_str()
-            .unwrap()
-            .ends_with("sft/final"),
-        "the RL runs start from the SFT model: {grpo}"
+        table.contains(&format!("{} start from sft's model", rl_runs.join(", "))),
+        "{table}"
+    );
+    // What sets the runs apart, setting by setting, in the runs' order.
+    let differences = compared["differences"].as_array().unwrap();
+    let values = |key: &str| {
+        differences
+            .iter()
+            .find(|difference| difference["key"] == key)
+            .unwrap_or_else(|| panic!("{key} is not among the differences: {compared}"))["values"]
+            .clone()
+    };
+    assert_eq!(values("rl.scaling")[2], "grpo");
+    assert_eq!(values("rl.masking")[4], false);
+    assert_eq!(values("rl.user_instability")[3], 0.2);
+    let init = values("model.init");
+    for at in 1..=4 {
+        assert!(init[at].as_str().unwrap().ends_with("sft/final"), "{init}");
+    }
+    assert!(
+        !differences
+            .iter()
+            .any(|difference| difference["key"] == "seed")
+    );
+    let svg = std::fs::read_to_string(runs.join("compare.svg")).unwrap();
+    assert!(
+        svg.contains("<svg") && svg.contains("erpo-unstable-unmasked"),
+        "{svg}"
+    );
+}
+
+#[test]
+fn compare_refuses_a_directory_that_is_no_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = forge(&["compare", dir.path().to_str().unwrap()]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("is not a `forge train` run directory: it holds no config.toml"),
+        "{}",
+        stderr(&output)
     );
 }
 

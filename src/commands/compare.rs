@@ -1,0 +1,584 @@
+//! `forge compare`: training runs side by side — the settings that set them
+//! apart, their held-out success, reward and throughput, and their curves on
+//! one plot — as an ablation (ERPO against GRPO, masking on and off) is read.
+
+use crate::commands::train::{CONFIG_FILE, METRICS_FILE};
+use crate::output;
+use crate::plot::{self, Curve, Panel};
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use forge_trainer::train::{Metrics, read_metrics};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// `forge train` run directories: finished, stopped or still under way.
+    /// A run whose `model.init` lies in another of them (an RL run started
+    /// from an SFT run's `final/`) is read as its continuation.
+    #[arg(required = true, value_name = "RUN_DIR")]
+    runs: Vec<PathBuf>,
+    /// Also draw the runs' held-out success and RL reward by step into this SVG file.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// Print one JSON object instead of the tables: `runs` (a row each),
+    /// `differences` (each differing setting's values) and `curves` (the
+    /// plot's points, by panel and run).
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: CompareArgs) -> Result<ExitCode> {
+    let runs = args
+        .runs
+        .iter()
+        .map(|dir| Run::read(dir))
+        .collect::<Result<Vec<_>>>()?;
+    let labels = labels(&args.runs);
+    let parents = parents(&runs);
+    let offsets = offsets(&runs, &parents);
+    let rows: Vec<Row> = runs
+        .iter()
+        .enumerate()
+        .map(|(at, run)| {
+            let parent = parents[at].map(|parent| (labels[parent].as_str(), &runs[parent]));
+            Row::new(&labels[at], run, parent)
+        })
+        .collect();
+    let differences = differing_settings(&runs);
+    let panels = panels(&runs, &labels, &rows, &offsets);
+    if let Some(path) = &args.plot {
+        plot::svg(path, &panels)?;
+    }
+    if args.json {
+        let differences: Vec<Value> = differences
+            .iter()
+            .map(|(key, values)| serde_json::json!({ "key": key, "values": values }))
+            .collect();
+        // The plot's numbers: each panel's points by run.
+        let curves: serde_json::Map<String, Value> = panels
+            .iter()
+            .map(|panel| {
+                let by_run = panel
+                    .curves
+                    .iter()
+                    .map(|curve| (curve.name.clone(), serde_json::json!(curve.points)))
+                    .collect::<serde_json::Map<_, _>>();
+                (panel.title.to_owned(), Value::Object(by_run))
+            })
+            .collect();
+        output::json_line(&serde_json::json!({
+            "runs": rows,
+            "differences": differences,
+            "curves": curves,
+        }));
+    } else {
+        print_tables(&labels, &rows, &differences);
+        if let Some(path) = &args.plot {
+            println!("curves in {}", path.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What a run directory records: the config it was trained under and its
+/// metrics so far.
+struct Run {
+    dir: PathBuf,
+    /// `config.toml`, as JSON.
+    settings: Value,
+    metrics: Vec<Metrics>,
+}
+
+impl Run {
+    fn read(dir: &Path) -> Result<Self> {
+        if !dir.is_dir() {
+            bail!("{} is not a directory", dir.display());
+        }
+        let config = dir.join(CONFIG_FILE);
+        if !config.is_file() {
+            bail!(
+                "{} is not a `forge train` run directory: it holds no {CONFIG_FILE}",
+                dir.display()
+            );
+        }
+        let text = std::fs::read_to_string(&config)
+            .with_context(|| format!("reading {}", config.display()))?;
+        let table: toml::Table =
+            toml::from_str(&text).with_context(|| format!("reading {}", config.display()))?;
+        Ok(Self {
+            dir: dir.to_owned(),
+            settings: serde_json::to_value(table)?,
+            metrics: read_metrics(&dir.join(METRICS_FILE))?,
+        })
+    }
+
+    /// The run's steps of `kind` (`sft`, `rl` or `eval`).
+    fn lines<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Metrics> {
+        self.metrics.iter().filter(move |line| line.kind == kind)
+    }
+
+    /// The steps done (SFT and RL).
+    fn last_step(&self) -> usize {
+        self.lines("sft")
+            .chain(self.lines("rl"))
+            .map(|line| line.step)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Held-out success as evaluated at `step`.
+    fn heldout_at(&self, step: usize) -> Option<f64> {
+        self.lines("eval")
+            .filter(|line| line.step == step)
+            .find_map(|line| line.heldout_success)
+    }
+
+    /// Where `model.init` points, when it names a path that exists.
+    fn init(&self) -> Option<PathBuf> {
+        let init = self.settings.get("model")?.get("init")?.as_str()?;
+        std::fs::canonicalize(init).ok()
+    }
+}
+
+/// Each run's name in the tables: its directory's name, or its path where
+/// two directories share a name.
+fn labels(dirs: &[PathBuf]) -> Vec<String> {
+    let name = |dir: &Path| {
+        dir.file_name().map_or_else(
+            || dir.display().to_string(),
+            |name| name.to_string_lossy().into_owned(),
+        )
+    };
+    dirs.iter()
+        .map(|dir| {
+            let shared = dirs.iter().filter(|other| name(other) == name(dir)).count() > 1;
+            if shared {
+                dir.display().to_string()
+            } else {
+                name(dir)
+            }
+        })
+        .collect()
+}
+
+/// For each run, the run among the others its `model.init` lies in (the
+/// run it continues), if any.
+fn parents(runs: &[Run]) -> Vec<Option<usize>> {
+    let dirs: Vec<Option<PathBuf>> = runs
+        .iter()
+        .map(|run| std::fs::canonicalize(&run.dir).ok())
+        .collect();
+    runs.iter()
+        .enumerate()
+        .map(|(at, run)| {
+            let init = run.init()?;
+            dirs.iter().enumerate().find_map(|(other, dir)| {
+                let dir = dir.as_ref()?;
+                (other != at && init.starts_with(dir)).then_some(other)
+            })
+        })
+        .collect()
+}
+
+/// The step each run's curves start at on a shared axis: a continuation
+/// starts where the run it continues ended.
+fn offsets(runs: &[Run], parents: &[Option<usize>]) -> Vec<usize> {
+    (0..runs.len())
+        .map(|at| {
+            let mut offset = 0;
+            let mut current = at;
+            // A chain is at most as long as the list (a cycle, which copied
+            // run directories could make, stops there).
+            for _ in 0..runs.len() {
+                let Some(parent) = parents[current] else {
+                    break;
+                };
+                offset += runs[parent].last_step();
+                current = parent;
+            }
+            offset
+        })
+        .collect()
+}
+
+/// A run's row of the comparison.
+#[derive(Debug, Serialize)]
+struct Row {
+    run: String,
+    dir: PathBuf,
+    /// The run this one continues.
+    starts_from: Option<String>,
+    sft_steps: usize,
+    rl_steps: usize,
+    /// Before the first step: the run's own evaluation at step 0, or the
+    /// final one of the run it continues.
+    heldout_before: Option<f64>,
+    /// At the end of the SFT stage (runs with one).
+    heldout_after_sft: Option<f64>,
+    /// At the last step (absent when the run was not evaluated there).
+    heldout_after: Option<f64>,
+    heldout_best: Option<f64>,
+    /// Means over the RL steps.
+    rl_reward: Option<f64>,
+    masked_share: Option<f64>,
+    rollout_tokens_per_s: Option<f64>,
+    /// Mean over the SFT and RL steps.
+    train_tokens_per_s: Option<f64>,
+    /// The largest gap between the log-probs tokens were sampled with and
+    /// those training computed: decoding's numerics against training's.
+    logprob_gap_max: Option<f64>,
+    /// The largest gradient norm before clipping: spikes mark instability.
+    grad_norm_max: Option<f64>,
+    /// Wall time of the steps and evaluations.
+    seconds: f64,
+}
+
+impl Row {
+    fn new(label: &str, run: &Run, parent: Option<(&str, &Run)>) -> Self {
+        let sft: Vec<&Metrics> = run.lines("sft").collect();
+        let rl: Vec<&Metrics> = run.lines("rl").collect();
+        let steps: Vec<&Metrics> = sft.iter().chain(&rl).copied().collect();
+        let before = run
+            .heldout_at(0)
+            .or_else(|| parent.and_then(|(_, parent)| parent.heldout_at(parent.last_step())));
+        let after_sft = sft.last().and_then(|last| run.heldout_at(last.step));
+        let after = (!steps.is_empty())
+            .then(|| run.heldout_at(run.last_step()))
+            .flatten();
+        Self {
+            run: label.to_owned(),
+            dir: run.dir.clone(),
+            starts_from: parent.map(|(label, _)| label.to_owned()),
+            sft_steps: sft.len(),
+            rl_steps: rl.len(),
+            heldout_before: before,
+            heldout_after_sft: after_sft,
+            heldout_after: after,
+            heldout_best: maximum(run.lines("eval").filter_map(|line| line.heldout_success)),
+            rl_reward: mean(rl.iter().filter_map(|line| line.reward)),
+            masked_share: mean(rl.iter().filter_map(|line| line.masked_share)),
+            rollout_tokens_per_s: mean(rl.iter().filter_map(|line| line.rollout_tokens_per_s)),
+            train_tokens_per_s: mean(steps.iter().filter_map(|line| line.train_tokens_per_s)),
+            logprob_gap_max: maximum(rl.iter().filter_map(|line| line.logprob_gap)),
+            grad_norm_max: maximum(steps.iter().filter_map(|line| line.grad_norm)),
+            seconds: run.metrics.iter().filter_map(|line| line.seconds).sum(),
+        }
+    }
+}
+
+fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let (sum, count) = values.fold((0.0, 0usize), |(sum, count), value| {
+        (sum + value, count + 1)
+    });
+    (count > 0).then(|| sum / count as f64)
+}
+
+fn maximum(values: impl Iterator<Item = f64>) -> Option<f64> {
+    values.reduce(f64::max)
+}
+
+/// The settings whose values are not the same in every run, each with its
+/// value in each run (`null` where a run's config lacks it), in key order.
+fn differing_settings(runs: &[Run]) -> Vec<(String, Vec<Value>)> {
+    let Some(first) = runs.first() else {
+        return Vec::new();
+    };
+    let keys: BTreeSet<String> = runs
+        .iter()
+        .flat_map(|run| forge_runtime::differences::differences(&first.settings, &run.settings))
+        .map(|difference| difference.key)
+        .collect();
+    keys.into_iter()
+        .map(|key| {
+            let values = runs
+                .iter()
+                .map(|run| setting(&run.settings, &key).cloned().unwrap_or(Value::Null))
+                .collect();
+            (key, values)
+        })
+        .collect()
+}
+
+/// The value at a dotted key (`rl.scaling`) of a config.
+fn setting<'a>(settings: &'a Value, key: &str) -> Option<&'a Value> {
+    key.split('.')
+        .try_fold(settings, |value, part| value.get(part))
+}
+
+fn print_tables(labels: &[String], rows: &[Row], differences: &[(String, Vec<Value>)]) {
+    if !differences.is_empty() {
+        let mut header = vec!["setting"];
+        header.extend(labels.iter().map(String::as_str));
+        let mut table = output::table(&header);
+        for (key, values) in differences {
+            let mut row = vec![key.clone()];
+            row.extend(values.iter().map(|value| match value {
+                Value::String(text) => text.clone(),
+                Value::Null => "-".to_owned(),
+                value => value.to_string(),
+            }));
+            table.add_row(row);
+        }
+        println!("{table}");
+    }
+    let mut table = output::table(&[
+        "run",
+        "SFT",
+        "RL",
+        "before",
+        "after SFT",
+        "after",
+        "best",
+        "reward",
+        "masked",
+        "rollout tok/s",
+        "train tok/s",
+        "lp gap",
+        "max |g|",
+        "s",
+    ]);
+    // A run's name stays on one line.
+    if let Some(column) = table.column_mut(0) {
+        column.set_constraint(comfy_table::ColumnConstraint::ContentWidth);
+    }
+    let fixed = |value: Option<f64>, digits: usize| {
+        value.map_or_else(|| "-".to_owned(), |value| format!("{value:.digits$}"))
+    };
+    for row in rows {
+        table.add_row(vec![
+            row.run.clone(),
+            row.sft_steps.to_string(),
+            row.rl_steps.to_string(),
+            fixed(row.heldout_before, 3),
+            fixed(row.heldout_after_sft, 3),
+            fixed(row.heldout_after, 3),
+            fixed(row.heldout_best, 3),
+            fixed(row.rl_reward, 3),
+            fixed(row.masked_share, 3),
+            fixed(row.rollout_tokens_per_s, 0),
+            fixed(row.train_tokens_per_s, 0),
+            fixed(row.logprob_gap_max, 4),
+            fixed(row.grad_norm_max, 3),
+            format!("{:.0}", row.seconds),
+        ]);
+    }
+    println!("{table}");
+    println!(
+        "SFT, RL: steps done. before, after SFT, after, best: held-out success before the first \
+         step, at the end of SFT, at the last step, at best. reward, masked, rollout tok/s: means \
+         over RL steps; train tok/s over all steps. lp gap: the largest gap between sampled and \
+         retrained log-probs; max |g|: the largest gradient norm before clipping. s: seconds."
+    );
+    let mut parents: Vec<&str> = Vec::new();
+    for parent in rows.iter().filter_map(|row| row.starts_from.as_deref()) {
+        if !parents.contains(&parent) {
+            parents.push(parent);
+        }
+    }
+    for parent in parents {
+        let children: Vec<&str> = rows
+            .iter()
+            .filter(|row| row.starts_from.as_deref() == Some(parent))
+            .map(|row| row.run.as_str())
+            .collect();
+        let verb = if children.len() == 1 {
+            "starts"
+        } else {
+            "start"
+        };
+        println!(
+            "{} {verb} from {parent}'s model: `before` is {parent}'s last evaluation, and the \
+             curves go on from its last step",
+            children.join(", ")
+        );
+    }
+}
+
+/// Held-out success and RL reward by step, a curve per run on a shared step
+/// axis (a continuation's from the step its parent ended at, starting at
+/// its `before`).
+fn panels(runs: &[Run], labels: &[String], rows: &[Row], offsets: &[usize]) -> Vec<Panel> {
+    let mut heldout = Vec::new();
+    let mut reward = Vec::new();
+    for (at, run) in runs.iter().enumerate() {
+        let offset = offsets[at] as f64;
+        let shifted = |lines: Vec<&Metrics>, value: fn(&Metrics) -> Option<f64>| {
+            lines
+                .into_iter()
+                .filter_map(|line| value(line).map(|y| (offset + line.step as f64, y)))
+                .collect::<Vec<_>>()
+        };
+        let mut evals = shifted(run.lines("eval").collect(), |line| line.heldout_success);
+        if let Some(before) = rows[at].heldout_before
+            && run.heldout_at(0).is_none()
+        {
+            evals.insert(0, (offset, before));
+        }
+        let rewards = shifted(run.lines("rl").collect(), |line| line.reward);
+        for (points, curves) in [(evals, &mut heldout), (rewards, &mut reward)] {
+            if !points.is_empty() {
+                curves.push(Curve {
+                    name: labels[at].clone(),
+                    points,
+                    color: plot::color(at),
+                });
+            }
+        }
+    }
+    vec![
+        Panel {
+            title: "held-out success",
+            curves: heldout,
+        },
+        Panel {
+            title: "RL reward",
+            curves: reward,
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn line(kind: &str, step: usize) -> Metrics {
+        Metrics {
+            kind: kind.to_owned(),
+            step,
+            ..Metrics::default()
+        }
+    }
+
+    fn eval(step: usize, success: f64) -> Metrics {
+        Metrics {
+            heldout_success: Some(success),
+            ..line("eval", step)
+        }
+    }
+
+    fn rl(step: usize, reward: f64) -> Metrics {
+        Metrics {
+            reward: Some(reward),
+            masked_share: Some(0.25),
+            grad_norm: Some(step as f64),
+            ..line("rl", step)
+        }
+    }
+
+    fn run(settings: Value, metrics: Vec<Metrics>) -> Run {
+        Run {
+            dir: PathBuf::from("runs/x"),
+            settings,
+            metrics,
+        }
+    }
+
+    #[test]
+    fn a_row_reads_held_out_success_before_after_sft_and_after() {
+        let metrics = vec![
+            eval(0, 0.1),
+            line("sft", 1),
+            line("sft", 2),
+            eval(2, 0.5),
+            rl(3, 0.2),
+            rl(4, 0.6),
+            eval(4, 0.4),
+        ];
+        let row = Row::new("x", &run(json!({}), metrics), None);
+        assert_eq!((row.sft_steps, row.rl_steps), (2, 2));
+        assert_eq!(row.heldout_before, Some(0.1));
+        assert_eq!(row.heldout_after_sft, Some(0.5));
+        assert_eq!(row.heldout_after, Some(0.4));
+        assert_eq!(row.heldout_best, Some(0.5));
+        assert_eq!(row.rl_reward, Some(0.4));
+        assert_eq!(row.masked_share, Some(0.25));
+        assert_eq!(row.grad_norm_max, Some(4.0));
+    }
+
+    #[test]
+    fn a_run_not_evaluated_at_its_last_step_has_no_after() {
+        // Never an earlier evaluation's, which would pass for the last model's.
+        let metrics = vec![eval(0, 0.1), rl(1, 0.2), eval(1, 0.3), rl(2, 0.4)];
+        let row = Row::new("x", &run(json!({}), metrics), None);
+        assert_eq!(row.heldout_after, None);
+        assert_eq!(row.heldout_after_sft, None);
+    }
+
+    #[test]
+    fn a_continuation_starts_where_its_parent_ended() {
+        let parent = run(
+            json!({}),
+            vec![line("sft", 1), line("sft", 2), eval(2, 0.5)],
+        );
+        let child = run(json!({}), vec![rl(1, 0.3), rl(2, 0.7), eval(2, 0.75)]);
+        let row = Row::new("rl", &child, Some(("sft", &parent)));
+        assert_eq!(row.starts_from.as_deref(), Some("sft"));
+        assert_eq!(row.heldout_before, Some(0.5));
+        let runs = [parent, child];
+        assert_eq!(offsets(&runs, &[None, Some(0)]), vec![0, 2]);
+        let rows = vec![Row::new("sft", &runs[0], None), row];
+        let labels = ["sft".to_owned(), "rl".to_owned()];
+        let panels = panels(&runs, &labels, &rows, &[0, 2]);
+        let points: Vec<&Vec<(f64, f64)>> =
+            panels[0].curves.iter().map(|curve| &curve.points).collect();
+        assert_eq!(points, [&vec![(2.0, 0.5)], &vec![(2.0, 0.5), (4.0, 0.75)]]);
+        // The SFT run has no RL reward curve.
+        assert_eq!(panels[1].curves.len(), 1);
+        assert_eq!(panels[1].curves[0].points, [(3.0, 0.3), (4.0, 0.7)]);
+    }
+
+    #[test]
+    fn a_cycle_of_continuations_ends() {
+        let runs = [
+            run(json!({}), vec![rl(3, 0.0)]),
+            run(json!({}), vec![rl(5, 0.0)]),
+        ];
+        assert_eq!(offsets(&runs, &[Some(1), Some(0)]), vec![8, 8]);
+    }
+
+    #[test]
+    fn only_settings_that_differ_are_listed_with_each_runs_value() {
+        let runs = [
+            run(
+                json!({"seed": 0, "rl": {"scaling": "erpo", "kl": 0.1}}),
+                vec![],
+            ),
+            run(
+                json!({"seed": 0, "rl": {"scaling": "grpo", "kl": 0.1}}),
+                vec![],
+            ),
+            run(
+                json!({"seed": 0, "rl": {"scaling": "erpo", "kl": 0.1, "masking": false}}),
+                vec![],
+            ),
+        ];
+        assert_eq!(
+            differing_settings(&runs),
+            vec![
+                (
+                    "rl.masking".to_owned(),
+                    vec![Value::Null, Value::Null, json!(false)]
+                ),
+                (
+                    "rl.scaling".to_owned(),
+                    vec![json!("erpo"), json!("grpo"), json!("erpo")]
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn runs_are_named_by_directory_unless_two_share_a_name() {
+        let dirs = [
+            PathBuf::from("a/erpo"),
+            PathBuf::from("b/erpo/"),
+            PathBuf::from("a/grpo"),
+        ];
+        assert_eq!(labels(&dirs), ["a/erpo", "b/erpo/", "grpo"]);
+    }
+}

@@ -1,0 +1,87 @@
+//! Line charts of training curves as SVG: a run's own (`curves.svg`) and
+//! several runs' side by side (`forge compare --plot`).
+
+use anyhow::Result;
+use plotters::prelude::*;
+use std::path::Path;
+
+/// A named line of (step, value) points in a colour.
+pub struct Curve {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+    pub color: RGBColor,
+}
+
+/// One chart: a title over curves that share its axes.
+pub struct Panel {
+    pub title: &'static str,
+    pub curves: Vec<Curve>,
+}
+
+/// Ten colours that stay apart on white (Tableau's), for curves that need
+/// telling apart: the `index`th, round again after ten.
+pub fn color(index: usize) -> RGBColor {
+    const COLORS: [RGBColor; 10] = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+        RGBColor(214, 39, 40),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(127, 127, 127),
+        RGBColor(188, 189, 34),
+        RGBColor(23, 190, 207),
+    ];
+    COLORS[index % COLORS.len()]
+}
+
+/// Draws `panels` side by side into an SVG file at `path`, each over steps
+/// 0 to the last step of any curve. The value axes run from 0 (or below,
+/// for negative values) to 1 (or above): successes and rewards read on the
+/// same scale from chart to chart.
+pub fn svg(path: &Path, panels: &[Panel]) -> Result<()> {
+    let steps = panels
+        .iter()
+        .flat_map(|panel| &panel.curves)
+        .flat_map(|curve| curve.points.iter().map(|(x, _)| *x))
+        .fold(1.0f64, f64::max);
+    let width = 450 * panels.len().max(1) as u32;
+    let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let root = SVGBackend::new(path, (width, 380)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let areas = root.split_evenly((1, panels.len().max(1)));
+        for (area, panel) in areas.iter().zip(panels) {
+            let values = || {
+                panel
+                    .curves
+                    .iter()
+                    .flat_map(|curve| curve.points.iter().map(|(_, y)| *y))
+            };
+            let top = values().fold(1.0f64, f64::max);
+            let bottom = values().fold(0.0f64, f64::min);
+            let mut chart = ChartBuilder::on(area)
+                .caption(panel.title, ("sans-serif", 18))
+                .margin(12)
+                .x_label_area_size(32)
+                .y_label_area_size(44)
+                .build_cartesian_2d(0.0..steps, bottom..top * 1.05)?;
+            chart.configure_mesh().x_desc("step").draw()?;
+            for curve in &panel.curves {
+                let color = curve.color;
+                chart
+                    .draw_series(LineSeries::new(curve.points.iter().copied(), &color))?
+                    .label(&curve.name)
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()?;
+        }
+        root.present()?;
+        Ok(())
+    };
+    draw().map_err(|err| anyhow::anyhow!("drawing {}: {err}", path.display()))
+}
