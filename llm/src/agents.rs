@@ -5,7 +5,7 @@ use forge_runtime::bundle::ToolCall;
 use forge_runtime::episode::{Action, ContextFull, Policy, User, UserTurn};
 use forge_runtime::policy::{AGENT_GREETING, ends_dialogue, user_brief};
 use forge_runtime::schema::ToolSpec;
-use forge_runtime::trajectory::{ChatMessage, UserRef, user_view};
+use forge_runtime::trajectory::{ChatFunction, ChatMessage, UserRef, user_view};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 
@@ -49,21 +49,7 @@ impl Policy for RemotePolicy<'_> {
             .cloned()
             .unwrap_or_default();
         for call in &calls {
-            let name = call
-                .pointer("/function/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
-            let raw = call
-                .pointer("/function/arguments")
-                .and_then(Value::as_str)
-                .unwrap_or("{}");
-            // Malformed arguments reach the host as they are; it answers with a
-            // validation error the model can correct.
-            let arguments =
-                serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()));
-            self.pending
-                .push_back(Action::Call(ToolCall::new(name, arguments)));
+            self.pending.push_back(Action::Call(requested_call(call)));
         }
         if let Some(action) = self.pending.pop_front() {
             return Ok(action);
@@ -74,6 +60,18 @@ impl Policy for RemotePolicy<'_> {
             .unwrap_or_default();
         Ok(Action::Say(text.to_owned()))
     }
+}
+
+/// The call an entry of an OpenAI reply's `tool_calls` asks for. Malformed
+/// arguments reach the host as they are; it answers with a validation
+/// error the model can correct.
+fn requested_call(call: &Value) -> ToolCall {
+    let text = |pointer: &str| call.pointer(pointer).and_then(Value::as_str);
+    let function = ChatFunction {
+        name: text("/function/name").unwrap_or_default().to_owned(),
+        arguments: text("/function/arguments").unwrap_or("{}").to_owned(),
+    };
+    ToolCall::new(function.name.clone(), function.parsed_arguments())
 }
 
 /// The simulated user is a model given the task instruction; it ends the
@@ -167,17 +165,7 @@ impl User for RemoteUser<'_> {
             .and_then(Value::as_array)
             .and_then(|calls| calls.first())
         {
-            let name = call
-                .pointer("/function/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let raw = call
-                .pointer("/function/arguments")
-                .and_then(Value::as_str)
-                .unwrap_or("{}");
-            let arguments =
-                serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()));
-            return Ok(UserTurn::Call(ToolCall::new(name, arguments)));
+            return Ok(UserTurn::Call(requested_call(call)));
         }
         let text = text_of(&reply);
         Ok(match ends_dialogue(&text) {
