@@ -64,25 +64,35 @@ pub fn advantages(rollouts: &[Rollout], scaling: Scaling, eps: f64) -> Vec<Optio
         .collect()
 }
 
-/// The mean (0 for no values).
+/// The mean (0 for no values: not the -0 an empty float sum is, which
+/// metrics would show as `-0.0`).
 pub fn mean(values: &[f64]) -> f64 {
-    values.iter().sum::<f64>() / values.len().max(1) as f64
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.iter().sum::<f64>() / values.len() as f64
 }
 
 /// Population standard deviation (0 for no values).
 pub fn std(values: &[f64]) -> f64 {
-    let mean = mean(values);
-    (values
+    let center = mean(values);
+    let squares: Vec<f64> = values
         .iter()
-        .map(|value| (value - mean).powi(2))
-        .sum::<f64>()
-        / values.len().max(1) as f64)
-        .sqrt()
+        .map(|value| (value - center).powi(2))
+        .collect();
+    mean(&squares).sqrt()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_values_have_a_mean_and_spread_of_plus_zero() {
+        for value in [mean(&[]), std(&[])] {
+            assert_eq!(value.to_bits(), 0.0f64.to_bits(), "{value}");
+        }
+    }
 
     fn rollout(environment: &str, task: &str, reward: f64, masked: bool) -> Rollout {
         Rollout {
