@@ -50,7 +50,7 @@ enum Command {
     Serve(commands::serve::ServeArgs),
     /// Fine-tune the policy model: SFT on gold episodes, then ERPO.
     Train(commands::train::TrainArgs),
-    /// Compare training runs: the settings that differ, held-out success, reward, throughput, curves.
+    /// Training runs, or evaluations, side by side: what differs and what it changed.
     Compare(commands::compare::CompareArgs),
     /// Obtain and inspect the policy's model files.
     #[command(subcommand)]

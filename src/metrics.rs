@@ -1,4 +1,5 @@
-//! Success statistics over repeated trials, as the benchmark suites define them.
+//! Success statistics over repeated trials, as the benchmark suites define
+//! them, and the intervals and tests that say how far to trust them.
 
 /// τ-bench's pass^k estimator: the mean over tasks of C(c, k) / C(n, k), for
 /// c successes in n trials — the chance that k trials drawn without
@@ -41,6 +42,38 @@ pub fn successes_per_task<'a>(
     per_task.into_values().collect()
 }
 
+/// The 95% percentile interval of a statistic's bootstrap `draws` (one
+/// per resample, in any order), or `estimate` at both ends without any.
+pub fn percentile_interval(mut draws: Vec<f64>, estimate: f64) -> (f64, f64) {
+    draws.sort_by(f64::total_cmp);
+    let quantile = |q: f64| {
+        draws
+            .get(((draws.len().max(1) - 1) as f64 * q).round() as usize)
+            .copied()
+            .unwrap_or(estimate)
+    };
+    (quantile(0.025), quantile(0.975))
+}
+
+/// The two-sided exact sign test: the chance, were `better` and `worse`
+/// equally likely for each task, of a split at least as uneven as this one
+/// (ties are left out before).
+pub fn sign_test(better: u64, worse: u64) -> f64 {
+    let n = better + worse;
+    // P(X <= fewer) for X ~ Binomial(n, 1/2), summed in log space: 2^-n
+    // underflows past n of about a thousand.
+    let fewer = better.min(worse);
+    let mut log_choose = 0.0;
+    let mut tail = 0.0;
+    for i in 0..=fewer {
+        if i > 0 {
+            log_choose += ((n - i + 1) as f64).ln() - (i as f64).ln();
+        }
+        tail += (log_choose - n as f64 * std::f64::consts::LN_2).exp();
+    }
+    (2.0 * tail).min(1.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,6 +95,27 @@ mod tests {
         assert_eq!(flip_rate(&[true, false, true]), 1.0);
         assert_eq!(flip_rate(&[true, false, false, false, true]), 0.5);
         assert_eq!(flip_rate(&[true]), 0.0);
+    }
+
+    #[test]
+    fn the_sign_test_is_the_binomial_tail() {
+        // Five of five tasks better: 2 × 2^-5.
+        assert!((sign_test(5, 0) - 0.0625).abs() < 1e-12);
+        assert_eq!(sign_test(0, 5), sign_test(5, 0));
+        // Eight against two: 2 × (1 + 10 + 45) / 1024.
+        assert!((sign_test(8, 2) - 112.0 / 1024.0).abs() < 1e-12);
+        assert_eq!(sign_test(3, 3), 1.0);
+        assert_eq!(sign_test(0, 0), 1.0);
+        // No underflow with many tasks.
+        let p = sign_test(1200, 800);
+        assert!(p > 0.0 && p < 1e-15, "{p}");
+    }
+
+    #[test]
+    fn the_interval_holds_the_middle_95_percent() {
+        let draws: Vec<f64> = (0..=1000).rev().map(|i| i as f64 / 1000.0).collect();
+        assert_eq!(percentile_interval(draws, 0.5), (0.025, 0.975));
+        assert_eq!(percentile_interval(Vec::new(), 0.5), (0.5, 0.5));
     }
 
     #[test]

@@ -15,6 +15,8 @@ pub struct Curve {
 /// One chart: a title over curves that share its axes.
 pub struct Panel {
     pub title: &'static str,
+    /// What the horizontal axis counts (`step`, `k`).
+    pub x_label: &'static str,
     pub curves: Vec<Curve>,
 }
 
@@ -36,12 +38,12 @@ pub fn color(index: usize) -> RGBColor {
     COLORS[index % COLORS.len()]
 }
 
-/// Draws `panels` side by side into an SVG file at `path`, each over steps
-/// 0 to the last step of any curve. The value axes run from 0 (or below,
+/// Draws `panels` side by side into an SVG file at `path`, each over 0 to
+/// the last point of any curve. The value axes run from 0 (or below,
 /// for negative values) to 1 (or above): successes and rewards read on the
 /// same scale from chart to chart.
 pub fn svg(path: &Path, panels: &[Panel]) -> Result<()> {
-    let steps = panels
+    let x_max = panels
         .iter()
         .flat_map(|panel| &panel.curves)
         .flat_map(|curve| curve.points.iter().map(|(x, _)| *x))
@@ -65,8 +67,8 @@ pub fn svg(path: &Path, panels: &[Panel]) -> Result<()> {
                 .margin(12)
                 .x_label_area_size(32)
                 .y_label_area_size(44)
-                .build_cartesian_2d(0.0..steps, bottom..top * 1.05)?;
-            chart.configure_mesh().x_desc("step").draw()?;
+                .build_cartesian_2d(0.0..x_max, bottom..top * 1.05)?;
+            chart.configure_mesh().x_desc(panel.x_label).draw()?;
             for curve in &panel.curves {
                 let color = curve.color;
                 chart

@@ -16,7 +16,7 @@ use forge_runtime::trajectory::{self, EpisodeRecord};
 use forge_runtime::{PreparedTask, Sandbox, TrajectoryWriter};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -51,12 +51,12 @@ pub struct EvalArgs {
 }
 
 /// pass^k with its bootstrap interval.
-#[derive(Debug, Serialize)]
-struct PassK {
-    k: u64,
-    value: f64,
-    ci_low: f64,
-    ci_high: f64,
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct PassK {
+    pub k: u64,
+    pub value: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
 }
 
 pub fn run(args: EvalArgs) -> Result<ExitCode> {
@@ -157,7 +157,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     let pass: Vec<PassK> = (1..=args.trials)
         .map(|k| {
             let value = pass_hat_k(&successes, k);
-            let mut resampled: Vec<f64> = (0..args.bootstrap)
+            let resampled: Vec<f64> = (0..args.bootstrap)
                 .map(|_| {
                     let sample: Vec<(u64, u64)> = (0..successes.len())
                         .map(|_| successes[rng.random_range(0..successes.len())])
@@ -165,18 +165,12 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
                     pass_hat_k(&sample, k)
                 })
                 .collect();
-            resampled.sort_by(f64::total_cmp);
-            let quantile = |q: f64| {
-                resampled
-                    .get(((resampled.len().max(1) - 1) as f64 * q).round() as usize)
-                    .copied()
-                    .unwrap_or(value)
-            };
+            let (ci_low, ci_high) = metrics::percentile_interval(resampled, value);
             PassK {
                 k,
                 value,
-                ci_low: quantile(0.025),
-                ci_high: quantile(0.975),
+                ci_low,
+                ci_high,
             }
         })
         .collect();
@@ -201,10 +195,13 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         "pass_hat_k": pass,
         "mean_flip_rate": mean_flip,
         "flip_rate": flips,
+        // Each task's trials in order, for task-by-task comparisons
+        // (`forge compare`).
+        "outcomes": outcomes,
         "terminations": terminations,
         "llm_usage": agents.client().map(forge_llm::ChatClient::usage),
     });
-    std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&report)?)?;
+    std::fs::write(dir.join(REPORT), serde_json::to_vec_pretty(&report)?)?;
     std::fs::write(
         dir.join("report.md"),
         markdown(&report, &pass, mean_flip, &ended),
@@ -239,7 +236,9 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
 }
 
 /// The settings file of an evaluation directory.
-const SETTINGS: &str = "settings.json";
+pub(crate) const SETTINGS: &str = "settings.json";
+/// The report of an evaluation directory.
+pub(crate) const REPORT: &str = "report.json";
 
 /// Makes `dir` the evaluation of `settings`: a new directory records them,
 /// one that holds episodes must have been played under the same.

@@ -631,6 +631,7 @@ fn plot(metrics: &[Metrics], path: &Path) -> Result<()> {
         &[
             Panel {
                 title: "loss",
+                x_label: "step",
                 curves: vec![
                     curve("SFT loss", series("sft", |m| m.loss), blue),
                     curve("RL loss", series("rl", |m| m.loss), red),
@@ -638,6 +639,7 @@ fn plot(metrics: &[Metrics], path: &Path) -> Result<()> {
             },
             Panel {
                 title: "success",
+                x_label: "step",
                 curves: vec![
                     curve("RL reward", series("rl", |m| m.reward), red),
                     curve(

@@ -1,7 +1,7 @@
 //! `forge eval` and remote models (policy and user) against a loopback stub
 //! of an OpenAI-compatible endpoint.
 
-use crate::common::{assert_refused, export_example, forge, json_lines, stderr};
+use crate::common::{assert_refused, export_example, forge, json_lines, stderr, stdout};
 use crate::llm_stub::{StubServer, completion};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -533,4 +533,112 @@ fn a_remote_user_calls_its_own_tools_out_of_the_agents_sight() {
     replay.extend(data);
     let output = forge(&replay);
     assert!(output.status.success(), "{}", stderr(&output));
+}
+
+#[test]
+fn compare_measures_evaluations_against_a_baseline_task_by_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = export_example(dir.path());
+    // A remote agent that knows half the tasks' gold actions.
+    let tasks = [
+        "shop-01", "shop-02", "shop-03", "shop-04", "shop-05", "shop-06",
+    ];
+    let mut known = gold_by_instruction(&bundle);
+    known.retain(|_, task| {
+        ["shop-01", "shop-03", "shop-05"].contains(&task["id"].as_str().unwrap())
+    });
+    let server = StubServer::start(500, gold_agent(known));
+    let out = dir.path().join("eval");
+    let evaluate = |policy: &[&str]| -> std::path::PathBuf {
+        let mut args = vec!["eval", "--json", "--env", bundle.to_str().unwrap()];
+        args.extend(policy);
+        let selection = tasks.join(",");
+        args.extend([
+            "--tasks",
+            &selection,
+            "--trials",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let output = forge(&args);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let report = &json_lines(&output)[0];
+        let label = report["policy"].as_str().unwrap().replace(':', "_");
+        out.join(report["content_hash"].as_str().unwrap())
+            .join(label)
+    };
+    let gold = evaluate(&["--policy", "gold"]);
+    let random = evaluate(&["--policy", "random"]);
+    let half = evaluate(&[
+        "--policy",
+        "openai",
+        "--base-url",
+        &server.url,
+        "--model",
+        "stub",
+    ]);
+    let dirs = [
+        gold.to_str().unwrap(),
+        random.to_str().unwrap(),
+        half.to_str().unwrap(),
+    ];
+
+    let output = forge(&[&["compare", "--json"][..], &dirs].concat());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let compared = &json_lines(&output)[0];
+    let rows = compared["evaluations"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[0]["pass_hat_k"][0]["value"], 1.0, "{compared}");
+    let against = compared["against_baseline"].as_array().unwrap();
+    let (random, half) = (&against[0], &against[1]);
+    assert_eq!(
+        (&random["evaluation"], &random["baseline"]),
+        (&json!("random"), &json!("gold"))
+    );
+    assert_eq!(random["shared_tasks"], 6);
+    assert_eq!(random["success_difference"], -1.0);
+    assert_eq!(
+        (&random["ci_low"], &random["ci_high"]),
+        (&json!(-1.0), &json!(-1.0))
+    );
+    assert_eq!(random["worse"].as_array().unwrap().len(), 6);
+    // Six of six worse: 2 × 2^-6.
+    let p = |against: &Value| against["sign_test_p"].as_f64().unwrap();
+    assert!((p(random) - 2.0 / 64.0).abs() < 1e-12, "{random}");
+    assert_eq!(half["success_difference"], -0.5, "{half}");
+    assert_eq!(half["worse"], json!(["shop-02", "shop-04", "shop-06"]));
+    assert_eq!(half["same"], 3);
+    assert!((p(half) - 0.25).abs() < 1e-12, "{half}");
+    // The settings that differ: the policy, and the remote one's endpoint.
+    let keys: Vec<&str> = compared["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|difference| difference["key"].as_str().unwrap())
+        .collect();
+    assert!(
+        keys.contains(&"policy") && keys.contains(&"endpoint"),
+        "{keys:?}"
+    );
+
+    let output = forge(&[&["compare"][..], &dirs].concat());
+    let text = stdout(&output);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        text.contains("openai_stub does worse than gold on: shop-02, shop-04, shop-06"),
+        "{text}"
+    );
+
+    // Runs and evaluations do not mix.
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::write(run.join("config.toml"), "").unwrap();
+    let output = forge(&["compare", run.to_str().unwrap(), dirs[0]]);
+    assert_refused(
+        &output,
+        "compare runs with runs, evaluations with evaluations",
+    );
+    let output = forge(&["compare", "--bootstrap", "10", run.to_str().unwrap()]);
+    assert_refused(&output, "--bootstrap is for evaluations");
 }

@@ -1087,12 +1087,12 @@ fn the_gpu_training_script_runs_on_the_cpu() {
 }
 
 #[test]
-fn compare_refuses_a_directory_that_is_no_run() {
+fn compare_refuses_a_directory_that_is_neither_run_nor_evaluation() {
     let dir = tempfile::tempdir().unwrap();
     let output = forge(&["compare", dir.path().to_str().unwrap()]);
     assert!(!output.status.success());
     assert!(
-        stderr(&output).contains("is not a `forge train` run directory: it holds no config.toml"),
+        stderr(&output).contains("is neither a `forge train` run directory (it holds no config.toml) nor a `forge eval` results directory"),
         "{}",
         stderr(&output)
     );

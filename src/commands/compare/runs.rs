@@ -1,43 +1,27 @@
-//! `forge compare`: training runs side by side — the settings that set them
-//! apart, their held-out success, reward and throughput, and their curves on
-//! one plot — as an ablation (ERPO against GRPO, masking on and off) is read.
+//! Training runs side by side: the settings that differ, held-out success
+//! before and after, reward, masking, throughput and stability, and their
+//! curves on a shared step axis.
 
+use super::{Differing, differing_settings, json_parts, print_differences};
 use crate::commands::train::{CONFIG_FILE, METRICS_FILE};
 use crate::output;
 use crate::plot::{self, Curve, Panel};
-use anyhow::{Context, Result, bail};
-use clap::Args;
+use anyhow::{Context, Result};
 use forge_trainer::train::{Metrics, read_metrics};
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
-#[derive(Args, Debug)]
-pub struct CompareArgs {
-    /// `forge train` run directories: finished, stopped or still under way.
-    /// A run whose `model.init` lies in another of them (an RL run started
-    /// from an SFT run's `final/`) is read as its continuation.
-    #[arg(required = true, value_name = "RUN_DIR")]
-    runs: Vec<PathBuf>,
-    /// Also draw the runs' held-out success and RL reward by step into this SVG file.
-    #[arg(long, value_name = "FILE")]
-    plot: Option<PathBuf>,
-    /// Print one JSON object instead of the tables: `runs` (a row each),
-    /// `differences` (each differing setting's values) and `curves` (the
-    /// plot's points, by panel and run).
-    #[arg(long)]
+pub(super) fn compare(
+    dirs: &[PathBuf],
+    labels: &[String],
+    plot: Option<&Path>,
     json: bool,
-}
-
-pub fn run(args: CompareArgs) -> Result<ExitCode> {
-    let runs = args
-        .runs
+) -> Result<()> {
+    let runs = dirs
         .iter()
         .map(|dir| Run::read(dir))
         .collect::<Result<Vec<_>>>()?;
-    let labels = labels(&args.runs);
     let parents = parents(&runs);
     let offsets = offsets(&runs, &parents);
     let rows: Vec<Row> = runs
@@ -48,40 +32,23 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
             Row::new(&labels[at], run, parent)
         })
         .collect();
-    let differences = differing_settings(&runs);
-    let panels = panels(&runs, &labels, &rows, &offsets);
-    if let Some(path) = &args.plot {
+    let settings: Vec<&Value> = runs.iter().map(|run| &run.settings).collect();
+    let differences = differing_settings(&settings);
+    let panels = panels(&runs, labels, &rows, &offsets);
+    if let Some(path) = plot {
         plot::svg(path, &panels)?;
     }
-    if args.json {
-        let differences: Vec<Value> = differences
-            .iter()
-            .map(|(key, values)| serde_json::json!({ "key": key, "values": values }))
-            .collect();
-        // The plot's numbers: each panel's points by run.
-        let curves: serde_json::Map<String, Value> = panels
-            .iter()
-            .map(|panel| {
-                let by_run = panel
-                    .curves
-                    .iter()
-                    .map(|curve| (curve.name.clone(), serde_json::json!(curve.points)))
-                    .collect::<serde_json::Map<_, _>>();
-                (panel.title.to_owned(), Value::Object(by_run))
-            })
-            .collect();
+    if json {
+        let (differences, curves) = json_parts(&differences, &panels);
         output::json_line(&serde_json::json!({
             "runs": rows,
             "differences": differences,
             "curves": curves,
         }));
     } else {
-        print_tables(&labels, &rows, &differences);
-        if let Some(path) = &args.plot {
-            println!("curves in {}", path.display());
-        }
+        print_tables(labels, &rows, &differences);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// What a run directory records: the config it was trained under and its
@@ -95,16 +62,7 @@ struct Run {
 
 impl Run {
     fn read(dir: &Path) -> Result<Self> {
-        if !dir.is_dir() {
-            bail!("{} is not a directory", dir.display());
-        }
         let config = dir.join(CONFIG_FILE);
-        if !config.is_file() {
-            bail!(
-                "{} is not a `forge train` run directory: it holds no {CONFIG_FILE}",
-                dir.display()
-            );
-        }
         let text = std::fs::read_to_string(&config)
             .with_context(|| format!("reading {}", config.display()))?;
         let table: toml::Table =
@@ -142,27 +100,6 @@ impl Run {
         let init = self.settings.get("model")?.get("init")?.as_str()?;
         std::fs::canonicalize(init).ok()
     }
-}
-
-/// Each run's name in the tables: its directory's name, or its path where
-/// two directories share a name.
-fn labels(dirs: &[PathBuf]) -> Vec<String> {
-    let name = |dir: &Path| {
-        dir.file_name().map_or_else(
-            || dir.display().to_string(),
-            |name| name.to_string_lossy().into_owned(),
-        )
-    };
-    dirs.iter()
-        .map(|dir| {
-            let shared = dirs.iter().filter(|other| name(other) == name(dir)).count() > 1;
-            if shared {
-                dir.display().to_string()
-            } else {
-                name(dir)
-            }
-        })
-        .collect()
 }
 
 /// For each run, the run among the others its `model.init` lies in (the
@@ -281,50 +218,8 @@ fn maximum(values: impl Iterator<Item = f64>) -> Option<f64> {
     values.reduce(f64::max)
 }
 
-/// The settings whose values are not the same in every run, each with its
-/// value in each run (`null` where a run's config lacks it), in key order.
-fn differing_settings(runs: &[Run]) -> Vec<(String, Vec<Value>)> {
-    let Some(first) = runs.first() else {
-        return Vec::new();
-    };
-    let keys: BTreeSet<String> = runs
-        .iter()
-        .flat_map(|run| forge_runtime::differences::differences(&first.settings, &run.settings))
-        .map(|difference| difference.key)
-        .collect();
-    keys.into_iter()
-        .map(|key| {
-            let values = runs
-                .iter()
-                .map(|run| setting(&run.settings, &key).cloned().unwrap_or(Value::Null))
-                .collect();
-            (key, values)
-        })
-        .collect()
-}
-
-/// The value at a dotted key (`rl.scaling`) of a config.
-fn setting<'a>(settings: &'a Value, key: &str) -> Option<&'a Value> {
-    key.split('.')
-        .try_fold(settings, |value, part| value.get(part))
-}
-
-fn print_tables(labels: &[String], rows: &[Row], differences: &[(String, Vec<Value>)]) {
-    if !differences.is_empty() {
-        let mut header = vec!["setting"];
-        header.extend(labels.iter().map(String::as_str));
-        let mut table = output::table(&header);
-        for (key, values) in differences {
-            let mut row = vec![key.clone()];
-            row.extend(values.iter().map(|value| match value {
-                Value::String(text) => text.clone(),
-                Value::Null => "-".to_owned(),
-                value => value.to_string(),
-            }));
-            table.add_row(row);
-        }
-        println!("{table}");
-    }
+fn print_tables(labels: &[String], rows: &[Row], differences: &[Differing]) {
+    print_differences(labels, differences);
     let mut table = output::table(&[
         "run",
         "SFT",
@@ -432,10 +327,12 @@ fn panels(runs: &[Run], labels: &[String], rows: &[Row], offsets: &[usize]) -> V
     vec![
         Panel {
             title: "held-out success",
+            x_label: "step",
             curves: heldout,
         },
         Panel {
             title: "RL reward",
+            x_label: "step",
             curves: reward,
         },
     ]
@@ -539,46 +436,5 @@ mod tests {
             run(json!({}), vec![rl(5, 0.0)]),
         ];
         assert_eq!(offsets(&runs, &[Some(1), Some(0)]), vec![8, 8]);
-    }
-
-    #[test]
-    fn only_settings_that_differ_are_listed_with_each_runs_value() {
-        let runs = [
-            run(
-                json!({"seed": 0, "rl": {"scaling": "erpo", "kl": 0.1}}),
-                vec![],
-            ),
-            run(
-                json!({"seed": 0, "rl": {"scaling": "grpo", "kl": 0.1}}),
-                vec![],
-            ),
-            run(
-                json!({"seed": 0, "rl": {"scaling": "erpo", "kl": 0.1, "masking": false}}),
-                vec![],
-            ),
-        ];
-        assert_eq!(
-            differing_settings(&runs),
-            vec![
-                (
-                    "rl.masking".to_owned(),
-                    vec![Value::Null, Value::Null, json!(false)]
-                ),
-                (
-                    "rl.scaling".to_owned(),
-                    vec![json!("erpo"), json!("grpo"), json!("erpo")]
-                ),
-            ]
-        );
-    }
-
-    #[test]
-    fn runs_are_named_by_directory_unless_two_share_a_name() {
-        let dirs = [
-            PathBuf::from("a/erpo"),
-            PathBuf::from("b/erpo/"),
-            PathBuf::from("a/grpo"),
-        ];
-        assert_eq!(labels(&dirs), ["a/erpo", "b/erpo/", "grpo"]);
     }
 }

@@ -1,0 +1,242 @@
+//! `forge compare`: training runs, or evaluations, side by side — the
+//! settings that set them apart, then what they achieved — as an ablation
+//! (ERPO against GRPO, masking on and off) or a before-and-after (the base
+//! model against the trained one) is read.
+
+mod evals;
+mod runs;
+
+use crate::commands::eval::REPORT;
+use crate::commands::train::CONFIG_FILE;
+use crate::output;
+use crate::plot::Panel;
+use anyhow::{Result, bail};
+use clap::Args;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// `forge train` run directories (finished, stopped or still under
+    /// way), or `forge eval` results directories (`OUT/<hash>/<policy>`,
+    /// the first being the baseline the others are measured against). A
+    /// run whose `model.init` lies in another of the runs (an RL run
+    /// started from an SFT run's `final/`) is read as its continuation.
+    #[arg(required = true, value_name = "DIR")]
+    dirs: Vec<PathBuf>,
+    /// Also draw the curves into this SVG file: the runs' held-out success
+    /// and RL reward by step, or the evaluations' pass^k by k.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// Bootstrap resamples of the tasks for the confidence interval of each
+    /// evaluation's difference from the baseline (evaluations only).
+    #[arg(long, value_name = "N", value_parser = crate::flags::at_least_one)]
+    bootstrap: Option<usize>,
+    /// Print one JSON object instead of the tables.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: CompareArgs) -> Result<ExitCode> {
+    let kinds = args
+        .dirs
+        .iter()
+        .map(|dir| Kind::of(dir))
+        .collect::<Result<Vec<_>>>()?;
+    let labels = labels(&args.dirs);
+    if kinds.iter().all(|kind| *kind == Kind::Run) {
+        if args.bootstrap.is_some() {
+            bail!("--bootstrap is for evaluations; these are training runs");
+        }
+        runs::compare(&args.dirs, &labels, args.plot.as_deref(), args.json)?;
+    } else if kinds.iter().all(|kind| *kind == Kind::Evaluation) {
+        let bootstrap = args.bootstrap.unwrap_or(evals::BOOTSTRAP);
+        evals::compare(
+            &args.dirs,
+            &labels,
+            args.plot.as_deref(),
+            bootstrap,
+            args.json,
+        )?;
+    } else {
+        let (run, evaluation) = (
+            kinds.iter().position(|kind| *kind == Kind::Run),
+            kinds.iter().position(|kind| *kind == Kind::Evaluation),
+        );
+        let (run, evaluation) = (run.expect("mixed"), evaluation.expect("mixed"));
+        bail!(
+            "{} is a training run and {} an evaluation: compare runs with runs, evaluations with \
+             evaluations",
+            args.dirs[run].display(),
+            args.dirs[evaluation].display()
+        );
+    }
+    if let (Some(path), false) = (&args.plot, args.json) {
+        println!("curves in {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What a directory given to `forge compare` holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A `forge train` run directory: `config.toml`, `metrics.jsonl`.
+    Run,
+    /// A `forge eval` results directory: `settings.json`, `report.json`.
+    Evaluation,
+}
+
+impl Kind {
+    fn of(dir: &Path) -> Result<Self> {
+        if !dir.is_dir() {
+            bail!("{} is not a directory", dir.display());
+        }
+        if dir.join(CONFIG_FILE).is_file() {
+            return Ok(Self::Run);
+        }
+        if dir.join(REPORT).is_file() {
+            return Ok(Self::Evaluation);
+        }
+        bail!(
+            "{} is neither a `forge train` run directory (it holds no {CONFIG_FILE}) nor a \
+             `forge eval` results directory (no {}; those are `OUT/<environment hash>/<policy>`)",
+            dir.display(),
+            REPORT
+        )
+    }
+}
+
+/// Each directory's name in the tables: its own name, or its path where
+/// two directories share a name.
+fn labels(dirs: &[PathBuf]) -> Vec<String> {
+    let name = |dir: &Path| {
+        dir.file_name().map_or_else(
+            || dir.display().to_string(),
+            |name| name.to_string_lossy().into_owned(),
+        )
+    };
+    dirs.iter()
+        .map(|dir| {
+            let shared = dirs.iter().filter(|other| name(other) == name(dir)).count() > 1;
+            if shared {
+                dir.display().to_string()
+            } else {
+                name(dir)
+            }
+        })
+        .collect()
+}
+
+/// A setting and its value in each compared directory (`null` where one
+/// lacks it).
+type Differing = (String, Vec<Value>);
+
+/// The settings whose values are not the same everywhere, in key order.
+fn differing_settings(settings: &[&Value]) -> Vec<Differing> {
+    let Some(first) = settings.first() else {
+        return Vec::new();
+    };
+    let keys: BTreeSet<String> = settings
+        .iter()
+        .flat_map(|other| forge_runtime::differences::differences(first, other))
+        .map(|difference| difference.key)
+        .collect();
+    keys.into_iter()
+        .map(|key| {
+            let values = settings
+                .iter()
+                .map(|settings| setting(settings, &key).cloned().unwrap_or(Value::Null))
+                .collect();
+            (key, values)
+        })
+        .collect()
+}
+
+/// The value at a dotted key (`rl.scaling`) of a config.
+fn setting<'a>(settings: &'a Value, key: &str) -> Option<&'a Value> {
+    key.split('.')
+        .try_fold(settings, |value, part| value.get(part))
+}
+
+/// The differing settings as a table: a row per setting, a column per
+/// directory.
+fn print_differences(labels: &[String], differences: &[Differing]) {
+    if differences.is_empty() {
+        return;
+    }
+    let mut header = vec!["setting"];
+    header.extend(labels.iter().map(String::as_str));
+    let mut table = output::table(&header);
+    for (key, values) in differences {
+        let mut row = vec![key.clone()];
+        row.extend(values.iter().map(|value| match value {
+            Value::String(text) => text.clone(),
+            Value::Null => "-".to_owned(),
+            value => value.to_string(),
+        }));
+        table.add_row(row);
+    }
+    println!("{table}");
+}
+
+/// The differing settings and the plot's points (each panel's, by curve),
+/// as the JSON output gives them.
+fn json_parts(differences: &[Differing], panels: &[Panel]) -> (Value, Value) {
+    let differences = differences
+        .iter()
+        .map(|(key, values)| serde_json::json!({ "key": key, "values": values }))
+        .collect();
+    let curves = panels
+        .iter()
+        .map(|panel| {
+            let by_curve = panel
+                .curves
+                .iter()
+                .map(|curve| (curve.name.clone(), serde_json::json!(curve.points)))
+                .collect::<serde_json::Map<_, _>>();
+            (panel.title.to_owned(), Value::Object(by_curve))
+        })
+        .collect::<serde_json::Map<_, _>>();
+    (Value::Array(differences), Value::Object(curves))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_settings_that_differ_are_listed_with_each_value() {
+        let settings = [
+            json!({"seed": 0, "rl": {"scaling": "erpo", "kl": 0.1}}),
+            json!({"seed": 0, "rl": {"scaling": "grpo", "kl": 0.1}}),
+            json!({"seed": 0, "rl": {"scaling": "erpo", "kl": 0.1, "masking": false}}),
+        ];
+        let settings: Vec<&Value> = settings.iter().collect();
+        assert_eq!(
+            differing_settings(&settings),
+            vec![
+                (
+                    "rl.masking".to_owned(),
+                    vec![Value::Null, Value::Null, json!(false)]
+                ),
+                (
+                    "rl.scaling".to_owned(),
+                    vec![json!("erpo"), json!("grpo"), json!("erpo")]
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn directories_are_named_by_their_name_unless_two_share_it() {
+        let dirs = [
+            PathBuf::from("a/erpo"),
+            PathBuf::from("b/erpo/"),
+            PathBuf::from("a/grpo"),
+        ];
+        assert_eq!(labels(&dirs), ["a/erpo", "b/erpo/", "grpo"]);
+    }
+}
