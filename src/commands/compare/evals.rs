@@ -260,7 +260,6 @@ fn print_tables(labels: &[String], rows: &[Row], against: &[Against], difference
     let mut table = output::table(&[
         "evaluation",
         "environment",
-        "policy",
         "user",
         "tasks × trials",
         "pass^1 [95% CI]",
@@ -287,7 +286,6 @@ fn print_tables(labels: &[String], rows: &[Row], against: &[Against], difference
                 row.environment,
                 output::short_hash(row.content_hash)
             ),
-            row.policy.to_owned(),
             row.user.to_owned(),
             format!("{} × {}", row.tasks, row.trials),
             pass(row.pass_hat_k.first()),
@@ -302,10 +300,11 @@ fn print_tables(labels: &[String], rows: &[Row], against: &[Against], difference
     let Some(first) = against.first() else {
         return;
     };
+    println!("Against the baseline, {}:", first.baseline);
     let mut table = output::table(&[
         "evaluation",
         "shared tasks",
-        &format!("success rate − {}'s [95% CI]", first.baseline),
+        "success rate − baseline's [95% CI]",
         "better",
         "worse",
         "same",

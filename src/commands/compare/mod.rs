@@ -109,7 +109,9 @@ impl Kind {
 }
 
 /// Each directory's name in the tables: its own name, or its path where
-/// two directories share a name.
+/// two directories share a name; less the start all the names share up to
+/// a `_` or `/` (evaluations of `model:runs/a/final` and
+/// `model:runs/b/final` are `a_final` and `b_final`).
 fn labels(dirs: &[PathBuf]) -> Vec<String> {
     let name = |dir: &Path| {
         dir.file_name().map_or_else(
@@ -117,7 +119,8 @@ fn labels(dirs: &[PathBuf]) -> Vec<String> {
             |name| name.to_string_lossy().into_owned(),
         )
     };
-    dirs.iter()
+    let labels: Vec<String> = dirs
+        .iter()
         .map(|dir| {
             let shared = dirs.iter().filter(|other| name(other) == name(dir)).count() > 1;
             if shared {
@@ -125,6 +128,27 @@ fn labels(dirs: &[PathBuf]) -> Vec<String> {
             } else {
                 name(dir)
             }
+        })
+        .collect();
+    if labels.len() < 2 {
+        return labels;
+    }
+    let common = labels[1..]
+        .iter()
+        .fold(labels[0].as_str(), |common, label| {
+            let same = common
+                .char_indices()
+                .zip(label.chars())
+                .find(|((_, a), b)| a != b)
+                .map_or(common.len().min(label.len()), |((at, _), _)| at);
+            &common[..same]
+        });
+    let cut = common.rfind(['_', '/']).map_or(0, |at| at + 1);
+    labels
+        .iter()
+        .map(|label| match &label[cut..] {
+            "" => label.clone(),
+            rest => rest.to_owned(),
         })
         .collect()
 }
@@ -172,6 +196,8 @@ fn print_differences(labels: &[String], differences: &[Differing]) {
     for (key, values) in differences {
         let mut row = vec![key.clone()];
         row.extend(values.iter().map(|value| match value {
+            // Content hashes, as messages show them.
+            Value::String(text) if is_hash(text) => output::short_hash(text).to_owned(),
             Value::String(text) => text.clone(),
             Value::Null => "-".to_owned(),
             value => value.to_string(),
@@ -179,6 +205,11 @@ fn print_differences(labels: &[String], differences: &[Differing]) {
         table.add_row(row);
     }
     println!("{table}");
+}
+
+/// Whether `text` is a sha256 in hex.
+fn is_hash(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|byte| byte.is_ascii_hexdigit())
 }
 
 /// The differing settings and the plot's points (each panel's, by curve),
@@ -238,5 +269,24 @@ mod tests {
             PathBuf::from("a/grpo"),
         ];
         assert_eq!(labels(&dirs), ["a/erpo", "b/erpo/", "grpo"]);
+        let dirs = [PathBuf::from("erpo"), PathBuf::from("erpo-unstable")];
+        assert_eq!(labels(&dirs), ["erpo", "erpo-unstable"]);
+        // What all the names start with, up to a separator, is left out.
+        let dirs = [
+            PathBuf::from("evals/1/model_runs_sm_checkpoints_step-000100"),
+            PathBuf::from("evals/2/model_runs_sm_checkpoints_step-000300"),
+            PathBuf::from("evals/3/model_runs_sm_final"),
+        ];
+        assert_eq!(
+            labels(&dirs),
+            [
+                "checkpoints_step-000100",
+                "checkpoints_step-000300",
+                "final"
+            ]
+        );
+        // And so is what the paths of names shared start with.
+        let dirs = [PathBuf::from("out/a/gold"), PathBuf::from("out/b/gold")];
+        assert_eq!(labels(&dirs), ["a/gold", "b/gold"]);
     }
 }
