@@ -419,7 +419,7 @@ impl Agents {
                 Ok::<_, anyhow::Error>(serde_json::json!({
                     "path": user.path,
                     "sha256": forge_trainer::checkpoint::files_digest(&user.path)?,
-                    "temperature": user.temperature,
+                    "temperature": decimal(user.temperature),
                     "max_new_tokens": user.max_tokens,
                 }))
             });
@@ -428,8 +428,8 @@ impl Agents {
                 "path": local.path,
                 // The path may hold another model than last time.
                 "sha256": forge_trainer::checkpoint::files_digest(&local.path)?,
-                "temperature": local.sampling.temperature,
-                "top_p": local.sampling.top_p,
+                "temperature": decimal(local.sampling.temperature),
+                "top_p": decimal(local.sampling.top_p),
                 "max_new_tokens": local.sampling.max_tokens,
                 // Batch shape, device and precision change the rounding.
                 "device": format!("{:?}", local.accelerator).to_lowercase(),
@@ -639,4 +639,14 @@ fn in_parallel<J: Copy + Send + Sync, R: Send>(
         }
         outcome
     })
+}
+
+/// The number a person means by an `f32` setting, as an `f64`: `0.7`, not
+/// the 0.699999988079071 the `f32` holds exactly, which is how JSON would
+/// otherwise record it.
+pub fn decimal(value: f32) -> f64 {
+    value
+        .to_string()
+        .parse()
+        .expect("an f32 prints as a number")
 }

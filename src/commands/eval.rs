@@ -2,7 +2,7 @@
 //! intervals, per-task flip rates; resumable, keyed by the environment's
 //! content hash.
 
-use crate::agents::{AgentArgs, Agents};
+use crate::agents::{AgentArgs, Agents, decimal};
 use crate::commands::hold;
 use crate::envs::EnvArgs;
 use crate::flags::{MOST_TRIALS, at_least_one};
@@ -261,7 +261,8 @@ fn claim(dir: &Path, settings: &Value) -> Result<()> {
         }
         Err(err) => return Err(err).with_context(|| format!("reading {}", path.display())),
     };
-    if let Some(Difference { key, then, now }) = differences(&recorded, settings).first() {
+    let (recorded, settings) = (at_f32_precision(&recorded), at_f32_precision(settings));
+    if let Some(Difference { key, then, now }) = differences(&recorded, &settings).first() {
         bail!(
             "{} holds episodes played with other settings (`{key}`: {then} then, {now} now), \
              which this evaluation would count as its own: pass another --out",
@@ -269,6 +270,24 @@ fn claim(dir: &Path, settings: &Value) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `settings` with each fractional number as an `f32` setting would be
+/// recorded now ([`decimal`]): earlier versions recorded such settings as
+/// the `f32` holds them (0.699999988079071 for 0.7), and an evaluation they
+/// began is still the same evaluation.
+fn at_f32_precision(settings: &Value) -> Value {
+    match settings {
+        Value::Number(number) if number.is_f64() => number
+            .as_f64()
+            .map_or(Value::Null, |value| decimal(value as f32).into()),
+        Value::Array(items) => items.iter().map(at_f32_precision).collect(),
+        Value::Object(fields) => fields
+            .iter()
+            .map(|(key, value)| (key.clone(), at_f32_precision(value)))
+            .collect(),
+        _ => settings.clone(),
+    }
 }
 
 /// Rewrites `path` with `records` in the order of their keys (task, seed),
@@ -353,4 +372,25 @@ fn markdown(report: &serde_json::Value, pass: &[PassK], mean_flip: f64, ended: &
          ![pass^k](pass_k.svg)"
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_evaluation_begun_with_f32_settings_recorded_exactly_resumes() {
+        let dir = tempfile::tempdir().unwrap();
+        let then =
+            json!({"model": {"temperature": 0.699999988079071, "top_p": 1.0}, "max_turns": 30});
+        std::fs::write(dir.path().join(SETTINGS), then.to_string()).unwrap();
+        let now = json!({"model": {"temperature": decimal(0.7), "top_p": 1.0}, "max_turns": 30});
+        claim(dir.path(), &now).unwrap();
+        let other = json!({"model": {"temperature": decimal(0.8), "top_p": 1.0}, "max_turns": 30});
+        let err = claim(dir.path(), &other).unwrap_err().to_string();
+        assert!(
+            err.contains("`model.temperature`: 0.7 then, 0.8 now"),
+            "{err}"
+        );
+    }
 }
