@@ -4,7 +4,7 @@
 //! better and worse, and a sign test — which says whether a trained model
 //! beat its base by more than the luck of the draw.
 
-use super::{Differing, differing_settings, json_parts, print_differences};
+use super::Comparison;
 use crate::commands::eval::{PassK, REPORT, SETTINGS};
 use crate::metrics::{percentile_interval, sign_test};
 use crate::output;
@@ -15,6 +15,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Resamples for the interval of a difference, unless `--bootstrap` says.
@@ -23,13 +24,7 @@ pub(super) const BOOTSTRAP: usize = 1000;
 /// Tasks named in the text output's lists of better and worse ones.
 const TASKS_LISTED: usize = 10;
 
-pub(super) fn compare(
-    dirs: &[PathBuf],
-    labels: &[String],
-    plot: Option<&Path>,
-    bootstrap: usize,
-    json: bool,
-) -> Result<()> {
+pub(super) fn compare(dirs: &[PathBuf], labels: &[String], bootstrap: usize) -> Result<Comparison> {
     let evaluations = dirs
         .iter()
         .map(|dir| Evaluation::read(dir))
@@ -47,27 +42,18 @@ pub(super) fn compare(
         .zip(&labels[1..])
         .map(|(evaluation, label)| Against::new(label, &labels[0], baseline, evaluation, bootstrap))
         .collect::<Result<Vec<_>>>()?;
-    let settings: Vec<&Value> = evaluations
-        .iter()
-        .map(|evaluation| &evaluation.settings)
-        .collect();
-    let differences = differing_settings(&settings);
-    let panels = panels(&evaluations, labels);
-    if let Some(path) = plot {
-        plot::svg(path, &panels)?;
-    }
-    if json {
-        let (differences, curves) = json_parts(&differences, &panels);
-        output::json_line(&serde_json::json!({
-            "evaluations": rows,
-            "against_baseline": against,
-            "differences": differences,
-            "curves": curves,
-        }));
-    } else {
-        print_tables(labels, &rows, &against, &differences);
-    }
-    Ok(())
+    let mut json = serde_json::Map::new();
+    json.insert("evaluations".into(), serde_json::to_value(&rows)?);
+    json.insert("against_baseline".into(), serde_json::to_value(&against)?);
+    Ok(Comparison {
+        settings: evaluations
+            .iter()
+            .map(|evaluation| evaluation.settings.clone())
+            .collect(),
+        panels: panels(&evaluations, labels),
+        json,
+        text: tables(&rows, &against),
+    })
 }
 
 /// What a `forge eval` results directory records.
@@ -255,8 +241,10 @@ impl Against {
     }
 }
 
-fn print_tables(labels: &[String], rows: &[Row], against: &[Against], differences: &[Differing]) {
-    print_differences(labels, differences);
+/// A row per evaluation, then each against the baseline with the tasks
+/// that changed.
+fn tables(rows: &[Row], against: &[Against]) -> String {
+    let mut text = String::new();
     let mut table = output::table(&[
         "evaluation",
         "environment",
@@ -296,11 +284,11 @@ fn print_tables(labels: &[String], rows: &[Row], against: &[Against], difference
             format!("{:.3}", row.mean_flip_rate),
         ]);
     }
-    println!("{table}");
+    let _ = writeln!(text, "{table}");
     let Some(first) = against.first() else {
-        return;
+        return text;
     };
-    println!("Against the baseline, {}:", first.baseline);
+    let _ = writeln!(text, "Against the baseline, {}:", first.baseline);
     let mut table = output::table(&[
         "evaluation",
         "shared tasks",
@@ -334,7 +322,7 @@ fn print_tables(labels: &[String], rows: &[Row], against: &[Against], difference
             probability(row.sign_test_p.unwrap_or(1.0)),
         ]);
     }
-    println!("{table}");
+    let _ = writeln!(text, "{table}");
     for row in against {
         for (how, tasks) in [("better", &row.better), ("worse", &row.worse)] {
             if tasks.is_empty() {
@@ -344,12 +332,14 @@ fn print_tables(labels: &[String], rows: &[Row], against: &[Against], difference
             if tasks.len() > TASKS_LISTED {
                 listed.push_str(&format!(" and {} more", tasks.len() - TASKS_LISTED));
             }
-            println!(
+            let _ = writeln!(
+                text,
                 "{} does {how} than {} on: {listed}",
                 row.evaluation, row.baseline
             );
         }
     }
+    text
 }
 
 /// A p-value to three places, or to two significant digits below 0.001.

@@ -9,7 +9,7 @@ mod runs;
 use crate::commands::eval::REPORT;
 use crate::commands::train::CONFIG_FILE;
 use crate::output;
-use crate::plot::Panel;
+use crate::plot::{self, Panel};
 use anyhow::{Result, bail};
 use clap::Args;
 use serde_json::Value;
@@ -46,37 +46,54 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         .map(|dir| Kind::of(dir))
         .collect::<Result<Vec<_>>>()?;
     let labels = labels(&args.dirs);
-    if kinds.iter().all(|kind| *kind == Kind::Run) {
-        if args.bootstrap.is_some() {
-            bail!("--bootstrap is for evaluations; these are training runs");
-        }
-        runs::compare(&args.dirs, &labels, args.plot.as_deref(), args.json)?;
-    } else if kinds.iter().all(|kind| *kind == Kind::Evaluation) {
-        let bootstrap = args.bootstrap.unwrap_or(evals::BOOTSTRAP);
-        evals::compare(
-            &args.dirs,
-            &labels,
-            args.plot.as_deref(),
-            bootstrap,
-            args.json,
-        )?;
-    } else {
-        let (run, evaluation) = (
-            kinds.iter().position(|kind| *kind == Kind::Run),
-            kinds.iter().position(|kind| *kind == Kind::Evaluation),
-        );
-        let (run, evaluation) = (run.expect("mixed"), evaluation.expect("mixed"));
-        bail!(
+    let first = |wanted: Kind| kinds.iter().position(|kind| *kind == wanted);
+    let comparison = match (first(Kind::Run), first(Kind::Evaluation)) {
+        (Some(run), Some(evaluation)) => bail!(
             "{} is a training run and {} an evaluation: compare runs with runs, evaluations with \
              evaluations",
             args.dirs[run].display(),
             args.dirs[evaluation].display()
-        );
+        ),
+        (Some(_), None) => {
+            if args.bootstrap.is_some() {
+                bail!("--bootstrap is for evaluations; these are training runs");
+            }
+            runs::compare(&args.dirs, &labels)?
+        }
+        _ => {
+            let bootstrap = args.bootstrap.unwrap_or(evals::BOOTSTRAP);
+            evals::compare(&args.dirs, &labels, bootstrap)?
+        }
+    };
+    let differences = differing_settings(&comparison.settings);
+    if let Some(path) = &args.plot {
+        plot::svg(path, &comparison.panels)?;
     }
-    if let (Some(path), false) = (&args.plot, args.json) {
-        println!("curves in {}", path.display());
+    if args.json {
+        let mut object = comparison.json;
+        object.insert("differences".into(), differences_json(&differences));
+        object.insert("curves".into(), curves_json(&comparison.panels));
+        output::json_line(&Value::Object(object));
+    } else {
+        print_differences(&labels, &differences);
+        print!("{}", comparison.text);
+        if let Some(path) = &args.plot {
+            println!("curves in {}", path.display());
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What one kind of directory makes of a comparison, for [`run`] to print
+/// or write.
+struct Comparison {
+    /// Each directory's settings (a run's config, an evaluation's settings).
+    settings: Vec<Value>,
+    panels: Vec<Panel>,
+    /// The kind's own members of the JSON output.
+    json: serde_json::Map<String, Value>,
+    /// The kind's own tables, printed after the differing settings.
+    text: String,
 }
 
 /// What a directory given to `forge compare` holds.
@@ -158,7 +175,7 @@ fn labels(dirs: &[PathBuf]) -> Vec<String> {
 type Differing = (String, Vec<Value>);
 
 /// The settings whose values are not the same everywhere, in key order.
-fn differing_settings(settings: &[&Value]) -> Vec<Differing> {
+fn differing_settings(settings: &[Value]) -> Vec<Differing> {
     let Some(first) = settings.first() else {
         return Vec::new();
     };
@@ -212,25 +229,28 @@ fn is_hash(text: &str) -> bool {
     text.len() == 64 && text.bytes().all(|byte| byte.is_ascii_hexdigit())
 }
 
-/// The differing settings and the plot's points (each panel's, by curve),
-/// as the JSON output gives them.
-fn json_parts(differences: &[Differing], panels: &[Panel]) -> (Value, Value) {
-    let differences = differences
+/// The differing settings as the JSON output gives them.
+fn differences_json(differences: &[Differing]) -> Value {
+    differences
         .iter()
         .map(|(key, values)| serde_json::json!({ "key": key, "values": values }))
-        .collect();
-    let curves = panels
+        .collect()
+}
+
+/// The plot's points, by panel and curve: the numbers behind the SVG.
+fn curves_json(panels: &[Panel]) -> Value {
+    panels
         .iter()
         .map(|panel| {
             let by_curve = panel
                 .curves
                 .iter()
                 .map(|curve| (curve.name.clone(), serde_json::json!(curve.points)))
-                .collect::<serde_json::Map<_, _>>();
+                .collect();
             (panel.title.to_owned(), Value::Object(by_curve))
         })
-        .collect::<serde_json::Map<_, _>>();
-    (Value::Array(differences), Value::Object(curves))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
 }
 
 #[cfg(test)]
@@ -245,7 +265,6 @@ mod tests {
             json!({"seed": 0, "rl": {"scaling": "grpo", "kl": 0.1}}),
             json!({"seed": 0, "rl": {"scaling": "erpo", "kl": 0.1, "masking": false}}),
         ];
-        let settings: Vec<&Value> = settings.iter().collect();
         assert_eq!(
             differing_settings(&settings),
             vec![

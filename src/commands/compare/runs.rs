@@ -2,7 +2,7 @@
 //! before and after, reward, masking, throughput and stability, and their
 //! curves on a shared step axis.
 
-use super::{Differing, differing_settings, json_parts, print_differences};
+use super::Comparison;
 use crate::commands::train::{CONFIG_FILE, METRICS_FILE};
 use crate::output;
 use crate::plot::{self, Curve, Panel};
@@ -10,14 +10,10 @@ use anyhow::{Context, Result};
 use forge_trainer::train::{Metrics, read_metrics};
 use serde::Serialize;
 use serde_json::Value;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-pub(super) fn compare(
-    dirs: &[PathBuf],
-    labels: &[String],
-    plot: Option<&Path>,
-    json: bool,
-) -> Result<()> {
+pub(super) fn compare(dirs: &[PathBuf], labels: &[String]) -> Result<Comparison> {
     let runs = dirs
         .iter()
         .map(|dir| Run::read(dir))
@@ -32,23 +28,14 @@ pub(super) fn compare(
             Row::new(&labels[at], run, parent)
         })
         .collect();
-    let settings: Vec<&Value> = runs.iter().map(|run| &run.settings).collect();
-    let differences = differing_settings(&settings);
-    let panels = panels(&runs, labels, &rows, &offsets);
-    if let Some(path) = plot {
-        plot::svg(path, &panels)?;
-    }
-    if json {
-        let (differences, curves) = json_parts(&differences, &panels);
-        output::json_line(&serde_json::json!({
-            "runs": rows,
-            "differences": differences,
-            "curves": curves,
-        }));
-    } else {
-        print_tables(labels, &rows, &differences);
-    }
-    Ok(())
+    let mut json = serde_json::Map::new();
+    json.insert("runs".into(), serde_json::to_value(&rows)?);
+    Ok(Comparison {
+        settings: runs.iter().map(|run| run.settings.clone()).collect(),
+        panels: panels(&runs, labels, &rows, &offsets),
+        json,
+        text: tables(&rows),
+    })
 }
 
 /// What a run directory records: the config it was trained under and its
@@ -218,8 +205,9 @@ fn maximum(values: impl Iterator<Item = f64>) -> Option<f64> {
     values.reduce(f64::max)
 }
 
-fn print_tables(labels: &[String], rows: &[Row], differences: &[Differing]) {
-    print_differences(labels, differences);
+/// The row per run, what the columns mean, and which runs continue which.
+fn tables(rows: &[Row]) -> String {
+    let mut text = String::new();
     let mut table = output::table(&[
         "run",
         "SFT",
@@ -261,8 +249,9 @@ fn print_tables(labels: &[String], rows: &[Row], differences: &[Differing]) {
             format!("{:.0}", row.seconds),
         ]);
     }
-    println!("{table}");
-    println!(
+    let _ = writeln!(text, "{table}");
+    let _ = writeln!(
+        text,
         "SFT, RL: steps done. before, after SFT, after, best: held-out success before the first \
          step, at the end of SFT, at the last step, at best. reward, masked, rollout tok/s: means \
          over RL steps; train tok/s over all steps. lp gap: the largest gap between sampled and \
@@ -285,12 +274,14 @@ fn print_tables(labels: &[String], rows: &[Row], differences: &[Differing]) {
         } else {
             "start"
         };
-        println!(
+        let _ = writeln!(
+            text,
             "{} {verb} from {parent}'s model: `before` is {parent}'s last evaluation, and the \
              curves go on from its last step",
             children.join(", ")
         );
     }
+    text
 }
 
 /// Held-out success and RL reward by step, a curve per run on a shared step
