@@ -682,6 +682,16 @@ fn a_lora_run_trains_its_adapters_and_resumes_exactly() {
     let adapter_dir = whole.join("final/adapter");
     let output = forge(&["model", "inspect", adapter_dir.to_str().unwrap()]);
     assert_refused(&output, "forge model merge");
+    // Nor is a run directory: the error names its trained model.
+    let output = forge(&["model", "inspect", whole.to_str().unwrap()]);
+    let trained = whole.join("final");
+    assert_refused(
+        &output,
+        &format!(
+            "a `forge train` run directory, not a model: its trained model is {}",
+            trained.display()
+        ),
+    );
 }
 
 /// Recomputing activations in the backward pass changes a run's memory,

@@ -11,6 +11,7 @@ use crate::chat::PromptSettings;
 use crate::config::LlamaConfig;
 use crate::llama::{Llama, LoadError, WeightSource};
 use crate::peft::{self, PeftAdapters};
+use crate::train::run_dir;
 use burn::tensor::TensorData;
 use burn::tensor::backend::Backend;
 use forge_model::gguf::Gguf;
@@ -315,6 +316,17 @@ pub fn read_config_json(dir: &Path) -> Result<serde_json::Value, LoadError> {
                 peft::CONFIG,
                 dir.display()
             )
+        } else if dir.join(run_dir::CONFIG).is_file() {
+            let trained = dir.join(run_dir::FINAL);
+            let models = if trained.is_dir() {
+                format!("its trained model is {}", trained.display())
+            } else {
+                format!(
+                    "it has no trained model yet, its checkpoints are in {}",
+                    dir.join(run_dir::CHECKPOINTS).display()
+                )
+            };
+            format!("a `forge train` run directory, not a model: {models}")
         } else {
             format!(
                 "not a checkpoint directory: it has no {CONFIG} (a checkpoint holds {CONFIG}, {WEIGHTS} and {TOKENIZER})"

@@ -20,7 +20,7 @@ mod metrics;
 pub mod objective;
 mod optimizer;
 pub mod rollout;
-mod run_dir;
+pub(crate) mod run_dir;
 pub mod scores;
 
 use crate::Cpu;
@@ -483,7 +483,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             }
         }
         let complete = self.position.step == total;
-        let final_model = self.dir.join("final");
+        let final_model = self.dir.join(run_dir::FINAL);
         if complete {
             self.save_model(&final_model)?;
         }

@@ -9,8 +9,10 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 pub(super) const METRICS: &str = "metrics.jsonl";
-pub(super) const CONFIG: &str = "config.toml";
-pub(super) const CHECKPOINTS: &str = "checkpoints";
+pub(crate) const CONFIG: &str = "config.toml";
+pub(crate) const CHECKPOINTS: &str = "checkpoints";
+/// The trained model of a complete run.
+pub(crate) const FINAL: &str = "final";
 pub(super) const LATEST: &str = "latest";
 pub(super) const OPTIMIZER: &str = "optimizer";
 pub(super) const POSITION: &str = "position.json";
