@@ -1097,6 +1097,63 @@ fn the_gpu_training_script_runs_on_the_cpu() {
 }
 
 #[test]
+fn a_run_on_two_environments_reports_held_out_success_for_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let envs = dir.path().join("envs");
+    let output = forge(&[
+        "synth",
+        "env-templates/train/lamps.toml",
+        "--out",
+        envs.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let shop = export_example(dir.path());
+    let small = dir.path().join("small.toml");
+    std::fs::write(
+        &small,
+        "[tasks]\nmax_turns = 2\n[sft]\nsteps = 2\n[rl]\nsteps = 0\n[eval]\nmax_new_tokens = 8\n",
+    )
+    .unwrap();
+    let run = dir.path().join("run");
+    summary(&train(&[
+        "--preset",
+        "smoke",
+        "--config",
+        small.to_str().unwrap(),
+        "--env",
+        envs.join("lamps").to_str().unwrap(),
+        "--env",
+        shop.to_str().unwrap(),
+        "--run-dir",
+        run.to_str().unwrap(),
+        "--json",
+    ]));
+    let evals: Vec<Value> = jsonl(&run.join("metrics.jsonl"))
+        .into_iter()
+        .filter(|line| line["kind"] == "eval")
+        .collect();
+    assert_eq!(evals.len(), 2, "at the start and the end");
+    for eval in &evals {
+        let by_environment = eval["heldout_success_by_environment"].as_object().unwrap();
+        let names: Vec<&str> = by_environment.keys().map(String::as_str).collect();
+        assert_eq!(names, ["lamps", "shop"], "{eval}");
+    }
+    // `forge compare` shows them side by side, before and after.
+    let output = forge(&["compare", run.to_str().unwrap()]);
+    let text = stdout(&output);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let header = text
+        .lines()
+        .find(|line| line.contains("lamps"))
+        .unwrap_or_else(|| panic!("no column per environment: {text}"));
+    assert!(header.contains("shop"), "{text}");
+    assert!(
+        text.contains("held-out success by environment, before → after"),
+        "{text}"
+    );
+}
+
+#[test]
 fn compare_refuses_a_directory_that_is_neither_run_nor_evaluation() {
     let dir = tempfile::tempdir().unwrap();
     let output = forge(&["compare", dir.path().to_str().unwrap()]);

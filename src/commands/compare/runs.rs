@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use forge_trainer::train::{Metrics, read_metrics};
 use serde::Serialize;
 use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -75,11 +76,21 @@ impl Run {
             .unwrap_or(0)
     }
 
+    /// The held-out evaluation at `step`.
+    fn eval_at(&self, step: usize) -> Option<&Metrics> {
+        self.lines("eval").find(|line| line.step == step)
+    }
+
     /// Held-out success as evaluated at `step`.
     fn heldout_at(&self, step: usize) -> Option<f64> {
-        self.lines("eval")
-            .filter(|line| line.step == step)
-            .find_map(|line| line.heldout_success)
+        self.eval_at(step)?.heldout_success
+    }
+
+    /// The evaluation a continuation starts from: its own at step 0, or
+    /// the last of the run it continues.
+    fn first_eval<'a>(&'a self, parent: Option<&'a Run>) -> Option<&'a Metrics> {
+        self.eval_at(0)
+            .or_else(|| parent.and_then(|parent| parent.eval_at(parent.last_step())))
     }
 
     /// Where `model.init` points, when it names a path that exists.
@@ -146,6 +157,9 @@ struct Row {
     /// At the last step (absent when the run was not evaluated there).
     heldout_after: Option<f64>,
     heldout_best: Option<f64>,
+    /// `before` and `after`, each environment's held-out tasks apart.
+    heldout_before_by_environment: Option<BTreeMap<String, f64>>,
+    heldout_after_by_environment: Option<BTreeMap<String, f64>>,
     /// Means over the RL steps.
     rl_reward: Option<f64>,
     masked_share: Option<f64>,
@@ -166,22 +180,25 @@ impl Row {
         let sft: Vec<&Metrics> = run.lines("sft").collect();
         let rl: Vec<&Metrics> = run.lines("rl").collect();
         let steps: Vec<&Metrics> = sft.iter().chain(&rl).copied().collect();
-        let before = run
-            .heldout_at(0)
-            .or_else(|| parent.and_then(|(_, parent)| parent.heldout_at(parent.last_step())));
+        let before = run.first_eval(parent.map(|(_, parent)| parent));
         let after_sft = sft.last().and_then(|last| run.heldout_at(last.step));
         let after = (!steps.is_empty())
-            .then(|| run.heldout_at(run.last_step()))
+            .then(|| run.eval_at(run.last_step()))
             .flatten();
+        let by_environment = |eval: Option<&Metrics>| {
+            eval.and_then(|eval| eval.heldout_success_by_environment.clone())
+        };
         Self {
             run: label.to_owned(),
             dir: run.dir.clone(),
             starts_from: parent.map(|(label, _)| label.to_owned()),
             sft_steps: sft.len(),
             rl_steps: rl.len(),
-            heldout_before: before,
+            heldout_before: before.and_then(|eval| eval.heldout_success),
             heldout_after_sft: after_sft,
-            heldout_after: after,
+            heldout_after: after.and_then(|eval| eval.heldout_success),
+            heldout_before_by_environment: by_environment(before),
+            heldout_after_by_environment: by_environment(after),
             heldout_best: maximum(run.lines("eval").filter_map(|line| line.heldout_success)),
             rl_reward: mean(rl.iter().filter_map(|line| line.reward)),
             masked_share: mean(rl.iter().filter_map(|line| line.masked_share)),
@@ -257,6 +274,7 @@ fn tables(rows: &[Row]) -> String {
          over RL steps; train tok/s over all steps. lp gap: the largest gap between sampled and \
          retrained log-probs; max |g|: the largest gradient norm before clipping. s: seconds."
     );
+    write_by_environment(&mut text, rows);
     let mut parents: Vec<&str> = Vec::new();
     for parent in rows.iter().filter_map(|row| row.starts_from.as_deref()) {
         if !parents.contains(&parent) {
@@ -282,6 +300,47 @@ fn tables(rows: &[Row]) -> String {
         );
     }
     text
+}
+
+/// Where the runs evaluated more than one environment, held-out success
+/// `before → after` for each, a column per environment.
+fn write_by_environment(text: &mut String, rows: &[Row]) {
+    let environments: BTreeSet<&str> = rows
+        .iter()
+        .flat_map(|row| {
+            [
+                &row.heldout_before_by_environment,
+                &row.heldout_after_by_environment,
+            ]
+        })
+        .flatten()
+        .flat_map(|by_environment| by_environment.keys().map(String::as_str))
+        .collect();
+    if environments.len() < 2 {
+        return;
+    }
+    let _ = writeln!(text, "held-out success by environment, before → after:");
+    let mut header = vec!["run"];
+    header.extend(&environments);
+    let mut table = output::table(&header);
+    for row in rows {
+        let at = |by_environment: &Option<BTreeMap<String, f64>>, environment: &str| {
+            by_environment
+                .as_ref()
+                .and_then(|by_environment| by_environment.get(environment))
+                .map_or_else(|| "-".to_owned(), |success| format!("{success:.3}"))
+        };
+        let mut cells = vec![row.run.clone()];
+        cells.extend(environments.iter().map(|environment| {
+            format!(
+                "{} → {}",
+                at(&row.heldout_before_by_environment, environment),
+                at(&row.heldout_after_by_environment, environment)
+            )
+        }));
+        table.add_row(cells);
+    }
+    let _ = writeln!(text, "{table}");
 }
 
 /// Held-out success and RL reward by step, a curve per run on a shared step
@@ -418,6 +477,39 @@ mod tests {
         // The SFT run has no RL reward curve.
         assert_eq!(panels[1].curves.len(), 1);
         assert_eq!(panels[1].curves[0].points, [(3.0, 0.3), (4.0, 0.7)]);
+    }
+
+    #[test]
+    fn each_environment_is_read_before_and_after() {
+        let by = |lamps: f64, shop: f64| Metrics {
+            heldout_success_by_environment: Some(
+                [("lamps".to_owned(), lamps), ("shop".to_owned(), shop)].into(),
+            ),
+            ..eval(2, (lamps + shop) / 2.0)
+        };
+        let parent = run(
+            json!({}),
+            vec![line("sft", 1), line("sft", 2), by(0.5, 0.25)],
+        );
+        let child = run(json!({}), vec![rl(1, 0.3), rl(2, 0.7), by(0.75, 0.5)]);
+        let row = Row::new("rl", &child, Some(("sft", &parent)));
+        let (before, after) = (
+            row.heldout_before_by_environment.as_ref().unwrap(),
+            row.heldout_after_by_environment.as_ref().unwrap(),
+        );
+        assert_eq!((before["lamps"], before["shop"]), (0.5, 0.25));
+        assert_eq!((after["lamps"], after["shop"]), (0.75, 0.5));
+        let mut text = String::new();
+        write_by_environment(&mut text, &[row]);
+        assert!(
+            text.contains("0.500 → 0.750") && text.contains("0.250 → 0.500"),
+            "{text}"
+        );
+        // One environment needs no table of its own.
+        let single = run(json!({}), vec![line("sft", 1), eval(1, 0.5)]);
+        let mut text = String::new();
+        write_by_environment(&mut text, &[Row::new("one", &single, None)]);
+        assert!(text.is_empty(), "{text}");
     }
 
     #[test]

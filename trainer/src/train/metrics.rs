@@ -3,6 +3,7 @@
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
@@ -75,6 +76,10 @@ pub struct Metrics {
     /// Eval: success share on the held-out tasks (greedy decoding).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub heldout_success: Option<f64>,
+    /// Eval: the same, each environment's held-out tasks apart: a run on
+    /// many environments may gain on some and lose on others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heldout_success_by_environment: Option<BTreeMap<String, f64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seconds: Option<f64>,
 }

@@ -51,6 +51,7 @@ use run_dir::{
     checkpoint_name, read_latest, read_position, save_config,
 };
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -841,11 +842,20 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             .into_iter()
             .map(|rollout| rollout.record)
             .collect();
-        let successes = records
-            .iter()
-            .filter(|record| record.verdict.reward >= 1.0)
-            .count();
-        let episodes = records.len();
+        // (successes, episodes), over all and by environment.
+        let mut overall = (0, 0);
+        let mut by_environment: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+        for record in &records {
+            let success = usize::from(record.verdict.reward >= 1.0);
+            let counts = by_environment
+                .entry(record.environment.name.as_str())
+                .or_default();
+            for (successes, episodes) in [counts, &mut overall] {
+                *successes += success;
+                *episodes += 1;
+            }
+        }
+        let share = |(successes, episodes): (usize, usize)| successes as f64 / episodes as f64;
         // The episodes themselves, for reading what the policy does (and
         // `forge replay`): one file per evaluation.
         let mut file = self.episodes_file("eval", self.position.step)?;
@@ -855,7 +865,13 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let metrics = Metrics {
             kind: "eval".into(),
             step: self.position.step,
-            heldout_success: Some(successes as f64 / episodes as f64),
+            heldout_success: Some(share(overall)),
+            heldout_success_by_environment: Some(
+                by_environment
+                    .into_iter()
+                    .map(|(name, counts)| (name.to_owned(), share(counts)))
+                    .collect(),
+            ),
             seconds: Some(started.elapsed().as_secs_f64()),
             ..Metrics::default()
         };
