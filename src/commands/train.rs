@@ -543,7 +543,8 @@ fn synthesize(docs: &[AnyDoc], config: &SynthConfig, out: &Path, quiet: bool) ->
     Ok(())
 }
 
-/// The progress bar: steps, with the latest loss, reward and held-out success.
+/// The progress bar: steps, with the latest loss, reward, held-out success
+/// and throughput (tokens trained, and sampled in rollouts, per second).
 /// Where stderr is no terminal (a job's log file), the bar cannot draw, so
 /// each evaluation and checkpoint is a line there instead.
 struct Progress {
@@ -553,6 +554,8 @@ struct Progress {
     loss: Option<f64>,
     reward: Option<f64>,
     heldout: Option<f64>,
+    trained_per_s: Option<f64>,
+    sampled_per_s: Option<f64>,
 }
 
 impl Progress {
@@ -564,6 +567,8 @@ impl Progress {
             loss: None,
             reward: None,
             heldout: None,
+            trained_per_s: None,
+            sampled_per_s: None,
         }
     }
 }
@@ -574,8 +579,10 @@ impl Observer for Progress {
             "eval" => self.heldout = metrics.heldout_success,
             kind => {
                 self.loss = metrics.loss;
+                self.trained_per_s = metrics.train_tokens_per_s;
                 if kind == "rl" {
                     self.reward = metrics.reward;
+                    self.sampled_per_s = metrics.rollout_tokens_per_s;
                 }
                 self.bar.set_position(metrics.step as u64);
             }
@@ -583,11 +590,16 @@ impl Observer for Progress {
         let show = |label: &str, value: Option<f64>| {
             value.map_or(String::new(), |value| format!("{label} {value:.3}  "))
         };
+        let rate = |label: &str, value: Option<f64>| {
+            value.map_or(String::new(), |value| format!("{value:.0} tok/s {label}  "))
+        };
         let message = format!(
-            "{}{}{}",
+            "{}{}{}{}{}",
             show("loss", self.loss),
             show("reward", self.reward),
-            show("held-out", self.heldout)
+            show("held-out", self.heldout),
+            rate("trained", self.trained_per_s),
+            rate("sampled", self.sampled_per_s),
         );
         if self.log && metrics.kind == "eval" {
             eprintln!(

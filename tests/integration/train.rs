@@ -554,7 +554,12 @@ fn an_interrupted_run_resumes_exactly() {
     // With no terminal to draw the bar on, evaluations and checkpoints are
     // lines of the log.
     let log = stderr(&output);
-    for line in ["step 0/5  held-out 0.000", "step 5/5  loss", "checkpoint "] {
+    for line in [
+        "step 0/5  held-out 0.000",
+        "step 5/5  loss",
+        "tok/s trained",
+        "checkpoint ",
+    ] {
         assert!(log.contains(line), "{line:?} in {log}");
     }
     assert_eq!(
