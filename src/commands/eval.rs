@@ -204,7 +204,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     std::fs::write(dir.join(REPORT), serde_json::to_vec_pretty(&report)?)?;
     std::fs::write(
         dir.join("report.md"),
-        markdown(&report, &pass, mean_flip, &ended),
+        markdown(&report, &pass, mean_flip, &ended, &outcomes),
     )?;
     chart(&dir.join("pass_k.svg"), &label, &pass)?;
     if args.json {
@@ -219,9 +219,11 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
             ]);
         }
         println!("{table}");
+        let (always, sometimes, never) = solved(&outcomes);
         println!(
-            "{} on {}, user {} ({} × {}; {} run, {} resumed); mean flip rate {mean_flip:.3}; \
-             episodes ended: {ended}; report in {}",
+            "{} on {}, user {} ({} × {}; {} run, {} resumed); tasks solved always {always}, \
+             sometimes {sometimes}, never {never}; mean flip rate {mean_flip:.3}; episodes \
+             ended: {ended}; report in {}",
             label,
             env.name(),
             agents.user_label(),
@@ -343,7 +345,26 @@ fn chart(path: &std::path::Path, label: &str, pass: &[PassK]) -> Result<()> {
     draw().map_err(|err| anyhow::anyhow!("drawing {}: {err}", path.display()))
 }
 
-fn markdown(report: &serde_json::Value, pass: &[PassK], mean_flip: f64, ended: &str) -> String {
+/// How many tasks every trial solved, some did, and none did.
+fn solved(outcomes: &BTreeMap<String, Vec<bool>>) -> (usize, usize, usize) {
+    let mut counts = (0, 0, 0);
+    for trials in outcomes.values() {
+        match (trials.iter().all(|&s| s), trials.iter().any(|&s| s)) {
+            (true, _) => counts.0 += 1,
+            (false, true) => counts.1 += 1,
+            (false, false) => counts.2 += 1,
+        }
+    }
+    counts
+}
+
+fn markdown(
+    report: &serde_json::Value,
+    pass: &[PassK],
+    mean_flip: f64,
+    ended: &str,
+    outcomes: &BTreeMap<String, Vec<bool>>,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -366,11 +387,36 @@ fn markdown(report: &serde_json::Value, pass: &[PassK], mean_flip: f64, ended: &
             row.k, row.value, row.ci_low, row.ci_high
         );
     }
+    let (always, sometimes, never) = solved(outcomes);
     let _ = writeln!(
         out,
-        "\nMean flip rate across trials: {mean_flip:.3}. Episodes ended: {ended}.\n\n\
-         ![pass^k](pass_k.svg)"
+        "\nTasks solved in every trial: {always}; in some: {sometimes}; in none: {never}. \
+         Mean flip rate across trials: {mean_flip:.3}. Episodes ended: {ended}.\n\n\
+         ![pass^k](pass_k.svg)\n"
     );
+    // Each task, the least solved first: where to look.
+    let _ = writeln!(
+        out,
+        "## Tasks\n\n| task | solved | flip rate |\n| --- | --- | --- |"
+    );
+    let mut tasks: Vec<(&String, usize, &Vec<bool>)> = outcomes
+        .iter()
+        .map(|(task, trials)| (task, trials.iter().filter(|&&s| s).count(), trials))
+        .collect();
+    tasks.sort_by(|a, b| {
+        let share = |(_, solved, trials): &(&String, usize, &Vec<bool>)| {
+            *solved as f64 / trials.len().max(1) as f64
+        };
+        share(a).total_cmp(&share(b)).then(a.0.cmp(b.0))
+    });
+    for (task, successes, trials) in tasks {
+        let _ = writeln!(
+            out,
+            "| {task} | {successes}/{} | {:.3} |",
+            trials.len(),
+            flip_rate(trials)
+        );
+    }
     out
 }
 

@@ -578,6 +578,19 @@ fn compare_measures_evaluations_against_a_baseline_task_by_task() {
         "--model",
         "stub",
     ]);
+    // Each report counts the tasks solved always, sometimes and never, and
+    // lists them, the least solved first.
+    let report = std::fs::read_to_string(half.join("report.md")).unwrap();
+    assert!(
+        report.contains("Tasks solved in every trial: 3; in some: 0; in none: 3."),
+        "{report}"
+    );
+    let rows: Vec<&str> = report
+        .lines()
+        .filter(|line| line.starts_with("| shop-"))
+        .collect();
+    assert_eq!(rows[0], "| shop-02 | 0/2 | 0.000 |", "{report}");
+    assert_eq!(rows[5], "| shop-05 | 2/2 | 0.000 |", "{report}");
     let dirs = [
         gold.to_str().unwrap(),
         random.to_str().unwrap(),
