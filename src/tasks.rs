@@ -6,18 +6,20 @@ use clap::Args;
 use forge_runtime::episode::EpisodeSettings;
 use forge_runtime::{Environment, PreparedTask, episode_seed};
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::str::FromStr;
 
 #[derive(Args, Debug)]
 pub struct PlayArgs {
     /// `all`, `first:N` (or a bare N where tasks are not numbered): the
     /// first N tasks, `split:NAME`: the tasks of one of the environment's
-    /// named splits (τ²-bench's leaderboard `base`, a `test` split), or task
-    /// ids separated by commas.
+    /// named splits (τ²-bench's leaderboard `base`, a `test` split),
+    /// `heldout:RUN_DIR`: the tasks a `forge train` run on this environment
+    /// holds out (never trains on), or task ids separated by commas.
     #[arg(
         long,
         default_value = "all",
-        value_name = "all|N|first:N|split:NAME|ID,ID"
+        value_name = "all|N|first:N|split:NAME|heldout:RUN_DIR|ID,ID"
     )]
     pub tasks: TaskSelection,
     /// Seed of the run; each episode's seed derives from it, the task and
@@ -61,6 +63,8 @@ pub enum TaskSelection {
     All,
     First(usize),
     Split(String),
+    /// `heldout:RUN_DIR`: the tasks a training run holds out.
+    HeldOut(PathBuf),
     Ids(Vec<String>),
 }
 
@@ -77,6 +81,12 @@ impl FromStr for TaskSelection {
                 _ => Err(format!(
                     "`first:` takes a whole number of at least 1, not `{count}`"
                 )),
+            };
+        }
+        if let Some(run) = text.strip_prefix("heldout:") {
+            return match run.trim() {
+                "" => Err("`heldout:` takes a `forge train` run directory".into()),
+                run => Ok(Self::HeldOut(PathBuf::from(run))),
             };
         }
         if let Some(name) = text.strip_prefix("split:") {
@@ -109,6 +119,17 @@ impl TaskSelection {
         let tasks = env.tasks();
         if tasks.is_empty() {
             bail!("environment `{}` has no tasks", env.name());
+        }
+        if let Self::HeldOut(run) = self {
+            let heldout = crate::commands::train::heldout_tasks(run, env)?;
+            if heldout.is_empty() {
+                bail!(
+                    "the run in {} holds out no task of environment `{}`",
+                    run.display(),
+                    env.name()
+                );
+            }
+            return Ok(heldout.into_iter().map(|at| &tasks[at]).collect());
         }
         let ids: Vec<&str> = tasks.iter().map(|task| task.task.id.as_str()).collect();
         let manifest = &env.bundle().manifest;
@@ -154,6 +175,7 @@ impl TaskSelection {
                     .filter(|&at| members.contains(ids[at]))
                     .collect())
             }
+            Self::HeldOut(_) => unreachable!("select reads a run's held-out tasks itself"),
             Self::Ids(named) => {
                 if let [only] = named.as_slice()
                     && !numbered(ids)
@@ -215,6 +237,14 @@ mod tests {
     }
 
     #[test]
+    fn a_runs_held_out_tasks_are_named_by_its_directory() {
+        assert_eq!(
+            "heldout:runs/a".parse::<TaskSelection>(),
+            Ok(TaskSelection::HeldOut(PathBuf::from("runs/a")))
+        );
+    }
+
+    #[test]
     fn selections_that_mean_nothing_are_refused() {
         for (text, says) in [
             ("a,a", "`a` is named twice"),
@@ -222,6 +252,7 @@ mod tests {
             ("first:0", "not `0`"),
             ("first:x", "not `x`"),
             ("split:", "takes the name"),
+            ("heldout: ", "takes a `forge train` run directory"),
         ] {
             let err = text.parse::<TaskSelection>().unwrap_err();
             assert!(err.contains(says), "{text}: {err}");

@@ -368,11 +368,8 @@ fn bundles(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<Bundle>> {
         if !args.env.is_empty() || !args.suite.is_empty() {
             bail!("--resume trains on the run's own environments; drop --env and --suite");
         }
-        let text = std::fs::read_to_string(&record)
-            .with_context(|| format!("reading {} to resume the run", record.display()))?;
-        let recorded: Vec<RecordedBundle> =
-            serde_json::from_str(&text).with_context(|| format!("parsing {}", record.display()))?;
-        return recorded
+        return recorded_bundles(run_dir)
+            .context("resuming the run")?
             .iter()
             .map(|recorded| recorded.read(run_dir))
             .collect();
@@ -436,6 +433,58 @@ fn bundles(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<Bundle>> {
     std::fs::write(&record, serde_json::to_string_pretty(&recorded)?)
         .with_context(|| format!("writing {}", record.display()))?;
     Ok(bundles)
+}
+
+/// The bundles the run in `run_dir` trains on, as its `envs.json` records them.
+fn recorded_bundles(run_dir: &Path) -> Result<Vec<RecordedBundle>> {
+    let record = run_dir.join(ENVS_FILE);
+    let text = std::fs::read_to_string(&record)
+        .with_context(|| format!("reading {}", record.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", record.display()))
+}
+
+/// The tasks of `env` that the run in `run_dir` holds out (and never trains
+/// on), as indices in the environment's order: `env` must be one the run
+/// trains on, as it was then, or the split would not be the run's.
+pub(crate) fn heldout_tasks(run_dir: &Path, env: &Environment) -> Result<Vec<usize>> {
+    let config = run_dir.join(CONFIG_FILE);
+    let text = std::fs::read_to_string(&config).with_context(|| {
+        format!(
+            "reading {}: `heldout:` names a `forge train` run directory",
+            config.display()
+        )
+    })?;
+    let config: TrainConfig =
+        toml::from_str(&text).with_context(|| format!("reading {}", config.display()))?;
+    let mut hashes = Vec::new();
+    for recorded in recorded_bundles(run_dir)? {
+        hashes.push(match recorded {
+            RecordedBundle::Dir {
+                content_hash: Some(hash),
+                ..
+            }
+            | RecordedBundle::Suite {
+                content_hash: Some(hash),
+                ..
+            } => hash,
+            recorded => recorded.read(run_dir)?.content_hash(),
+        });
+    }
+    if !hashes.iter().any(|hash| hash == env.content_hash()) {
+        bail!(
+            "environment `{}` ({}) is not one the run in {} trains on (its: {}): its held-out \
+             tasks are those of the run's own environments, as they were",
+            env.name(),
+            output::short_hash(env.content_hash()),
+            run_dir.display(),
+            hashes
+                .iter()
+                .map(|hash| output::short_hash(hash))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    forge_trainer::train::data::heldout_tasks(env, &config.tasks, config.seed)
 }
 
 /// A bundle a run trains on, as `envs.json` records it.

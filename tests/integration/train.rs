@@ -1156,6 +1156,45 @@ fn a_run_on_two_environments_reports_held_out_success_for_each() {
         text.contains("held-out success by environment, before → after"),
         "{text}"
     );
+
+    // `--tasks heldout:RUN` plays exactly the tasks the run evaluated (and
+    // never trained on), environment by environment.
+    let evaluated = jsonl(&run.join("episodes/eval-step-000000.jsonl"));
+    let heldout = format!("heldout:{}", run.display());
+    for env in [envs.join("lamps"), shop.clone()] {
+        let output = forge(&[
+            "run",
+            "--env",
+            env.to_str().unwrap(),
+            "--tasks",
+            &heldout,
+            "--json",
+        ]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let played: Vec<String> = json_lines(&output)
+            .iter()
+            .filter_map(|line| line["task_id"].as_str().map(str::to_owned))
+            .collect();
+        let name = played[0].split('-').next().unwrap().to_owned();
+        let mut expected: Vec<String> = evaluated
+            .iter()
+            .map(|episode| episode["task_id"].as_str().unwrap().to_owned())
+            .filter(|task| task.starts_with(&name))
+            .collect();
+        expected.sort();
+        assert_eq!(played, expected, "{}", env.display());
+    }
+    // An environment the run does not train on has no held-out tasks of it.
+    let other = dir.path().join("other");
+    let output = forge(&["example", other.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let manifest = other.join("manifest.json");
+    let renamed = std::fs::read_to_string(&manifest)
+        .unwrap()
+        .replacen("\"shop\"", "\"other\"", 1);
+    std::fs::write(&manifest, renamed).unwrap();
+    let output = forge(&["run", "--env", other.to_str().unwrap(), "--tasks", &heldout]);
+    assert_refused(&output, "is not one the run in");
 }
 
 #[test]

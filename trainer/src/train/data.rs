@@ -40,21 +40,7 @@ impl<'a> Workload<'a> {
         tasks: &TasksSection,
         seed: u64,
     ) -> Result<Self> {
-        let candidates = match tasks.train_split.as_str() {
-            "" => (0..env.tasks().len()).collect(),
-            name => split_tasks(env, name, "tasks.train_split")?,
-        };
-        let (train, heldout) = match tasks.heldout_split.as_str() {
-            "" => hold_out_share(env, candidates, tasks, seed),
-            name => {
-                let heldout = split_tasks(env, name, "tasks.heldout_split")?;
-                let train = candidates
-                    .into_iter()
-                    .filter(|index| !heldout.contains(index))
-                    .collect();
-                (train, heldout)
-            }
-        };
+        let (train, heldout) = partition(env, tasks, seed)?;
         Ok(Self {
             env,
             style,
@@ -66,6 +52,39 @@ impl<'a> Workload<'a> {
     pub fn task(&self, index: usize) -> &'a PreparedTask {
         &self.env.tasks()[index]
     }
+}
+
+/// The tasks of `env` a run under `tasks` and `seed` holds out (indices, in
+/// the environment's order): those it evaluates and never trains on, for
+/// `forge eval --tasks heldout:RUN` to measure the trained model on.
+pub fn heldout_tasks(env: &Environment, tasks: &TasksSection, seed: u64) -> Result<Vec<usize>> {
+    let (_, mut heldout) = partition(env, tasks, seed)?;
+    heldout.sort_unstable();
+    Ok(heldout)
+}
+
+/// (training, held-out) task indices, as [`Workload::split`] says.
+fn partition(
+    env: &Environment,
+    tasks: &TasksSection,
+    seed: u64,
+) -> Result<(Vec<usize>, Vec<usize>)> {
+    let candidates = match tasks.train_split.as_str() {
+        "" => (0..env.tasks().len()).collect(),
+        name => split_tasks(env, name, "tasks.train_split")?,
+    };
+    let (train, heldout) = match tasks.heldout_split.as_str() {
+        "" => hold_out_share(env, candidates, tasks, seed),
+        name => {
+            let heldout = split_tasks(env, name, "tasks.heldout_split")?;
+            let train = candidates
+                .into_iter()
+                .filter(|index| !heldout.contains(index))
+                .collect();
+            (train, heldout)
+        }
+    };
+    Ok((train, heldout))
 }
 
 /// The indices of the tasks of `env`'s split `name` (named by `key`), in
