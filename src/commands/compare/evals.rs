@@ -155,24 +155,32 @@ impl<'a> Row<'a> {
     }
 }
 
-/// An evaluation against the baseline, over the tasks both ran.
+/// An evaluation against the baseline.
 #[derive(Debug, Serialize)]
 struct Against {
     evaluation: String,
     baseline: String,
-    /// `None` where the two evaluated different environments (then the
-    /// rest is empty): their tasks are not the same tasks.
-    shared_tasks: Option<usize>,
-    /// Mean over the shared tasks of (success rate here − the baseline's).
-    success_difference: Option<f64>,
-    ci_low: Option<f64>,
-    ci_high: Option<f64>,
+    /// Absent where the two evaluated different environments: their tasks
+    /// are not the same tasks.
+    #[serde(flatten)]
+    paired: Option<Paired>,
+}
+
+/// An evaluation against the baseline over the tasks both ran.
+#[derive(Debug, Serialize)]
+struct Paired {
+    shared_tasks: usize,
+    /// Mean over the shared tasks of (success rate here − the baseline's),
+    /// with its paired bootstrap interval.
+    success_difference: f64,
+    ci_low: f64,
+    ci_high: f64,
     /// Tasks solved more often here, and less often.
     better: Vec<String>,
     worse: Vec<String>,
     same: usize,
     /// The sign test of better against worse.
-    sign_test_p: Option<f64>,
+    sign_test_p: f64,
 }
 
 impl Against {
@@ -183,21 +191,20 @@ impl Against {
         evaluation: &Evaluation,
         bootstrap: usize,
     ) -> Result<Self> {
-        let mut against = Self {
+        let same_environment = evaluation.report.content_hash == baseline.report.content_hash;
+        Ok(Self {
             evaluation: label.to_owned(),
             baseline: baseline_label.to_owned(),
-            shared_tasks: None,
-            success_difference: None,
-            ci_low: None,
-            ci_high: None,
-            better: Vec::new(),
-            worse: Vec::new(),
-            same: 0,
-            sign_test_p: None,
-        };
-        if evaluation.report.content_hash != baseline.report.content_hash {
-            return Ok(against);
-        }
+            paired: match same_environment {
+                true => Some(Paired::new(baseline, evaluation, bootstrap)?),
+                false => None,
+            },
+        })
+    }
+}
+
+impl Paired {
+    fn new(baseline: &Evaluation, evaluation: &Evaluation, bootstrap: usize) -> Result<Self> {
         let base = baseline.success_rates()?;
         let paired: Vec<(&str, f64)> = evaluation
             .success_rates()?
@@ -218,7 +225,7 @@ impl Against {
                 total / differences.len() as f64
             })
             .collect();
-        let (low, high) = percentile_interval(draws, mean);
+        let (ci_low, ci_high) = percentile_interval(draws, mean);
         let named = |keep: fn(f64) -> bool| -> Vec<String> {
             paired
                 .iter()
@@ -226,18 +233,18 @@ impl Against {
                 .map(|(task, _)| (*task).to_owned())
                 .collect()
         };
-        against.better = named(|difference| difference > 0.0);
-        against.worse = named(|difference| difference < 0.0);
-        against.same = paired.len() - against.better.len() - against.worse.len();
-        against.shared_tasks = Some(paired.len());
-        against.success_difference = Some(mean);
-        against.ci_low = Some(low);
-        against.ci_high = Some(high);
-        against.sign_test_p = Some(sign_test(
-            against.better.len() as u64,
-            against.worse.len() as u64,
-        ));
-        Ok(against)
+        let better = named(|difference| difference > 0.0);
+        let worse = named(|difference| difference < 0.0);
+        Ok(Self {
+            shared_tasks: paired.len(),
+            success_difference: mean,
+            ci_low,
+            ci_high,
+            same: paired.len() - better.len() - worse.len(),
+            sign_test_p: sign_test(better.len() as u64, worse.len() as u64),
+            better,
+            worse,
+        })
     }
 }
 
@@ -299,32 +306,32 @@ fn tables(rows: &[Row], against: &[Against]) -> String {
         "sign test p",
     ]);
     for row in against {
-        let Some(shared) = row.shared_tasks else {
+        let Some(paired) = &row.paired else {
             table.add_row(vec![
                 row.evaluation.clone(),
                 "another environment".to_owned(),
             ]);
             continue;
         };
-        let signed = |value: Option<f64>| format!("{:+.3}", value.unwrap_or_default());
         table.add_row(vec![
             row.evaluation.clone(),
-            shared.to_string(),
+            paired.shared_tasks.to_string(),
             format!(
-                "{} [{}, {}]",
-                signed(row.success_difference),
-                signed(row.ci_low),
-                signed(row.ci_high)
+                "{:+.3} [{:+.3}, {:+.3}]",
+                paired.success_difference, paired.ci_low, paired.ci_high
             ),
-            row.better.len().to_string(),
-            row.worse.len().to_string(),
-            row.same.to_string(),
-            probability(row.sign_test_p.unwrap_or(1.0)),
+            paired.better.len().to_string(),
+            paired.worse.len().to_string(),
+            paired.same.to_string(),
+            probability(paired.sign_test_p),
         ]);
     }
     let _ = writeln!(text, "{table}");
     for row in against {
-        for (how, tasks) in [("better", &row.better), ("worse", &row.worse)] {
+        let Some(paired) = &row.paired else {
+            continue;
+        };
+        for (how, tasks) in [("better", &paired.better), ("worse", &paired.worse)] {
             if tasks.is_empty() {
                 continue;
             }
@@ -422,22 +429,19 @@ mod tests {
                 ("new", &[false, false]),
             ],
         );
-        let against = Against::new("trained", "base", &baseline, &trained, 200).unwrap();
+        let paired = Paired::new(&baseline, &trained, 200).unwrap();
         // Over a, b, c: +1, +0.5, −0.5.
-        assert_eq!(against.shared_tasks, Some(3));
-        assert!((against.success_difference.unwrap() - 1.0 / 3.0).abs() < 1e-12);
-        assert_eq!(against.better, ["a", "b"]);
-        assert_eq!(against.worse, ["c"]);
-        assert_eq!(against.same, 0);
-        assert_eq!(against.sign_test_p, Some(1.0));
-        let (low, high) = (against.ci_low.unwrap(), against.ci_high.unwrap());
+        assert_eq!(paired.shared_tasks, 3);
+        assert!((paired.success_difference - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(paired.better, ["a", "b"]);
+        assert_eq!(paired.worse, ["c"]);
+        assert_eq!(paired.same, 0);
+        assert_eq!(paired.sign_test_p, 1.0);
+        let (low, high) = (paired.ci_low, paired.ci_high);
         assert!((-0.5..=1.0).contains(&low) && low <= high && high <= 1.0);
         // The same evaluations give the same interval.
-        let again = Against::new("trained", "base", &baseline, &trained, 200).unwrap();
-        assert_eq!(
-            (again.ci_low, again.ci_high),
-            (against.ci_low, against.ci_high)
-        );
+        let again = Paired::new(&baseline, &trained, 200).unwrap();
+        assert_eq!((again.ci_low, again.ci_high), (low, high));
     }
 
     #[test]
@@ -445,8 +449,12 @@ mod tests {
         let baseline = evaluation("h", &[("a", &[true])]);
         let other = evaluation("other", &[("a", &[false])]);
         let against = Against::new("other", "base", &baseline, &other, 10).unwrap();
-        assert_eq!(against.shared_tasks, None);
-        assert!(against.worse.is_empty());
+        assert!(against.paired.is_none());
+        let json = serde_json::to_value(&against).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"evaluation": "other", "baseline": "base"})
+        );
     }
 
     #[test]
@@ -454,7 +462,7 @@ mod tests {
         let baseline = evaluation("h", &[("a", &[true])]);
         let mut old = evaluation("h", &[("a", &[true])]);
         old.report.outcomes = None;
-        let err = Against::new("old", "base", &baseline, &old, 10).unwrap_err();
+        let err = Paired::new(&baseline, &old, 10).unwrap_err();
         assert!(
             err.to_string().contains("run its `forge eval` again"),
             "{err}"
