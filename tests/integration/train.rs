@@ -1073,6 +1073,20 @@ fn the_gpu_training_script_runs_on_the_cpu() {
         table.contains(&format!("{} start from sft's model", rl_runs.join(", "))),
         "{table}"
     );
+    // Each RL run against the SFT run, task by task on the held-out tasks
+    // of their last evaluations.
+    let against = compared["against_first"].as_array().unwrap();
+    assert_eq!(against.len(), rl_runs.len());
+    for row in against {
+        assert_eq!(row["baseline"], "sft", "{row}");
+        let shared = row["shared_tasks"].as_u64().unwrap();
+        let counted = ["better", "worse"]
+            .iter()
+            .map(|how| row[how].as_array().unwrap().len() as u64)
+            .sum::<u64>()
+            + row["same"].as_u64().unwrap();
+        assert!(shared > 0 && counted == shared, "{row}");
+    }
     // What sets the runs apart, setting by setting, in the runs' order.
     let differences = compared["differences"].as_array().unwrap();
     let values = |key: &str| {

@@ -4,6 +4,7 @@
 //! model against the trained one) is read.
 
 mod evals;
+mod paired;
 mod runs;
 
 use crate::commands::eval::REPORT;
@@ -31,7 +32,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
     /// Bootstrap resamples of the tasks for the confidence interval of each
-    /// evaluation's difference from the baseline (evaluations only).
+    /// one's difference in success rate from the first [default: 1000].
     #[arg(long, value_name = "N", value_parser = crate::flags::at_least_one)]
     bootstrap: Option<usize>,
     /// Print one JSON object instead of the tables.
@@ -46,6 +47,7 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         .map(|dir| Kind::of(dir))
         .collect::<Result<Vec<_>>>()?;
     let labels = labels(&args.dirs);
+    let bootstrap = args.bootstrap.unwrap_or(paired::BOOTSTRAP);
     let first = |wanted: Kind| kinds.iter().position(|kind| *kind == wanted);
     let comparison = match (first(Kind::Run), first(Kind::Evaluation)) {
         (Some(run), Some(evaluation)) => bail!(
@@ -54,16 +56,8 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
             args.dirs[run].display(),
             args.dirs[evaluation].display()
         ),
-        (Some(_), None) => {
-            if args.bootstrap.is_some() {
-                bail!("--bootstrap is for evaluations; these are training runs");
-            }
-            runs::compare(&args.dirs, &labels)?
-        }
-        _ => {
-            let bootstrap = args.bootstrap.unwrap_or(evals::BOOTSTRAP);
-            evals::compare(&args.dirs, &labels, bootstrap)?
-        }
+        (Some(_), None) => runs::compare(&args.dirs, &labels, bootstrap)?,
+        _ => evals::compare(&args.dirs, &labels, bootstrap)?,
     };
     let differences = differing_settings(&comparison.settings);
     if let Some(path) = &args.plot {

@@ -3,18 +3,19 @@
 //! curves on a shared step axis.
 
 use super::Comparison;
+use super::paired::{Against, Paired, Wording, write_against};
 use crate::commands::train::{CONFIG_FILE, METRICS_FILE};
 use crate::output;
 use crate::plot::{self, Curve, Panel};
 use anyhow::{Context, Result};
-use forge_trainer::train::{Metrics, read_metrics};
+use forge_trainer::train::{Metrics, episodes_path, read_metrics};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-pub(super) fn compare(dirs: &[PathBuf], labels: &[String]) -> Result<Comparison> {
+pub(super) fn compare(dirs: &[PathBuf], labels: &[String], bootstrap: usize) -> Result<Comparison> {
     let runs = dirs
         .iter()
         .map(|dir| Run::read(dir))
@@ -29,13 +30,35 @@ pub(super) fn compare(dirs: &[PathBuf], labels: &[String]) -> Result<Comparison>
             Row::new(&labels[at], run, parent)
         })
         .collect();
+    let outcomes = runs
+        .iter()
+        .map(Run::last_outcomes)
+        .collect::<Result<Vec<_>>>()?;
+    let against: Vec<Against> = (1..runs.len())
+        .map(|at| Against {
+            name: labels[at].clone(),
+            baseline: labels[0].clone(),
+            paired: match (&outcomes[0], &outcomes[at]) {
+                (Some(first), Some(these)) => Some(Paired::new(first, these, bootstrap)),
+                _ => None,
+            },
+        })
+        .collect();
     let mut json = serde_json::Map::new();
     json.insert("runs".into(), serde_json::to_value(&rows)?);
+    json.insert("against_first".into(), serde_json::to_value(&against)?);
+    let mut text = tables(&rows);
+    let wording = Wording {
+        what: "run",
+        on: ", on the held-out tasks of each run's last evaluation (greedy: one episode a task)",
+        unpaired: "not evaluated at its last step",
+    };
+    write_against(&mut text, &against, &wording);
     Ok(Comparison {
         settings: runs.iter().map(|run| run.settings.clone()).collect(),
         panels: panels(&runs, labels, &rows, &offsets),
         json,
-        text: tables(&rows),
+        text,
     })
 }
 
@@ -91,6 +114,26 @@ impl Run {
     fn first_eval<'a>(&'a self, parent: Option<&'a Run>) -> Option<&'a Metrics> {
         self.eval_at(0)
             .or_else(|| parent.and_then(|parent| parent.eval_at(parent.last_step())))
+    }
+
+    /// Each held-out task's outcome (1 solved, 0 not) in the evaluation at
+    /// the last step, as `ENVIRONMENT/TASK`; none without that evaluation.
+    fn last_outcomes(&self) -> Result<Option<BTreeMap<String, f64>>> {
+        let step = self.last_step();
+        let path = episodes_path(&self.dir, "eval", step);
+        if self.eval_at(step).is_none() || !path.is_file() {
+            return Ok(None);
+        }
+        let episodes = forge_runtime::trajectory::read(&path)?.episodes;
+        Ok(Some(
+            episodes
+                .iter()
+                .map(|episode| {
+                    let task = format!("{}/{}", episode.environment.name, episode.task_id);
+                    (task, f64::from(u8::from(episode.verdict.reward >= 1.0)))
+                })
+                .collect(),
+        ))
     }
 
     /// Where `model.init` points, when it names a path that exists.

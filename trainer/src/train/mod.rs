@@ -46,6 +46,7 @@ pub use metrics::{Metrics, read_metrics};
 use objective::{LossStats, Scored, Sequence, Surrogate};
 use optimizer::AdamOptimizer;
 use rollout::{Job, Play, Rollout, Script, Users};
+pub use run_dir::episodes_path;
 use run_dir::{
     CHECKPOINTS, EPISODES, LATEST, METRICS, OPTIMIZER, POSITION, Position, REFERENCE, check_config,
     checkpoint_name, read_latest, read_position, save_config,
@@ -784,9 +785,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
     }
 
     fn episodes_path(&self, kind: &str, step: usize) -> PathBuf {
-        self.dir
-            .join(EPISODES)
-            .join(format!("{kind}-step-{step:06}.jsonl"))
+        run_dir::episodes_path(&self.dir, kind, step)
     }
 
     /// One AdamW step on `grads`, clipped to `optim.grad_clip`; returns

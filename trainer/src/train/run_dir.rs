@@ -19,6 +19,14 @@ pub(super) const POSITION: &str = "position.json";
 pub(super) const REFERENCE: &str = "reference";
 pub(super) const EPISODES: &str = "episodes";
 
+/// The episodes file of a run's evaluation (`kind` `eval`) or RL step
+/// (`rl`, with `rl.save_rollouts`) at `step`.
+pub fn episodes_path(run_dir: &Path, kind: &str, step: usize) -> PathBuf {
+    run_dir
+        .join(EPISODES)
+        .join(format!("{kind}-step-{step:06}.jsonl"))
+}
+
 /// Where a run stands, saved with each checkpoint.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Position {
