@@ -990,12 +990,9 @@ fn a_run_that_holds_out_no_task_reports_no_held_out_success() {
     assert_eq!(metrics.len(), 3, "two SFT steps and one RL step");
 }
 
-#[test]
-fn the_gpu_training_script_runs_on_the_cpu() {
-    // Its plumbing, with a tiny model and a small overlay: SFT under a time
-    // limit, then four RL runs from the SFT model side by side, then the table.
-    let dir = tempfile::tempdir().unwrap();
-    let envs = dir.path().join("envs");
+/// The smoke run's lamp domain, synthesized into `dir/envs`.
+fn synthesized_lamps(dir: &Path) -> PathBuf {
+    let envs = dir.join("envs");
     let output = forge(&[
         "synth",
         "env-templates/train/lamps.toml",
@@ -1003,6 +1000,15 @@ fn the_gpu_training_script_runs_on_the_cpu() {
         envs.to_str().unwrap(),
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
+    envs
+}
+
+#[test]
+fn the_gpu_training_script_runs_on_the_cpu() {
+    // Its plumbing, with a tiny model and a small overlay: SFT under a time
+    // limit, then four RL runs from the SFT model side by side, then the table.
+    let dir = tempfile::tempdir().unwrap();
+    let envs = synthesized_lamps(dir.path());
     let small = dir.path().join("small.toml");
     std::fs::write(
         &small,
@@ -1118,14 +1124,7 @@ fn the_gpu_training_script_runs_on_the_cpu() {
 #[test]
 fn a_run_on_two_environments_reports_held_out_success_for_each() {
     let dir = tempfile::tempdir().unwrap();
-    let envs = dir.path().join("envs");
-    let output = forge(&[
-        "synth",
-        "env-templates/train/lamps.toml",
-        "--out",
-        envs.to_str().unwrap(),
-    ]);
-    assert!(output.status.success(), "{}", stderr(&output));
+    let envs = synthesized_lamps(dir.path());
     let shop = export_example(dir.path());
     let small = dir.path().join("small.toml");
     std::fs::write(
