@@ -603,7 +603,7 @@ fn compare_measures_evaluations_against_a_baseline_task_by_task() {
     let rows = compared["evaluations"].as_array().unwrap();
     assert_eq!(rows.len(), 3);
     assert_eq!(rows[0]["pass_hat_k"][0]["value"], 1.0, "{compared}");
-    let against = compared["against_baseline"].as_array().unwrap();
+    let against = compared["against_first"].as_array().unwrap();
     let (random, half) = (&against[0], &against[1]);
     assert_eq!(
         (&random["name"], &random["baseline"]),

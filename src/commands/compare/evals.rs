@@ -1,8 +1,6 @@
-//! Evaluations side by side: each one's pass^k, then each against the first
-//! (the baseline) task by task — the difference in success rate over the
-//! tasks both ran with a paired bootstrap interval, the tasks that got
-//! better and worse, and a sign test — which says whether a trained model
-//! beat its base by more than the luck of the draw.
+//! Evaluations side by side: each one's pass^k and flip rate, then each
+//! against the first (the baseline) task by task, as [`super::paired`]
+//! measures it.
 
 use super::Comparison;
 use super::paired::{Against, Paired, Wording, write_against};
@@ -51,7 +49,7 @@ pub(super) fn compare(dirs: &[PathBuf], labels: &[String], bootstrap: usize) -> 
         .collect::<Result<Vec<_>>>()?;
     let mut json = serde_json::Map::new();
     json.insert("evaluations".into(), serde_json::to_value(&rows)?);
-    json.insert("against_baseline".into(), serde_json::to_value(&against)?);
+    json.insert("against_first".into(), serde_json::to_value(&against)?);
     Ok(Comparison {
         settings: evaluations
             .iter()

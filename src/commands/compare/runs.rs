@@ -1,6 +1,7 @@
-//! Training runs side by side: the settings that differ, held-out success
-//! before and after, reward, masking, throughput and stability, and their
-//! curves on a shared step axis.
+//! Training runs side by side: held-out success before and after (and by
+//! environment), reward, masking, throughput and stability, each run
+//! against the first task by task on their last evaluations' held-out
+//! tasks, and their curves on a shared step axis.
 
 use super::Comparison;
 use super::paired::{Against, Paired, Wording, write_against};
