@@ -21,10 +21,10 @@ use std::process::ExitCode;
 #[derive(Args, Debug)]
 pub struct CompareArgs {
     /// `forge train` run directories (finished, stopped or still under
-    /// way), or `forge eval` results directories (`OUT/<hash>/<policy>`,
-    /// the first being the baseline the others are measured against). A
-    /// run whose `model.init` lies in another of the runs (an RL run
-    /// started from an SFT run's `final/`) is read as its continuation.
+    /// way), or `forge eval` results directories (`OUT/<hash>/<policy>`);
+    /// the first is the baseline the others are measured against, task by
+    /// task. A run whose `model.init` lies in another of the runs (an RL
+    /// run started from an SFT run's `final/`) is read as its continuation.
     #[arg(required = true, value_name = "DIR")]
     dirs: Vec<PathBuf>,
     /// Also draw the curves into this SVG file: the runs' held-out success
