@@ -303,10 +303,7 @@ fn effective_config(args: &TrainArgs) -> Result<TrainConfig> {
         if !args.config.is_empty() || args.stage != Stage::All {
             bail!("--resume continues with the run's own {CONFIG_FILE}; drop --config and --stage");
         }
-        let text = std::fs::read_to_string(&saved)
-            .with_context(|| format!("reading {} to resume the run", saved.display()))?;
-        let config =
-            toml::from_str(&text).with_context(|| format!("parsing {}", saved.display()))?;
+        let config = saved_config(args.run_dir()).context("resuming the run")?;
         check_resumable(args.run_dir(), &config)
             .with_context(|| format!("resuming with {}", saved.display()))?;
         return Ok(config);
@@ -435,6 +432,15 @@ fn bundles(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<Bundle>> {
     Ok(bundles)
 }
 
+/// The config the run in `run_dir` was started with, as its `config.toml`
+/// saved it.
+fn saved_config(run_dir: &Path) -> Result<TrainConfig> {
+    let saved = run_dir.join(CONFIG_FILE);
+    let text =
+        std::fs::read_to_string(&saved).with_context(|| format!("reading {}", saved.display()))?;
+    toml::from_str(&text).with_context(|| format!("parsing {}", saved.display()))
+}
+
 /// The bundles the run in `run_dir` trains on, as its `envs.json` records them.
 fn recorded_bundles(run_dir: &Path) -> Result<Vec<RecordedBundle>> {
     let record = run_dir.join(ENVS_FILE);
@@ -447,15 +453,7 @@ fn recorded_bundles(run_dir: &Path) -> Result<Vec<RecordedBundle>> {
 /// on), as indices in the environment's order: `env` must be one the run
 /// trains on, as it was then, or the split would not be the run's.
 pub(crate) fn heldout_tasks(run_dir: &Path, env: &Environment) -> Result<Vec<usize>> {
-    let config = run_dir.join(CONFIG_FILE);
-    let text = std::fs::read_to_string(&config).with_context(|| {
-        format!(
-            "reading {}: `heldout:` names a `forge train` run directory",
-            config.display()
-        )
-    })?;
-    let config: TrainConfig =
-        toml::from_str(&text).with_context(|| format!("reading {}", config.display()))?;
+    let config = saved_config(run_dir).context("`heldout:` names a `forge train` run directory")?;
     let mut hashes = Vec::new();
     for recorded in recorded_bundles(run_dir)? {
         hashes.push(match recorded {
