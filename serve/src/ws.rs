@@ -154,6 +154,9 @@ async fn ws_session(
     if let (true, Some(id)) = (link.owned, link.id) {
         let _ = blocking(&hub, move |hub| hub.close(&id)).await;
     }
+    // Its place is free before the client hears the connection end, as its
+    // session is: a client that connects again at once finds it free.
+    drop(waiting);
     match ending {
         Some(Unreadable { error, close, .. }) => end_ws_with(socket, Some(error), close).await,
         None => end_ws(socket, None).await,
