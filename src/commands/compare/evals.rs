@@ -3,7 +3,7 @@
 //! measures it.
 
 use super::Comparison;
-use super::paired::{Against, Paired, Wording, write_against};
+use super::paired::{Against, Pairing, Wording, write_against};
 use crate::commands::eval::{PassK, REPORT, SETTINGS};
 use crate::output;
 use crate::plot::{self, Curve, Panel};
@@ -32,18 +32,18 @@ pub(super) fn compare(dirs: &[PathBuf], labels: &[String], bootstrap: usize) -> 
         .zip(&labels[1..])
         .map(|(evaluation, label)| {
             // Other environments' tasks are not the same tasks.
-            let paired = match evaluation.report.content_hash == baseline.report.content_hash {
-                true => Some(Paired::new(
+            let pairing = match evaluation.report.content_hash == baseline.report.content_hash {
+                true => Pairing::new(
                     &baseline.success_rates()?,
                     &evaluation.success_rates()?,
                     bootstrap,
-                )),
-                false => None,
+                ),
+                false => Pairing::unpaired("another environment"),
             };
             Ok(Against {
                 name: label.clone(),
                 baseline: labels[0].clone(),
-                paired,
+                pairing,
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -207,7 +207,6 @@ fn tables(rows: &[Row], against: &[Against]) -> String {
     let wording = Wording {
         what: "evaluation",
         on: ", the baseline",
-        unpaired: "another environment",
     };
     write_against(&mut text, against, &wording);
     text

@@ -10,7 +10,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::fmt::{Display, Write as _};
 
 /// Resamples for the interval of a difference, unless `--bootstrap` says.
 pub(super) const BOOTSTRAP: usize = 1000;
@@ -23,10 +23,41 @@ const TASKS_LISTED: usize = 10;
 pub(super) struct Against {
     pub name: String,
     pub baseline: String,
-    /// Absent where there is nothing to pair: evaluations of other
-    /// environments, a run not evaluated at its last step.
     #[serde(flatten)]
-    pub paired: Option<Paired>,
+    pub pairing: Pairing,
+}
+
+/// The task-by-task comparison, or why there is none.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub(super) enum Pairing {
+    Paired(Paired),
+    /// Nothing to pair: evaluations of another environment, a run not
+    /// evaluated at its last step, no task played by both.
+    Unpaired {
+        unpaired: String,
+    },
+}
+
+impl Pairing {
+    /// `rates` against `baseline`, each a success rate by task, when they
+    /// share a task.
+    pub fn new<Task: Ord + Display>(
+        baseline: &BTreeMap<Task, f64>,
+        rates: &BTreeMap<Task, f64>,
+        bootstrap: usize,
+    ) -> Self {
+        match rates.keys().any(|task| baseline.contains_key(task)) {
+            true => Self::Paired(Paired::new(baseline, rates, bootstrap)),
+            false => Self::unpaired("no task in common"),
+        }
+    }
+
+    pub fn unpaired(why: &str) -> Self {
+        Self::Unpaired {
+            unpaired: why.to_owned(),
+        }
+    }
 }
 
 /// The task-by-task comparison.
@@ -48,14 +79,14 @@ pub(super) struct Paired {
 
 impl Paired {
     /// `rates` against `baseline`, each a success rate by task.
-    pub fn new(
-        baseline: &BTreeMap<String, f64>,
-        rates: &BTreeMap<String, f64>,
+    fn new<Task: Ord + Display>(
+        baseline: &BTreeMap<Task, f64>,
+        rates: &BTreeMap<Task, f64>,
         bootstrap: usize,
     ) -> Self {
-        let paired: Vec<(&str, f64)> = rates
+        let paired: Vec<(&Task, f64)> = rates
             .iter()
-            .filter_map(|(task, rate)| baseline.get(task).map(|base| (task.as_str(), rate - base)))
+            .filter_map(|(task, rate)| baseline.get(task).map(|base| (task, rate - base)))
             .collect();
         let differences: Vec<f64> = paired.iter().map(|(_, difference)| *difference).collect();
         let mean = differences.iter().sum::<f64>() / differences.len().max(1) as f64;
@@ -76,7 +107,7 @@ impl Paired {
             paired
                 .iter()
                 .filter(|(_, difference)| keep(*difference))
-                .map(|(task, _)| (*task).to_owned())
+                .map(|(task, _)| task.to_string())
                 .collect()
         };
         let better = named(|difference| difference > 0.0);
@@ -100,8 +131,6 @@ pub(super) struct Wording<'a> {
     pub what: &'a str,
     /// Which tasks' outcomes are compared, after "Against BASELINE".
     pub on: &'a str,
-    /// A row with nothing to pair.
-    pub unpaired: &'a str,
 }
 
 /// The comparisons with the baseline as a table, then the tasks that
@@ -121,9 +150,12 @@ pub(super) fn write_against(text: &mut String, against: &[Against], wording: &Wo
         "sign test p",
     ]);
     for row in against {
-        let Some(paired) = &row.paired else {
-            table.add_row(vec![row.name.clone(), wording.unpaired.to_owned()]);
-            continue;
+        let paired = match &row.pairing {
+            Pairing::Paired(paired) => paired,
+            Pairing::Unpaired { unpaired } => {
+                table.add_row(vec![row.name.clone(), unpaired.clone()]);
+                continue;
+            }
         };
         table.add_row(vec![
             row.name.clone(),
@@ -140,7 +172,7 @@ pub(super) fn write_against(text: &mut String, against: &[Against], wording: &Wo
     }
     let _ = writeln!(text, "{table}");
     for row in against {
-        let Some(paired) = &row.paired else {
+        let Pairing::Paired(paired) = &row.pairing else {
             continue;
         };
         for (how, tasks) in [("better", &paired.better), ("worse", &paired.worse)] {
@@ -183,7 +215,9 @@ mod tests {
     fn rates_are_measured_against_the_baseline_task_by_task() {
         let baseline = rates(&[("a", 0.0), ("b", 0.5), ("c", 1.0), ("gone", 1.0)]);
         let trained = rates(&[("a", 1.0), ("b", 1.0), ("c", 0.5), ("new", 0.0)]);
-        let paired = Paired::new(&baseline, &trained, 200);
+        let Pairing::Paired(paired) = Pairing::new(&baseline, &trained, 200) else {
+            panic!("a, b and c are shared");
+        };
         // Over a, b, c: +1, +0.5, −0.5.
         assert_eq!(paired.shared_tasks, 3);
         assert!((paired.success_difference - 1.0 / 3.0).abs() < 1e-12);
@@ -199,22 +233,21 @@ mod tests {
     }
 
     #[test]
-    fn nothing_to_pair_is_written_as_such_and_left_out_of_json() {
+    fn nothing_to_pair_is_written_as_such_with_its_reason() {
         let against = Against {
             name: "other".into(),
             baseline: "base".into(),
-            paired: None,
+            pairing: Pairing::unpaired("another environment"),
         };
         let json = serde_json::to_value(&against).unwrap();
         assert_eq!(
             json,
-            serde_json::json!({"name": "other", "baseline": "base"})
+            serde_json::json!({"name": "other", "baseline": "base", "unpaired": "another environment"})
         );
         let mut text = String::new();
         let wording = Wording {
             what: "evaluation",
             on: "",
-            unpaired: "another environment",
         };
         write_against(&mut text, &[against], &wording);
         assert!(text.contains("another environment"), "{text}");

@@ -4,7 +4,7 @@
 //! tasks, and their curves on a shared step axis.
 
 use super::Comparison;
-use super::paired::{Against, Paired, Wording, write_against};
+use super::paired::{Against, Pairing, Wording, write_against};
 use crate::commands::train::{CONFIG_FILE, METRICS_FILE};
 use crate::output;
 use crate::plot::{self, Curve, Panel};
@@ -39,9 +39,10 @@ pub(super) fn compare(dirs: &[PathBuf], labels: &[String], bootstrap: usize) -> 
         .map(|at| Against {
             name: labels[at].clone(),
             baseline: labels[0].clone(),
-            paired: match (&outcomes[0], &outcomes[at]) {
-                (Some(first), Some(these)) => Some(Paired::new(first, these, bootstrap)),
-                _ => None,
+            pairing: match (&outcomes[0], &outcomes[at]) {
+                (Some(first), Some(these)) => Pairing::new(first, these, bootstrap),
+                (None, _) => Pairing::unpaired("the baseline has no evaluation at its last step"),
+                (_, None) => Pairing::unpaired("no evaluation at its last step"),
             },
         })
         .collect();
@@ -52,7 +53,6 @@ pub(super) fn compare(dirs: &[PathBuf], labels: &[String], bootstrap: usize) -> 
     let wording = Wording {
         what: "run",
         on: ", on the held-out tasks of each run's last evaluation (greedy: one episode a task)",
-        unpaired: "not evaluated at its last step",
     };
     write_against(&mut text, &against, &wording);
     Ok(Comparison {
@@ -118,8 +118,8 @@ impl Run {
     }
 
     /// Each held-out task's outcome (1 solved, 0 not) in the evaluation at
-    /// the last step, as `ENVIRONMENT/TASK`; none without that evaluation.
-    fn last_outcomes(&self) -> Result<Option<BTreeMap<String, f64>>> {
+    /// the last step; none without that evaluation.
+    fn last_outcomes(&self) -> Result<Option<BTreeMap<HeldOutTask, f64>>> {
         let step = self.last_step();
         let path = episodes_path(&self.dir, "eval", step);
         if self.eval_at(step).is_none() || !path.is_file() {
@@ -130,7 +130,11 @@ impl Run {
             episodes
                 .iter()
                 .map(|episode| {
-                    let task = format!("{}/{}", episode.environment.name, episode.task_id);
+                    let task = HeldOutTask {
+                        environment: episode.environment.name.clone(),
+                        content_hash: episode.environment.content_hash.clone(),
+                        task: episode.task_id.clone(),
+                    };
                     (task, f64::from(u8::from(episode.verdict.reward >= 1.0)))
                 })
                 .collect(),
@@ -141,6 +145,23 @@ impl Run {
     fn init(&self) -> Option<PathBuf> {
         let init = self.settings.get("model")?.get("init")?.as_str()?;
         std::fs::canonicalize(init).ok()
+    }
+}
+
+/// A task of a run's held-out evaluation. Runs' tasks pair only within the
+/// same environment — content and all, as its hash says: two environments
+/// of one name (synthesized again, edited) have different tasks under the
+/// same ids.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct HeldOutTask {
+    environment: String,
+    content_hash: String,
+    task: String,
+}
+
+impl std::fmt::Display for HeldOutTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "{}/{}", self.environment, self.task)
     }
 }
 
@@ -207,8 +228,9 @@ struct Row {
     /// Means over the RL steps.
     rl_reward: Option<f64>,
     masked_share: Option<f64>,
+    /// Tokens sampled in the RL steps' rollouts per second of rollout.
     rollout_tokens_per_s: Option<f64>,
-    /// Mean over the SFT and RL steps.
+    /// Tokens trained in the SFT and RL steps per second of optimisation.
     train_tokens_per_s: Option<f64>,
     /// The largest gap between the log-probs tokens were sampled with and
     /// those training computed: decoding's numerics against training's.
@@ -246,8 +268,15 @@ impl Row {
             heldout_best: maximum(run.lines("eval").filter_map(|line| line.heldout_success)),
             rl_reward: mean(rl.iter().filter_map(|line| line.reward)),
             masked_share: mean(rl.iter().filter_map(|line| line.masked_share)),
-            rollout_tokens_per_s: mean(rl.iter().filter_map(|line| line.rollout_tokens_per_s)),
-            train_tokens_per_s: mean(steps.iter().filter_map(|line| line.train_tokens_per_s)),
+            rollout_tokens_per_s: overall_rate(
+                rl.iter()
+                    .filter_map(|line| line.sampled_tokens.zip(line.rollout_tokens_per_s)),
+            ),
+            train_tokens_per_s: overall_rate(
+                steps
+                    .iter()
+                    .filter_map(|line| line.tokens.zip(line.train_tokens_per_s)),
+            ),
             logprob_gap_max: maximum(rl.iter().filter_map(|line| line.logprob_gap)),
             grad_norm_max: maximum(steps.iter().filter_map(|line| line.grad_norm)),
             seconds: run.metrics.iter().filter_map(|line| line.seconds).sum(),
@@ -260,6 +289,22 @@ fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
         (sum + value, count + 1)
     });
     (count > 0).then(|| sum / count as f64)
+}
+
+/// Tokens per second over steps of `(tokens, tokens per second)`: all the
+/// tokens over all the time (each step's is its tokens over its rate), not
+/// the mean of the steps' rates, which short steps would sway as much as
+/// long ones.
+fn overall_rate(steps: impl Iterator<Item = (usize, f64)>) -> Option<f64> {
+    let (tokens, seconds) = steps
+        .filter(|(tokens, rate)| *tokens > 0 && *rate > 0.0)
+        .fold((0.0, 0.0), |(tokens, seconds), (step_tokens, rate)| {
+            (
+                tokens + step_tokens as f64,
+                seconds + step_tokens as f64 / rate,
+            )
+        });
+    (seconds > 0.0).then(|| tokens / seconds)
 }
 
 fn maximum(values: impl Iterator<Item = f64>) -> Option<f64> {
@@ -554,6 +599,54 @@ mod tests {
         let mut text = String::new();
         write_by_environment(&mut text, &[Row::new("one", &single, None)]);
         assert!(text.is_empty(), "{text}");
+    }
+
+    #[test]
+    fn throughput_is_all_the_tokens_over_all_the_time() {
+        let step =
+            |step: usize, trained: usize, rate: f64, sampled: usize, sampling: f64| Metrics {
+                tokens: Some(trained),
+                train_tokens_per_s: Some(rate),
+                sampled_tokens: Some(sampled),
+                rollout_tokens_per_s: Some(sampling),
+                ..rl(step, 0.0)
+            };
+        // 1,000 tokens in 10 s, then 10 in 0.01 s: 1,010 in 10.01 s, not
+        // the mean of 100 and 1,000 a second.
+        let timed = run(
+            json!({}),
+            vec![
+                step(1, 1000, 100.0, 300, 30.0),
+                step(2, 10, 1000.0, 300, 10.0),
+                line("rl", 3),
+            ],
+        );
+        let row = Row::new("a", &timed, None);
+        assert!((row.train_tokens_per_s.unwrap() - 1010.0 / 10.01).abs() < 1e-9);
+        assert!((row.rollout_tokens_per_s.unwrap() - 600.0 / 40.0).abs() < 1e-9);
+        let idle = Row::new("b", &run(json!({}), vec![line("rl", 1)]), None);
+        assert_eq!(idle.train_tokens_per_s, None);
+    }
+
+    #[test]
+    fn held_out_tasks_pair_only_within_the_same_environment() {
+        let task = |hash: &str| HeldOutTask {
+            environment: "shop".into(),
+            content_hash: hash.into(),
+            task: "a".into(),
+        };
+        let baseline = BTreeMap::from([(task("1"), 0.0)]);
+        // Another `shop` (synthesized again): its `a` is another task.
+        let other = BTreeMap::from([(task("2"), 1.0)]);
+        let Pairing::Unpaired { unpaired } = Pairing::new(&baseline, &other, 10) else {
+            panic!("another environment's task was paired");
+        };
+        assert_eq!(unpaired, "no task in common");
+        let same = BTreeMap::from([(task("1"), 1.0)]);
+        let Pairing::Paired(paired) = Pairing::new(&baseline, &same, 10) else {
+            panic!("shop/a is shared");
+        };
+        assert_eq!(paired.better, ["shop/a"]);
     }
 
     #[test]

@@ -69,6 +69,9 @@ pub struct Metrics {
     /// estimate of the policy's entropy at the sampling temperature.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub entropy: Option<f64>,
+    /// RL: tokens the policy sampled in the step's rollouts, and how fast.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampled_tokens: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rollout_tokens_per_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]

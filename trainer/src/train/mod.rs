@@ -653,6 +653,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             kl: (config.kl > 0.0).then_some(stats.kl),
             logprob_gap: (stats.tokens > 0).then_some(stats.logprob_gap),
             entropy: Some(harvest.sampled_nll / harvest.sampled_tokens.max(1) as f64),
+            sampled_tokens: Some(harvest.sampled_tokens),
             rollout_tokens_per_s: Some(harvest.sampled_tokens as f64 / rollout_seconds),
             episodes_per_s: Some(harvest.outcomes.len() as f64 / rollout_seconds),
             seconds: Some(harvest.seconds + train_seconds),
