@@ -100,12 +100,13 @@ pub struct AgentArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch: Option<u64>,
     /// Most requests in flight to the endpoint at once (`forge eval
-    /// --concurrency` runs episodes in parallel).
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_requests: u64,
-    /// The environment variable holding the endpoint's API key (if it needs one).
-    #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY")]
-    pub api_key_env: String,
+    /// --concurrency` runs episodes in parallel) [default: 8].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_requests: Option<u64>,
+    /// The environment variable holding the endpoint's API key, if it needs
+    /// one [default: OPENAI_API_KEY].
+    #[arg(long, value_name = "VAR")]
+    pub api_key_env: Option<String>,
     /// A model at an OpenAI-compatible endpoint that judges the tasks' NL
     /// assertions (τ²-bench); without one they are reported as not evaluated.
     #[arg(long, value_name = "MODEL")]
@@ -116,11 +117,36 @@ pub struct AgentArgs {
 }
 
 impl AgentArgs {
+    /// A client of `model` at the endpoint `url`, with the key and the
+    /// requests in flight asked for.
+    fn endpoint(&self, url: &str, model: &str) -> ChatClient {
+        let key = self.api_key_env.as_deref().unwrap_or("OPENAI_API_KEY");
+        let mut config = ChatConfig::new(url, model).key_from_env(key);
+        config.max_in_flight = self.max_requests.unwrap_or(8) as usize;
+        ChatClient::new(config)
+    }
+
     /// Refuses a flag the chosen agent, user and judge would not use: the
     /// episodes would not be the ones asked for (a `--temperature` with the
     /// gold policy, a `--from` without `--policy replay`).
     fn refuse_unused(&self) -> Result<()> {
         let (policy, user) = (self.policy, self.user);
+        if policy == PolicyKind::Replay {
+            // A replayed episode's user says what it said in the record.
+            if user != UserKind::Scripted {
+                bail!(
+                    "--policy replay replays each episode's recorded user too: \
+                     --user {} would be ignored",
+                    flag_value(user)
+                );
+            }
+            if self.user_instability != 0.0 {
+                bail!(
+                    "--policy replay replays each episode's recorded user too: \
+                     --user-instability would be ignored"
+                );
+            }
+        }
         let local = policy == PolicyKind::Model;
         if user == UserKind::Model && !local {
             bail!(
@@ -135,6 +161,7 @@ impl AgentArgs {
         let remote = policy == PolicyKind::Openai || user == UserKind::Openai;
         let judged = self.judge_model.is_some();
         const LOCAL: &str = "--policy model";
+        const ENDPOINTS: &str = "--policy openai, --user openai and --judge-model";
         // Each flag: given, used, and by what.
         let flags = [
             (
@@ -183,7 +210,19 @@ impl AgentArgs {
                 "--base-url",
                 self.base_url.is_some(),
                 remote || judged,
-                "--policy openai, --user openai and --judge-model",
+                ENDPOINTS,
+            ),
+            (
+                "--max-requests",
+                self.max_requests.is_some(),
+                remote || judged,
+                ENDPOINTS,
+            ),
+            (
+                "--api-key-env",
+                self.api_key_env.is_some(),
+                remote || judged,
+                ENDPOINTS,
             ),
         ];
         if let Some((flag, .., users)) = flags.iter().find(|(_, given, used, _)| *given && !used) {
@@ -311,11 +350,7 @@ impl Agents {
         };
         let client = match (needs_model, &args.base_url, &args.model) {
             (false, _, _) => None,
-            (true, Some(url), Some(model)) => {
-                let mut config = ChatConfig::new(url, model).key_from_env(&args.api_key_env);
-                config.max_in_flight = args.max_requests as usize;
-                Some(ChatClient::new(config))
-            }
+            (true, Some(url), Some(model)) => Some(args.endpoint(url, model)),
             (true, _, _) => {
                 bail!("`--policy openai` and `--user openai` need --base-url and --model")
             }
@@ -325,11 +360,7 @@ impl Agents {
             args.judge_base_url.as_ref().or(args.base_url.as_ref()),
         ) {
             (None, _) => None,
-            (Some(model), Some(url)) => {
-                let mut config = ChatConfig::new(url, model).key_from_env(&args.api_key_env);
-                config.max_in_flight = args.max_requests as usize;
-                Some(ChatClient::new(config))
-            }
+            (Some(model), Some(url)) => Some(args.endpoint(url, model)),
             (Some(_), None) => bail!("`--judge-model` needs --judge-base-url or --base-url"),
         };
         let recorded = match &args.from {

@@ -3,8 +3,8 @@
 # minutes: SmolLM2-135M-Instruct, cold-start SFT, then from the same SFT
 # model, seed and time budget, side by side on the one GPU: ERPO, GRPO, and
 # with a simulated user that misstates facts 20% of the time, ERPO with
-# masking on and off. Each run stops at the end of its steps or after the
-# step in which its time limit passes (with an evaluation). Prints
+# masking on and off. Each run stops at the end of its steps or before a
+# step that would end past its time limit (with an evaluation). Prints
 # `forge compare`'s tables (the settings that set the runs apart, held-out
 # success and throughput) and the GPU's share of wall time; every run
 # directory (metrics.jsonl, curves.svg, checkpoints) and the comparison

@@ -30,8 +30,8 @@ pub enum ModelCommand {
     Inspect(InspectArgs),
     /// Print the token ids of a text under a model's tokenizer.
     Tokenize(TokenizeArgs),
-    /// Ask a model one question through its chat template (greedy unless
-    /// told otherwise): the quickest check that the weights loaded right.
+    /// Ask a model one question through its chat template, answered
+    /// greedily: the quickest check that the weights loaded right.
     Chat(ChatArgs),
     /// Fold LoRA adapters (PEFT's, or a Forge LoRA run's) into their base
     /// model, and write the merged model as a checkpoint.

@@ -593,6 +593,29 @@ fn bad_input_gets_errors_that_name_the_problem() {
             &["run", "--base-url", "http://127.0.0.1:9/v1"],
             "--base-url is for",
         ),
+        (&["run", "--max-requests", "4"], "--max-requests is for"),
+        (
+            &["eval", "--out", "unused", "--api-key-env", "KEY"],
+            "--api-key-env is for",
+        ),
+        (
+            &[
+                "run", "--policy", "replay", "--from", "x.jsonl", "--user", "openai",
+            ],
+            "--user openai would be ignored",
+        ),
+        (
+            &[
+                "run",
+                "--policy",
+                "replay",
+                "--from",
+                "x.jsonl",
+                "--user-instability",
+                "0.2",
+            ],
+            "--user-instability would be ignored",
+        ),
         (
             &["serve", "--stdio", "--port", "9000"],
             "cannot be used with '--port",
