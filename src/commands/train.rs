@@ -626,7 +626,11 @@ impl Observer for Progress {
             "eval" => self.heldout = metrics.heldout_success,
             kind => {
                 self.loss = metrics.loss;
-                self.trained_per_s = metrics.train_tokens_per_s;
+                // A step with nothing to learn (every rollout right or
+                // every one wrong) trains no token: no rate to show.
+                self.trained_per_s = metrics
+                    .train_tokens_per_s
+                    .filter(|_| metrics.tokens != Some(0));
                 if kind == "rl" {
                     self.reward = metrics.reward;
                     self.sampled_per_s = metrics.rollout_tokens_per_s;

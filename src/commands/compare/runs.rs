@@ -359,9 +359,11 @@ fn tables(rows: &[Row]) -> String {
     let _ = writeln!(
         text,
         "SFT, RL: steps done. before, after SFT, after, best: held-out success before the first \
-         step, at the end of SFT, at the last step, at best. reward, masked, rollout tok/s: means \
-         over RL steps; train tok/s over all steps. lp gap: the largest gap between sampled and \
-         retrained log-probs; max |g|: the largest gradient norm before clipping. s: seconds."
+         step, at the end of SFT, at the last step, at best. reward, masked: means over the RL \
+         steps. rollout, train tok/s: the RL steps' sampled tokens over their rollouts' time; \
+         all steps' trained tokens over their optimisation's time. lp gap: the largest gap \
+         between sampled and retrained log-probs; max |g|: the largest gradient norm before \
+         clipping. s: seconds."
     );
     write_by_environment(&mut text, rows);
     let mut parents: Vec<&str> = Vec::new();
