@@ -3,6 +3,7 @@
 
 use crate::commands::train::Device;
 use crate::flags::{at_least_one, nucleus_mass, probability, temperature};
+use crate::tasks::PlayArgs;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use forge_llm::agents::{RemotePolicy, RemoteUser};
@@ -267,6 +268,9 @@ pub struct Agents {
     judge: Option<ChatClient>,
     /// The environment's brief for a model playing the user.
     user_guidelines: Option<String>,
+    /// `--policy replay`: the trajectory file, and its first episode of
+    /// each task.
+    from: Option<PathBuf>,
     recorded: BTreeMap<String, EpisodeRecord>,
     style: PromptStyle,
     instability: f64,
@@ -382,6 +386,7 @@ impl Agents {
             client,
             judge,
             user_guidelines: env.bundle().manifest.user_guidelines.clone(),
+            from: args.from.clone(),
             recorded,
             style,
             instability: args.user_instability,
@@ -552,17 +557,64 @@ impl Agents {
         forge_trainer::episodes::play(&spec, &jobs, finished)
     }
 
+    /// The episodes to play: `play`'s, each task's `trials` under seeds
+    /// derived from `--seed`; or, replaying a trajectory, each task's
+    /// recorded episode under its recorded seed — a replayed user says what
+    /// it said under that seed, which another seed would contradict.
+    pub fn episodes<'a>(
+        &self,
+        play: &PlayArgs,
+        tasks: &[&'a PreparedTask],
+        trials: u64,
+    ) -> Result<Vec<(&'a PreparedTask, u64)>> {
+        // An unreliable user misstates a fact its instruction states.
+        if self.instability > 0.0 && tasks.iter().all(|task| task.task.stated_facts().is_empty()) {
+            bail!(
+                "--user-instability: no task chosen has a fact for the user to misstate \
+                 (`user_facts` its instruction states), so it would change nothing"
+            );
+        }
+        if self.policy != PolicyKind::Replay {
+            return Ok(play.episodes(tasks, trials));
+        }
+        if trials > 1 {
+            bail!(
+                "--policy replay plays each task's recorded episode once: pass --trials 1 \
+                 (each trial would repeat it)"
+            );
+        }
+        if play.seed != 0 {
+            bail!(
+                "--policy replay plays each episode under its recorded seed: --seed would be ignored"
+            );
+        }
+        tasks
+            .iter()
+            .map(|task| Ok((*task, self.recorded(task)?.seed)))
+            .collect()
+    }
+
+    /// `--policy replay`: the recorded episode of `task`.
+    fn recorded(&self, task: &PreparedTask) -> Result<&EpisodeRecord> {
+        self.recorded.get(&task.task.id).with_context(|| {
+            format!(
+                "{} has no episode of task `{}`",
+                self.from
+                    .as_deref()
+                    .unwrap_or(Path::new("the trajectory"))
+                    .display(),
+                task.task.id
+            )
+        })
+    }
+
     /// The policy and user of one episode of `task`.
     fn make<'a>(
         &'a self,
         task: &PreparedTask,
         seed: u64,
     ) -> Result<(Box<dyn Policy + 'a>, Box<dyn User + 'a>)> {
-        let recorded = || {
-            self.recorded.get(&task.task.id).with_context(|| {
-                format!("the trajectory has no episode of task `{}`", task.task.id)
-            })
-        };
+        let recorded = || self.recorded(task);
         let policy: Box<dyn Policy + 'a> = match self.policy {
             PolicyKind::Gold => Box::new(GoldPolicy::new(&task.task)),
             PolicyKind::Random => Box::new(RandomPolicy::new(seed)),
@@ -618,7 +670,10 @@ fn recorded_by_task(path: &Path, env: &str) -> Result<BTreeMap<String, EpisodeRe
         }
         by_task.entry(record.task_id.clone()).or_insert(record);
     }
-    if by_task.is_empty() && !others.is_empty() {
+    if by_task.is_empty() && others.is_empty() {
+        bail!("{} holds no episode to replay", path.display());
+    }
+    if by_task.is_empty() {
         bail!(
             "{} holds episodes of {}, none of `{env}`: pass `--env DIR` naming the bundle it was recorded on (or `--suite`)",
             path.display(),

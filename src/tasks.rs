@@ -46,7 +46,7 @@ impl PlayArgs {
     }
 
     /// The seed of `task`'s episode `trial`.
-    pub fn seed_of(&self, task: &PreparedTask, trial: u64) -> u64 {
+    fn seed_of(&self, task: &PreparedTask, trial: u64) -> u64 {
         episode_seed(self.seed, &task.task.id, trial)
     }
 }

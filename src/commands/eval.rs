@@ -108,11 +108,11 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     let mut writer = super::append_trajectories(&trajectories)?;
     let total = tasks.len() as u64 * args.trials;
     let progress = output::progress(total, args.json);
-    let pending: Vec<(&PreparedTask, u64)> = args
-        .play
-        .episodes(&tasks, args.trials)
-        .into_iter()
+    let episodes = agents.episodes(&args.play, &tasks, args.trials)?;
+    let pending: Vec<(&PreparedTask, u64)> = episodes
+        .iter()
         .filter(|(task, seed)| !done.contains_key(&(task.task.id.clone(), *seed)))
+        .copied()
         .collect();
     let (ran, resumed) = (pending.len(), total as usize - pending.len());
     progress.inc(resumed as u64);
@@ -131,16 +131,13 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     // How the episodes ended: an agent that loops runs out of turns, one
     // whose dialogue outgrows its model's context is cut there.
     let mut terminations: BTreeMap<&str, usize> = BTreeMap::new();
-    for task in &tasks {
-        for trial in 0..args.trials {
-            let key = (task.task.id.clone(), args.play.seed_of(task, trial));
-            let record = &done[&key];
-            outcomes
-                .entry(task.task.id.clone())
-                .or_default()
-                .push(record.verdict.reward >= 1.0);
-            *terminations.entry(record.termination.name()).or_default() += 1;
-        }
+    for (task, seed) in &episodes {
+        let record = &done[&(task.task.id.clone(), *seed)];
+        outcomes
+            .entry(task.task.id.clone())
+            .or_default()
+            .push(record.verdict.reward >= 1.0);
+        *terminations.entry(record.termination.name()).or_default() += 1;
     }
     let ended = terminations
         .iter()

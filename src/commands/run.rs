@@ -6,12 +6,12 @@ use crate::flags::MOST_TRIALS;
 use crate::metrics;
 use crate::output;
 use crate::tasks::PlayArgs;
-use anyhow::Result;
+use anyhow::{Result, bail};
 use clap::Args;
 use forge_runtime::trajectory::{EpisodeRecord, Termination};
 use forge_runtime::{Environment, Sandbox, TrajectoryWriter, verify};
 use serde_json::json;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
@@ -44,13 +44,16 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let label = agents.label();
     let mut writer = match (&args.out, args.append) {
         (Some(path), false) => Some(TrajectoryWriter::create(path)?),
-        (Some(path), true) => Some(super::append_trajectories(path)?),
+        (Some(path), true) => {
+            refuse_other_environments(path, &env)?;
+            Some(super::append_trajectories(path)?)
+        }
         (None, _) => None,
     };
 
     let total = tasks.len() as u64 * args.trials;
     let progress = output::progress(total, args.json);
-    let episodes = args.play.episodes(&tasks, args.trials);
+    let episodes = agents.episodes(&args.play, &tasks, args.trials)?;
     let mut records = Vec::with_capacity(episodes.len());
     // On one thread, records come in the order of `episodes`: by task, then trial.
     let played = agents.play(&env, &episodes, args.play.max_turns, 1, |record| {
@@ -82,6 +85,32 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     progress.finish_and_clear();
     report(&env, &args, &label, &agents.user_label(), &records);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Refuses to append `env`'s episodes to a file of another environment's
+/// (or of another version of it): `forge replay` checks a file against one.
+fn refuse_other_environments(path: &Path, env: &Environment) -> Result<()> {
+    // A file that does not read as trajectories is the writer's to refuse,
+    // naming why.
+    let Ok(file) = forge_runtime::trajectory::read(path) else {
+        return Ok(());
+    };
+    if let Some(other) = file
+        .episodes
+        .iter()
+        .find(|record| record.environment.content_hash != env.content_hash())
+    {
+        bail!(
+            "{} holds episodes of environment `{}` ({}), not of `{}` ({}): one file holds one \
+             environment's episodes, as `forge replay` checks them against it; pass another --out",
+            path.display(),
+            other.environment.name,
+            output::short_hash(&other.environment.content_hash),
+            env.name(),
+            output::short_hash(env.content_hash())
+        );
+    }
+    Ok(())
 }
 
 fn episode_json(record: &EpisodeRecord, trial: u64) -> serde_json::Value {
@@ -142,19 +171,15 @@ fn report(
         .count();
     let unmasked_success_rate = unmasked_successes as f64 / (episodes - masked_count).max(1) as f64;
     let masked_share = masked_count as f64 / episodes.max(1) as f64;
-    // pass^k over the trials of each task, when there is more than one.
+    // pass^k over the trials of each task (pass^1 is the success rate).
     let per_task = metrics::successes_per_task(
         records
             .iter()
             .map(|(_, record)| (record.task_id.as_str(), record.verdict.reward >= 1.0)),
     );
-    let pass_hat_k: Vec<(u64, f64)> = if args.trials > 1 {
-        (1..=args.trials)
-            .map(|k| (k, metrics::pass_hat_k(&per_task, k)))
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let pass_hat_k: Vec<(u64, f64)> = (1..=args.trials)
+        .map(|k| (k, metrics::pass_hat_k(&per_task, k)))
+        .collect();
     // Episodes whose task has NL assertions that no judge evaluated.
     let unevaluated = records
         .iter()
@@ -237,7 +262,7 @@ fn report(
              (`context_full`), judged as they stood"
         );
     }
-    if !pass_hat_k.is_empty() {
+    if args.trials > 1 {
         let values: Vec<String> = pass_hat_k
             .iter()
             .map(|(k, value)| format!("pass^{k} {value:.3}"))

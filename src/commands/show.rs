@@ -57,6 +57,15 @@ pub fn run(args: ShowArgs) -> Result<ExitCode> {
             args.file.display()
         );
     }
+    if let Some(line) = args.line {
+        let task = &records[line - 1].task_id;
+        if !args.tasks.is_empty() && !args.tasks.contains(task) {
+            bail!(
+                "--line {line} is an episode of task `{task}`, not of --task {}",
+                args.tasks.join(",")
+            );
+        }
+    }
     let scores = update_scores(&args.file, episodes);
     let most = (!args.full).then_some(SHOWN);
     let shown = records

@@ -334,6 +334,28 @@ fn a_torn_last_line_is_skipped_and_cut_before_appending_and_a_whole_one_kept() {
     assert!(stdout(&output).contains(&format!("{episodes} episodes replayed")));
     assert!(!append_one().contains("torn line"));
 
+    // Another environment's episodes (here another version of the shop)
+    // do not go into the same file.
+    let edited = export_example(&dir.path().join("edited"));
+    let manifest = edited.join("manifest.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replacen("\"description\": \"", "\"description\": \"Edited. ", 1),
+    )
+    .unwrap();
+    let before = std::fs::read_to_string(&path).unwrap();
+    let output = forge(&[
+        "run",
+        "--env",
+        edited.to_str().unwrap(),
+        "--out",
+        path.to_str().unwrap(),
+        "--append",
+    ]);
+    assert_refused(&output, "holds episodes of environment `shop` (");
+    assert_refused(&output, "pass another --out");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
     // A file that is not a trajectory file is neither appended to nor cut,
     // and one without an episode proves nothing.
     let notes = dir.path().join("notes.txt");
@@ -594,6 +616,10 @@ fn bad_input_gets_errors_that_name_the_problem() {
             "--base-url is for",
         ),
         (&["run", "--max-requests", "4"], "--max-requests is for"),
+        (
+            &["run", "--user-instability", "0.2"],
+            "no task chosen has a fact for the user to misstate",
+        ),
         (
             &["eval", "--out", "unused", "--api-key-env", "KEY"],
             "--api-key-env is for",
@@ -1306,6 +1332,10 @@ fn show_prints_episodes_as_dialogues_and_names_what_it_cannot_find() {
     assert_refused(
         &forge(&["show", file, "--task", "shop-99"]),
         "--task shop-99: ",
+    );
+    assert_refused(
+        &forge(&["show", file, "--task", "shop-01", "--line", "2"]),
+        "--line 2 is an episode of task `shop-02`, not of --task shop-01",
     );
     assert_refused(
         &forge(&["show", "/nonexistent.jsonl"]),
