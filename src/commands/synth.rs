@@ -200,14 +200,16 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
             format!("{:.2}", report.mean_dag_depth),
             format!("{:.2}", report.mean_requirements),
             format!("{:.2}", report.write_share),
-            format!("{:.3}", report.random_success),
+            report
+                .random_success
+                .map_or_else(|| "-".to_owned(), |rate| format!("{rate:.3}")),
             format!("{:.3}", report.gold_success),
         ]);
     }
     println!("{table}");
     println!(
-        "{} bundles in {} ({seconds:.1} s)",
-        reports.len(),
+        "{} in {} ({seconds:.1} s)",
+        output::count(reports.len(), "bundle"),
         args.out.display()
     );
     if let Some(usage) = client.as_ref().map(ChatClient::usage) {

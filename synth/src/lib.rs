@@ -101,12 +101,17 @@ pub struct DomainReport {
     pub dropped_failed: usize,
     pub dropped_duplicate: usize,
     pub dropped_random: usize,
+    /// Tasks drawn beyond `tasks`, as a reserve for those verification
+    /// drops, and not needed.
+    pub reserve_unused: usize,
     pub mean_tool_calls: f64,
     pub max_tool_calls: usize,
     pub mean_dag_depth: f64,
     pub mean_requirements: f64,
     pub write_share: f64,
-    pub random_success: f64,
+    /// The random policy's success over the kept tasks; not measured with
+    /// `random_trials` 0.
+    pub random_success: Option<f64>,
     pub gold_success: f64,
 }
 
@@ -360,6 +365,19 @@ fn synthesize_domain(
         tasks,
     };
     let (mut bundle, verification) = verify_tasks(bundle, sandbox, config)?;
+    if bundle.tasks.is_empty() {
+        // An environment without a task trains and measures nothing.
+        let why = format!(
+            "no task survived: of {attempts} attempts, {failed} walks led nowhere or failed, \
+             {duplicate} were duplicates and {} were solved too easily by the random policy",
+            verification.dropped_random
+        );
+        write(
+            "report.md",
+            format!("# {} — rejected\n\n{why}.\n", doc.domain.name).as_bytes(),
+        )?;
+        bail!("{why} (see {})", dir.join("report.md").display());
+    }
     if let Some(model) = model {
         for task in &mut bundle.tasks {
             let facts = task.stated_facts();
@@ -397,6 +415,7 @@ fn synthesize_domain(
         dropped_failed: failed,
         dropped_duplicate: duplicate,
         dropped_random: verification.dropped_random,
+        reserve_unused: verification.reserve_unused,
         mean_tool_calls: mean(stat("tool_calls")),
         max_tool_calls: stat("tool_calls").into_iter().fold(0.0, f64::max) as usize,
         mean_dag_depth: mean(stat("dag_depth")),
@@ -414,7 +433,8 @@ fn synthesize_domain(
 
 struct Verification {
     dropped_random: usize,
-    random_success: f64,
+    reserve_unused: usize,
+    random_success: Option<f64>,
     gold_success: f64,
 }
 
@@ -484,6 +504,7 @@ fn verify_tasks(
         rates.push(rate);
     }
     let before = bundle.tasks.len();
+    let passed = keep.iter().filter(|kept| **kept).count();
     let kept_rates: Vec<f64> = rates
         .iter()
         .zip(&keep)
@@ -504,8 +525,10 @@ fn verify_tasks(
     Ok((
         bundle,
         Verification {
-            dropped_random: before - keep.iter().filter(|kept| **kept).count(),
-            random_success: kept_rates.iter().sum::<f64>() / kept_rates.len().max(1) as f64,
+            dropped_random: before - passed,
+            reserve_unused: passed.saturating_sub(config.tasks),
+            random_success: (config.random_trials > 0 && !kept_rates.is_empty())
+                .then(|| kept_rates.iter().sum::<f64>() / kept_rates.len() as f64),
             gold_success: gold_successes as f64 / before.max(1) as f64,
         },
     ))
@@ -537,12 +560,13 @@ fn markdown_report(
     let _ = writeln!(out, "\nTool graph: {} edges.\n", report.graph_edges);
     let _ = writeln!(
         out,
-        "## Tasks\n\n{} kept from {} attempts: {} walks led nowhere or failed, {} duplicates, {} solved too easily by the random policy.\n",
+        "## Tasks\n\n{} kept from {} attempts: {} walks led nowhere or failed, {} duplicates, {} solved too easily by the random policy, {} drawn in reserve and not needed.\n",
         report.tasks,
         report.attempts,
         report.dropped_failed,
         report.dropped_duplicate,
-        report.dropped_random
+        report.dropped_random,
+        report.reserve_unused
     );
     let _ = writeln!(out, "| measure | value |\n| --- | --- |");
     for (name, value) in [
@@ -563,7 +587,9 @@ fn markdown_report(
         ("gold policy success", format!("{:.3}", report.gold_success)),
         (
             "random policy success",
-            format!("{:.3}", report.random_success),
+            report
+                .random_success
+                .map_or_else(|| "not measured".to_owned(), |rate| format!("{rate:.3}")),
         ),
     ] {
         let _ = writeln!(out, "| {name} | {value} |");

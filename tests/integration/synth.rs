@@ -1,7 +1,7 @@
 //! `forge synth` end to end: docs in, bundles that `forge run` and `forge
 //! replay` consume.
 
-use crate::common::{assert_refused, forge, json_lines, stderr};
+use crate::common::{assert_refused, forge, json_lines, stderr, stdout};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -49,6 +49,17 @@ fn a_shipped_doc_becomes_a_bundle_gold_solves_and_random_does_not() {
     let report = &json_lines(&output)[0];
     assert_eq!(report["tasks"], 30);
     assert_eq!(report["gold_success"], 1.0);
+    // Every attempt is accounted for.
+    let count = |key: &str| report[key].as_u64().unwrap();
+    assert_eq!(
+        count("attempts"),
+        count("tasks")
+            + count("dropped_failed")
+            + count("dropped_duplicate")
+            + count("dropped_random")
+            + count("reserve_unused"),
+        "{report}"
+    );
     let bundle = out.path().join("library");
     for file in [
         "manifest.json",
@@ -501,6 +512,52 @@ fn a_plain_doc_without_a_model_is_rejected_with_the_remedy() {
         "{}",
         lines[0]
     );
+}
+
+#[test]
+fn a_domain_that_yields_no_task_is_rejected_with_its_counts() {
+    // One collection and a lookup: no walk writes anything or asks for an
+    // answer the state decides, so no task comes of it.
+    let dir = tempfile::tempdir().unwrap();
+    let doc = dir.path().join("tiny.toml");
+    std::fs::write(
+        &doc,
+        r#"
+[domain]
+name = "tiny"
+description = "A tiny domain."
+persona = "users"
+
+[collections.users]
+key_field = "user_id"
+key_prefix = "u"
+noun = "user"
+count = 3
+fields.email = { type = "string", generator = "email", unique = true, user_knows = true }
+
+[[tools]]
+name = "find_user"
+kind = "find"
+collection = "users"
+by = "email"
+description = "Find a user."
+"#,
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let output = synth(&[&doc], &out, 2);
+    assert!(!output.status.success(), "{}", stdout(&output));
+    let lines = json_lines(&output);
+    let why = lines[0]["rejected"].as_str().unwrap();
+    assert!(
+        why.contains("no task survived") && why.contains("walks led nowhere"),
+        "{why}"
+    );
+    assert_eq!(lines.last().unwrap()["rejected"], 1);
+    // What was written is no bundle to load, and says why.
+    assert!(!out.join("tiny/manifest.json").exists());
+    let report = std::fs::read_to_string(out.join("tiny/report.md")).unwrap();
+    assert!(report.contains("rejected"), "{report}");
 }
 
 /// Why `forge synth` rejected `doc`, synthesized with the model at `url`
