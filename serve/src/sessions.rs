@@ -190,8 +190,11 @@ pub struct Hub {
     recorder: Option<Mutex<TrajectoryWriter>>,
     metrics: Metrics,
     sessions: Mutex<HashMap<String, Arc<Mutex<Session>>>>,
-    /// Resets so far: picks the next task in turn, and salts session ids.
+    /// Resets so far: salts session ids and episode seeds.
     resets: AtomicU64,
+    /// The next task in turn, for a reset that names neither a task nor a
+    /// seed; only such resets, when served, move it on.
+    in_turn: AtomicU64,
     id_salt: u64,
     closing: AtomicBool,
     /// Places promised to connections that have yet to open their session:
@@ -215,6 +218,7 @@ impl Hub {
             metrics: Metrics::default(),
             sessions: Mutex::new(HashMap::new()),
             resets: AtomicU64::new(0),
+            in_turn: AtomicU64::new(0),
             id_salt: rand::random(),
             closing: AtomicBool::new(false),
             waiting: Arc::default(),
@@ -253,6 +257,33 @@ impl Hub {
         self.len() == 0
     }
 
+    /// The task a reset asks for: the one it names, the `seed`-th, or the
+    /// next in turn — which a refused reset, or one naming its task or
+    /// seed, leaves where it was (no task of the rotation is skipped).
+    fn task_for(&self, request: &OpenRequest) -> Result<TaskRef, ServeError> {
+        let find = |ordinal| {
+            self.catalog
+                .find(request.env.as_deref(), request.task_id.as_deref(), ordinal)
+                .map_err(ServeError::NotFound)
+        };
+        if request.task_id.is_some() || request.seed.is_some() {
+            return find(request.seed.unwrap_or(0));
+        }
+        loop {
+            let turn = self.in_turn.load(Ordering::Relaxed);
+            let task = find(turn)?;
+            // Another reset may have taken this turn meanwhile: then the
+            // next is this one's.
+            if self
+                .in_turn
+                .compare_exchange(turn, turn + 1, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Ok(task);
+            }
+        }
+    }
+
     /// Starts an episode in a new session (or, when the request names an
     /// open session, in that one, ending its episode first).
     pub fn open(&self, request: OpenRequest) -> Result<Observation, ServeError> {
@@ -280,15 +311,8 @@ impl Hub {
         ) {
             return Err(full);
         }
+        let task = self.task_for(&request)?;
         let ordinal = self.resets.fetch_add(1, Ordering::Relaxed);
-        let task = self
-            .catalog
-            .find(
-                request.env.as_deref(),
-                request.task_id.as_deref(),
-                request.seed.unwrap_or(ordinal),
-            )
-            .map_err(ServeError::NotFound)?;
         let prepared = task.task();
         let seed = request.seed.unwrap_or_else(|| {
             forge_runtime::episode_seed(self.id_salt, &task.qualified_id(), ordinal)

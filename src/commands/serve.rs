@@ -31,8 +31,9 @@ pub struct ServeArgs {
     /// The benchmark data for `--suite`.
     #[arg(long, value_name = "DIR", requires = "suite")]
     data: Option<PathBuf>,
-    /// The address to listen on; loopback unless you mean to expose it.
-    #[arg(long, default_value = "127.0.0.1")]
+    /// The address to listen on (an IP address, or a name such as
+    /// `localhost`); loopback unless you mean to expose it.
+    #[arg(long, default_value = "127.0.0.1", value_parser = host)]
     host: std::net::IpAddr,
     /// The port (0: any free one; the address is printed on stderr).
     #[arg(long, default_value_t = 8000)]
@@ -242,4 +243,20 @@ fn init_logs(format: LogFormat) {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     };
+}
+
+/// `--host`: an IP address, or a name this machine resolves (`localhost`).
+fn host(text: &str) -> Result<std::net::IpAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(ip) = text.parse() {
+        return Ok(ip);
+    }
+    (text, 0)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addresses| addresses.next())
+        .map(|address| address.ip())
+        .ok_or_else(|| {
+            format!("`{text}` is neither an IP address nor a name this machine resolves")
+        })
 }

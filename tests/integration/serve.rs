@@ -307,6 +307,23 @@ fn an_openenv_websocket_episode_scores_and_replays_byte_identically() {
 }
 
 #[test]
+fn resets_take_the_tasks_in_turn_and_a_refused_or_named_one_takes_none() {
+    let server = Server::start(&[]);
+    let task = |request: Value| {
+        let (status, body) = post(&server.url("/reset"), &request);
+        (status, body["observation"]["metadata"]["task_id"].clone())
+    };
+    assert_eq!(task(json!({})), (200, json!("shop-01")));
+    // Refused, or naming their task or seed: the turn stays where it was.
+    assert_eq!(task(json!({"task_id": "nope"})).0, 404);
+    assert_eq!(task(json!({"env": "nowhere"})).0, 404);
+    assert_eq!(task(json!({"task_id": "shop-20"})), (200, json!("shop-20")));
+    assert_eq!(task(json!({"seed": 4})), (200, json!("shop-05")));
+    assert_eq!(task(json!({})), (200, json!("shop-02")));
+    assert_eq!(task(json!({})), (200, json!("shop-03")));
+}
+
+#[test]
 fn http_requests_that_cannot_be_served_get_clear_errors() {
     let server = Server::start(&[
         "--max-sessions",

@@ -4,8 +4,8 @@
 //! `--seconds` takes steps in them with `--concurrency` requests in flight
 //! (as a trainer's rollout workers do: most sessions wait on the model most
 //! of the time), then makes the clients leave — half with a close frame, half
-//! by dropping the connection — and waits for the sessions to return to
-//! zero. Without `--url` the server runs in this process on the built-in
+//! by dropping the connection — and waits for its sessions to be gone (a
+//! shared server's other sessions are not counted). Without `--url` the server runs in this process on the built-in
 //! example environment, and its memory is measured too.
 
 use super::{Row, micros, percentile, report};
@@ -34,7 +34,8 @@ pub struct ServeBenchArgs {
     #[arg(long, default_value_t = 10.0, value_parser = seconds)]
     seconds: f64,
     /// Load this running server (`http://host:port`) instead of one started
-    /// in this process.
+    /// in this process; each step is a turn of its episode, so start it
+    /// with a `--max-turns` above the steps a session takes.
     #[arg(long, value_name = "URL", value_parser = server_url)]
     url: Option<String>,
     /// The step: a tool of the served environment…
@@ -245,6 +246,10 @@ fn server_is_here(args: &ServeBenchArgs) -> bool {
 /// Opens the sessions, steps them, and makes the clients leave.
 async fn round(args: &ServeBenchArgs, base: &str, step: &Arc<String>) -> Result<Round> {
     let ws_url = format!("{}/ws", base.replacen("http", "ws", 1));
+    // Sessions other clients hold on a shared server are not this round's.
+    let others = sessions(base).await?;
+    let ours =
+        || async move { Ok::<_, anyhow::Error>(sessions(base).await?.saturating_sub(others)) };
     let opening = Instant::now();
     let sockets: Vec<Socket> = stream::iter(0..args.sessions)
         .map(|seed| open_session(&ws_url, seed))
@@ -254,7 +259,7 @@ async fn round(args: &ServeBenchArgs, base: &str, step: &Arc<String>) -> Result<
         .into_iter()
         .collect::<Result<_>>()?;
     let open_seconds = opening.elapsed().as_secs_f64();
-    let held = sessions(base).await?;
+    let held = ours().await?;
     let rss_open = resident_bytes();
 
     // Deal the sessions out to the workers; each steps its own in turn.
@@ -291,10 +296,10 @@ async fn round(args: &ServeBenchArgs, base: &str, step: &Arc<String>) -> Result<
             let _ = socket.close(None).await;
         }
     }
-    let mut remaining = sessions(base).await?;
+    let mut remaining = ours().await?;
     while remaining > 0 && leaving.elapsed() < Duration::from_secs(60) {
         tokio::time::sleep(Duration::from_millis(20)).await;
-        remaining = sessions(base).await?;
+        remaining = ours().await?;
     }
     let drain_seconds = leaving.elapsed().as_secs_f64();
     Ok(Round {
