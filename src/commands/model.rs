@@ -14,7 +14,7 @@ use forge_trainer::Stop;
 use forge_trainer::chat::{ChatTemplate, ChatText, beginning, reply_opening, turn};
 use forge_trainer::checkpoint;
 use forge_trainer::peft::PeftAdapters;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -172,8 +172,9 @@ struct Summary {
     format: &'static str,
     /// The GGUF format version; none for a checkpoint.
     version: Option<u32>,
-    /// A GGUF's scalar metadata, or a checkpoint's `config.json`, as text.
-    metadata: BTreeMap<String, String>,
+    /// A GGUF's metadata, or a checkpoint's `config.json`, long lists
+    /// (a vocabulary) told by their length.
+    metadata: BTreeMap<String, Value>,
     /// The tensors and elements of each tensor type.
     types: BTreeMap<String, (usize, u64)>,
     /// The decoder the model's numbers describe, or why Forge cannot run it.
@@ -182,6 +183,39 @@ struct Summary {
     tokenizer: Result<ModelTokenizer, String>,
     /// A LoRA run's checkpoint: the adapters kept beside the weights.
     adapters: Option<PeftAdapters>,
+}
+
+/// Lists of more items than this are told by their length.
+const LISTED_ITEMS: usize = 16;
+
+/// `value`, a long list (a vocabulary, its merges) as `"[N items]"`.
+fn shortened(value: Value) -> Value {
+    match value {
+        Value::Array(items) if items.len() > LISTED_ITEMS => {
+            Value::String(format!("[{} items]", items.len()))
+        }
+        other => other,
+    }
+}
+
+/// A GGUF metadata value as JSON: numbers as numbers (an `f32` as the
+/// decimal it was written as), flags as booleans.
+fn gguf_json(value: &GgufValue) -> Value {
+    match value {
+        GgufValue::U8(n) => (*n).into(),
+        GgufValue::I8(n) => (*n).into(),
+        GgufValue::U16(n) => (*n).into(),
+        GgufValue::I16(n) => (*n).into(),
+        GgufValue::U32(n) => (*n).into(),
+        GgufValue::I32(n) => (*n).into(),
+        GgufValue::U64(n) => (*n).into(),
+        GgufValue::I64(n) => (*n).into(),
+        GgufValue::F32(x) => crate::agents::decimal(*x).into(),
+        GgufValue::F64(x) => (*x).into(),
+        GgufValue::Bool(flag) => (*flag).into(),
+        GgufValue::String(text) => text.clone().into(),
+        GgufValue::Array(items) => items.iter().map(gguf_json).collect(),
+    }
 }
 
 impl Summary {
@@ -193,14 +227,7 @@ impl Summary {
         let metadata = gguf
             .metadata
             .iter()
-            .map(|(key, value)| {
-                let text = match value {
-                    GgufValue::Array(items) => format!("[{} items]", items.len()),
-                    GgufValue::String(text) => text.clone(),
-                    other => format!("{other:?}"),
-                };
-                (key.clone(), text)
-            })
+            .map(|(key, value)| (key.clone(), shortened(gguf_json(value))))
             .collect();
         let tensors = gguf
             .tensors
@@ -223,14 +250,7 @@ impl Summary {
             .as_object()
             .into_iter()
             .flatten()
-            .map(|(key, value)| {
-                let text = match value {
-                    serde_json::Value::Array(items) => format!("[{} items]", items.len()),
-                    serde_json::Value::String(text) => text.clone(),
-                    other => other.to_string(),
-                };
-                (key.clone(), text)
-            })
+            .map(|(key, value)| (key.clone(), shortened(value.clone())))
             .collect();
         let weights = checkpoint::SafetensorsSource::open(dir)?;
         Ok(Self {
@@ -325,8 +345,12 @@ fn inspect(args: &InspectArgs) -> Result<()> {
     };
     let mut table = output::table(&[heading, "value"]);
     for (key, value) in &summary.metadata {
-        // Long values (a chat template, a token list) are cut, marked so.
-        table.add_row(vec![key.clone(), forge_runtime::text::shortened(value, 80)]);
+        let text = match value {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        // Long values (a chat template) are cut, marked so.
+        table.add_row(vec![key.clone(), forge_runtime::text::shortened(&text, 80)]);
     }
     println!("{table}");
     let mut table = output::table(&["type", "tensors", "elements"]);
@@ -374,4 +398,20 @@ fn inspect(args: &InspectArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gguf_metadata_reads_as_json_values() {
+        assert_eq!(gguf_json(&GgufValue::U32(8192)), json!(8192));
+        assert_eq!(gguf_json(&GgufValue::F32(1e-5)), json!(1e-5));
+        assert_eq!(gguf_json(&GgufValue::Bool(false)), json!(false));
+        let languages = GgufValue::Array(vec![GgufValue::String("en".into())]);
+        assert_eq!(shortened(gguf_json(&languages)), json!(["en"]));
+        let vocabulary = GgufValue::Array(vec![GgufValue::U8(0); 49152]);
+        assert_eq!(shortened(gguf_json(&vocabulary)), json!("[49152 items]"));
+    }
 }

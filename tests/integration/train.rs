@@ -148,7 +148,7 @@ fn the_smoke_run_trains_sft_then_erpo_on_the_cpu() {
         "checkpoints hold f32 tensors: {inspected}"
     );
     assert!(
-        inspected["metadata"]["num_hidden_layers"].is_string(),
+        inspected["metadata"]["num_hidden_layers"].is_u64(),
         "{inspected}"
     );
     assert_eq!(inspected["adapters"], Value::Null, "no LoRA: {inspected}");
