@@ -2,7 +2,7 @@
 //! `forge eval`).
 
 use crate::commands::train::Device;
-use crate::flags::{at_least_one, nucleus_mass, probability, temperature};
+use crate::flags::{at_least_one, at_least_one_u64, nucleus_mass, probability, temperature};
 use crate::tasks::PlayArgs;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
@@ -98,11 +98,11 @@ pub struct AgentArgs {
     /// batch (the same batch size gives the same episodes) [default: 64 on a
     /// GPU; 1 on the CPU, where one thread computes a batch no faster than
     /// its rows one by one, and padding the prompts to one length costs more].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = at_least_one_u64)]
     pub batch: Option<u64>,
     /// Most requests in flight to the endpoint at once (`forge eval
     /// --concurrency` runs episodes in parallel) [default: 8].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = at_least_one_u64)]
     pub max_requests: Option<u64>,
     /// The environment variable holding the endpoint's API key, if it needs
     /// one [default: OPENAI_API_KEY].

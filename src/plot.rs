@@ -1,7 +1,7 @@
 //! Line charts of training curves as SVG: a run's own (`curves.svg`) and
 //! several runs' side by side (`forge compare --plot`).
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -49,8 +49,9 @@ pub fn svg(path: &Path, panels: &[Panel]) -> Result<()> {
         .flat_map(|curve| curve.points.iter().map(|(x, _)| *x))
         .fold(1.0f64, f64::max);
     let width = 450 * panels.len().max(1) as u32;
-    let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
-        let root = SVGBackend::new(path, (width, 380)).into_drawing_area();
+    let mut text = String::new();
+    let draw = |text: &mut String| -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let root = SVGBackend::with_string(text, (width, 380)).into_drawing_area();
         root.fill(&WHITE)?;
         let areas = root.split_evenly((1, panels.len().max(1)));
         for (area, panel) in areas.iter().zip(panels) {
@@ -85,5 +86,6 @@ pub fn svg(path: &Path, panels: &[Panel]) -> Result<()> {
         root.present()?;
         Ok(())
     };
-    draw().map_err(|err| anyhow::anyhow!("drawing {}: {err}", path.display()))
+    draw(&mut text).map_err(|err| anyhow::anyhow!("drawing {}: {err}", path.display()))?;
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }

@@ -5,7 +5,7 @@
 use crate::agents::{AgentArgs, Agents, decimal};
 use crate::commands::hold;
 use crate::envs::EnvArgs;
-use crate::flags::{MOST_TRIALS, at_least_one};
+use crate::flags::{MOST_TRIALS, at_least_one, at_least_one_u64};
 use crate::metrics::{self, flip_rate, pass_hat_k};
 use crate::output;
 use crate::tasks::PlayArgs;
@@ -36,7 +36,7 @@ pub struct EvalArgs {
     trials: u64,
     /// Episodes run at once, each on its own thread (for remote models, whose
     /// answers are waited for).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 1, value_parser = at_least_one_u64)]
     concurrency: u64,
     /// Bootstrap resamples for the confidence intervals.
     #[arg(long, default_value_t = 1000, value_parser = at_least_one)]

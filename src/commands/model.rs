@@ -3,6 +3,7 @@
 mod merge;
 mod prompts;
 
+use crate::flags::at_least_one_u64;
 use crate::output;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
@@ -48,7 +49,7 @@ pub struct ChatArgs {
     #[arg(long, default_value = "smollm2-135m")]
     model: String,
     /// Most tokens to generate.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 64, value_parser = at_least_one_u64)]
     max_tokens: u64,
     /// Stop once the reply contains this text (repeatable); the reply is
     /// printed up to it.

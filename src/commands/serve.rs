@@ -2,7 +2,7 @@
 //! OpenEnv HTTP/WebSocket API and MCP (Streamable HTTP, or stdio).
 
 use crate::builtin;
-use crate::flags::{at_least_one, positive, probability, session_count};
+use crate::flags::{at_least_one, at_least_one_u64, positive, probability, session_count};
 use crate::output;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
@@ -49,7 +49,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = SessionLimits::default().max_sessions, value_parser = session_count)]
     max_sessions: usize,
     /// Seconds without a request after which a session is closed.
-    #[arg(long, default_value_t = SessionLimits::default().idle_timeout.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = SessionLimits::default().idle_timeout.as_secs(), value_parser = at_least_one_u64)]
     idle_timeout: u64,
     /// Most agent actions per second per session.
     #[arg(long, default_value_t = SessionLimits::default().steps_per_second, value_parser = positive, allow_negative_numbers = true)]
@@ -60,7 +60,7 @@ pub struct ServeArgs {
     /// Seconds a client may take to send a request's headers, or pause
     /// while sending its body, before its connection is closed; an idle
     /// keep-alive connection closes after it too.
-    #[arg(long, default_value_t = HttpOptions::default().read_timeout.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = HttpOptions::default().read_timeout.as_secs(), value_parser = at_least_one_u64)]
     read_timeout: u64,
     /// Most HTTP connections served at once; more wait to be accepted. A
     /// WebSocket leaves the count once upgraded (`--max-sessions` caps those).

@@ -1,6 +1,6 @@
 //! `forge synth`: domain docs in, verified environment bundles out.
 
-use crate::flags::at_least_one;
+use crate::flags::{at_least_one, at_least_one_u64};
 use crate::output;
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -39,7 +39,7 @@ pub struct SynthArgs {
     random_trials: u64,
     /// Most requirements (writes or questions) per task, at least 1. Tasks
     /// draw 1 to 5, so the default caps nothing; 1 gives one-requirement tasks.
-    #[arg(long, value_name = "N", default_value_t = SynthConfig::default().max_requirements as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = SynthConfig::default().max_requirements as u64, value_parser = at_least_one_u64)]
     max_requirements: u64,
     /// An OpenAI-compatible API base (e.g. `http://127.0.0.1:8000/v1`): plain
     /// docs are annotated by the model, and task instructions rewritten by it.
@@ -52,7 +52,7 @@ pub struct SynthArgs {
     #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY")]
     api_key_env: String,
     /// Most model answers per doc (each invalid one is fed back).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 3, value_parser = at_least_one_u64)]
     llm_rounds: u64,
     /// Replace bundle directories that already exist under `--out`.
     #[arg(long)]

@@ -2,6 +2,7 @@
 
 use crate::commands::{hold, holds_files, leave_as_found};
 use crate::envs::Source;
+use crate::flags::at_least_one_u64;
 use crate::plot::{self, Curve, Panel};
 use crate::{output, shutdown};
 use anyhow::{Context, Result, bail};
@@ -66,7 +67,7 @@ pub struct TrainArgs {
     resume: bool,
     /// Stop after this many steps (with a checkpoint to `--resume` from):
     /// long runs in bounded jobs.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = at_least_one_u64)]
     max_steps: Option<u64>,
     /// Stop once the next step, if it took as long as the last, would end
     /// after this many seconds, with a checkpoint to `--resume` from and an

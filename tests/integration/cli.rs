@@ -585,6 +585,8 @@ fn bad_input_gets_errors_that_name_the_problem() {
         ("--temperature", "nan"),
         ("--top-p", "0"),
         ("--max-new-tokens", "0"),
+        ("--batch", "0"),
+        ("--max-requests", "0"),
     ] {
         for command in ["run", "eval"] {
             let output = forge(&[command, &format!("{flag}={value}")]);

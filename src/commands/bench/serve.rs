@@ -10,7 +10,7 @@
 
 use super::{Row, micros, percentile, report};
 use crate::commands::serve::{hub_for, runtime, sandbox_for};
-use crate::flags::{at_least_one, seconds, session_count};
+use crate::flags::{at_least_one, at_least_one_u64, seconds, session_count};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use forge_serve::SessionLimits;
@@ -46,8 +46,8 @@ pub struct ServeBenchArgs {
     arguments: String,
     /// Times to open the sessions, step them and make the clients leave:
     /// memory that keeps growing from round to round would be a leak.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
-    rounds: u32,
+    #[arg(long, default_value_t = 2, value_parser = at_least_one_u64)]
+    rounds: u64,
     /// One JSON object instead of the table.
     #[arg(long)]
     json: bool,

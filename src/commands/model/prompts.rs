@@ -3,6 +3,7 @@
 
 use super::resolve;
 use crate::envs::EnvArgs;
+use crate::flags::at_least_one_u64;
 use crate::output;
 use crate::tasks::TaskSelection;
 use anyhow::Result;
@@ -31,7 +32,7 @@ pub struct PromptsArgs {
     #[arg(
         long,
         default_value_t = EpisodeSettings::default().max_turns as u64,
-        value_parser = clap::value_parser!(u64).range(1..),
+        value_parser = at_least_one_u64,
     )]
     max_turns: u64,
     /// A JSON line per task, then a summary line.
