@@ -117,13 +117,18 @@ pub struct AgentArgs {
     pub judge_base_url: Option<String>,
 }
 
+/// `--max-requests` when not given.
+const MAX_REQUESTS: u64 = 8;
+/// `--api-key-env` when not given.
+const API_KEY_ENV: &str = "OPENAI_API_KEY";
+
 impl AgentArgs {
     /// A client of `model` at the endpoint `url`, with the key and the
     /// requests in flight asked for.
     fn endpoint(&self, url: &str, model: &str) -> ChatClient {
-        let key = self.api_key_env.as_deref().unwrap_or("OPENAI_API_KEY");
+        let key = self.api_key_env.as_deref().unwrap_or(API_KEY_ENV);
         let mut config = ChatConfig::new(url, model).key_from_env(key);
-        config.max_in_flight = self.max_requests.unwrap_or(8) as usize;
+        config.max_in_flight = self.max_requests.unwrap_or(MAX_REQUESTS) as usize;
         ChatClient::new(config)
     }
 

@@ -42,6 +42,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let tasks = args.play.tasks.select(&env)?;
     let agents = Agents::new(&args.agents, &env)?;
     let label = agents.label();
+    // Before the file is created: a refused selection leaves none behind.
+    let episodes = agents.episodes(&args.play, &tasks, args.trials)?;
     let mut writer = match (&args.out, args.append) {
         (Some(path), false) => Some(TrajectoryWriter::create(path)?),
         (Some(path), true) => {
@@ -53,7 +55,6 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
 
     let total = tasks.len() as u64 * args.trials;
     let progress = output::progress(total, args.json);
-    let episodes = agents.episodes(&args.play, &tasks, args.trials)?;
     let mut records = Vec::with_capacity(episodes.len());
     // On one thread, records come in the order of `episodes`: by task, then trial.
     let played = agents.play(&env, &episodes, args.play.max_turns, 1, |record| {

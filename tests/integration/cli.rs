@@ -651,6 +651,17 @@ fn bad_input_gets_errors_that_name_the_problem() {
     ] {
         assert_refused(&forge(args), says);
     }
+    // A run refused for its selection leaves no --out file behind.
+    let unstable = dir.path().join("unstable.jsonl");
+    let output = forge(&[
+        "run",
+        "--user-instability",
+        "0.2",
+        "--out",
+        unstable.to_str().unwrap(),
+    ]);
+    assert_refused(&output, "no task chosen");
+    assert!(!unstable.exists());
     // A negative value after a space is a value too, refused for itself.
     for (command, flag) in [
         (&["run"][..], "--user-instability"),

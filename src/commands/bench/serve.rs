@@ -5,8 +5,9 @@
 //! (as a trainer's rollout workers do: most sessions wait on the model most
 //! of the time), then makes the clients leave — half with a close frame, half
 //! by dropping the connection — and waits for its sessions to be gone (a
-//! shared server's other sessions are not counted). Without `--url` the server runs in this process on the built-in
-//! example environment, and its memory is measured too.
+//! shared server's other sessions are not counted). Without `--url` the
+//! server runs in this process on the built-in example environment, and its
+//! memory is measured too.
 
 use super::{Row, micros, percentile, report};
 use crate::commands::serve::{hub_for, runtime, sandbox_for};
