@@ -59,8 +59,29 @@ pub fn read<T>(
             continue;
         }
         let record = parse(&line)
+            .map_err(within_the_line)
             .with_context(|| format!("{} line {number} is not {what}", path.display()))?;
         records.push(record);
+    }
+}
+
+/// A JSON error placed within its line. The record is the line, so the
+/// parser's "at line 1 column 12" (or "line 2 column 0", past the newline
+/// of a line cut short) would read as a line of the file.
+fn within_the_line(err: anyhow::Error) -> anyhow::Error {
+    match err.downcast::<serde_json::Error>() {
+        Ok(json) => {
+            let text = json.to_string();
+            let message = text
+                .rsplit_once(" at line ")
+                .map_or(text.as_str(), |(message, _)| message);
+            match (json.line(), json.column()) {
+                (0, _) | (1, 0) => anyhow::anyhow!("{message}"),
+                (1, column) => anyhow::anyhow!("{message} at column {column}"),
+                _ => anyhow::anyhow!("{message} at the end of the line"),
+            }
+        }
+        Err(other) => other,
     }
 }
 
@@ -106,6 +127,15 @@ mod tests {
     fn other_lines_that_are_no_record_are_named() {
         let error = format!("{:#}", read_text(b"1\n[2\n3\n").unwrap_err());
         assert!(error.contains("line 2 is not a number"), "{error}");
+        // The parser's position is within the line, not the file.
+        let error = format!("{:#}", read_text(b"1\n\"ab\n3\n").unwrap_err());
+        assert!(error.ends_with("at the end of the line"), "{error}");
+        assert!(!error.contains("line 2 column"), "{error}");
+        let error = format!("{:#}", read_text(b"1\n2 x\n").unwrap_err());
+        assert!(
+            error.ends_with("trailing characters at column 3"),
+            "{error}"
+        );
         let error = format!("{:#}", read_text(b"1\n\xff\n").unwrap_err());
         assert!(error.contains("line 2 is not a number"), "{error}");
         let error = format!("{:#}", read_text(b"1\n2\n300\n").unwrap_err());

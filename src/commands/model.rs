@@ -190,7 +190,7 @@ struct Summary {
 const LISTED_ITEMS: usize = 16;
 
 /// `value`, a long list (a vocabulary, its merges) as `"[N items]"`.
-fn shortened(value: Value) -> Value {
+fn brief(value: Value) -> Value {
     match value {
         Value::Array(items) if items.len() > LISTED_ITEMS => {
             Value::String(format!("[{} items]", items.len()))
@@ -228,7 +228,7 @@ impl Summary {
         let metadata = gguf
             .metadata
             .iter()
-            .map(|(key, value)| (key.clone(), shortened(gguf_json(value))))
+            .map(|(key, value)| (key.clone(), brief(gguf_json(value))))
             .collect();
         let tensors = gguf
             .tensors
@@ -251,7 +251,7 @@ impl Summary {
             .as_object()
             .into_iter()
             .flatten()
-            .map(|(key, value)| (key.clone(), shortened(value.clone())))
+            .map(|(key, value)| (key.clone(), brief(value.clone())))
             .collect();
         let weights = checkpoint::SafetensorsSource::open(dir)?;
         Ok(Self {
@@ -411,8 +411,8 @@ mod tests {
         assert_eq!(gguf_json(&GgufValue::F32(1e-5)), json!(1e-5));
         assert_eq!(gguf_json(&GgufValue::Bool(false)), json!(false));
         let languages = GgufValue::Array(vec![GgufValue::String("en".into())]);
-        assert_eq!(shortened(gguf_json(&languages)), json!(["en"]));
+        assert_eq!(brief(gguf_json(&languages)), json!(["en"]));
         let vocabulary = GgufValue::Array(vec![GgufValue::U8(0); 49152]);
-        assert_eq!(shortened(gguf_json(&vocabulary)), json!("[49152 items]"));
+        assert_eq!(brief(gguf_json(&vocabulary)), json!("[49152 items]"));
     }
 }
