@@ -32,7 +32,7 @@ pub(crate) fn at_least_one(text: &str) -> Result<usize, String> {
 
 /// [`at_least_one`] for a `u64` flag.
 pub(crate) fn at_least_one_u64(text: &str) -> Result<u64, String> {
-    number_where(text, |n| *n >= 1, "a whole number of at least 1")
+    at_least_one(text).map(|n| n as u64)
 }
 
 /// The most sessions a server holds: each reserves an instance's memory

@@ -248,9 +248,7 @@ fn init_logs(format: LogFormat) {
 /// `--host`: an IP address, or a name this machine resolves (`localhost`).
 fn host(text: &str) -> Result<std::net::IpAddr, String> {
     use std::net::ToSocketAddrs;
-    if let Ok(ip) = text.parse() {
-        return Ok(ip);
-    }
+    // An address literal resolves to itself, without a lookup.
     (text, 0)
         .to_socket_addrs()
         .ok()

@@ -47,10 +47,8 @@ impl Pairing {
         rates: &BTreeMap<Task, f64>,
         bootstrap: usize,
     ) -> Self {
-        match rates.keys().any(|task| baseline.contains_key(task)) {
-            true => Self::Paired(Paired::new(baseline, rates, bootstrap)),
-            false => Self::unpaired("no task in common"),
-        }
+        Paired::new(baseline, rates, bootstrap)
+            .map_or_else(|| Self::unpaired("no task in common"), Self::Paired)
     }
 
     pub fn unpaired(why: &str) -> Self {
@@ -78,23 +76,26 @@ pub(super) struct Paired {
 }
 
 impl Paired {
-    /// `rates` against `baseline`, each a success rate by task.
+    /// `rates` against `baseline`, each a success rate by task; none when
+    /// they share no task.
     fn new<Task: Ord + Display>(
         baseline: &BTreeMap<Task, f64>,
         rates: &BTreeMap<Task, f64>,
         bootstrap: usize,
-    ) -> Self {
+    ) -> Option<Self> {
         let paired: Vec<(&Task, f64)> = rates
             .iter()
             .filter_map(|(task, rate)| baseline.get(task).map(|base| (task, rate - base)))
             .collect();
+        if paired.is_empty() {
+            return None;
+        }
         let differences: Vec<f64> = paired.iter().map(|(_, difference)| *difference).collect();
-        let mean = differences.iter().sum::<f64>() / differences.len().max(1) as f64;
+        let mean = differences.iter().sum::<f64>() / differences.len() as f64;
         // Tasks resampled with their pairs, from a fixed seed: the same
         // inputs give the same interval.
         let mut rng = ChaCha8Rng::seed_from_u64(0);
         let draws = (0..bootstrap)
-            .filter(|_| !differences.is_empty())
             .map(|_| {
                 let total: f64 = (0..differences.len())
                     .map(|_| differences[rng.random_range(0..differences.len())])
@@ -112,7 +113,7 @@ impl Paired {
         };
         let better = named(|difference| difference > 0.0);
         let worse = named(|difference| difference < 0.0);
-        Self {
+        Some(Self {
             shared_tasks: paired.len(),
             success_difference: mean,
             ci_low,
@@ -121,7 +122,7 @@ impl Paired {
             sign_test_p: sign_test(better.len() as u64, worse.len() as u64),
             better,
             worse,
-        }
+        })
     }
 }
 
@@ -228,7 +229,7 @@ mod tests {
         let (low, high) = (paired.ci_low, paired.ci_high);
         assert!((-0.5..=1.0).contains(&low) && low <= high && high <= 1.0);
         // The same inputs give the same interval.
-        let again = Paired::new(&baseline, &trained, 200);
+        let again = Paired::new(&baseline, &trained, 200).unwrap();
         assert_eq!((again.ci_low, again.ci_high), (low, high));
     }
 
