@@ -143,6 +143,7 @@ impl TaskSelection {
                 Ok(count @ 1..) if numbered(&ids) => {
                     format!("; its tasks are numbered, so a count of them is `first:{count}`")
                 }
+                Ok(0) if !numbered(&ids) => "; a count of tasks is at least 1".to_owned(),
                 _ => String::new(),
             };
             anyhow::anyhow!(
@@ -150,6 +151,17 @@ impl TaskSelection {
                 env.name()
             )
         })?;
+        if let Some(count) = self.count(&ids)
+            && count > ids.len()
+        {
+            // Taken as at most `count` (as `head` does), but said: a run
+            // meant to cover `count` tasks covers fewer.
+            eprintln!(
+                "note: environment `{}` has {}, fewer than the {count} asked for: playing them all",
+                env.name(),
+                crate::output::count(ids.len(), "task")
+            );
+        }
         Ok(chosen.into_iter().map(|at| &tasks[at]).collect())
     }
 
@@ -160,10 +172,11 @@ impl TaskSelection {
         ids: &[&str],
         splits: &BTreeMap<String, Vec<String>>,
     ) -> Result<Vec<usize>, String> {
-        let first = |count: usize| (0..count.min(ids.len())).collect();
+        if let Some(count) = self.count(ids) {
+            return Ok((0..count.min(ids.len())).collect());
+        }
         match self {
             Self::All => Ok((0..ids.len()).collect()),
-            Self::First(count) => Ok(first(*count)),
             Self::Split(name) => {
                 let members: BTreeSet<&str> = splits
                     .get(name)
@@ -176,22 +189,28 @@ impl TaskSelection {
                     .collect())
             }
             Self::HeldOut(_) => unreachable!("select reads a run's held-out tasks itself"),
-            Self::Ids(named) => {
-                if let [only] = named.as_slice()
-                    && !numbered(ids)
-                    && let Ok(count @ 1..) = only.parse::<usize>()
-                {
-                    return Ok(first(count));
-                }
-                named
-                    .iter()
-                    .map(|id| {
-                        ids.iter()
-                            .position(|candidate| candidate == id)
-                            .ok_or_else(|| id.clone())
-                    })
-                    .collect()
-            }
+            Self::First(_) => unreachable!("a count is taken above"),
+            Self::Ids(named) => named
+                .iter()
+                .map(|id| {
+                    ids.iter()
+                        .position(|candidate| candidate == id)
+                        .ok_or_else(|| id.clone())
+                })
+                .collect(),
+        }
+    }
+
+    /// How many tasks a count asks for: `first:N`, or a bare N where tasks
+    /// (`ids`) are not numbered.
+    fn count(&self, ids: &[&str]) -> Option<usize> {
+        match self {
+            Self::First(count) => Some(*count),
+            Self::Ids(named) => match named.as_slice() {
+                [only] if !numbered(ids) => only.parse().ok().filter(|&count| count >= 1),
+                _ => None,
+            },
+            _ => None,
         }
     }
 }

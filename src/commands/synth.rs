@@ -8,7 +8,7 @@ use forge_llm::{ChatClient, ChatConfig};
 use forge_runtime::Sandbox;
 use forge_synth::doc::DomainDoc;
 use forge_synth::llm::AnyDoc;
-use forge_synth::{Llm, SynthConfig, compile::Compiler};
+use forge_synth::{Llm, SynthConfig, compile::Compiler, domain_dir};
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -54,7 +54,9 @@ pub struct SynthArgs {
     /// Most model answers per doc (each invalid one is fed back).
     #[arg(long, default_value_t = 3, value_parser = at_least_one_u64)]
     llm_rounds: u64,
-    /// Replace bundle directories that already exist under `--out`.
+    /// Replace bundle directories that already exist under `--out` (those
+    /// holding only files synthesis writes; others are refused). The new
+    /// directory is moved into place whole, once its domain is done.
     #[arg(long)]
     force: bool,
     /// One JSON object per domain, then a summary object.
@@ -107,10 +109,12 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
     }
     for doc in &docs {
         let dir = args.out.join(doc.name());
-        if !args.force
-            && dir
-                .read_dir()
-                .is_ok_and(|mut entries| entries.next().is_some())
+        if args.force {
+            // Before any work: a long synthesis must not end in this refusal.
+            domain_dir::check_replaceable(&dir)?;
+        } else if dir
+            .read_dir()
+            .is_ok_and(|mut entries| entries.next().is_some())
         {
             bail!(
                 "{} already exists (pass --force to replace it, or choose another --out)",

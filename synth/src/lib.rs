@@ -26,6 +26,7 @@
 pub mod codegen;
 pub mod compile;
 pub mod doc;
+pub mod domain_dir;
 pub mod graph;
 pub mod initial;
 pub mod llm;
@@ -35,6 +36,7 @@ pub mod values;
 
 use anyhow::{Context, Result, bail};
 use doc::DomainDoc;
+use domain_dir::{GRAPH_FILE, REPORT_FILE, SOURCE_FILE, STRUCTURE_FILE};
 use forge_runtime::bundle::{Bundle, Manifest};
 use forge_runtime::episode::{EpisodeSettings, run_episode};
 use forge_runtime::policy::{RandomPolicy, ScriptedUser};
@@ -255,6 +257,9 @@ fn repair(
     Err(error)
 }
 
+/// Synthesizes one domain into `dir`, which it replaces once the outcome is
+/// known: a bundle, or a rejection with its report. A failure without a
+/// report (an I/O error, a model that stops answering) leaves `dir` as it was.
 fn synthesize_domain(
     doc: &DomainDoc,
     source: &compile::GuestSource,
@@ -264,18 +269,47 @@ fn synthesize_domain(
     sandbox: &Sandbox,
     model: Option<&Llm<'_>>,
 ) -> Result<DomainReport> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let staged = domain_dir::stage(dir)?;
+    let outcome = write_domain(
+        doc,
+        source,
+        wasm,
+        config,
+        staged.path(),
+        dir,
+        sandbox,
+        model,
+    );
+    if outcome.is_ok() || staged.path().join(REPORT_FILE).is_file() {
+        domain_dir::replace(dir, staged)?;
+    }
+    outcome
+}
+
+/// The stages of one domain, writing its files in `staged`; messages name
+/// them where they will be, in `dir`.
+#[allow(clippy::too_many_arguments)]
+fn write_domain(
+    doc: &DomainDoc,
+    source: &compile::GuestSource,
+    wasm: Vec<u8>,
+    config: &SynthConfig,
+    staged: &Path,
+    dir: &Path,
+    sandbox: &Sandbox,
+    model: Option<&Llm<'_>>,
+) -> Result<DomainReport> {
     let write = |name: &str, bytes: &[u8]| {
-        std::fs::write(dir.join(name), bytes)
-            .with_context(|| format!("writing {}", dir.join(name).display()))
+        std::fs::write(staged.join(name), bytes)
+            .with_context(|| format!("writing {}", staged.join(name).display()))
     };
     write(
-        "structure.json",
+        STRUCTURE_FILE,
         &pretty(
             &json!({"domain": doc.domain, "collections": doc.collections, "generation_order": doc.generation_order()?}),
         )?,
     )?;
-    write("tools.rs", source.lib_rs.as_bytes())?;
+    write(SOURCE_FILE, source.lib_rs.as_bytes())?;
 
     let component = sandbox
         .load(&wasm)
@@ -290,7 +324,7 @@ fn synthesize_domain(
         .collect();
     if !failed.is_empty() {
         write(
-            "report.md",
+            REPORT_FILE,
             format!(
                 "# {} — rejected\n\nTool validation failed:\n\n- {}\n",
                 doc.domain.name,
@@ -300,12 +334,12 @@ fn synthesize_domain(
         )?;
         bail!(
             "tool validation failed (see {}): {}",
-            dir.join("report.md").display(),
+            dir.join(REPORT_FILE).display(),
             failed.join("; ")
         );
     }
     let graph = graph::build(doc);
-    write("tool_graph.json", &pretty(&graph)?)?;
+    write(GRAPH_FILE, &pretty(&graph)?)?;
 
     let generator =
         tasks::TaskGenerator::new(doc, &component, initial.clone(), config.max_requirements);
@@ -373,10 +407,10 @@ fn synthesize_domain(
             verification.dropped_random
         );
         write(
-            "report.md",
+            REPORT_FILE,
             format!("# {} — rejected\n\n{why}.\n", doc.domain.name).as_bytes(),
         )?;
-        bail!("{why} (see {})", dir.join("report.md").display());
+        bail!("{why} (see {})", dir.join(REPORT_FILE).display());
     }
     if let Some(model) = model {
         for task in &mut bundle.tasks {
@@ -390,7 +424,7 @@ fn synthesize_domain(
                 })?;
         }
     }
-    bundle.write_dir(dir)?;
+    bundle.write_dir(staged)?;
 
     let tasks = &bundle.tasks;
     let stat = |name: &str| {
@@ -425,7 +459,7 @@ fn synthesize_domain(
         gold_success: verification.gold_success,
     };
     write(
-        "report.md",
+        REPORT_FILE,
         markdown_report(doc, &report, &checks).as_bytes(),
     )?;
     Ok(report)

@@ -519,6 +519,20 @@ fn bad_input_gets_errors_that_name_the_problem() {
 
     let output = forge(&["run", "--tasks", "shop-99"]);
     assert_refused(&output, "no task `shop-99`");
+    let output = forge(&["run", "--tasks", "0"]);
+    assert_refused(
+        &output,
+        "no task `0` (see `forge inspect`); a count of tasks is at least 1",
+    );
+    // A count beyond the tasks there are plays them all, and says so.
+    let output = forge(&["run", "--tasks", "first:99", "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(json_lines(&output).last().unwrap()["episodes"], 28);
+    assert!(
+        stderr(&output).contains("has 28 tasks, fewer than the 99 asked for: playing them all"),
+        "{}",
+        stderr(&output)
+    );
 
     let garbage = dir.path().join("garbage.jsonl");
     std::fs::write(&garbage, "{\"not\": \"a trajectory\"}\n").unwrap();

@@ -348,6 +348,25 @@ fn broken_docs_are_refused_naming_the_problem() {
     assert_refused(&output, "parking.toml");
     assert_refused(&output, "unknown collection `zonez`");
 
+    // A sound bundle first, which the rejected synthesis below replaces.
+    std::fs::write(&doc, PARKING).unwrap();
+    let output = synth(&[&doc], &dir.path().join("out"), 5);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let bundle = dir.path().join("out/parking");
+    assert!(bundle.join("manifest.json").is_file());
+    let forced = |doc: &Path| {
+        forge(&[
+            "synth",
+            "--json",
+            "--force",
+            "--tasks",
+            "5",
+            "--out",
+            dir.path().join("out").to_str().unwrap(),
+            doc.to_str().unwrap(),
+        ])
+    };
+
     // A tool whose precondition never holds fails validation: the domain is rejected with a report.
     std::fs::write(
         &doc,
@@ -357,7 +376,7 @@ fn broken_docs_are_refused_naming_the_problem() {
         ),
     )
     .unwrap();
-    let output = synth(&[&doc], &dir.path().join("out"), 5);
+    let output = forced(&doc);
     assert!(!output.status.success());
     let lines = json_lines(&output);
     let rejected = lines
@@ -371,7 +390,17 @@ fn broken_docs_are_refused_naming_the_problem() {
             .contains("buy_permit"),
         "{rejected}"
     );
-    assert!(dir.path().join("out/parking/report.md").is_file());
+    assert!(bundle.join("report.md").is_file());
+    assert!(
+        !bundle.join("manifest.json").exists(),
+        "the old bundle does not stay beside the new report, loadable as if it were current"
+    );
+
+    // `--force` replaces only what synthesis wrote: anything else is named and kept.
+    std::fs::write(bundle.join("notes.txt"), "mine").unwrap();
+    assert_refused(&forced(&doc), "`notes.txt`, which synthesis did not write");
+    assert_eq!(std::fs::read(bundle.join("notes.txt")).unwrap(), b"mine");
+    assert!(bundle.join("report.md").is_file());
 }
 
 /// The plain documentation of the parking API: no annotations.
