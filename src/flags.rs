@@ -81,6 +81,16 @@ pub(crate) fn seconds(text: &str) -> Result<f64, String> {
     )
 }
 
+/// A run's time limit: seconds from 0 (one step, then stop) to a year.
+pub(crate) fn time_limit(text: &str) -> Result<std::time::Duration, String> {
+    number_where(
+        text,
+        |x: &f64| (0.0..=MOST_SECONDS).contains(x),
+        "a number of seconds from 0 to a year (31536000)",
+    )
+    .map(std::time::Duration::from_secs_f64)
+}
+
 /// The most trials per task of `forge run` and `forge eval`: every episode's
 /// record is held until the report, so a mistyped count would exhaust memory.
 pub(crate) const MOST_TRIALS: u64 = 100_000;

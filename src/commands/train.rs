@@ -2,7 +2,7 @@
 
 use crate::commands::{hold, holds_files, leave_as_found};
 use crate::envs::Source;
-use crate::flags::at_least_one_u64;
+use crate::flags::{self, at_least_one_u64};
 use crate::plot::{self, Curve, Panel};
 use crate::{output, shutdown};
 use anyhow::{Context, Result, bail};
@@ -72,14 +72,18 @@ pub struct TrainArgs {
     /// Stop once the next step, if it took as long as the last, would end
     /// after this many seconds, with a checkpoint to `--resume` from and an
     /// evaluation: runs that must fit a time slot.
-    #[arg(long, value_name = "SECS")]
-    time_limit: Option<f64>,
+    #[arg(long, value_name = "SECS", value_parser = flags::time_limit)]
+    time_limit: Option<Duration>,
     /// Where to train: the CPU, the first CUDA GPU (a forge built with
     /// `--features cuda`), or a WebGPU adapter (`--features wgpu`).
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     device: Device,
-    /// Print the effective config as TOML and exit.
-    #[arg(long)]
+    /// Print the effective config as TOML and exit (with `--resume`, the
+    /// saved config of the run in `--run-dir`).
+    #[arg(
+        long,
+        conflicts_with_all = ["env", "suite", "data", "max_steps", "time_limit", "device", "json"]
+    )]
     print_config: bool,
     /// No progress bar; end with a JSON summary line.
     #[arg(long)]
@@ -141,18 +145,20 @@ pub(crate) const METRICS_FILE: &str = "metrics.jsonl";
 pub fn run(args: TrainArgs) -> Result<ExitCode> {
     let config = effective_config(&args)?;
     if args.print_config {
+        if args.run_dir.is_some() && !args.resume {
+            // It would print the preset's config, not the run's.
+            bail!(
+                "--print-config prints a run's saved config with --run-dir and --resume; \
+                 without --resume, leave out --run-dir"
+            );
+        }
         print!("{}", toml::to_string(&config)?);
         return Ok(ExitCode::SUCCESS);
     }
     let run_dir = args.run_dir();
-    let time_limit = args
-        .time_limit
-        .map(Duration::try_from_secs_f64)
-        .transpose()
-        .context("--time-limit must be a finite number of seconds, at least 0")?;
     if args.resume {
         let _held = hold(run_dir)?;
-        return start(&args, config, time_limit);
+        return start(&args, config);
     }
     let existed = run_dir.exists();
     let refuse_if_taken = || {
@@ -175,7 +181,7 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
     let _held = hold(run_dir)?;
     // Another process may have begun a run here between the look and the lock.
     refuse_if_taken()?;
-    let outcome = start(&args, config, time_limit);
+    let outcome = start(&args, config);
     // A run that failed before recording anything (a setting the backend
     // refuses, a model that does not load) leaves nothing behind.
     let recorded = std::fs::metadata(run_dir.join(METRICS_FILE)).is_ok_and(|meta| meta.len() > 0);
@@ -187,7 +193,7 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
 
 /// Trains in `args`' run directory (new and empty, or a run to resume),
 /// which [`run`] has made and holds.
-fn start(args: &TrainArgs, config: TrainConfig, time_limit: Option<Duration>) -> Result<ExitCode> {
+fn start(args: &TrainArgs, config: TrainConfig) -> Result<ExitCode> {
     let run_dir = args.run_dir();
     let sandbox = Sandbox::with_defaults()?;
     let bundles = bundles(args, &config)?;
@@ -226,7 +232,7 @@ fn start(args: &TrainArgs, config: TrainConfig, time_limit: Option<Duration>) ->
         user_model: user_model.as_deref(),
         resume: args.resume,
         max_steps: args.max_steps.map(|steps| steps as usize),
-        time_limit,
+        time_limit: args.time_limit,
         interrupt: Some(&interrupt),
         accelerator: args.device.accelerator(),
     };
@@ -626,12 +632,10 @@ impl Observer for Progress {
         match metrics.kind.as_str() {
             "eval" => self.heldout = metrics.heldout_success,
             kind => {
-                self.loss = metrics.loss;
                 // A step with nothing to learn (every rollout right or
-                // every one wrong) trains no token: no rate to show.
-                self.trained_per_s = metrics
-                    .train_tokens_per_s
-                    .filter(|_| metrics.tokens != Some(0));
+                // every one wrong) has neither: nothing to show.
+                self.loss = metrics.loss;
+                self.trained_per_s = metrics.train_tokens_per_s;
                 if kind == "rl" {
                     self.reward = metrics.reward;
                     self.sampled_per_s = metrics.rollout_tokens_per_s;

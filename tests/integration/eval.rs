@@ -643,6 +643,35 @@ fn compare_measures_evaluations_against_a_baseline_task_by_task() {
         "{text}"
     );
 
+    // A seed sets evaluations apart too (one directory keeps several
+    // seeds' episodes: the report's is compared).
+    let reseeded = dir.path().join("reseeded");
+    let output = forge(&[
+        "eval",
+        "--json",
+        "--env",
+        bundle.to_str().unwrap(),
+        "--tasks",
+        &tasks.join(","),
+        "--trials",
+        "2",
+        "--seed",
+        "7",
+        "--out",
+        reseeded.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let reseeded = reseeded.join(gold.strip_prefix(&out).unwrap());
+    let output = forge(&["compare", "--json", dirs[0], reseeded.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        json_lines(&output)[0]["differences"],
+        json!([{"key": "seed", "values": [0, 7]}])
+    );
+    let report = std::fs::read_to_string(reseeded.join("report.md")).unwrap();
+    assert!(report.contains("6 tasks × 2 trials, seed 7."), "{report}");
+    assert_refused(&forge(&["compare", dirs[0], dirs[0]]), "is given twice");
+
     // Runs and evaluations do not mix.
     let run = dir.path().join("run");
     std::fs::create_dir(&run).unwrap();

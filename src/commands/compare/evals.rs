@@ -51,10 +51,7 @@ pub(super) fn compare(dirs: &[PathBuf], labels: &[String], bootstrap: usize) -> 
     json.insert("evaluations".into(), serde_json::to_value(&rows)?);
     json.insert("against_first".into(), serde_json::to_value(&against)?);
     Ok(Comparison {
-        settings: evaluations
-            .iter()
-            .map(|evaluation| evaluation.settings.clone())
-            .collect(),
+        settings: evaluations.iter().map(Evaluation::compared).collect(),
         panels: panels(&evaluations, labels),
         json,
         text: tables(&rows, &against),
@@ -79,6 +76,9 @@ struct Report {
     user: String,
     tasks: usize,
     trials: u64,
+    /// The seed the episodes' seeds derive from (not among the settings:
+    /// one directory keeps the episodes of several, for their resumes).
+    seed: Option<u64>,
     pass_hat_k: Vec<PassK>,
     mean_flip_rate: f64,
     /// Each task's trials, in order (absent from reports of older forges).
@@ -106,6 +106,16 @@ impl Evaluation {
             settings: json(SETTINGS)?,
             report,
         })
+    }
+
+    /// What sets the evaluation apart: how its episodes were played, and
+    /// under which seed.
+    fn compared(&self) -> Value {
+        let mut settings = self.settings.clone();
+        if let (Value::Object(fields), Some(seed)) = (&mut settings, self.report.seed) {
+            fields.insert("seed".into(), seed.into());
+        }
+        settings
     }
 
     /// Each task's success rate over its trials.
@@ -251,6 +261,7 @@ mod tests {
                 user: "scripted".into(),
                 tasks: outcomes.len(),
                 trials: 2,
+                seed: Some(0),
                 pass_hat_k: Vec::new(),
                 mean_flip_rate: 0.0,
                 outcomes: Some(

@@ -46,6 +46,17 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         .iter()
         .map(|dir| Kind::of(dir))
         .collect::<Result<Vec<_>>>()?;
+    let mut seen = BTreeSet::new();
+    if let Some(twice) = args
+        .dirs
+        .iter()
+        .find(|dir| !seen.insert(dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf())))
+    {
+        bail!(
+            "{} is given twice: each directory is one column",
+            twice.display()
+        );
+    }
     let labels = labels(&args.dirs);
     let bootstrap = args.bootstrap.unwrap_or(paired::BOOTSTRAP);
     let first = |wanted: Kind| kinds.iter().position(|kind| *kind == wanted);

@@ -100,6 +100,13 @@ impl Run {
             .unwrap_or(0)
     }
 
+    /// The SFT steps the run's config asks for: the stage ends there (a run
+    /// stopped before, by a time or step limit, never finished it).
+    fn sft_steps_configured(&self) -> Option<usize> {
+        let steps = self.settings.pointer("/sft/steps")?.as_u64()?;
+        usize::try_from(steps).ok()
+    }
+
     /// The held-out evaluation at `step`.
     fn eval_at(&self, step: usize) -> Option<&Metrics> {
         self.lines("eval").find(|line| line.step == step)
@@ -247,7 +254,10 @@ impl Row {
         let rl: Vec<&Metrics> = run.lines("rl").collect();
         let steps: Vec<&Metrics> = sft.iter().chain(&rl).copied().collect();
         let before = run.first_eval(parent.map(|(_, parent)| parent));
-        let after_sft = sft.last().and_then(|last| run.heldout_at(last.step));
+        let after_sft = run
+            .sft_steps_configured()
+            .filter(|&steps| steps > 0)
+            .and_then(|steps| run.heldout_at(steps));
         let after = (!steps.is_empty())
             .then(|| run.eval_at(run.last_step()))
             .flatten();
@@ -527,7 +537,8 @@ mod tests {
             rl(4, 0.6),
             eval(4, 0.4),
         ];
-        let row = Row::new("x", &run(json!({}), metrics), None);
+        let config = json!({"sft": {"steps": 2}});
+        let row = Row::new("x", &run(config.clone(), metrics.clone()), None);
         assert_eq!((row.sft_steps, row.rl_steps), (2, 2));
         assert_eq!(row.heldout_before, Some(0.1));
         assert_eq!(row.heldout_after_sft, Some(0.5));
@@ -536,6 +547,12 @@ mod tests {
         assert_eq!(row.rl_reward, Some(0.4));
         assert_eq!(row.masked_share, Some(0.25));
         assert_eq!(row.grad_norm_max, Some(4.0));
+
+        // A run stopped in its SFT stage (a time limit) never ended it.
+        let stopped = run(json!({"sft": {"steps": 100}}), metrics[..4].to_vec());
+        let row = Row::new("x", &stopped, None);
+        assert_eq!(row.heldout_after_sft, None);
+        assert_eq!(row.heldout_after, Some(0.5));
     }
 
     #[test]

@@ -100,12 +100,14 @@ pub fn merge(args: &MergeArgs) -> Result<()> {
     }
     let lora = &adapters.lora;
     eprintln!(
-        "folded rank-{} {} adapters (alpha {}) on {} of {layers} layers into {}",
+        "folded rank-{} {} adapters (alpha {}) on {} of {layers} layers into the weights of {}, \
+         written to {}",
         lora.rank,
         lora.kind(),
         lora.alpha,
         lora.targets.join(", "),
         base_path.display(),
+        args.out.display(),
     );
     println!("{}", args.out.display());
     Ok(())

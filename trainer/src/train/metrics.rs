@@ -25,7 +25,8 @@ pub struct Metrics {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub train_tokens_per_s: Option<f64>,
     /// The L2 norm of the step's gradient before clipping (RL: of its first
-    /// update, whose loss `loss` is; 0 for a step with nothing to learn).
+    /// update, whose loss `loss` is). An RL step with nothing to learn
+    /// (every advantage 0) updates nothing and has neither.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grad_norm: Option<f64>,
     /// RL: mean reward and success share over every rollout of the step.

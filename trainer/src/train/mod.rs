@@ -97,8 +97,8 @@ pub struct Summary {
     /// Stopped early by [`RunSpec::interrupt`].
     pub interrupted: bool,
     pub heldout_tasks: usize,
-    /// Before the first step (absent when `eval.at_start` is off).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Before the first step (none when `eval.at_start` is off or no task
+    /// is held out).
     pub heldout_success_before: Option<f64>,
     /// After the SFT stage (absent without one).
     pub heldout_success_after_sft: Option<f64>,
@@ -298,11 +298,12 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         // resumes from its start), else a tiny model made here.
         let lora = &config.lora;
         let source = match &latest {
-            Some(checkpoint) if !lora.enabled() => Some(checkpoint.as_path()),
-            _ => models.init,
+            Some(checkpoint) if !lora.enabled() => Some((checkpoint.as_path(), "the checkpoint")),
+            _ => models.init.map(|path| (path, "model.init")),
         };
         let tokenizer = match source {
-            Some(path) => checkpoint::load_tokenizer(path)?,
+            Some((path, what)) => checkpoint::load_tokenizer(path)
+                .with_context(|| format!("reading {what} {}", path.display()))?,
             None => ModelTokenizer::byte_level(),
         };
         // Refused before the weights load.
@@ -312,9 +313,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             .check(&tokenizer)
             .map_err(|message| anyhow::anyhow!("invalid training config: model.{message}"))?;
         let model = match source {
-            Some(path) => {
-                Llama::load(path, &device).with_context(|| format!("loading {}", path.display()))?
-            }
+            Some((path, what)) => Llama::load(path, &device)
+                .with_context(|| format!("loading {what} {}", path.display()))?,
             None => {
                 let tiny = config
                     .model
@@ -609,11 +609,12 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let valid_advantages: Vec<f64> = advantages.iter().flatten().copied().collect();
         let lr = self.config.optim.lr_at(config.lr, rl_step, config.steps);
         let train_started = Instant::now();
+        // A step whose advantages are all 0 (every kept rollout as good as
+        // its task's others, or none kept) has no gradient: it updates
+        // nothing, and its metrics carry no loss or gradient norm.
         let trained = valid_advantages.iter().any(|advantage| *advantage != 0.0);
-        let (stats, grad_norm) = match trained {
-            true => self.update(&batch, lr),
-            false => (LossStats::default(), 0.0),
-        };
+        let update = trained.then(|| self.update(&batch, lr));
+        let stats = update.map(|(stats, _)| stats);
         let train_seconds = train_started.elapsed().as_secs_f64();
         let rollouts = harvest.outcomes.len().max(1) as f64;
         let share = |counted: fn(&Outcome) -> bool| {
@@ -629,10 +630,10 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             kind: "rl".into(),
             step: step + 1,
             lr: Some(lr),
-            loss: Some(stats.loss),
-            tokens: Some(stats.tokens),
-            train_tokens_per_s: Some(stats.tokens as f64 / train_seconds.max(1e-9)),
-            grad_norm: Some(grad_norm),
+            loss: stats.map(|stats| stats.loss),
+            tokens: Some(stats.map_or(0, |stats| stats.tokens)),
+            train_tokens_per_s: stats.map(|stats| stats.tokens as f64 / train_seconds.max(1e-9)),
+            grad_norm: update.map(|(_, norm)| norm),
             reward: Some(
                 harvest
                     .outcomes
@@ -649,9 +650,11 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             tasks_kept: Some(harvest.groups.len()),
             advantage_mean: Some(advantage::mean(&valid_advantages)),
             advantage_std: Some(advantage::std(&valid_advantages)),
-            clipped_share: Some(stats.clipped),
-            kl: (config.kl > 0.0).then_some(stats.kl),
-            logprob_gap: (stats.tokens > 0).then_some(stats.logprob_gap),
+            clipped_share: stats.map(|stats| stats.clipped),
+            kl: stats.filter(|_| config.kl > 0.0).map(|stats| stats.kl),
+            logprob_gap: stats
+                .filter(|stats| stats.tokens > 0)
+                .map(|stats| stats.logprob_gap),
             entropy: Some(harvest.sampled_nll / harvest.sampled_tokens.max(1) as f64),
             sampled_tokens: Some(harvest.sampled_tokens),
             rollout_tokens_per_s: Some(harvest.sampled_tokens as f64 / rollout_seconds),
