@@ -15,7 +15,9 @@ use forge_synth::llm::AnyDoc;
 use forge_trainer::accelerator::Accelerator;
 use forge_trainer::train::config::TrainConfig;
 use forge_trainer::train::config::UserKind;
-use forge_trainer::train::{Metrics, Observer, RunSpec, check_resumable, read_metrics, train};
+use forge_trainer::train::{
+    CONFIG_FILE, METRICS_FILE, Metrics, Observer, RunSpec, check_resumable, read_metrics, train,
+};
 use indicatif::ProgressBar;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -138,9 +140,7 @@ impl TrainArgs {
     }
 }
 
-pub(crate) const CONFIG_FILE: &str = "config.toml";
 const ENVS_FILE: &str = "envs.json";
-pub(crate) const METRICS_FILE: &str = "metrics.jsonl";
 
 pub fn run(args: TrainArgs) -> Result<ExitCode> {
     let config = effective_config(&args)?;

@@ -8,11 +8,11 @@ mod paired;
 mod runs;
 
 use crate::commands::eval::REPORT;
-use crate::commands::train::CONFIG_FILE;
 use crate::output;
 use crate::plot::{self, Panel};
 use anyhow::{Result, bail};
 use clap::Args;
+use forge_trainer::train::CONFIG_FILE;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

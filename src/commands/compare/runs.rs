@@ -5,11 +5,10 @@
 
 use super::Comparison;
 use super::paired::{Against, Pairing, Wording, write_against};
-use crate::commands::train::{CONFIG_FILE, METRICS_FILE};
 use crate::output;
 use crate::plot::{self, Curve, Panel};
 use anyhow::{Context, Result};
-use forge_trainer::train::{Metrics, episodes_path, read_metrics};
+use forge_trainer::train::{CONFIG_FILE, METRICS_FILE, Metrics, episodes_path, read_metrics};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};

@@ -46,11 +46,13 @@ pub use metrics::{Metrics, read_metrics};
 use objective::{LossStats, Scored, Sequence, Surrogate};
 use optimizer::AdamOptimizer;
 use rollout::{Job, Play, Rollout, Script, Users};
-pub use run_dir::episodes_path;
 use run_dir::{
     CHECKPOINTS, EPISODES, LATEST, METRICS, OPTIMIZER, POSITION, Position, REFERENCE, check_config,
     checkpoint_name, read_latest, read_position, save_config,
 };
+/// A run directory's config (the one it was started with, which `--resume`
+/// keeps to) and metrics, as the CLI writes and `forge compare` reads them.
+pub use run_dir::{CONFIG as CONFIG_FILE, METRICS as METRICS_FILE, episodes_path};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -8,8 +8,8 @@ use forge_runtime::differences::{Difference, differences};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-pub(super) const METRICS: &str = "metrics.jsonl";
-pub(crate) const CONFIG: &str = "config.toml";
+pub const METRICS: &str = "metrics.jsonl";
+pub const CONFIG: &str = "config.toml";
 pub(crate) const CHECKPOINTS: &str = "checkpoints";
 /// The trained model of a complete run.
 pub(crate) const FINAL: &str = "final";
