@@ -48,7 +48,37 @@ pub fn short_hash(hash: &str) -> &str {
     hash.get(..12).unwrap_or(hash)
 }
 
+/// `text` safe to write to a terminal: control characters other than
+/// newlines and tabs (an escape sequence that would recolour or clear the
+/// screen, a carriage return that would overwrite a line) written as
+/// escapes (`\u{1b}`). Trajectories carry what remote agents and models
+/// sent.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let shown = |c: char| !c.is_control() || c == '\n' || c == '\t';
+    if text.chars().all(shown) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| match shown(c) {
+            true => c.to_string(),
+            false => c.escape_default().to_string(),
+        })
+        .collect::<String>()
+        .into()
+}
+
 /// Prints one JSON value on its own line.
 pub fn json_line(value: &serde_json::Value) {
     println!("{value}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_reach_the_terminal_as_escapes() {
+        assert_eq!(printable("a\tb\nc"), "a\tb\nc");
+        assert_eq!(printable("\u{1b}[2Jx\r"), "\\u{1b}[2Jx\\r");
+    }
 }

@@ -122,6 +122,12 @@ impl Actor {
     }
 }
 
+/// The deepest a call's arguments may nest (objects and arrays within each
+/// other). A trajectory record holds them a few levels down, and JSON
+/// readers refuse documents past 128 levels: deeper arguments would make a
+/// record that nothing reads back.
+pub const MAX_ARGUMENT_DEPTH: usize = 64;
+
 /// A tool call with its arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -152,6 +158,19 @@ impl std::fmt::Display for ToolCall {
 }
 
 impl ToolCall {
+    /// How deep the arguments nest: 1 for `{}` or `{"a": 1}`, 2 for
+    /// `{"a": [1]}` (see [`MAX_ARGUMENT_DEPTH`]).
+    pub fn arguments_depth(&self) -> usize {
+        fn depth(value: &Value) -> usize {
+            match value {
+                Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+                Value::Object(fields) => 1 + fields.values().map(depth).max().unwrap_or(0),
+                _ => 0,
+            }
+        }
+        depth(&self.arguments)
+    }
+
     /// A call of one of the agent's tools.
     pub fn new(name: impl Into<String>, arguments: Value) -> Self {
         Self {

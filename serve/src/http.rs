@@ -153,9 +153,13 @@ pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce(&Hub) -> T + Send + 'static,
 ) -> T {
     let hub = hub.clone();
-    tokio::task::spawn_blocking(move || work(&hub))
-        .await
-        .expect("a request handler panicked")
+    match tokio::task::spawn_blocking(move || work(&hub)).await {
+        Ok(value) => value,
+        Err(err) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),
+        // Cancelled: the runtime is shutting down, and this request's task
+        // with it, which is dropped without resuming.
+        Err(_) => std::future::pending().await,
+    }
 }
 
 /// An error answer: `{"detail", "code"}`, as OpenEnv's server answers.

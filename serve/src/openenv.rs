@@ -12,6 +12,7 @@
 use crate::ServeError;
 use crate::mcp::{MESSAGE_TOOL, tool_entries};
 use crate::sessions::{Hub, Observation, OpenRequest, SessionState};
+use forge_runtime::bundle::MAX_ARGUMENT_DEPTH;
 use forge_runtime::{Action, ToolCall};
 use serde_json::{Value, json};
 
@@ -179,7 +180,21 @@ pub fn state(state: &SessionState) -> Value {
 /// The action a tool call stands for.
 pub fn to_action(tool: &str, arguments: Value) -> Result<Action, StepError> {
     if tool != MESSAGE_TOOL {
-        return Ok(Action::Call(ToolCall::new(tool, arguments)));
+        let call = ToolCall::new(tool, arguments);
+        let depth = call.arguments_depth();
+        if depth > MAX_ARGUMENT_DEPTH {
+            // Refused before the episode records it: its record would not
+            // read back.
+            return Err(StepError::Invalid(vec![invalid(
+                "too_deep",
+                &["arguments"],
+                &format!(
+                    "the arguments nest {depth} levels deep; at most {MAX_ARGUMENT_DEPTH} are taken"
+                ),
+                &Value::Null,
+            )]));
+        }
+        return Ok(Action::Call(call));
     }
     match arguments.get("message").and_then(Value::as_str) {
         Some(text) => Ok(Action::Say(text.to_owned())),

@@ -193,8 +193,10 @@ pub struct Hub {
     /// Resets so far: salts session ids and episode seeds.
     resets: AtomicU64,
     /// The next task in turn, for a reset that names neither a task nor a
-    /// seed; only such resets, when served, move it on.
-    in_turn: AtomicU64,
+    /// seed: one rotation through the whole catalog (`None`) and one through
+    /// each environment's tasks, for resets naming their environment; only
+    /// such resets, when served, move theirs on.
+    in_turn: HashMap<Option<String>, AtomicU64>,
     id_salt: u64,
     closing: AtomicBool,
     /// Places promised to connections that have yet to open their session:
@@ -210,6 +212,10 @@ impl Hub {
         users: UserFactory,
         recorder: Option<TrajectoryWriter>,
     ) -> Self {
+        let in_turn = std::iter::once(None)
+            .chain(catalog.env_names().into_iter().map(Some))
+            .map(|rotation| (rotation, AtomicU64::new(0)))
+            .collect();
         Self {
             catalog,
             limits,
@@ -218,7 +224,7 @@ impl Hub {
             metrics: Metrics::default(),
             sessions: Mutex::new(HashMap::new()),
             resets: AtomicU64::new(0),
-            in_turn: AtomicU64::new(0),
+            in_turn,
             id_salt: rand::random(),
             closing: AtomicBool::new(false),
             waiting: Arc::default(),
@@ -269,13 +275,16 @@ impl Hub {
         if request.task_id.is_some() || request.seed.is_some() {
             return find(request.seed.unwrap_or(0));
         }
+        let Some(in_turn) = self.in_turn.get(&request.env) else {
+            // An environment not served: `find` says so.
+            return find(0);
+        };
         loop {
-            let turn = self.in_turn.load(Ordering::Relaxed);
+            let turn = in_turn.load(Ordering::Relaxed);
             let task = find(turn)?;
             // Another reset may have taken this turn meanwhile: then the
             // next is this one's.
-            if self
-                .in_turn
+            if in_turn
                 .compare_exchange(turn, turn + 1, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
             {
@@ -417,6 +426,19 @@ impl Hub {
             });
         }
         Ok(Some((open.bucket.clone(), open.held)))
+    }
+
+    /// Counts a new connection among those promised a place, and says
+    /// whether there is one for it: its sessions and the connections still
+    /// to open theirs are fewer than `--max-sessions`. Counted and checked
+    /// under the table's lock, where an opening session takes over its
+    /// connection's promise: read outside it, a session just opened could
+    /// be counted twice (as a promise, then as a session) and a place that
+    /// is free refused.
+    pub(crate) fn promise_place(&self) -> bool {
+        let table = self.table();
+        let before = self.waiting.fetch_add(1, Ordering::Relaxed);
+        Self::held(&table) + before < self.limits.max_sessions
     }
 
     /// Places taken by sessions that would not give way to a new one (a
@@ -627,7 +649,7 @@ impl Hub {
 
     /// Why the session `id` (a new one when none or unknown) finds no place
     /// to run an episode, if it does not. Places are counted as a WebSocket
-    /// connection is let in ([`Self::places_taken`]): the sessions that are
+    /// connection is let in ([`Self::promise_place`]): the sessions that are
     /// not finished-and-unheld (those give way to new ones), and the places
     /// promised to connections yet to reset, other than the asker's own.
     /// A finished session restarted takes a place again.

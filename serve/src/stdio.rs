@@ -61,6 +61,11 @@ fn answer(
                 response
             }
         };
+        // A session closed by the client frees the conversation for another
+        // `initialize`, as the episode's end tells the client.
+        if session.as_deref().is_some_and(|id| !hub.contains(id)) {
+            session = None;
+        }
         serde_json::to_writer(&mut output, &response)?;
         output.write_all(b"\n")?;
         output.flush().context("writing stdout")?;

@@ -223,13 +223,13 @@ impl Waiting {
     /// `--max-sessions`. Counting and checking in one step, two connections
     /// never both take the last place.
     fn reserve(app: &App) -> Option<Self> {
-        let before = app.hub.waiting().fetch_add(1, Ordering::Relaxed);
+        let promised = app.hub.promise_place();
         let place = Self {
             count: app.hub.waiting().clone(),
             counted: true,
         };
         // Dropped, a place refused counts out again.
-        (app.hub.places_taken() + before < app.hub.limits().max_sessions).then_some(place)
+        promised.then_some(place)
     }
 
     /// A connection attached to a session that exists: it takes no place.

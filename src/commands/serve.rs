@@ -4,7 +4,7 @@
 use crate::builtin;
 use crate::flags::{at_least_one, at_least_one_u64, positive, probability, session_count};
 use crate::output;
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use forge_runtime::policy::scripted_user;
 use forge_runtime::{Bundle, Environment, Limits, Sandbox, TrajectoryWriter};
@@ -38,11 +38,15 @@ pub struct ServeArgs {
     /// The port (0: any free one; the address is printed on stderr).
     #[arg(long, default_value_t = 8000)]
     port: u16,
-    /// Speak MCP on stdin/stdout instead (one episode; `--task` picks it).
-    #[arg(long, conflicts_with_all = ["host", "port", "max_sessions", "read_timeout", "max_connections"])]
+    /// Speak MCP on stdin/stdout instead (an episode at a time, each
+    /// opened by `initialize`; `--task` picks its task).
+    #[arg(
+        long,
+        conflicts_with_all = ["host", "port", "max_sessions", "idle_timeout", "read_timeout", "max_connections"]
+    )]
     stdio: bool,
     /// With `--stdio`: the task (`env/task`, or its id); the first task otherwise.
-    #[arg(long, requires = "stdio")]
+    #[arg(long)]
     task: Option<String>,
     /// Most sessions open at once.
     /// Each takes a sandbox instance's reserved memory, so at most 10000.
@@ -88,6 +92,10 @@ enum LogFormat {
 }
 
 pub fn run(args: ServeArgs) -> Result<ExitCode> {
+    if args.task.is_some() && !args.stdio {
+        // Over HTTP each reset picks its own task.
+        bail!("--task picks the one episode of --stdio; over HTTP, each reset names its task");
+    }
     init_logs(args.log_format);
     let limits = SessionLimits {
         max_sessions: args.max_sessions,
@@ -98,6 +106,18 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     };
     let sandbox = sandbox_for(args.max_sessions)?;
     let envs = load(&args, &sandbox)?;
+    // An unreliable user misstates a fact its instruction states.
+    if args.user_instability > 0.0
+        && envs
+            .iter()
+            .flat_map(Environment::tasks)
+            .all(|task| task.task.stated_facts().is_empty())
+    {
+        bail!(
+            "--user-instability: no task served has a fact for the user to misstate \
+             (`user_facts` its instruction states), so it would change nothing"
+        );
+    }
     let recorder = args
         .out
         .as_deref()
@@ -132,6 +152,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             read_timeout: Duration::from_secs(args.read_timeout),
             max_connections: args.max_connections,
         },
+        args.log_format,
     ))?;
     Ok(ExitCode::SUCCESS)
 }
@@ -179,7 +200,12 @@ pub fn hub_for(
     Ok(Hub::new(catalog, limits, users(instability), recorder))
 }
 
-async fn listen(hub: Arc<Hub>, addr: SocketAddr, options: HttpOptions) -> Result<()> {
+async fn listen(
+    hub: Arc<Hub>,
+    addr: SocketAddr,
+    options: HttpOptions,
+    log_format: LogFormat,
+) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("listening on {addr}"))?;
@@ -196,10 +222,22 @@ async fn listen(hub: Arc<Hub>, addr: SocketAddr, options: HttpOptions) -> Result
             )
         })
         .collect();
-    eprintln!(
-        "forge serve: listening on http://{bound} — {}; OpenEnv at /ws (and /reset, /step, /state), MCP at /mcp, /healthz, /metrics",
-        envs.join(", ")
-    );
+    // Whatever the log filter: with port 0, the address is found only here.
+    match log_format {
+        LogFormat::Text => eprintln!(
+            "forge serve: listening on http://{bound} — {}; OpenEnv at /ws (and /reset, /step, /state), MCP at /mcp, /healthz, /metrics",
+            envs.join(", ")
+        ),
+        LogFormat::Json => eprintln!(
+            "{}",
+            serde_json::json!({
+                "message": "listening",
+                "address": format!("http://{bound}"),
+                "environments": envs,
+                "routes": ["/ws", "/reset", "/step", "/state", "/mcp", "/healthz", "/metrics"],
+            })
+        ),
+    }
     forge_serve::http::serve(hub, listener, options, crate::shutdown::signal()).await
 }
 

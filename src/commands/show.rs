@@ -80,7 +80,7 @@ pub fn run(args: ShowArgs) -> Result<ExitCode> {
         if position > 0 {
             println!();
         }
-        print!("{}", dialogue(line, record, most));
+        print!("{}", output::printable(&dialogue(line, record, most)));
         if let Some(score) = scores.as_ref().map(|scores| &scores[line - 1]) {
             print!("{}", entry("update", &update(score)));
         }

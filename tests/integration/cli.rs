@@ -845,6 +845,9 @@ fn bench_serve_measures_tool_calls_not_refusals() {
     let output = bench(&["--tool", "nope"]);
     assert_refused(&output, "answers were errors");
     assert_refused(&output, "tool_not_found");
+    // So do calls the tool refuses (an argument it needs is missing).
+    let output = bench(&["--tool", "get_user", "--arguments", "{}"]);
+    assert_refused(&output, "answers were errors");
 }
 
 #[test]

@@ -321,6 +321,11 @@ fn resets_take_the_tasks_in_turn_and_a_refused_or_named_one_takes_none() {
     assert_eq!(task(json!({"seed": 4})), (200, json!("shop-05")));
     assert_eq!(task(json!({})), (200, json!("shop-02")));
     assert_eq!(task(json!({})), (200, json!("shop-03")));
+    // Resets naming their environment go through its tasks in their own
+    // turn: another environment's resets take none of them.
+    assert_eq!(task(json!({"env": "shop"})), (200, json!("shop-01")));
+    assert_eq!(task(json!({"env": "shop"})), (200, json!("shop-02")));
+    assert_eq!(task(json!({})), (200, json!("shop-04")));
 }
 
 #[test]
@@ -374,6 +379,20 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
         body["detail"][0]["msg"]
             .as_str()
             .is_some_and(|msg| msg.contains("an action is an object")),
+        "{body}"
+    );
+    // Arguments nested deeper than a record can hold (and be read back)
+    // are refused before the episode records them.
+    let deep = (0..70).fold(json!(1), |inner, _| json!([inner]));
+    let action = json!({"type": "call_tool", "tool_name": "get_order", "arguments": {"id": deep}});
+    let (status, body) = post(
+        &server.url("/step"),
+        &json!({"episode_id": id, "action": action}),
+    );
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body.to_string()
+            .contains("the arguments nest 71 levels deep; at most 64 are taken"),
         "{body}"
     );
     let (status, body) = post(
@@ -503,7 +522,7 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
     assert!(metrics.contains("forge_sessions 2"), "{metrics}");
     assert!(metrics.contains("forge_refused_requests_total{kind=\"rate_limited\"}"));
     // Over HTTP and the WebSocket alike.
-    for (kind, count) in [("bad_json", 2), ("invalid_action", 4)] {
+    for (kind, count) in [("bad_json", 2), ("invalid_action", 5)] {
         let line = format!("forge_refused_requests_total{{kind=\"{kind}\"}} {count}");
         assert!(metrics.lines().any(|at| at == line), "{line} in {metrics}");
     }
@@ -740,10 +759,12 @@ fn mcp_over_stdio(args: &[&str], lines: &[Vec<u8>]) -> std::process::Output {
 }
 
 #[test]
-fn mcp_over_stdio_serves_one_episode_and_records_it() {
+fn mcp_over_stdio_serves_an_episode_at_a_time_and_records_them() {
     let dir = tempfile::tempdir().unwrap();
     let trajectories = dir.path().join("stdio.jsonl");
     let [initialize, initialized] = mcp_opening();
+    let mut again = initialize.clone();
+    again["id"] = json!(5);
     let call = |id: u64, name: &str, arguments: Value| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
             .to_string()
@@ -773,6 +794,12 @@ fn mcp_over_stdio_serves_one_episode_and_records_it() {
                 json!({"email": "ava.chen@example.com"}),
             ),
             call(3, "send_message_to_user", json!({"message": "Done."})),
+            // Closed, the session makes way for another episode.
+            json!({"jsonrpc": "2.0", "id": 4, "method": "openenv/session/close"})
+                .to_string()
+                .into_bytes(),
+            again.to_string().into_bytes(),
+            call(6, "send_message_to_user", json!({"message": "Done."})),
         ],
     );
     assert!(output.status.success(), "{}", stderr(&output));
@@ -780,7 +807,12 @@ fn mcp_over_stdio_serves_one_episode_and_records_it() {
         .lines()
         .map(|line| serde_json::from_str(line).expect("stdout carries only JSON-RPC"))
         .collect();
-    assert_eq!(replies.len(), 6, "the notification gets no answer");
+    assert_eq!(replies.len(), 9, "the notification gets no answer");
+    for reply in &replies[6..] {
+        assert!(reply["result"].is_object(), "{reply}");
+    }
+    let episodes = std::fs::read_to_string(&trajectories).unwrap();
+    assert_eq!(episodes.lines().count(), 2, "{episodes}");
     let codes: Vec<Option<i64>> = replies[1..4]
         .iter()
         .map(|reply| reply["error"]["code"].as_i64())

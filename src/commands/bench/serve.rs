@@ -377,10 +377,15 @@ async fn work(
             }
             let (answer, latency) = exchange(socket, &step).await?;
             tally.latencies.push(latency);
-            // Refused, or a call that was no tool call (an unknown tool,
-            // one the sandbox stopped).
+            // Refused, a call that was no tool call (an unknown tool, one
+            // the sandbox stopped), or one the tool refused (arguments it
+            // does not take): none measures a tool doing its work.
             let refused = answer.get("type").and_then(Value::as_str) != Some("observation");
-            if refused || !answer["data"]["observation"]["error"].is_null() {
+            let observation = &answer["data"]["observation"];
+            if refused
+                || !observation["error"].is_null()
+                || observation["result"]["is_error"] == true
+            {
                 tally.errors += 1;
                 tally.first_error.get_or_insert(answer);
             }
