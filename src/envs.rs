@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use forge_runtime::{Bundle, Environment, Sandbox};
 use forge_suites::Suite;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// `--env` or `--suite`, shared by the commands that work on one environment.
 #[derive(Args, Debug, Clone)]
@@ -39,6 +39,33 @@ impl EnvArgs {
     pub fn load(&self, sandbox: &Sandbox) -> Result<Environment> {
         Environment::load(sandbox, self.bundle()?)
     }
+}
+
+/// The environments of bundle directories `dirs` and benchmark `suites`
+/// (read from `data`), in that order; the built-in example where neither
+/// names any.
+pub fn load_all(
+    dirs: &[PathBuf],
+    suites: &[Suite],
+    data: Option<&Path>,
+    sandbox: &Sandbox,
+) -> Result<Vec<Environment>> {
+    let mut sources: Vec<Source> = dirs.iter().cloned().map(Source::Dir).collect();
+    for suite in suites {
+        let data = data.context("--suite needs --data")?;
+        sources.push(Source::Suite {
+            suite: *suite,
+            data: data.to_owned(),
+        });
+    }
+    let bundles = match sources.is_empty() {
+        true => vec![builtin::example_bundle()],
+        false => sources.iter().map(Source::read).collect::<Result<_>>()?,
+    };
+    bundles
+        .into_iter()
+        .map(|bundle| Environment::load(sandbox, bundle))
+        .collect()
 }
 
 /// Where an environment bundle comes from: a bundle directory, or a

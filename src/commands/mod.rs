@@ -13,9 +13,10 @@ pub mod show;
 pub mod synth;
 pub mod train;
 
+use crate::output;
 use anyhow::{Context, Result, bail};
-use forge_runtime::TrajectoryWriter;
 use forge_runtime::trajectory::{self, EpisodeRecord};
+use forge_runtime::{Environment, TrajectoryWriter};
 use std::path::Path;
 
 /// Whether `dir` exists and holds anything: a command that writes a new
@@ -81,6 +82,45 @@ pub(crate) fn read_trajectories(path: &Path) -> Result<Vec<EpisodeRecord>> {
         );
     }
     Ok(file.episodes)
+}
+
+/// Refuses to append episodes of `envs` to a file holding those of another
+/// environment (or of another version of one of them): `forge replay`
+/// checks each episode against the environment it was recorded on, which it
+/// is given with the file.
+pub(crate) fn refuse_other_environments(path: &Path, envs: &[&Environment]) -> Result<()> {
+    // A file that does not read as trajectories is the writer's to refuse,
+    // naming why.
+    let Ok(file) = trajectory::read(path) else {
+        return Ok(());
+    };
+    let ours = |hash: &str| envs.iter().any(|env| env.content_hash() == hash);
+    if let Some(other) = file
+        .episodes
+        .iter()
+        .find(|record| !ours(&record.environment.content_hash))
+    {
+        let written = envs
+            .iter()
+            .map(|env| {
+                format!(
+                    "`{}` ({})",
+                    env.name(),
+                    output::short_hash(env.content_hash())
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        bail!(
+            "{} holds episodes of environment `{}` ({}), not of {written}: a file holds the \
+             episodes of the environments written to it, which `forge replay` is given to check \
+             them against; pass another --out",
+            path.display(),
+            other.environment.name,
+            output::short_hash(&other.environment.content_hash),
+        );
+    }
+    Ok(())
 }
 
 /// Opens the trajectory file `path` to append episodes to, saying so when a

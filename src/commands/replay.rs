@@ -1,11 +1,12 @@
 //! `forge replay`: prove a trajectory file byte-identical.
 
-use crate::envs::EnvArgs;
+use crate::envs::load_all;
 use crate::output;
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
 use forge_runtime::Sandbox;
 use forge_runtime::replay::replay_episode;
+use forge_suites::Suite;
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,8 +15,20 @@ use std::process::ExitCode;
 pub struct ReplayArgs {
     /// The trajectory file (JSONL) to replay.
     file: PathBuf,
-    #[command(flatten)]
-    env: EnvArgs,
+    /// The bundle directory of an environment the file's episodes were
+    /// recorded on (repeatable, as a served file may hold several's); the
+    /// built-in example environment when neither this nor `--suite` is given.
+    #[arg(long, value_name = "DIR")]
+    env: Vec<PathBuf>,
+    /// A benchmark suite the episodes were recorded on (repeatable), read
+    /// from `--data`: tau-bench/retail, tau-bench/airline, tau2-bench/mock,
+    /// tau2-bench/airline, tau2-bench/retail, tau2-bench/telecom or
+    /// tau2-bench/banking_knowledge.
+    #[arg(long, value_name = "SUITE", requires = "data")]
+    suite: Vec<Suite>,
+    /// The benchmark data for `--suite`.
+    #[arg(long, value_name = "DIR", requires = "suite")]
+    data: Option<PathBuf>,
     /// One JSON object per episode, then a summary object.
     #[arg(long)]
     json: bool,
@@ -32,22 +45,31 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
         );
     }
     let sandbox = Sandbox::with_defaults()?;
-    let env = args.env.load(&sandbox)?;
+    let envs = load_all(&args.env, &args.suite, args.data.as_deref(), &sandbox)?;
     let mut diverged = 0;
     for (index, record) in episodes.iter().enumerate() {
         let line = index + 1;
-        let divergence = replay_episode(&env, record).map_err(|err| {
-            let recorded_on = &record.environment.name;
-            let hint = if *recorded_on == env.name() {
-                String::new()
-            } else {
-                // A training run's episodes: their bundles are in the run.
-                format!(
-                    "; replay it with `--env DIR` naming the `{recorded_on}` bundle (a `forge train` run lists its bundles in envs.json), or `--suite`"
-                )
-            };
-            anyhow!("line {line} of {}: {err:#}{hint}", args.file.display())
-        })?;
+        let recorded_on = &record.environment;
+        // The very environment it was recorded on, else one of its name
+        // (whose other version the replay names).
+        let env = envs
+            .iter()
+            .find(|env| env.content_hash() == recorded_on.content_hash)
+            .or_else(|| envs.iter().find(|env| env.name() == recorded_on.name));
+        let divergence = match env {
+            Some(env) => replay_episode(env, record),
+            None => Err(anyhow!(
+                "it was recorded on environment `{0}`, which is not given (given: {1}); replay it \
+                 with `--env DIR` naming the `{0}` bundle (a `forge train` run lists its bundles \
+                 in envs.json), or `--suite`",
+                recorded_on.name,
+                envs.iter()
+                    .map(|env| format!("`{}`", env.name()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+        .map_err(|err| anyhow!("line {line} of {}: {err:#}", args.file.display()))?;
         if args.json {
             output::json_line(&json!({
                 "line": line,

@@ -6,12 +6,12 @@ use crate::flags::MOST_TRIALS;
 use crate::metrics;
 use crate::output;
 use crate::tasks::PlayArgs;
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::Args;
 use forge_runtime::trajectory::{EpisodeRecord, Termination};
 use forge_runtime::{Environment, Sandbox, TrajectoryWriter, verify};
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
@@ -47,7 +47,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let mut writer = match (&args.out, args.append) {
         (Some(path), false) => Some(TrajectoryWriter::create(path)?),
         (Some(path), true) => {
-            refuse_other_environments(path, &env)?;
+            super::refuse_other_environments(path, &[&env])?;
             Some(super::append_trajectories(path)?)
         }
         (None, _) => None,
@@ -86,32 +86,6 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     progress.finish_and_clear();
     report(&env, &args, &label, &agents.user_label(), &records);
     Ok(ExitCode::SUCCESS)
-}
-
-/// Refuses to append `env`'s episodes to a file of another environment's
-/// (or of another version of it): `forge replay` checks a file against one.
-fn refuse_other_environments(path: &Path, env: &Environment) -> Result<()> {
-    // A file that does not read as trajectories is the writer's to refuse,
-    // naming why.
-    let Ok(file) = forge_runtime::trajectory::read(path) else {
-        return Ok(());
-    };
-    if let Some(other) = file
-        .episodes
-        .iter()
-        .find(|record| record.environment.content_hash != env.content_hash())
-    {
-        bail!(
-            "{} holds episodes of environment `{}` ({}), not of `{}` ({}): one file holds one \
-             environment's episodes, as `forge replay` checks them against it; pass another --out",
-            path.display(),
-            other.environment.name,
-            output::short_hash(&other.environment.content_hash),
-            env.name(),
-            output::short_hash(env.content_hash())
-        );
-    }
-    Ok(())
 }
 
 fn episode_json(record: &EpisodeRecord, trial: u64) -> serde_json::Value {

@@ -1,13 +1,12 @@
 //! `forge serve`: environments for agents and trainers elsewhere, over the
 //! OpenEnv HTTP/WebSocket API and MCP (Streamable HTTP, or stdio).
 
-use crate::builtin;
 use crate::flags::{at_least_one, at_least_one_u64, positive, probability, session_count};
 use crate::output;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use forge_runtime::policy::scripted_user;
-use forge_runtime::{Bundle, Environment, Limits, Sandbox, TrajectoryWriter};
+use forge_runtime::{Environment, Limits, Sandbox, TrajectoryWriter};
 use forge_serve::catalog::Catalog;
 use forge_serve::http::HttpOptions;
 use forge_serve::{Hub, OpenRequest, SessionLimits, UserFactory};
@@ -105,7 +104,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         ..SessionLimits::default()
     };
     let sandbox = sandbox_for(args.max_sessions)?;
-    let envs = load(&args, &sandbox)?;
+    let envs = crate::envs::load_all(&args.envs, &args.suite, args.data.as_deref(), &sandbox)?;
     // An unreliable user misstates a fact its instruction states.
     if args.user_instability > 0.0
         && envs
@@ -122,7 +121,10 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         .out
         .as_deref()
         .map(|path| match path.exists() {
-            true => super::append_trajectories(path),
+            true => {
+                super::refuse_other_environments(path, &envs.iter().collect::<Vec<_>>())?;
+                super::append_trajectories(path)
+            }
             false => TrajectoryWriter::create(path),
         })
         .transpose()?;
@@ -239,27 +241,6 @@ async fn listen(
         ),
     }
     forge_serve::http::serve(hub, listener, options, crate::shutdown::signal()).await
-}
-
-fn load(args: &ServeArgs, sandbox: &Sandbox) -> Result<Vec<Environment>> {
-    let mut bundles = Vec::new();
-    for dir in &args.envs {
-        bundles.push(
-            Bundle::read_dir(dir)
-                .with_context(|| format!("reading the environment bundle {}", dir.display()))?,
-        );
-    }
-    for suite in &args.suite {
-        let data = args.data.as_deref().expect("clap requires --data");
-        bundles.push(suite.load(data)?);
-    }
-    if bundles.is_empty() {
-        bundles.push(builtin::example_bundle());
-    }
-    bundles
-        .into_iter()
-        .map(|bundle| Environment::load(sandbox, bundle))
-        .collect()
 }
 
 /// The scripted user of each episode, unreliable with `instability`.

@@ -189,6 +189,61 @@ fn replay_names_the_step_where_a_changed_result_diverges() {
 }
 
 #[test]
+fn a_file_of_several_environments_replays_given_them_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let shop = export_example(dir.path());
+    let shop = shop.to_str().unwrap();
+    let mock = [
+        "--suite",
+        "tau2-bench/mock",
+        "--data",
+        "../shared/benchmarks",
+    ];
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    let output = forge(&[
+        "run",
+        "--env",
+        shop,
+        "--tasks",
+        "2",
+        "--out",
+        a.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let output = forge(
+        &[
+            &["run", "--tasks", "first:1", "--out", b.to_str().unwrap()],
+            &mock[..],
+        ]
+        .concat(),
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    // As a server of both writes them: one file.
+    let both = dir.path().join("both.jsonl");
+    let mut lines = std::fs::read(&a).unwrap();
+    lines.extend(std::fs::read(&b).unwrap());
+    std::fs::write(&both, lines).unwrap();
+    let both = both.to_str().unwrap();
+
+    let output = forge(&[&["replay", both, "--env", shop], &mock[..]].concat());
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("3 episodes replayed"),
+        "{}",
+        stdout(&output)
+    );
+    let output = forge(&["replay", both, "--env", shop]);
+    assert_refused(&output, "line 3 of");
+    assert_refused(
+        &output,
+        "recorded on environment `tau2-bench-mock`, which is not given (given: `shop`)",
+    );
+    // A server of one of them does not append to it.
+    let output = forge(&["serve", "--port", "0", shop, "--out", both]);
+    assert_refused(&output, "holds episodes of environment `tau2-bench-mock`");
+}
+
+#[test]
 fn replay_plays_the_scripted_user_again_and_so_catches_an_edited_one() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("unstable.jsonl");
