@@ -22,7 +22,7 @@ use forge_trainer::episodes::{LocalPlay, UserPlayer};
 use forge_trainer::train::config::UserSection;
 use forge_trainer::train::rollout::Job;
 use forge_trainer::{Precision, Sampling};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -599,16 +599,51 @@ impl Agents {
             .collect()
     }
 
+    /// The most agent actions per episode: `--max-turns`, else the limit
+    /// replayed episodes were recorded under (under another, a replay
+    /// would end elsewhere than its record), else the default.
+    pub fn max_turns(&self, play: &PlayArgs, tasks: &[&PreparedTask]) -> Result<usize> {
+        if let Some(turns) = play.max_turns {
+            return Ok(turns);
+        }
+        if self.policy != PolicyKind::Replay {
+            return Ok(EpisodeSettings::default().max_turns);
+        }
+        let recorded = tasks
+            .iter()
+            .map(|task| Ok(self.recorded(task)?.max_turns))
+            .collect::<Result<BTreeSet<usize>>>()?;
+        match recorded.into_iter().collect::<Vec<_>>().as_slice() {
+            [turns] => Ok(*turns),
+            turns => bail!(
+                "the episodes to replay were recorded with different --max-turns ({}): pass \
+                 --max-turns, or --tasks choosing episodes of one",
+                turns
+                    .iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+
     /// `--policy replay`: the recorded episode of `task`.
     fn recorded(&self, task: &PreparedTask) -> Result<&EpisodeRecord> {
         self.recorded.get(&task.task.id).with_context(|| {
+            const LISTED: usize = 5;
+            let mut has: Vec<&str> = self.recorded.keys().map(String::as_str).collect();
+            if has.len() > LISTED {
+                has.truncate(LISTED);
+                has.push("…");
+            }
             format!(
-                "{} has no episode of task `{}`",
+                "{} has no episode of task `{}` (it has {}): pass --tasks naming tasks it has",
                 self.from
                     .as_deref()
                     .unwrap_or(Path::new("the trajectory"))
                     .display(),
-                task.task.id
+                task.task.id,
+                has.join(", ")
             )
         })
     }
@@ -667,7 +702,7 @@ impl Agents {
 /// missing one by one, or match another environment's tasks by chance.
 fn recorded_by_task(path: &Path, env: &str) -> Result<BTreeMap<String, EpisodeRecord>> {
     let mut by_task = BTreeMap::new();
-    let mut others = std::collections::BTreeSet::new();
+    let mut others = BTreeSet::new();
     for record in crate::commands::read_trajectories(path)? {
         if record.environment.name != env {
             others.insert(record.environment.name);

@@ -3,7 +3,6 @@
 
 use anyhow::{Result, bail};
 use clap::Args;
-use forge_runtime::episode::EpisodeSettings;
 use forge_runtime::{Environment, PreparedTask, episode_seed};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -27,9 +26,10 @@ pub struct PlayArgs {
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub seed: u64,
     /// Most agent actions per episode (0: the agent never acts, the no-op
-    /// baseline that must never score).
-    #[arg(long, default_value_t = EpisodeSettings::default().max_turns)]
-    pub max_turns: usize,
+    /// baseline that must never score) [default: 30; with `--policy
+    /// replay`, the recorded episodes' own].
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<usize>,
 }
 
 impl PlayArgs {

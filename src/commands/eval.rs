@@ -79,7 +79,8 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     let _held = hold(&dir)?;
     let trajectories = dir.join(TRAJECTORIES);
     let mut settings = agents.settings()?;
-    settings["max_turns"] = args.play.max_turns.into();
+    let max_turns = agents.max_turns(&args.play, &tasks)?;
+    settings["max_turns"] = max_turns.into();
     claim(&dir, &settings)?;
 
     // Resume: an episode is identified by its task and seed (the settings
@@ -117,7 +118,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     let (ran, resumed) = (pending.len(), total as usize - pending.len());
     progress.inc(resumed as u64);
     let threads = args.concurrency as usize;
-    agents.play(&env, &pending, args.play.max_turns, threads, |record| {
+    agents.play(&env, &pending, max_turns, threads, |record| {
         writer.write(&record)?;
         progress.inc(1);
         done.insert((record.task_id.clone(), record.seed), record);

@@ -57,7 +57,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let progress = output::progress(total, args.json);
     let mut records = Vec::with_capacity(episodes.len());
     // On one thread, records come in the order of `episodes`: by task, then trial.
-    let played = agents.play(&env, &episodes, args.play.max_turns, 1, |record| {
+    let max_turns = agents.max_turns(&args.play, &tasks)?;
+    let played = agents.play(&env, &episodes, max_turns, 1, |record| {
         let trial = records.len() as u64 % args.trials;
         if let Some(writer) = &mut writer {
             writer.write(&record)?;

@@ -325,6 +325,35 @@ fn replay_policy_reproduces_the_recorded_rewards() {
     let path = record(dir.path(), "gold");
     let lines = run_json(&["--policy", "replay", "--from", path.to_str().unwrap()]);
     assert_eq!(summary(&lines)["success_rate"], 1.0);
+    // Replayed under the turn limit they were recorded under: a record of
+    // one turn's limit ends where it ended.
+    let short = dir.path().join("short.jsonl");
+    let output = forge(&[
+        "run",
+        "--policy",
+        "gold",
+        "--tasks",
+        "shop-01,shop-02",
+        "--max-turns",
+        "1",
+        "--out",
+        short.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let from = ["--policy", "replay", "--from", short.to_str().unwrap()];
+    let lines = run_json(&[&from[..], &["--tasks", "shop-01,shop-02"]].concat());
+    assert!(
+        lines[..2]
+            .iter()
+            .all(|line| line["termination"] == "max_turns"),
+        "{lines:?}"
+    );
+    // A task the file has no episode of is named, with those it has.
+    let output = forge(&[&["run"], &from[..]].concat());
+    assert_refused(
+        &output,
+        "has no episode of task `shop-03` (it has shop-01, shop-02): pass --tasks",
+    );
     // Episodes of another environment are not replayed on this one.
     let bundle = export_example(dir.path());
     let manifest = bundle.join("manifest.json");
