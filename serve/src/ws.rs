@@ -100,6 +100,7 @@ async fn ws_session(
     let mut stopping = app.stopping.clone();
     // Why the connection ends, when it is not simply closed.
     let mut ending = None;
+    let mut idled = false;
     loop {
         let message = tokio::select! {
             biased;
@@ -108,7 +109,10 @@ async fn ws_session(
             // would: otherwise it would stay open for good.
             message = tokio::time::timeout(idle, socket.recv()) => match message {
                 Ok(message) => message,
-                Err(_) => break,
+                Err(_) => {
+                    idled = true;
+                    break;
+                }
             },
         };
         let text = match message {
@@ -159,6 +163,14 @@ async fn ws_session(
     drop(waiting);
     match ending {
         Some(Unreadable { error, close, .. }) => end_ws_with(socket, Some(error), close).await,
+        // Said in the close frame: a client sees why its connection ended.
+        None if idled => {
+            let close = CloseFrame {
+                code: close_code::NORMAL,
+                reason: format!("idle for {} s (--idle-timeout)", idle.as_secs()).into(),
+            };
+            end_ws_with(socket, None, close).await;
+        }
         None => end_ws(socket, None).await,
     }
 }

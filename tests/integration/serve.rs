@@ -1027,7 +1027,11 @@ fn dropped_clients_and_idle_sessions_leak_nothing_and_shutdown_records_the_rest(
     }
     loop {
         match silent.0.read() {
-            Ok(tungstenite::Message::Close(_)) => break,
+            Ok(tungstenite::Message::Close(frame)) => {
+                let reason = frame.map(|frame| frame.reason.to_string());
+                assert_eq!(reason.as_deref(), Some("idle for 2 s (--idle-timeout)"));
+                break;
+            }
             Ok(_) => continue,
             Err(tungstenite::Error::Io(err)) => panic!("the silent connection stays open: {err}"),
             Err(_) => break,

@@ -64,7 +64,8 @@ fn report(rows: &[Row], json: bool) {
     } else {
         let mut table = output::table(&["metric", "value", "unit"]);
         for row in rows {
-            let value = if row.value >= 100.0 {
+            // Counts (sessions, answers) as the whole numbers they are.
+            let value = if row.value >= 100.0 || row.value.fract() == 0.0 {
                 format!("{:.0}", row.value)
             } else {
                 format!("{:.2}", row.value)

@@ -4,6 +4,7 @@
 //! PyTorch in (conversations aside).
 
 use crate::commands::train::Device;
+use crate::flags::at_least_one;
 use crate::output;
 use anyhow::Result;
 use clap::Args;
@@ -45,7 +46,7 @@ pub struct ModelBenchArgs {
     #[arg(long, value_name = "SHAPES")]
     train: Option<List<Shape>>,
     /// Sequences per forward and backward pass of a training step.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = at_least_one)]
     micro_batch: usize,
     /// Recompute each decoder block's activations in the backward pass of
     /// a training step instead of keeping them (`optim.activations =
@@ -59,7 +60,7 @@ pub struct ModelBenchArgs {
     #[arg(long, default_value_t = 128)]
     prompt: usize,
     /// Tokens sampled per decoded row [default: 128 on cuda; 16 elsewhere].
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one)]
     new_tokens: Option<usize>,
     /// Batch sizes of multi-turn conversations, or `none`: each measured as
     /// rollouts decode it (a turn reads only the tokens the last one did
@@ -67,14 +68,14 @@ pub struct ModelBenchArgs {
     #[arg(long, value_name = "SIZES", default_value = "none")]
     conversation: List<usize>,
     /// Turns per conversation.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = at_least_one)]
     turns: usize,
     /// Tokens of the reply (a tool result, a user message) appended after
     /// each turn's sampled tokens.
     #[arg(long, default_value_t = 32)]
     message: usize,
     /// Timed repetitions after one warm-up [default: 3 on cuda; 1 elsewhere].
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one)]
     repeats: Option<usize>,
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     seed: u64,

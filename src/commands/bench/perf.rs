@@ -22,7 +22,7 @@ pub struct PerfArgs {
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
     calls: u32,
     /// Seconds per throughput measurement.
-    #[arg(long, default_value_t = 2.0, value_parser = seconds)]
+    #[arg(long, default_value_t = 2.0, value_parser = seconds, allow_negative_numbers = true)]
     seconds: f64,
     /// Print one JSON object instead of a table.
     #[arg(long)]

@@ -101,11 +101,12 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
 /// reward's state check, and (for comparison) hashing the whole state.
 fn costs(env: &Environment, finals: &[State]) -> comfy_table::Table {
     let tasks = env.tasks();
-    let mut table = output::table(&["operation", "mean", "what it does"]);
-    let mut row = |operation: &str, mean: Duration, what: &str| {
+    // Each row names its statistic: a mean, or the tool call's median.
+    let mut table = output::table(&["operation", "time", "what it does"]);
+    let mut row = |operation: &str, time: Duration, what: &str| {
         table.add_row(vec![
             operation.to_owned(),
-            format_duration(mean),
+            format_duration(time),
             what.to_owned(),
         ]);
     };
@@ -116,7 +117,7 @@ fn costs(env: &Environment, finals: &[State]) -> comfy_table::Table {
         black_box(tasks[index % tasks.len()].initial.clone());
     }
     row(
-        "reset",
+        "reset, mean",
         start.elapsed() / resets as u32,
         "a fresh copy of the initial database",
     );
@@ -163,7 +164,7 @@ fn costs(env: &Environment, finals: &[State]) -> comfy_table::Table {
         ));
     }
     row(
-        "reward state check",
+        "reward state check, mean",
         start.elapsed() / tasks.len().max(1) as u32,
         "final database against the gold one (memoised digests: only changed records are hashed)",
     );
@@ -174,7 +175,7 @@ fn costs(env: &Environment, finals: &[State]) -> comfy_table::Table {
         black_box(task.initial.sha256());
     }
     row(
-        "full database hash",
+        "full database hash, mean",
         start.elapsed() / sample.max(1) as u32,
         "sha256 of the canonical JSON of the whole database, from scratch",
     );

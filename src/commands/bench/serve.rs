@@ -32,7 +32,7 @@ pub struct ServeBenchArgs {
     #[arg(long, default_value_t = 32, value_parser = at_least_one)]
     concurrency: usize,
     /// Seconds of steps.
-    #[arg(long, default_value_t = 10.0, value_parser = seconds)]
+    #[arg(long, default_value_t = 10.0, value_parser = seconds, allow_negative_numbers = true)]
     seconds: f64,
     /// Load this running server (`http://host:port`) instead of one started
     /// in this process; each step is a turn of its episode, so start it
