@@ -3,7 +3,7 @@
 
 use crate::commands::train::Device;
 use crate::flags::{at_least_one, at_least_one_u64, nucleus_mass, probability, temperature};
-use crate::tasks::PlayArgs;
+use crate::tasks::{PlayArgs, TaskSelection};
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use forge_llm::agents::{RemotePolicy, RemoteUser};
@@ -597,6 +597,35 @@ impl Agents {
             .iter()
             .map(|task| Ok((*task, self.recorded(task)?.seed)))
             .collect()
+    }
+
+    /// The tasks to play: `--tasks`' selection; replaying a file under
+    /// `--tasks all`, those of its tasks the environment has.
+    pub fn tasks<'a>(
+        &self,
+        play: &PlayArgs,
+        env: &'a Environment,
+    ) -> Result<Vec<&'a PreparedTask>> {
+        let tasks = play.tasks.select(env)?;
+        if self.policy != PolicyKind::Replay || play.tasks != TaskSelection::All {
+            return Ok(tasks);
+        }
+        let recorded: Vec<&PreparedTask> = tasks
+            .into_iter()
+            .filter(|task| self.recorded.contains_key(&task.task.id))
+            .collect();
+        if recorded.is_empty() {
+            bail!(
+                "environment `{}` has none of the tasks {} has episodes of (another version of \
+                 it?)",
+                env.name(),
+                self.from
+                    .as_deref()
+                    .unwrap_or(Path::new("the trajectory"))
+                    .display()
+            );
+        }
+        Ok(recorded)
     }
 
     /// The most agent actions per episode: `--max-turns`, else the limit

@@ -6,7 +6,7 @@ use crate::episode::User;
 use crate::episode::{Episode, EpisodeSettings, Judge};
 use crate::policy::{RecordedJudge, ReplayPolicy, replayed_user};
 use crate::text;
-use crate::trajectory::EpisodeRecord;
+use crate::trajectory::{EpisodeRecord, FIRST_FORMAT};
 use anyhow::{Result, bail};
 use serde::Serialize;
 
@@ -72,6 +72,16 @@ pub fn replay_episode(env: &Environment, record: &EpisodeRecord) -> Result<Optio
                 what: format!("the replay stopped: {err:#}"),
             }));
         }
+    };
+    // Compared as the record's own format spells an episode: under its
+    // name, and (`forge.trajectory/1`) without naming the user.
+    let replayed = EpisodeRecord {
+        user: match record.format.as_str() {
+            FIRST_FORMAT => None,
+            _ => replayed.user,
+        },
+        format: record.format.clone(),
+        ..replayed
     };
     Ok(first_difference(record, &replayed))
 }

@@ -64,7 +64,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     let env = args.env.load(&sandbox)?;
     let agents = Agents::new(&args.agents, &env)?;
     let label = agents.label();
-    let tasks = args.play.tasks.select(&env)?;
+    let tasks = agents.tasks(&args.play, &env)?;
     if args.out.exists() && !args.out.is_dir() {
         bail!(
             "{} is not a directory: --out names the directory of the results",
@@ -414,7 +414,9 @@ fn markdown(
     for (task, successes, trials) in tasks {
         let _ = writeln!(
             out,
-            "| {task} | {successes}/{} | {:.3} |",
+            "| {} | {successes}/{} | {:.3} |",
+            // τ²-bench's telecom ids hold `|`, which would end the cell.
+            task.replace('|', "\\|"),
             trials.len(),
             flip_rate(trials)
         );

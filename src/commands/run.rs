@@ -39,8 +39,8 @@ pub struct RunArgs {
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     let sandbox = Sandbox::with_defaults()?;
     let env = args.env.load(&sandbox)?;
-    let tasks = args.play.tasks.select(&env)?;
     let agents = Agents::new(&args.agents, &env)?;
+    let tasks = agents.tasks(&args.play, &env)?;
     let label = agents.label();
     // Before the file is created: a refused selection leaves none behind.
     let episodes = agents.episodes(&args.play, &tasks, args.trials)?;

@@ -111,6 +111,31 @@ fn replay_proves_a_recorded_run_identical() {
         );
         assert!(stdout(&output).contains("replayed byte-identically"));
     }
+    // Records of the earlier formats replay as identical as they were
+    // written: `/2` is `/3` without model users, `/1` names no user.
+    let path = dir.path().join("gold.jsonl");
+    let records: Vec<Value> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    for format in ["forge.trajectory/2", "forge.trajectory/1"] {
+        let older: String = records
+            .iter()
+            .map(|record| {
+                let mut record = record.clone();
+                record["format"] = json!(format);
+                if format.ends_with("/1") {
+                    record.as_object_mut().unwrap().remove("user");
+                }
+                format!("{record}\n")
+            })
+            .collect();
+        let file = dir.path().join("older.jsonl");
+        std::fs::write(&file, older).unwrap();
+        let output = forge(&["replay", file.to_str().unwrap()]);
+        assert!(output.status.success(), "{format}: {}", stdout(&output));
+    }
 }
 
 #[test]
@@ -348,8 +373,11 @@ fn replay_policy_reproduces_the_recorded_rewards() {
             .all(|line| line["termination"] == "max_turns"),
         "{lines:?}"
     );
-    // A task the file has no episode of is named, with those it has.
-    let output = forge(&[&["run"], &from[..]].concat());
+    // Without --tasks, the tasks the file has; a task it has no episode of
+    // is named, with those it has.
+    let lines = run_json(&from);
+    assert_eq!(summary(&lines)["episodes"], 2);
+    let output = forge(&[&["run"], &from[..], &["--tasks", "shop-01,shop-03"]].concat());
     assert_refused(
         &output,
         "has no episode of task `shop-03` (it has shop-01, shop-02): pass --tasks",

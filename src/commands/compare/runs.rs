@@ -51,7 +51,7 @@ pub(super) fn compare(dirs: &[PathBuf], labels: &[String], bootstrap: usize) -> 
     let mut text = tables(&rows);
     let wording = Wording {
         what: "run",
-        on: ", on the held-out tasks of each run's last evaluation (greedy: one episode a task)",
+        on: ", on the held-out tasks of each run's evaluation at its last step (greedy: one episode a task)",
     };
     write_against(&mut text, &against, &wording);
     Ok(Comparison {
@@ -394,8 +394,9 @@ fn tables(rows: &[Row]) -> String {
         };
         let _ = writeln!(
             text,
-            "{} {verb} from {parent}'s model: `before` is {parent}'s last evaluation, and the \
-             curves go on from its last step",
+            "{} {verb} from {parent}'s model: `before` is the evaluation at the start (the \
+             run's own at step 0, else {parent}'s at its last step), and the curves go on from \
+             {parent}'s last step",
             children.join(", ")
         );
     }

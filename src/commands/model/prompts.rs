@@ -20,12 +20,12 @@ pub struct PromptsArgs {
     model: String,
     #[command(flatten)]
     env: EnvArgs,
-    /// `all`, `first:N`, `split:NAME`, or task ids separated by commas (as
-    /// for `forge run`).
+    /// `all`, `first:N`, `split:NAME`, `heldout:RUN_DIR`, or task ids
+    /// separated by commas (as for `forge run`).
     #[arg(
         long,
         default_value = "all",
-        value_name = "all|N|first:N|split:NAME|ID,ID"
+        value_name = "all|N|first:N|split:NAME|heldout:RUN_DIR|ID,ID"
     )]
     tasks: TaskSelection,
     /// Most agent actions of a gold episode (as for `forge run`).
