@@ -157,7 +157,7 @@ impl TaskSelection {
             // Taken as at most `count` (as `head` does), but said: a run
             // meant to cover `count` tasks covers fewer.
             eprintln!(
-                "note: environment `{}` has {}, fewer than the {count} asked for: playing them all",
+                "note: environment `{}` has {}, fewer than the {count} asked for: taking them all",
                 env.name(),
                 crate::output::count(ids.len(), "task")
             );

@@ -6,7 +6,7 @@ use crate::episode::User;
 use crate::episode::{Episode, EpisodeSettings, Judge};
 use crate::policy::{RecordedJudge, ReplayPolicy, replayed_user};
 use crate::text;
-use crate::trajectory::{EpisodeRecord, FIRST_FORMAT};
+use crate::trajectory::EpisodeRecord;
 use anyhow::{Result, bail};
 use serde::Serialize;
 
@@ -73,13 +73,9 @@ pub fn replay_episode(env: &Environment, record: &EpisodeRecord) -> Result<Optio
             }));
         }
     };
-    // Compared as the record's own format spells an episode: under its
-    // name, and (`forge.trajectory/1`) without naming the user.
+    // A record of an earlier format is compared under its format's name
+    // (what it holds, it holds as the current format would).
     let replayed = EpisodeRecord {
-        user: match record.format.as_str() {
-            FIRST_FORMAT => None,
-            _ => replayed.user,
-        },
         format: record.format.clone(),
         ..replayed
     };

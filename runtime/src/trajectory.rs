@@ -30,10 +30,7 @@ pub const FORMAT: &str = "forge.trajectory/3";
 /// are all records of the third: `forge.trajectory/1` without `user` and
 /// the `context_full` termination, `forge.trajectory/2` without model users
 /// named in `user`.
-pub const READABLE: [&str; 3] = [FIRST_FORMAT, "forge.trajectory/2", FORMAT];
-
-/// The first format, whose records name no user (the scripted one played).
-pub const FIRST_FORMAT: &str = "forge.trajectory/1";
+pub const READABLE: [&str; 3] = ["forge.trajectory/1", "forge.trajectory/2", FORMAT];
 
 /// An OpenAI chat message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

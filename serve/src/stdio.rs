@@ -1,6 +1,7 @@
 //! MCP over stdio (`forge serve --stdio`): one JSON-RPC message per line on
-//! stdin and stdout, one episode per process. Nothing but protocol messages
-//! goes to stdout; logs go to stderr.
+//! stdin and stdout, an episode at a time (each `initialize` opens one once
+//! the last is closed). Nothing but protocol messages goes to stdout; logs
+//! go to stderr.
 
 use crate::mcp::{self, Reply};
 use crate::sessions::{Hub, OpenRequest};

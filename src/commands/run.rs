@@ -44,6 +44,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let label = agents.label();
     // Before the file is created: a refused selection leaves none behind.
     let episodes = agents.episodes(&args.play, &tasks, args.trials)?;
+    let max_turns = agents.max_turns(&args.play, &tasks)?;
     let mut writer = match (&args.out, args.append) {
         (Some(path), false) => Some(TrajectoryWriter::create(path)?),
         (Some(path), true) => {
@@ -57,7 +58,6 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let progress = output::progress(total, args.json);
     let mut records = Vec::with_capacity(episodes.len());
     // On one thread, records come in the order of `episodes`: by task, then trial.
-    let max_turns = agents.max_turns(&args.play, &tasks)?;
     let played = agents.play(&env, &episodes, max_turns, 1, |record| {
         let trial = records.len() as u64 % args.trials;
         if let Some(writer) = &mut writer {

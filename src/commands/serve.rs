@@ -93,7 +93,7 @@ enum LogFormat {
 pub fn run(args: ServeArgs) -> Result<ExitCode> {
     if args.task.is_some() && !args.stdio {
         // Over HTTP each reset picks its own task.
-        bail!("--task picks the one episode of --stdio; over HTTP, each reset names its task");
+        bail!("--task picks the task of --stdio's episodes; over HTTP, each reset names its task");
     }
     init_logs(args.log_format);
     let limits = SessionLimits {

@@ -35,6 +35,14 @@ const WRITTEN: [&str; 8] = [
 /// edited by hand with files of its own, a directory that is not a bundle at
 /// all) is refused by name rather than deleted.
 pub fn check_replaceable(dir: &Path) -> Result<()> {
+    // Replaced, the link would become a directory, and its target keep the
+    // old files, stale, with nothing to say so.
+    if dir.is_symlink() {
+        bail!(
+            "{} is a symbolic link: not replacing it (choose another --out)",
+            dir.display()
+        );
+    }
     let entries = match dir.read_dir() {
         Ok(entries) => entries,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -92,11 +100,17 @@ pub fn replace(dir: &Path, staged: TempDir) -> Result<()> {
         false => None,
     };
     if let Err(err) = std::fs::rename(staged.path(), dir) {
-        if let Some(aside) = &aside {
-            // Put the old directory back: the failure loses nothing.
-            let _ = std::fs::rename(aside.path().join("old"), dir);
+        let moving = format!("moving the new files into {}", dir.display());
+        // Put the old directory back, or say where it is: the failure
+        // loses nothing.
+        if let Some(aside) = aside
+            && std::fs::rename(aside.path().join("old"), dir).is_err()
+        {
+            let kept = aside.keep().join("old");
+            return Err(err)
+                .with_context(|| format!("{moving} (the old directory is at {})", kept.display()));
         }
-        return Err(err).with_context(|| format!("moving the new files into {}", dir.display()));
+        return Err(err).context(moving);
     }
     // Its path is gone (renamed): nothing is left for it to remove.
     let _ = staged.keep();
@@ -145,5 +159,10 @@ mod tests {
         assert_eq!(std::fs::read(dir.join("notes.txt")).unwrap(), b"mine");
         assert_eq!(std::fs::read(dir.join(MANIFEST_FILE)).unwrap(), b"old");
         assert!(check_replaceable(&out.path().join("absent")).is_ok());
+
+        let link = out.path().join("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        let err = check_replaceable(&link).unwrap_err().to_string();
+        assert!(err.contains("is a symbolic link"), "{err}");
     }
 }

@@ -280,14 +280,22 @@ fn synthesize_domain(
         sandbox,
         model,
     );
-    if outcome.is_ok() || staged.path().join(REPORT_FILE).is_file() {
-        domain_dir::replace(dir, staged)?;
+    if (outcome.is_ok() || staged.path().join(REPORT_FILE).is_file())
+        && let Err(err) = domain_dir::replace(dir, staged)
+    {
+        // A rejection keeps its reason, which the model's repair reads.
+        return Err(match outcome {
+            Ok(_) => err,
+            Err(rejected) => rejected.context(format!(
+                "its report could not be moved into place ({err:#})"
+            )),
+        });
     }
     outcome
 }
 
-/// The stages of one domain, writing its files in `staged`; messages name
-/// them where they will be, in `dir`.
+/// The stages of one domain, writing its files in `staged`; a rejection
+/// names its report where it will be, in `dir`.
 #[allow(clippy::too_many_arguments)]
 fn write_domain(
     doc: &DomainDoc,

@@ -266,6 +266,9 @@ fn a_file_of_several_environments_replays_given_them_all() {
     // A server of one of them does not append to it.
     let output = forge(&["serve", "--port", "0", shop, "--out", both]);
     assert_refused(&output, "holds episodes of environment `tau2-bench-mock`");
+    // Over HTTP each reset names its task: `--task` is --stdio's.
+    let output = forge(&["serve", "--port", "0", shop, "--task", "shop-01"]);
+    assert_refused(&output, "--task picks the task of --stdio's episodes");
 }
 
 #[test]
@@ -641,7 +644,7 @@ fn bad_input_gets_errors_that_name_the_problem() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(json_lines(&output).last().unwrap()["episodes"], 28);
     assert!(
-        stderr(&output).contains("has 28 tasks, fewer than the 99 asked for: playing them all"),
+        stderr(&output).contains("has 28 tasks, fewer than the 99 asked for: taking them all"),
         "{}",
         stderr(&output)
     );

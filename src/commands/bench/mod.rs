@@ -64,8 +64,9 @@ fn report(rows: &[Row], json: bool) {
     } else {
         let mut table = output::table(&["metric", "value", "unit"]);
         for row in rows {
-            // Counts (sessions, answers) as the whole numbers they are.
-            let value = if row.value >= 100.0 || row.value.fract() == 0.0 {
+            // Counts as the whole numbers they are.
+            let count = matches!(row.unit, "answers" | "requests" | "sessions" | "steps");
+            let value = if row.value >= 100.0 || count {
                 format!("{:.0}", row.value)
             } else {
                 format!("{:.2}", row.value)
