@@ -572,13 +572,7 @@ impl Agents {
         tasks: &[&'a PreparedTask],
         trials: u64,
     ) -> Result<Vec<(&'a PreparedTask, u64)>> {
-        // An unreliable user misstates a fact its instruction states.
-        if self.instability > 0.0 && tasks.iter().all(|task| task.task.stated_facts().is_empty()) {
-            bail!(
-                "--user-instability: no task chosen has a fact for the user to misstate \
-                 (`user_facts` its instruction states), so it would change nothing"
-            );
-        }
+        refuse_needless_instability(self.instability, tasks.iter().copied(), "chosen")?;
         if self.policy != PolicyKind::Replay {
             return Ok(play.episodes(tasks, trials));
         }
@@ -619,10 +613,7 @@ impl Agents {
                 "environment `{}` has none of the tasks {} has episodes of (another version of \
                  it?)",
                 env.name(),
-                self.from
-                    .as_deref()
-                    .unwrap_or(Path::new("the trajectory"))
-                    .display()
+                self.replayed_file().display()
             );
         }
         Ok(recorded)
@@ -656,6 +647,11 @@ impl Agents {
         }
     }
 
+    /// `--policy replay`: the file it replays, as messages name it.
+    fn replayed_file(&self) -> &Path {
+        self.from.as_deref().unwrap_or(Path::new("the trajectory"))
+    }
+
     /// `--policy replay`: the recorded episode of `task`.
     fn recorded(&self, task: &PreparedTask) -> Result<&EpisodeRecord> {
         self.recorded.get(&task.task.id).with_context(|| {
@@ -667,10 +663,7 @@ impl Agents {
             }
             format!(
                 "{} has no episode of task `{}` (it has {}): pass --tasks naming tasks it has",
-                self.from
-                    .as_deref()
-                    .unwrap_or(Path::new("the trajectory"))
-                    .display(),
+                self.replayed_file().display(),
                 task.task.id,
                 has.join(", ")
             )
@@ -754,6 +747,24 @@ fn recorded_by_task(path: &Path, env: &str) -> Result<BTreeMap<String, EpisodeRe
         );
     }
     Ok(by_task)
+}
+
+/// Refuses `--user-instability` (`instability` above 0) where none of
+/// `tasks` (those `which`: chosen, served) has a fact its instruction
+/// states: an unreliable user misstates such a fact, so it would change
+/// nothing.
+pub fn refuse_needless_instability<'a>(
+    instability: f64,
+    mut tasks: impl Iterator<Item = &'a PreparedTask>,
+    which: &str,
+) -> Result<()> {
+    if instability > 0.0 && tasks.all(|task| task.task.stated_facts().is_empty()) {
+        bail!(
+            "--user-instability: no task {which} has a fact for the user to misstate \
+             (`user_facts` its instruction states), so it would change nothing"
+        );
+    }
+    Ok(())
 }
 
 /// Runs `run` on every job, `threads` at a time, handing each result to

@@ -105,18 +105,11 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     };
     let sandbox = sandbox_for(args.max_sessions)?;
     let envs = crate::envs::load_all(&args.envs, &args.suite, args.data.as_deref(), &sandbox)?;
-    // An unreliable user misstates a fact its instruction states.
-    if args.user_instability > 0.0
-        && envs
-            .iter()
-            .flat_map(Environment::tasks)
-            .all(|task| task.task.stated_facts().is_empty())
-    {
-        bail!(
-            "--user-instability: no task served has a fact for the user to misstate \
-             (`user_facts` its instruction states), so it would change nothing"
-        );
-    }
+    crate::agents::refuse_needless_instability(
+        args.user_instability,
+        envs.iter().flat_map(Environment::tasks),
+        "served",
+    )?;
     let recorder = args
         .out
         .as_deref()
