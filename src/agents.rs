@@ -25,6 +25,7 @@ use forge_trainer::{Precision, Sampling};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
 
 #[derive(Args, Debug, Clone)]
 pub struct AgentArgs {
@@ -104,6 +105,11 @@ pub struct AgentArgs {
     /// --concurrency` runs episodes in parallel) [default: 8].
     #[arg(long, value_parser = at_least_one_u64)]
     pub max_requests: Option<u64>,
+    /// The longest one request to the endpoint may take, its whole reply
+    /// included; one that takes longer fails, unretried (it would take as
+    /// long again) [default: 120].
+    #[arg(long, value_name = "SECONDS", value_parser = at_least_one_u64)]
+    pub request_timeout: Option<u64>,
     /// The environment variable holding the endpoint's API key, if it needs
     /// one [default: OPENAI_API_KEY].
     #[arg(long, value_name = "VAR")]
@@ -123,13 +129,16 @@ const MAX_REQUESTS: u64 = 8;
 const API_KEY_ENV: &str = "OPENAI_API_KEY";
 
 impl AgentArgs {
-    /// A client of `model` at the endpoint `url`, with the key and the
-    /// requests in flight asked for.
-    fn endpoint(&self, url: &str, model: &str) -> ChatClient {
+    /// A client of `model` at the endpoint `url`, with the key, the
+    /// requests in flight and the timeout asked for.
+    fn endpoint(&self, url: &str, model: &str) -> Result<ChatClient> {
         let key = self.api_key_env.as_deref().unwrap_or(API_KEY_ENV);
         let mut config = ChatConfig::new(url, model).key_from_env(key);
         config.max_in_flight = self.max_requests.unwrap_or(MAX_REQUESTS) as usize;
-        ChatClient::new(config)
+        if let Some(seconds) = self.request_timeout {
+            config.timeout = Duration::from_secs(seconds);
+        }
+        Ok(ChatClient::new(config)?)
     }
 
     /// Refuses a flag the chosen agent, user and judge would not use: the
@@ -227,6 +236,12 @@ impl AgentArgs {
             (
                 "--api-key-env",
                 self.api_key_env.is_some(),
+                remote || judged,
+                ENDPOINTS,
+            ),
+            (
+                "--request-timeout",
+                self.request_timeout.is_some(),
                 remote || judged,
                 ENDPOINTS,
             ),
@@ -359,7 +374,7 @@ impl Agents {
         };
         let client = match (needs_model, &args.base_url, &args.model) {
             (false, _, _) => None,
-            (true, Some(url), Some(model)) => Some(args.endpoint(url, model)),
+            (true, Some(url), Some(model)) => Some(args.endpoint(url, model)?),
             (true, _, _) => {
                 bail!("`--policy openai` and `--user openai` need --base-url and --model")
             }
@@ -369,7 +384,7 @@ impl Agents {
             args.judge_base_url.as_ref().or(args.base_url.as_ref()),
         ) {
             (None, _) => None,
-            (Some(model), Some(url)) => Some(args.endpoint(url, model)),
+            (Some(model), Some(url)) => Some(args.endpoint(url, model)?),
             (Some(_), None) => bail!("`--judge-model` needs --judge-base-url or --base-url"),
         };
         let recorded = match &args.from {
@@ -616,6 +631,24 @@ impl Agents {
                 self.replayed_file().display()
             );
         }
+        let lacking: Vec<&str> = self
+            .recorded
+            .keys()
+            .map(String::as_str)
+            .filter(|id| env.task(id).is_none())
+            .collect();
+        if !lacking.is_empty() {
+            // Said, as a count too short is: a replay meant to cover the
+            // file covers less of it.
+            eprintln!(
+                "note: environment `{}` lacks {} of the {} {} has episodes of: skipping {}",
+                env.name(),
+                lacking.len(),
+                crate::output::count(self.recorded.len(), "task"),
+                self.replayed_file().display(),
+                listed(&lacking)
+            );
+        }
         Ok(recorded)
     }
 
@@ -655,17 +688,12 @@ impl Agents {
     /// `--policy replay`: the recorded episode of `task`.
     fn recorded(&self, task: &PreparedTask) -> Result<&EpisodeRecord> {
         self.recorded.get(&task.task.id).with_context(|| {
-            const LISTED: usize = 5;
-            let mut has: Vec<&str> = self.recorded.keys().map(String::as_str).collect();
-            if has.len() > LISTED {
-                has.truncate(LISTED);
-                has.push("…");
-            }
+            let has: Vec<&str> = self.recorded.keys().map(String::as_str).collect();
             format!(
                 "{} has no episode of task `{}` (it has {}): pass --tasks naming tasks it has",
                 self.replayed_file().display(),
                 task.task.id,
-                has.join(", ")
+                listed(&has)
             )
         })
     }
@@ -747,6 +775,16 @@ fn recorded_by_task(path: &Path, env: &str) -> Result<BTreeMap<String, EpisodeRe
         );
     }
     Ok(by_task)
+}
+
+/// Task ids for a message: the first few, then `…`.
+fn listed(ids: &[&str]) -> String {
+    const LISTED: usize = 5;
+    let mut shown = ids[..ids.len().min(LISTED)].join(", ");
+    if ids.len() > LISTED {
+        shown.push_str(", …");
+    }
+    shown
 }
 
 /// Refuses `--user-instability` (`instability` above 0) where none of

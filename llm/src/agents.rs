@@ -64,12 +64,21 @@ impl Policy for RemotePolicy<'_> {
 
 /// The call an entry of an OpenAI reply's `tool_calls` asks for. Malformed
 /// arguments reach the host as they are; it answers with a validation
-/// error the model can correct.
+/// error the model can correct. Arguments sent as JSON itself rather than
+/// the string OpenAI specifies (as some servers do) are taken as written.
 fn requested_call(call: &Value) -> ToolCall {
-    let text = |pointer: &str| call.pointer(pointer).and_then(Value::as_str);
+    let arguments = match call.pointer("/function/arguments") {
+        Some(Value::String(text)) => text.clone(),
+        None | Some(Value::Null) => "{}".to_owned(),
+        Some(value) => value.to_string(),
+    };
     let function = ChatFunction {
-        name: text("/function/name").unwrap_or_default().to_owned(),
-        arguments: text("/function/arguments").unwrap_or("{}").to_owned(),
+        name: call
+            .pointer("/function/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        arguments,
     };
     ToolCall::new(function.name.clone(), function.parsed_arguments())
 }
@@ -106,22 +115,24 @@ impl<'a> RemoteUser<'a> {
     /// The model's next message as the user. It sees the dialogue from the
     /// user's side: the agent's messages are `user` turns, the user's own
     /// are `assistant` turns (its tool calls and their results included);
-    /// the agent's tool traffic is hidden.
+    /// the agent's tool traffic is hidden. The agent's greeting, which the
+    /// user's first message answers, opens it every time: chat templates
+    /// that want turns to alternate from a `user` one refuse it otherwise.
     fn reply(&self, transcript: &[ChatMessage], tools: &[ToolSpec]) -> anyhow::Result<Value> {
         let system = user_brief(
             &self.instruction,
             !tools.is_empty(),
             self.guidelines.as_deref(),
         );
-        let mut messages = vec![json!({"role": "system", "content": system})];
+        let mut messages = vec![
+            json!({"role": "system", "content": system}),
+            json!({"role": "user", "content": AGENT_GREETING}),
+        ];
         messages.extend(
             user_view(transcript)
                 .iter()
                 .map(|message| serde_json::to_value(message).expect("messages serialise")),
         );
-        if transcript.is_empty() {
-            messages.push(json!({"role": "user", "content": AGENT_GREETING}));
-        }
         let tools = Value::Array(tools.iter().map(ToolSpec::to_openai).collect());
         complete(self.client, messages, &tools)
     }

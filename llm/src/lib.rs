@@ -4,8 +4,10 @@
 //! simulated user ([`agents`]), and a judge of NL assertions ([`judge`]).
 //!
 //! Blocking, with a timeout per request and bounded retries with exponential
-//! backoff on what retrying can fix (connection errors, timeouts, 429 and 5xx
-//! answers), and at most `max_in_flight` requests out at once. Token usage is
+//! backoff (or the wait an endpoint's `Retry-After` asks for) on what
+//! retrying can fix (connection errors, 429 and 5xx answers), and at most
+//! `max_in_flight` requests out at once. A timeout is not retried: a reply
+//! that took longer than the limit would take as long again. Token usage is
 //! summed for the caller to report.
 
 pub mod agents;
@@ -14,7 +16,7 @@ pub mod judge;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::sync::{Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Where and how to reach a model.
 #[derive(Debug, Clone)]
@@ -24,6 +26,10 @@ pub struct ChatConfig {
     pub model: String,
     /// Sent as a bearer token when present.
     pub api_key: Option<String>,
+    /// The environment variable the key is read from, which a refusal of
+    /// the request as unauthorised names.
+    pub api_key_env: Option<String>,
+    /// The longest a request may take, its reply included.
     pub timeout: Duration,
     /// Retries after the first attempt.
     pub max_retries: u32,
@@ -36,28 +42,77 @@ pub struct ChatConfig {
 }
 
 impl ChatConfig {
+    /// Defaults patient enough for a rate limit of requests per minute:
+    /// six retries wait about a minute in all.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
         Self {
-            base_url: base_url.into(),
+            base_url: base_url.into().trim_end_matches('/').to_owned(),
             model: model.into(),
             api_key: None,
-            timeout: Duration::from_secs(120),
-            max_retries: 3,
-            backoff: Duration::from_millis(500),
+            api_key_env: None,
+            timeout: DEFAULT_TIMEOUT,
+            max_retries: 6,
+            backoff: Duration::from_secs(1),
             temperature: 0.0,
             max_in_flight: 8,
         }
     }
 
     /// The same config with the API key read from the environment variable
-    /// `var` (none when it is unset).
+    /// `var` (none when it is unset or empty).
     pub fn key_from_env(self, var: &str) -> Self {
         Self {
-            api_key: std::env::var(var).ok(),
+            api_key: std::env::var(var).ok().filter(|key| !key.is_empty()),
+            api_key_env: Some(var.to_owned()),
             ..self
         }
     }
+
+    /// Refuses an endpoint no request could reach: a base URL that is not
+    /// `http://` or `https://` with a host, or no model name.
+    pub fn check(&self) -> Result<(), ChatError> {
+        let host = ["http://", "https://"]
+            .iter()
+            .find_map(|scheme| self.base_url.strip_prefix(scheme));
+        if !host.is_some_and(|host| !host.is_empty() && !host.starts_with('/')) {
+            return Err(ChatError::Endpoint(format!(
+                "`{}` is not an http:// or https:// URL (an API base such as \
+                 http://127.0.0.1:8000/v1)",
+                self.base_url
+            )));
+        }
+        if self.model.trim().is_empty() {
+            return Err(ChatError::Endpoint(format!(
+                "no model named to ask at {}",
+                self.base_url
+            )));
+        }
+        Ok(())
+    }
+
+    /// The URL completions are asked of.
+    fn completions_url(&self) -> String {
+        format!("{}/chat/completions", self.base_url)
+    }
+
+    /// What was sent as the key, as a refusal of it explains.
+    fn key_sent(&self) -> String {
+        match (&self.api_key_env, &self.api_key) {
+            (Some(var), Some(_)) => format!("the key sent is `{var}`'s"),
+            (Some(var), None) => format!("no key was sent: `{var}` is unset or empty"),
+            (None, _) => "no key was sent".to_owned(),
+        }
+    }
 }
+
+/// [`ChatConfig::timeout`] unless set otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The longest wait before a retry, even where `Retry-After` asks for more.
+const MAX_WAIT: Duration = Duration::from_secs(60);
+
+/// The largest reply read: far more than any chat completion.
+const MAX_REPLY_BYTES: u64 = 16 << 20;
 
 /// A chat message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,22 +147,54 @@ impl Message {
 /// Why a completion failed (after retries, where retrying could help).
 #[derive(Debug, thiserror::Error)]
 pub enum ChatError {
-    #[error("the endpoint answered HTTP {status}: {body}")]
-    Status { status: u16, body: String },
-    #[error("could not reach the endpoint: {0}")]
-    Transport(String),
+    #[error("{url} answered HTTP {status}: {body}{}", if *.status == 404 { " (an API base usually ends in /v1)" } else { "" })]
+    Status {
+        url: String,
+        status: u16,
+        body: String,
+        /// The wait its `Retry-After` header asked for.
+        retry_after: Option<Duration>,
+    },
+    #[error("{url} answered HTTP {status}: {body} ({key})")]
+    Unauthorized {
+        url: String,
+        status: u16,
+        body: String,
+        /// What was sent as the key.
+        key: String,
+    },
+    #[error("could not reach {url}: {reason}")]
+    Transport { url: String, reason: String },
+    #[error("{url} sent no whole answer within {} s, the request timeout", .timeout.as_secs())]
+    Timeout { url: String, timeout: Duration },
+    #[error("the endpoint's answer is larger than {} MiB, more than any chat completion", MAX_REPLY_BYTES >> 20)]
+    TooLarge,
     #[error("the endpoint's answer is not a chat completion: {0}")]
     Malformed(String),
     #[error("the request does not fit in the model's context: {0}")]
     ContextFull(String),
+    #[error("{last} (gave up after {attempts} attempts over {} s)", .waited.as_secs())]
+    GaveUp {
+        attempts: u32,
+        waited: Duration,
+        last: Box<ChatError>,
+    },
+    #[error("{0}")]
+    Endpoint(String),
 }
 
 impl ChatError {
     fn retryable(&self) -> bool {
         match self {
             Self::Status { status, .. } => *status == 429 || *status >= 500,
-            Self::Transport(_) => true,
-            Self::Malformed(_) | Self::ContextFull(_) => false,
+            Self::Transport { .. } => true,
+            Self::Unauthorized { .. }
+            | Self::Timeout { .. }
+            | Self::TooLarge
+            | Self::Malformed(_)
+            | Self::ContextFull(_)
+            | Self::GaveUp { .. }
+            | Self::Endpoint(_) => false,
         }
     }
 }
@@ -148,9 +235,10 @@ fn refused_for_length(status: u16, body: &str) -> bool {
         .any(|said| phrases.iter().any(|phrase| said.contains(phrase)))
 }
 
-/// Tokens used so far.
+/// Requests made and tokens used so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Usage {
+    /// Every request sent, retries and failures included.
     pub requests: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
@@ -166,19 +254,22 @@ pub struct ChatClient {
 }
 
 impl ChatClient {
-    pub fn new(config: ChatConfig) -> Self {
+    /// A client of the endpoint `config` names, once [`ChatConfig::check`]
+    /// finds it one a request could reach.
+    pub fn new(config: ChatConfig) -> Result<Self, ChatError> {
+        config.check()?;
         let agent = ureq::Agent::config_builder()
             .timeout_global(Some(config.timeout))
             .http_status_as_error(false)
             .build()
             .into();
-        Self {
+        Ok(Self {
             config,
             agent,
             usage: Mutex::new(Usage::default()),
             in_flight: Mutex::new(0),
             slot_freed: Condvar::new(),
-        }
+        })
     }
 
     pub fn config(&self) -> &ChatConfig {
@@ -212,16 +303,41 @@ impl ChatClient {
         messages: &Value,
         tools: Option<&Value>,
     ) -> Result<Value, ChatError> {
-        let mut attempt = 0;
+        let started = Instant::now();
+        let mut retries = 0;
         loop {
             match self.request(messages, tools) {
-                Err(err) if err.retryable() && attempt < self.config.max_retries => {
-                    std::thread::sleep(self.config.backoff * 2u32.pow(attempt));
-                    attempt += 1;
+                Err(err) if err.retryable() && retries < self.config.max_retries => {
+                    std::thread::sleep(self.wait_before_retry(&err, retries));
+                    retries += 1;
+                }
+                Err(err) if err.retryable() && retries > 0 => {
+                    return Err(ChatError::GaveUp {
+                        attempts: retries + 1,
+                        waited: started.elapsed(),
+                        last: Box::new(err),
+                    });
                 }
                 result => return result,
             }
         }
+    }
+
+    /// The wait before retry `retries + 1`: the backoff, doubled each
+    /// retry, or longer where the endpoint's `Retry-After` asks for it.
+    fn wait_before_retry(&self, err: &ChatError, retries: u32) -> Duration {
+        let backoff = self
+            .config
+            .backoff
+            .saturating_mul(2u32.saturating_pow(retries));
+        let asked = match err {
+            ChatError::Status {
+                retry_after: Some(wait),
+                ..
+            } => *wait,
+            _ => Duration::ZERO,
+        };
+        backoff.max(asked).min(MAX_WAIT)
     }
 
     /// One request, once fewer than `max_in_flight` are out.
@@ -234,6 +350,7 @@ impl ChatClient {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         *in_flight += 1;
         drop(in_flight);
+        lock(&self.usage).requests += 1;
         let answer = self.send(messages, tools);
         *lock(&self.in_flight) -= 1;
         self.slot_freed.notify_one();
@@ -241,10 +358,7 @@ impl ChatClient {
     }
 
     fn send(&self, messages: &Value, tools: Option<&Value>) -> Result<Value, ChatError> {
-        let url = format!(
-            "{}/chat/completions",
-            self.config.base_url.trim_end_matches('/')
-        );
+        let url = self.config.completions_url();
         let mut body = json!({"model": self.config.model, "messages": messages, "temperature": self.config.temperature});
         if let Some(tools) =
             tools.filter(|tools| tools.as_array().is_some_and(|tools| !tools.is_empty()))
@@ -258,21 +372,48 @@ impl ChatClient {
         if let Some(key) = &self.config.api_key {
             request = request.header("authorization", &format!("Bearer {key}"));
         }
-        let mut response = request
-            .send(body.to_string())
-            .map_err(|err| ChatError::Transport(err.to_string()))?;
+        let failed = |err: ureq::Error| match err {
+            ureq::Error::Timeout(_) => ChatError::Timeout {
+                url: url.clone(),
+                timeout: self.config.timeout,
+            },
+            ureq::Error::BodyExceedsLimit(_) => ChatError::TooLarge,
+            err => ChatError::Transport {
+                url: url.clone(),
+                reason: err.to_string(),
+            },
+        };
+        let mut response = request.send(body.to_string()).map_err(failed)?;
         let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
         let text = response
             .body_mut()
+            .with_config()
+            .limit(MAX_REPLY_BYTES)
             .read_to_string()
-            .map_err(|err| ChatError::Transport(err.to_string()))?;
+            .map_err(failed)?;
         if refused_for_length(status, &text) {
             return Err(ChatError::ContextFull(truncate(&text)));
         }
-        if status != 200 {
-            return Err(ChatError::Status {
+        if matches!(status, 401 | 403) {
+            return Err(ChatError::Unauthorized {
+                url,
                 status,
                 body: truncate(&text),
+                key: self.config.key_sent(),
+            });
+        }
+        if status != 200 {
+            return Err(ChatError::Status {
+                url,
+                status,
+                body: truncate(&text),
+                retry_after,
             });
         }
         let answer: Value = serde_json::from_str(&text)
@@ -284,11 +425,7 @@ impl ChatClient {
             .ok_or_else(|| {
                 ChatError::Malformed(format!("no choices[0].message in {}", truncate(&text)))
             })?;
-        let mut usage = self
-            .usage
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        usage.requests += 1;
+        let mut usage = lock(&self.usage);
         usage.prompt_tokens += answer
             .pointer("/usage/prompt_tokens")
             .and_then(Value::as_u64)
@@ -347,6 +484,56 @@ mod tests {
             assert_eq!(extract_json(reply), Some(expected.clone()), "{reply}");
         }
         assert_eq!(extract_json("no json here"), None);
+    }
+
+    #[test]
+    fn retries_back_off_doubling_or_as_long_as_retry_after_asks_within_a_minute() {
+        let client = ChatClient::new(ChatConfig::new("http://127.0.0.1:1/v1/", "m")).unwrap();
+        assert_eq!(
+            client.config().completions_url(),
+            "http://127.0.0.1:1/v1/chat/completions"
+        );
+        let failed = |retry_after: Option<u64>| ChatError::Status {
+            url: String::new(),
+            status: 429,
+            body: String::new(),
+            retry_after: retry_after.map(Duration::from_secs),
+        };
+        let waits: Vec<u64> = (0..7)
+            .map(|retries| client.wait_before_retry(&failed(None), retries).as_secs())
+            .collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 60]);
+        assert_eq!(client.wait_before_retry(&failed(Some(20)), 0).as_secs(), 20);
+        assert_eq!(client.wait_before_retry(&failed(Some(1)), 3).as_secs(), 8);
+        assert_eq!(
+            client.wait_before_retry(&failed(Some(3600)), 0).as_secs(),
+            60
+        );
+    }
+
+    #[test]
+    fn an_endpoint_no_request_could_reach_is_refused() {
+        for (url, model) in [
+            ("127.0.0.1:8000/v1", "m"),
+            ("ftp://host/v1", "m"),
+            ("http://", "m"),
+            ("https:///v1", "m"),
+            ("", "m"),
+            ("http://127.0.0.1:8000/v1", ""),
+        ] {
+            let refused = ChatClient::new(ChatConfig::new(url, model));
+            assert!(
+                matches!(refused, Err(ChatError::Endpoint(_))),
+                "{url} {model}"
+            );
+        }
+        let config =
+            ChatConfig::new("https://api.example.com/v1", "m").key_from_env("FORGE_TEST_UNSET_KEY");
+        assert_eq!(config.api_key, None);
+        assert_eq!(
+            config.key_sent(),
+            "no key was sent: `FORGE_TEST_UNSET_KEY` is unset or empty"
+        );
     }
 
     #[test]

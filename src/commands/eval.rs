@@ -118,12 +118,24 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     let (ran, resumed) = (pending.len(), total as usize - pending.len());
     progress.inc(resumed as u64);
     let threads = args.concurrency as usize;
-    agents.play(&env, &pending, max_turns, threads, |record| {
+    let mut finished = resumed;
+    let played = agents.play(&env, &pending, max_turns, threads, |record| {
         writer.write(&record)?;
         progress.inc(1);
+        finished += 1;
         done.insert((record.task_id.clone(), record.seed), record);
         Ok(())
-    })?;
+    });
+    if let Err(err) = played {
+        if finished == 0 {
+            return Err(err);
+        }
+        return Err(err.context(format!(
+            "stopped after {finished} of {total} episodes, which {} keeps (the same command \
+             resumes there)",
+            args.out.display()
+        )));
+    }
     drop(writer);
     if ran > 0 {
         in_canonical_order(&trajectories, &done)?;

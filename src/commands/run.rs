@@ -82,7 +82,14 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             drop(writer);
             let _ = std::fs::remove_file(path);
         }
-        return Err(err);
+        if records.is_empty() {
+            return Err(err);
+        }
+        let stopped = format!("stopped after {} of {total} episodes", records.len());
+        return Err(err.context(match &args.out {
+            Some(path) => format!("{stopped}, which {} keeps", path.display()),
+            None => stopped,
+        }));
     }
     progress.finish_and_clear();
     report(&env, &args, &label, &agents.user_label(), &records);

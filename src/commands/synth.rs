@@ -12,7 +12,7 @@ use forge_synth::{Llm, SynthConfig, compile::Compiler, domain_dir};
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 include!(concat!(env!("OUT_DIR"), "/domains.rs"));
 
@@ -49,11 +49,21 @@ pub struct SynthArgs {
     #[arg(long, requires = "llm_url")]
     model: Option<String>,
     /// The environment variable holding the endpoint's API key (if it needs one).
-    #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY")]
+    #[arg(
+        long,
+        value_name = "VAR",
+        default_value = "OPENAI_API_KEY",
+        requires = "llm_url"
+    )]
     api_key_env: String,
     /// Most model answers per doc (each invalid one is fed back).
-    #[arg(long, default_value_t = 3, value_parser = at_least_one_u64)]
+    #[arg(long, default_value_t = 3, value_parser = at_least_one_u64, requires = "llm_url")]
     llm_rounds: u64,
+    /// The longest one request to `--llm-url` may take, its whole reply
+    /// included; one that takes longer fails, unretried (it would take as
+    /// long again).
+    #[arg(long, value_name = "SECONDS", default_value_t = forge_llm::DEFAULT_TIMEOUT.as_secs(), value_parser = at_least_one_u64, requires = "llm_url")]
+    request_timeout: u64,
     /// Replace bundle directories that already exist under `--out` (those
     /// holding only files synthesis writes; others are refused). The new
     /// directory is moved into place whole, once its domain is done.
@@ -92,8 +102,11 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
         .as_ref()
         .zip(args.model.as_ref())
         .map(|(url, model)| {
-            ChatClient::new(ChatConfig::new(url, model).key_from_env(&args.api_key_env))
-        });
+            let mut config = ChatConfig::new(url, model).key_from_env(&args.api_key_env);
+            config.timeout = Duration::from_secs(args.request_timeout);
+            ChatClient::new(config)
+        })
+        .transpose()?;
     let model = client.as_ref().map(|client| Llm {
         client,
         rounds: args.llm_rounds as usize,
@@ -217,9 +230,18 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
         args.out.display()
     );
     if let Some(usage) = client.as_ref().map(ChatClient::usage) {
+        let tasks: usize = reports.iter().map(|report| report.tasks).sum();
+        let rewritten: usize = reports
+            .iter()
+            .filter_map(|report| report.instructions_rewritten)
+            .sum();
         println!(
-            "model: {} requests, {} prompt and {} completion tokens",
-            usage.requests, usage.prompt_tokens, usage.completion_tokens
+            "model: {} requests, {} prompt and {} completion tokens; {rewritten} of {} rewritten \
+             (the others keep their template: a rewrite lost a fact)",
+            usage.requests,
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            output::count(tasks, "instruction")
         );
     }
     for (domain, reason) in &rejected {

@@ -115,6 +115,9 @@ pub struct DomainReport {
     /// `random_trials` 0.
     pub random_success: Option<f64>,
     pub gold_success: f64,
+    /// Instructions the model rewrote; the others kept their template (a
+    /// rewrite that lost a fact is not taken). None without a model.
+    pub instructions_rewritten: Option<usize>,
 }
 
 /// What became of one domain: its report, or why it was rejected.
@@ -150,18 +153,19 @@ pub fn synthesize(
     {
         bail!("two docs name the domain `{twice}`: each bundle is named by its domain");
     }
-    // Stage 1 for plain docs: the model annotates them.
-    let mut annotated: Vec<std::result::Result<DomainDoc, anyhow::Error>> = Vec::new();
+    // Stage 1 for plain docs: the model annotates them, in some of its
+    // answers.
+    let mut annotated: Vec<std::result::Result<(DomainDoc, usize), anyhow::Error>> = Vec::new();
     for doc in docs {
         annotated.push(match (doc, model) {
-            (llm::AnyDoc::Annotated(doc), _) => Ok(doc.clone()),
+            (llm::AnyDoc::Annotated(doc), _) => Ok((doc.clone(), 0)),
             (llm::AnyDoc::Plain(_), None) => Err(anyhow::anyhow!("the doc has no annotations (collections, tool kinds); pass --llm-url and --model to synthesize it with a model")),
-            (llm::AnyDoc::Plain(plain), Some(model)) => llm::Annotator::new(model.client, plain).annotate(model.rounds).map(|(doc, _)| doc),
+            (llm::AnyDoc::Plain(plain), Some(model)) => llm::Annotator::new(model.client, plain).annotate(model.rounds),
         });
     }
     let ready: Vec<&DomainDoc> = annotated
         .iter()
-        .filter_map(|doc| doc.as_ref().ok())
+        .filter_map(|doc| doc.as_ref().ok().map(|(doc, _)| doc))
         .collect();
     let sources: Vec<compile::GuestSource> =
         ready.iter().map(|doc| source(doc)).collect::<Result<_>>()?;
@@ -173,7 +177,7 @@ pub fn synthesize(
     for (given, doc) in docs.iter().zip(annotated) {
         let outcome = match doc {
             Err(err) => Err((given.name().to_owned(), err)),
-            Ok(doc) => {
+            Ok((doc, answers)) => {
                 let wasm = components.next().expect("one component per annotated doc");
                 let first = synthesize_domain(
                     &doc,
@@ -185,8 +189,13 @@ pub fn synthesize(
                     model,
                 );
                 match (first, given, model) {
-                    (Err(err), llm::AnyDoc::Plain(plain), Some(model)) => {
-                        repair(plain, &doc, err, config, out, compiler, sandbox, model)
+                    (Err(err), llm::AnyDoc::Plain(plain), Some(model)) if !from_endpoint(&err) => {
+                        let rejected = Rejected {
+                            doc: &doc,
+                            error: err,
+                            answers_left: model.rounds.saturating_sub(answers),
+                        };
+                        repair(plain, rejected, config, out, compiler, sandbox, model)
                     }
                     (result, _, _) => result,
                 }
@@ -207,28 +216,48 @@ fn source(doc: &DomainDoc) -> Result<compile::GuestSource> {
     })
 }
 
+/// Whether `err` is the endpoint's failure (unreachable, refusing, too
+/// slow) rather than a rejection of the model's doc: feeding it back as a
+/// problem with the doc would only spend answers.
+fn from_endpoint(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| cause.is::<forge_llm::ChatError>())
+}
+
+/// A model's doc whose environment was rejected, and how many more answers
+/// the model may give for its domain.
+struct Rejected<'a> {
+    doc: &'a DomainDoc,
+    error: anyhow::Error,
+    answers_left: usize,
+}
+
 /// The LLM path's repair loop: the model sees why its doc's environment was
-/// rejected (tool validation, task generation) and tries again, within its rounds.
-#[allow(clippy::too_many_arguments)]
+/// rejected (tool validation, task generation) and tries again, within the
+/// answers its rounds leave.
 fn repair(
     plain: &llm::PlainDoc,
-    rejected: &DomainDoc,
-    mut error: anyhow::Error,
+    rejected: Rejected<'_>,
     config: &SynthConfig,
     out: &Path,
     compiler: &compile::Compiler,
     sandbox: &Sandbox,
     model: &Llm<'_>,
 ) -> Result<DomainReport> {
+    let Rejected {
+        doc: rejected,
+        mut error,
+        answers_left,
+    } = rejected;
     let mut annotator = llm::Annotator::new(model.client, plain);
     annotator.replay_answer(&serde_json::to_string(rejected)?);
     annotator.feedback(&format!(
         "The environment built from that doc was rejected: {error:#}"
     ));
-    for _ in 1..model.rounds {
+    for _ in 0..answers_left {
         // An invalid answer is fed back inside `annotate`.
         let doc = match annotator.annotate(1) {
             Ok((doc, _)) => doc,
+            Err(err) if from_endpoint(&err) => return Err(err),
             Err(err) => {
                 error = err;
                 continue;
@@ -246,6 +275,7 @@ fn repair(
             Some(model),
         ) {
             Ok(report) => return Ok(report),
+            Err(err) if from_endpoint(&err) => return Err(err),
             Err(err) => {
                 annotator.feedback(&format!(
                     "The environment built from that doc was rejected: {err:#}"
@@ -420,16 +450,23 @@ fn write_domain(
         )?;
         bail!("{why} (see {})", dir.join(REPORT_FILE).display());
     }
+    let mut instructions_rewritten = model.map(|_| 0);
     if let Some(model) = model {
         for task in &mut bundle.tasks {
             let facts = task.stated_facts();
-            task.instruction = llm::refine_instruction(model.client, &task.instruction, &facts)
+            let rewrite = llm::refine_instruction(model.client, &task.instruction, &facts)
                 .with_context(|| {
                     format!(
                         "asking the model to rewrite task `{}`'s instruction",
                         task.id
                     )
                 })?;
+            if let Some(rewrite) = rewrite {
+                task.instruction = rewrite;
+                *instructions_rewritten
+                    .as_mut()
+                    .expect("counted with a model") += 1;
+            }
         }
     }
     bundle.write_dir(staged)?;
@@ -465,6 +502,7 @@ fn write_domain(
         write_share: mean(stat("write_share")),
         random_success: verification.random_success,
         gold_success: verification.gold_success,
+        instructions_rewritten,
     };
     write(
         REPORT_FILE,
@@ -635,6 +673,13 @@ fn markdown_report(
         ),
     ] {
         let _ = writeln!(out, "| {name} | {value} |");
+    }
+    if let Some(rewritten) = report.instructions_rewritten {
+        let _ = writeln!(
+            out,
+            "| instructions rewritten by the model | {rewritten} of {} (the others keep their template: a rewrite lost a fact) |",
+            report.tasks
+        );
     }
     out
 }

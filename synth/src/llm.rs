@@ -79,10 +79,22 @@ impl AnyDoc {
                 } else {
                     toml::from_str(&text).map_err(Into::into)
                 };
-                plain
-                    .map(Self::Plain)
-                    .map_err(|_| annotated_err)
-                    .with_context(|| format!("{} is malformed", path.display()))
+                match plain {
+                    Ok(plain) => Ok(Self::Plain(plain)),
+                    // The error of the format the doc is written in names
+                    // its problem: an annotated doc has collections.
+                    Err(_) if has_collections(&text, json) => {
+                        Err(annotated_err).with_context(|| {
+                            format!("{} is malformed (an annotated doc)", path.display())
+                        })
+                    }
+                    Err(plain_err) => Err(plain_err).with_context(|| {
+                        format!(
+                            "{} is malformed (a plain doc: it has no `collections`)",
+                            path.display()
+                        )
+                    }),
+                }
             }
         }
     }
@@ -143,9 +155,11 @@ impl<'a> Annotator<'a> {
                 }
             }
         }
-        bail!(
-            "the model gave no valid annotated doc in {rounds} answers; the last problem: {last_error}"
-        )
+        let answers = match rounds {
+            1 => "its answer".to_owned(),
+            rounds => format!("{rounds} answers"),
+        };
+        bail!("the model gave no valid annotated doc in {answers}; the last problem: {last_error}")
     }
 
     /// Puts a doc the model gave earlier back into the conversation as its answer.
@@ -183,15 +197,27 @@ impl<'a> Annotator<'a> {
     }
 }
 
-/// Rewrites an instruction in natural language, keeping every fact; the
-/// template when the model's rewrite loses one. A call that fails (after
-/// the client's retries) is an error: a domain quietly left with its
-/// templates would look rewritten.
+/// Whether a doc's text has top-level `collections`, as an annotated doc
+/// does (false for text that is no JSON or TOML at all).
+fn has_collections(text: &str, json: bool) -> bool {
+    match json {
+        true => serde_json::from_str::<serde_json::Value>(text)
+            .is_ok_and(|doc| doc.get("collections").is_some()),
+        false => {
+            toml::from_str::<toml::Table>(text).is_ok_and(|doc| doc.contains_key("collections"))
+        }
+    }
+}
+
+/// Rewrites an instruction in natural language, keeping every fact; none
+/// when the model's rewrite loses one (the template stays, and the report
+/// counts it). A call that fails (after the client's retries) is an error:
+/// a domain quietly left with its templates would look rewritten.
 pub fn refine_instruction(
     client: &ChatClient,
     instruction: &str,
     facts: &[String],
-) -> Result<String, ChatError> {
+) -> Result<Option<String>, ChatError> {
     let messages = [
         Message::system(
             "Rewrite a customer's task description so it reads naturally, in the second person, as \
@@ -201,13 +227,8 @@ pub fn refine_instruction(
         Message::user(instruction),
     ];
     let rewrite = client.complete(&messages)?;
-    Ok(
-        if keeps_facts(&rewrite, facts) && !rewrite.trim().is_empty() {
-            rewrite.trim().to_owned()
-        } else {
-            instruction.to_owned()
-        },
-    )
+    let rewrite = rewrite.trim();
+    Ok((keeps_facts(rewrite, facts) && !rewrite.is_empty()).then(|| rewrite.to_owned()))
 }
 
 /// Whether every fact appears verbatim.

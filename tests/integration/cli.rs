@@ -380,6 +380,34 @@ fn replay_policy_reproduces_the_recorded_rewards() {
     // is named, with those it has.
     let lines = run_json(&from);
     assert_eq!(summary(&lines)["episodes"], 2);
+    // Of those, the tasks the environment lacks are skipped, and said to be.
+    let renamed = dir.path().join("renamed.jsonl");
+    let text = std::fs::read_to_string(&short).unwrap();
+    assert_eq!(text.matches("\"task_id\":\"shop-02\"").count(), 1);
+    std::fs::write(
+        &renamed,
+        text.replace("\"task_id\":\"shop-02\"", "\"task_id\":\"shop-99\""),
+    )
+    .unwrap();
+    let output = forge(&[
+        "run",
+        "--policy",
+        "replay",
+        "--from",
+        renamed.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("lacks 1 of the 2 tasks")
+            && stderr(&output).contains("has episodes of: skipping shop-99"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        stdout(&output).contains("success rate 0/1 "),
+        "one episode, cut short as recorded: {}",
+        stdout(&output)
+    );
     let output = forge(&[&["run"], &from[..], &["--tasks", "shop-01,shop-03"]].concat());
     assert_refused(
         &output,

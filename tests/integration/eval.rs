@@ -19,7 +19,9 @@ fn gold_by_instruction(bundle: &std::path::Path) -> BTreeMap<String, Value> {
 }
 
 /// A stub agent that knows the gold actions: it calls them one by one (as
-/// OpenAI tool calls), then tells the user the required outputs.
+/// OpenAI tool calls, every other one with its arguments as JSON itself,
+/// as some servers send them, rather than a string), then tells the user
+/// the required outputs.
 fn gold_agent(
     tasks: BTreeMap<String, Value>,
 ) -> impl Fn(&Value, usize) -> (u16, String) + Send + 'static {
@@ -42,7 +44,11 @@ fn gold_agent(
         let done = messages.iter().filter(|m| m["role"] == "tool").count();
         let actions = task["gold_actions"].as_array().unwrap();
         if let Some(action) = actions.get(done) {
-            let call = json!({"id": format!("x{done}"), "type": "function", "function": {"name": action["name"], "arguments": action["arguments"].to_string()}});
+            let arguments = match done % 2 {
+                0 => action["arguments"].to_string().into(),
+                _ => action["arguments"].clone(),
+            };
+            let call = json!({"id": format!("x{done}"), "type": "function", "function": {"name": action["name"], "arguments": arguments}});
             let body = json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [call]}}]});
             return (200, body.to_string());
         }
@@ -393,6 +399,117 @@ fn a_remote_model_whose_context_fills_ends_the_episode_there() {
 fn a_remote_policy_without_an_endpoint_is_a_clear_error() {
     let output = forge(&["run", "--policy", "openai"]);
     assert_refused(&output, "need --base-url and --model");
+    let output = forge(&[
+        "run",
+        "--policy",
+        "openai",
+        "--base-url",
+        "127.0.0.1:8000/v1",
+        "--model",
+        "m",
+    ]);
+    assert_refused(
+        &output,
+        "`127.0.0.1:8000/v1` is not an http:// or https:// URL",
+    );
+}
+
+#[test]
+fn an_endpoint_that_fails_says_why_and_what_was_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = export_example(dir.path());
+    let mut known = gold_by_instruction(&bundle);
+    known.retain(|_, task| task["id"] == "shop-01");
+    let played: String = known.keys().next().unwrap().clone();
+    let agent = gold_agent(known.clone());
+    // The agent plays shop-01; any other task's request is refused for
+    // want of a key, which is not retried.
+    let server = StubServer::start(50, move |request, index| {
+        let instruction = request["messages"][1]["content"]
+            .as_str()
+            .unwrap_or_default();
+        match known.contains_key(instruction) {
+            true => agent(request, index),
+            false => (401, "{\"error\": \"no key\"}".to_owned()),
+        }
+    });
+    let trajectory = dir.path().join("t.jsonl");
+    let output = forge(&[
+        "run",
+        "--env",
+        bundle.to_str().unwrap(),
+        "--policy",
+        "openai",
+        "--base-url",
+        &server.url,
+        "--model",
+        "stub",
+        "--api-key-env",
+        "FORGE_TEST_UNSET_KEY",
+        "--tasks",
+        "shop-01,shop-03",
+        "--out",
+        trajectory.to_str().unwrap(),
+    ]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains(&format!(
+            "stopped after 1 of 2 episodes, which {} keeps: task `shop-03`: {}/chat/completions \
+             answered HTTP 401: {{\"error\": \"no key\"}} (no key was sent: \
+             `FORGE_TEST_UNSET_KEY` is unset or empty)",
+            trajectory.display(),
+            server.url
+        )),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&trajectory)
+            .unwrap()
+            .lines()
+            .count(),
+        1
+    );
+    let refused = server
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|request| request["messages"][1]["content"] != played.as_str())
+        .count();
+    assert_eq!(refused, 1, "a refused key is not retried");
+
+    // A request past --request-timeout fails at once, unretried.
+    let slow = StubServer::start_slow(10, std::time::Duration::from_secs(3), |_, _| {
+        completion("too late")
+    });
+    let output = forge(&[
+        "run",
+        "--policy",
+        "openai",
+        "--base-url",
+        &slow.url,
+        "--model",
+        "stub",
+        "--request-timeout",
+        "1",
+        "--tasks",
+        "shop-01",
+    ]);
+    assert!(
+        stderr(&output).contains(&format!(
+            "{}/chat/completions sent no whole answer within 1 s, the request timeout",
+            slow.url
+        )),
+        "{}",
+        stderr(&output)
+    );
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert_eq!(
+        slow.requests.lock().unwrap().len(),
+        1,
+        "a timeout is not retried"
+    );
 }
 
 #[test]
@@ -477,6 +594,19 @@ fn a_remote_user_calls_its_own_tools_out_of_the_agents_sight() {
                 request["tools"]
                     .to_string()
                     .contains("dismiss_notification")
+            );
+            // The agent's greeting still opens the user's side of the
+            // dialogue, which the user's opening answers: turns alternate.
+            let roles: Vec<&str> = request["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|message| message["role"].as_str().unwrap())
+                .collect();
+            assert_eq!(
+                roles[..4],
+                ["system", "user", "assistant", "user"],
+                "{request}"
             );
             let body = json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
                 "role": "assistant", "content": null,

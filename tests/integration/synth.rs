@@ -347,6 +347,18 @@ fn broken_docs_are_refused_naming_the_problem() {
     let output = synth(&[&doc], &dir.path().join("out"), 5);
     assert_refused(&output, "parking.toml");
     assert_refused(&output, "unknown collection `zonez`");
+    // A plain doc's typo is reported against the plain format.
+    let plain = dir.path().join("plain.json");
+    let mut typo = plain_parking();
+    let tool = typo["tools"][0].as_object_mut().unwrap();
+    let parameters = tool.remove("parameters").unwrap();
+    tool.insert("params".into(), parameters);
+    std::fs::write(&plain, typo.to_string()).unwrap();
+    let output = synth(&[&plain], &dir.path().join("out"), 5);
+    assert_refused(
+        &output,
+        "plain.json is malformed (a plain doc: it has no `collections`): unknown field `params`",
+    );
 
     // A sound bundle first, which the rejected synthesis below replaces.
     std::fs::write(&doc, PARKING).unwrap();
@@ -524,8 +536,98 @@ fn a_plain_doc_is_annotated_by_a_model_with_errors_fed_back() {
             .all(|text| text.contains("@example.com")),
         "a rewrite that drops facts is refused"
     );
+    let rewritten = instructions
+        .iter()
+        .filter(|text| text.starts_with("Hello there."))
+        .count();
+    assert_eq!(
+        lines[0]["instructions_rewritten"], rewritten,
+        "{}",
+        lines[0]
+    );
+    let report = std::fs::read_to_string(bundle.join("report.md")).unwrap();
+    assert!(
+        report.contains(&format!(
+            "| instructions rewritten by the model | {rewritten} of 10 "
+        )),
+        "{report}"
+    );
     let manifest = std::fs::read_to_string(bundle.join("manifest.json")).unwrap();
     assert!(manifest.contains("forge synth (model stub)"));
+}
+
+#[test]
+fn an_endpoint_that_fails_is_not_fed_back_to_the_model_as_a_problem_with_its_doc() {
+    let annotated =
+        serde_json::to_string(&toml::from_str::<forge_synth::doc::DomainDoc>(PARKING).unwrap())
+            .unwrap();
+    // The doc is annotated at once; its instructions' rewrites are refused
+    // for want of a key.
+    let server = crate::llm_stub::StubServer::start(50, move |request, _| {
+        match system_prompt(request).contains("annotated Forge domain doc") {
+            true => crate::llm_stub::completion(&annotated),
+            false => (401, "{\"error\": \"no key\"}".to_owned()),
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let doc = dir.path().join("parking.json");
+    std::fs::write(&doc, plain_parking().to_string()).unwrap();
+    let output = forge(&[
+        "synth",
+        "--tasks",
+        "3",
+        "--llm-url",
+        &server.url,
+        "--model",
+        "stub",
+        "--api-key-env",
+        "FORGE_TEST_UNSET_KEY",
+        "--out",
+        dir.path().join("out").to_str().unwrap(),
+        doc.to_str().unwrap(),
+    ]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains(
+            "answered HTTP 401: {\"error\": \"no key\"} (no key was sent: \
+             `FORGE_TEST_UNSET_KEY` is unset or empty)"
+        ),
+        "{}",
+        stderr(&output)
+    );
+    // One answer annotated the doc, one refusal ended the domain: neither
+    // a retry nor a repair asked again.
+    assert_eq!(server.requests.lock().unwrap().len(), 2);
+    assert!(
+        stdout(&output).contains("model: 2 requests"),
+        "{}",
+        stdout(&output)
+    );
+
+    // An endpoint no request could reach is refused before any work.
+    for (url, problem) in [
+        (
+            "127.0.0.1:8000/v1",
+            "`127.0.0.1:8000/v1` is not an http:// or https:// URL",
+        ),
+        (
+            "http://127.0.0.1:8000/v1",
+            "no model named to ask at http://127.0.0.1:8000/v1",
+        ),
+    ] {
+        let output = forge(&[
+            "synth",
+            "--llm-url",
+            url,
+            "--model",
+            " ",
+            "--out",
+            dir.path().join("never").to_str().unwrap(),
+            doc.to_str().unwrap(),
+        ]);
+        assert_refused(&output, problem);
+        assert!(!dir.path().join("never").exists());
+    }
 }
 
 #[test]

@@ -56,12 +56,14 @@ impl<B: Backend> Counterparts<B> {
             _ => None,
         };
         // Rollouts of a group differ by the user's sampling too.
-        let user_client = (user.kind == UserKind::Openai).then(|| {
-            let mut config =
-                ChatConfig::new(&user.base_url, &user.model).key_from_env(&user.api_key_env);
-            config.temperature = user.temperature;
-            ChatClient::new(config)
-        });
+        let user_client = (user.kind == UserKind::Openai)
+            .then(|| {
+                let mut config =
+                    ChatConfig::new(&user.base_url, &user.model).key_from_env(&user.api_key_env);
+                config.temperature = user.temperature;
+                ChatClient::new(config).context("the user's endpoint ([user])")
+            })
+            .transpose()?;
         let JudgeSection {
             kind,
             model,
@@ -69,7 +71,11 @@ impl<B: Backend> Counterparts<B> {
             api_key_env,
         } = &config.judge;
         let judge_client = (*kind == JudgeKind::Openai)
-            .then(|| ChatClient::new(ChatConfig::new(base_url, model).key_from_env(api_key_env)));
+            .then(|| {
+                ChatClient::new(ChatConfig::new(base_url, model).key_from_env(api_key_env))
+                    .context("the judge's endpoint ([judge])")
+            })
+            .transpose()?;
         let user_name = format!("model:{}", user.model);
         Ok(Self {
             user,
