@@ -31,6 +31,9 @@ pub fn progress(len: u64, quiet: bool) -> ProgressBar {
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
             .expect("the template is valid"),
     );
+    // Redrawn while nothing finishes (a model thinking, a slow endpoint),
+    // so the clock shows the work is alive.
+    bar.enable_steady_tick(std::time::Duration::from_millis(250));
     bar
 }
 

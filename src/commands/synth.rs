@@ -114,6 +114,21 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
     if docs.is_empty() {
         bail!("no domain docs given");
     }
+    let plain: Vec<&str> = docs
+        .iter()
+        .filter(|doc| matches!(doc, AnyDoc::Plain(_)))
+        .map(AnyDoc::name)
+        .collect();
+    if model.is_none() && !plain.is_empty() {
+        bail!(
+            "{} plain (no collections or tool kinds): pass --llm-url and --model for a model to \
+             annotate it",
+            match plain.as_slice() {
+                [one] => format!("the doc of `{one}` is"),
+                many => format!("the docs of `{}` are", many.join("`, `")),
+            }
+        );
+    }
     if args.out.exists() && !args.out.is_dir() {
         bail!(
             "--out {} is a file: name a directory to write the bundles in",
@@ -146,7 +161,10 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
     let sandbox = Sandbox::with_defaults()?;
     let compiler = Compiler::new(None)?;
     let progress = output::progress(docs.len() as u64, args.json);
-    progress.set_message("compiling the generated tools");
+    progress.set_message(match plain.is_empty() {
+        true => "compiling the generated tools",
+        false => "the model annotates the plain docs; then the tools compile",
+    });
     let outcomes = forge_synth::synthesize(
         &docs,
         &config,

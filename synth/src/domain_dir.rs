@@ -8,6 +8,10 @@ use forge_runtime::bundle::{COMPONENT_FILE, INITIAL_STATE_FILE, MANIFEST_FILE, T
 use std::path::Path;
 use tempfile::TempDir;
 
+/// The annotated doc the domain was synthesized from (for a plain doc, the
+/// model's answer), which synthesis reads as it is: the domain again,
+/// without the model.
+pub const DOC_FILE: &str = "doc.json";
 /// The structure read from the doc (collections, generation order).
 pub const STRUCTURE_FILE: &str = "structure.json";
 /// The generated tools' source.
@@ -19,7 +23,8 @@ pub const REPORT_FILE: &str = "report.md";
 
 /// Every file synthesis writes in a domain's directory: all that replacing
 /// one may remove.
-const WRITTEN: [&str; 8] = [
+const WRITTEN: [&str; 9] = [
+    DOC_FILE,
     STRUCTURE_FILE,
     SOURCE_FILE,
     GRAPH_FILE,

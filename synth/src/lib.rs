@@ -36,7 +36,7 @@ pub mod values;
 
 use anyhow::{Context, Result, bail};
 use doc::DomainDoc;
-use domain_dir::{GRAPH_FILE, REPORT_FILE, SOURCE_FILE, STRUCTURE_FILE};
+use domain_dir::{DOC_FILE, GRAPH_FILE, REPORT_FILE, SOURCE_FILE, STRUCTURE_FILE};
 use forge_runtime::bundle::{Bundle, Manifest};
 use forge_runtime::episode::{EpisodeSettings, run_episode};
 use forge_runtime::policy::{RandomPolicy, ScriptedUser};
@@ -341,6 +341,7 @@ fn write_domain(
         std::fs::write(staged.join(name), bytes)
             .with_context(|| format!("writing {}", staged.join(name).display()))
     };
+    write(DOC_FILE, &pretty(doc)?)?;
     write(
         STRUCTURE_FILE,
         &pretty(

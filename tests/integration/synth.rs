@@ -67,6 +67,7 @@ fn a_shipped_doc_becomes_a_bundle_gold_solves_and_random_does_not() {
         "initial_state.json",
         "tasks.jsonl",
         "report.md",
+        "doc.json",
         "structure.json",
         "tool_graph.json",
         "tools.rs",
@@ -554,6 +555,19 @@ fn a_plain_doc_is_annotated_by_a_model_with_errors_fed_back() {
     );
     let manifest = std::fs::read_to_string(bundle.join("manifest.json")).unwrap();
     assert!(manifest.contains("forge synth (model stub)"));
+
+    // The model's annotated doc is kept: the domain synthesizes again
+    // without the model, to the same tools and state.
+    let again = dir.path().join("again");
+    let output = synth(&[&bundle.join("doc.json")], &again, 10);
+    assert!(output.status.success(), "{}", stderr(&output));
+    for file in ["tools.wasm", "initial_state.json", "doc.json"] {
+        assert_eq!(
+            std::fs::read(bundle.join(file)).unwrap(),
+            std::fs::read(again.join("parking").join(file)).unwrap(),
+            "{file}"
+        );
+    }
 }
 
 #[test]
@@ -635,14 +649,16 @@ fn a_plain_doc_without_a_model_is_rejected_with_the_remedy() {
     let dir = tempfile::tempdir().unwrap();
     let doc = dir.path().join("parking.json");
     std::fs::write(&doc, plain_parking().to_string()).unwrap();
-    let output = synth(&[&doc], &dir.path().join("out"), 5);
-    assert!(!output.status.success());
-    let lines = json_lines(&output);
-    assert!(
-        lines[0]["rejected"].as_str().unwrap().contains("--llm-url"),
-        "{}",
-        lines[0]
+    // Refused before any work, the annotated docs beside it included.
+    let annotated = dir.path().join("library.toml");
+    std::fs::copy("env-templates/domains/library.toml", &annotated).unwrap();
+    let out = dir.path().join("out");
+    let output = synth(&[&annotated, &doc], &out, 5);
+    assert_refused(
+        &output,
+        "the doc of `parking` is plain (no collections or tool kinds): pass --llm-url and --model",
     );
+    assert!(!out.exists());
 }
 
 #[test]
