@@ -2,7 +2,9 @@
 //! `forge eval`).
 
 use crate::commands::train::Device;
-use crate::flags::{at_least_one, at_least_one_u64, nucleus_mass, probability, temperature};
+use crate::flags::{
+    at_least_one, at_least_one_u64, nucleus_mass, probability, request_timeout, temperature,
+};
 use crate::tasks::{PlayArgs, TaskSelection};
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
@@ -108,7 +110,7 @@ pub struct AgentArgs {
     /// The longest one request to the endpoint may take, its whole reply
     /// included; one that takes longer fails, unretried (it would take as
     /// long again) [default: 120].
-    #[arg(long, value_name = "SECONDS", value_parser = at_least_one_u64)]
+    #[arg(long, value_name = "SECONDS", value_parser = request_timeout)]
     pub request_timeout: Option<u64>,
     /// The environment variable holding the endpoint's API key, if it needs
     /// one [default: OPENAI_API_KEY].
@@ -130,15 +132,16 @@ const API_KEY_ENV: &str = "OPENAI_API_KEY";
 
 impl AgentArgs {
     /// A client of `model` at the endpoint `url`, with the key, the
-    /// requests in flight and the timeout asked for.
-    fn endpoint(&self, url: &str, model: &str) -> Result<ChatClient> {
+    /// requests in flight and the timeout asked for; `flags` name them in
+    /// a refusal.
+    fn endpoint(&self, url: &str, model: &str, flags: &str) -> Result<ChatClient> {
         let key = self.api_key_env.as_deref().unwrap_or(API_KEY_ENV);
         let mut config = ChatConfig::new(url, model).key_from_env(key);
         config.max_in_flight = self.max_requests.unwrap_or(MAX_REQUESTS) as usize;
         if let Some(seconds) = self.request_timeout {
             config.timeout = Duration::from_secs(seconds);
         }
-        Ok(ChatClient::new(config)?)
+        ChatClient::new(config).context(flags.to_owned())
     }
 
     /// Refuses a flag the chosen agent, user and judge would not use: the
@@ -374,7 +377,9 @@ impl Agents {
         };
         let client = match (needs_model, &args.base_url, &args.model) {
             (false, _, _) => None,
-            (true, Some(url), Some(model)) => Some(args.endpoint(url, model)?),
+            (true, Some(url), Some(model)) => {
+                Some(args.endpoint(url, model, "--base-url, --model")?)
+            }
             (true, _, _) => {
                 bail!("`--policy openai` and `--user openai` need --base-url and --model")
             }
@@ -384,7 +389,14 @@ impl Agents {
             args.judge_base_url.as_ref().or(args.base_url.as_ref()),
         ) {
             (None, _) => None,
-            (Some(model), Some(url)) => Some(args.endpoint(url, model)?),
+            (Some(model), Some(url)) => Some(args.endpoint(
+                url,
+                model,
+                match args.judge_base_url {
+                    Some(_) => "--judge-base-url, --judge-model",
+                    None => "--base-url, --judge-model",
+                },
+            )?),
             (Some(_), None) => bail!("`--judge-model` needs --judge-base-url or --base-url"),
         };
         let recorded = match &args.from {
@@ -454,7 +466,7 @@ impl Agents {
     pub fn settings(&self) -> Result<serde_json::Value> {
         let endpoint = |client: &ChatClient| {
             serde_json::json!({
-                "base_url": client.config().base_url,
+                "base_url": client.config().base(),
                 "model": client.config().model,
                 "temperature": client.config().temperature,
             })

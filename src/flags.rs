@@ -81,6 +81,17 @@ pub(crate) fn seconds(text: &str) -> Result<f64, String> {
     )
 }
 
+/// A request's timeout: whole seconds from 1 to a day (a deadline further
+/// off could carry past what the clock holds; no reply takes that long).
+pub(crate) fn request_timeout(text: &str) -> Result<u64, String> {
+    const DAY: u64 = 24 * 3600;
+    number_where(
+        text,
+        |n: &u64| (1..=DAY).contains(n),
+        &format!("a whole number of seconds from 1 to a day ({DAY})"),
+    )
+}
+
 /// A run's time limit: seconds from 0 (one step, then stop) to a year.
 pub(crate) fn time_limit(text: &str) -> Result<std::time::Duration, String> {
     number_where(

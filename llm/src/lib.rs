@@ -46,7 +46,7 @@ impl ChatConfig {
     /// six retries wait about a minute in all.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
         Self {
-            base_url: base_url.into().trim_end_matches('/').to_owned(),
+            base_url: base_url.into(),
             model: model.into(),
             api_key: None,
             api_key_env: None,
@@ -92,7 +92,12 @@ impl ChatConfig {
 
     /// The URL completions are asked of.
     fn completions_url(&self) -> String {
-        format!("{}/chat/completions", self.base_url)
+        format!("{}/chat/completions", self.base())
+    }
+
+    /// The API base without a trailing `/`, which names the same endpoint.
+    pub fn base(&self) -> &str {
+        self.base_url.trim_end_matches('/')
     }
 
     /// What was sent as the key, as a refusal of it explains.
@@ -147,7 +152,7 @@ impl Message {
 /// Why a completion failed (after retries, where retrying could help).
 #[derive(Debug, thiserror::Error)]
 pub enum ChatError {
-    #[error("{url} answered HTTP {status}: {body}{}", if *.status == 404 { " (an API base usually ends in /v1)" } else { "" })]
+    #[error("{url} answered HTTP {status}: {body}{}", not_found_hint(*.status, .url))]
     Status {
         url: String,
         status: u16,
@@ -163,8 +168,15 @@ pub enum ChatError {
         /// What was sent as the key.
         key: String,
     },
+    /// `retryable`: a failure that may clear (a refused or dropped
+    /// connection, a name not found yet), not one that will recur (a bad
+    /// certificate, a redirect loop).
     #[error("could not reach {url}: {reason}")]
-    Transport { url: String, reason: String },
+    Transport {
+        url: String,
+        reason: String,
+        retryable: bool,
+    },
     #[error("{url} sent no whole answer within {} s, the request timeout", .timeout.as_secs())]
     Timeout { url: String, timeout: Duration },
     #[error("the endpoint's answer is larger than {} MiB, more than any chat completion", MAX_REPLY_BYTES >> 20)]
@@ -173,21 +185,30 @@ pub enum ChatError {
     Malformed(String),
     #[error("the request does not fit in the model's context: {0}")]
     ContextFull(String),
-    #[error("{last} (gave up after {attempts} attempts over {} s)", .waited.as_secs())]
+    #[error("{last} (gave up after {attempts} attempts over {} s)", .elapsed.as_secs())]
     GaveUp {
         attempts: u32,
-        waited: Duration,
+        elapsed: Duration,
         last: Box<ChatError>,
     },
     #[error("{0}")]
     Endpoint(String),
 }
 
+/// A 404's likely cause where the base URL lacks the usual `/v1`; with it,
+/// the endpoint more likely knows no such model.
+fn not_found_hint(status: u16, url: &str) -> &'static str {
+    match status == 404 && !url.ends_with("/v1/chat/completions") {
+        true => " (an API base usually ends in /v1)",
+        false => "",
+    }
+}
+
 impl ChatError {
     fn retryable(&self) -> bool {
         match self {
             Self::Status { status, .. } => *status == 429 || *status >= 500,
-            Self::Transport { .. } => true,
+            Self::Transport { retryable, .. } => *retryable,
             Self::Unauthorized { .. }
             | Self::Timeout { .. }
             | Self::TooLarge
@@ -277,10 +298,7 @@ impl ChatClient {
     }
 
     pub fn usage(&self) -> Usage {
-        *self
-            .usage
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        *lock(&self.usage)
     }
 
     /// The assistant's reply to `messages`.
@@ -311,10 +329,12 @@ impl ChatClient {
                     std::thread::sleep(self.wait_before_retry(&err, retries));
                     retries += 1;
                 }
-                Err(err) if err.retryable() && retries > 0 => {
+                // A full context ends an episode rather than failing it:
+                // it is told apart by its own variant.
+                Err(err) if retries > 0 && !matches!(err, ChatError::ContextFull(_)) => {
                     return Err(ChatError::GaveUp {
-                        attempts: retries + 1,
-                        waited: started.elapsed(),
+                        attempts: retries.saturating_add(1),
+                        elapsed: started.elapsed(),
                         last: Box::new(err),
                     });
                 }
@@ -380,6 +400,13 @@ impl ChatClient {
             ureq::Error::BodyExceedsLimit(_) => ChatError::TooLarge,
             err => ChatError::Transport {
                 url: url.clone(),
+                retryable: matches!(
+                    err,
+                    ureq::Error::Io(_)
+                        | ureq::Error::ConnectionFailed
+                        | ureq::Error::HostNotFound
+                        | ureq::Error::Protocol(_)
+                ),
                 reason: err.to_string(),
             },
         };
@@ -395,6 +422,7 @@ impl ChatClient {
             .body_mut()
             .with_config()
             .limit(MAX_REPLY_BYTES)
+            .lossy_utf8(true)
             .read_to_string()
             .map_err(failed)?;
         if refused_for_length(status, &text) {

@@ -133,7 +133,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         return Err(err.context(format!(
             "stopped after {finished} of {total} episodes, which {} keeps (the same command \
              resumes there)",
-            args.out.display()
+            trajectories.display()
         )));
     }
     drop(writer);

@@ -1,6 +1,6 @@
 //! `forge synth`: domain docs in, verified environment bundles out.
 
-use crate::flags::{at_least_one, at_least_one_u64};
+use crate::flags::{at_least_one, at_least_one_u64, request_timeout};
 use crate::output;
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -62,7 +62,7 @@ pub struct SynthArgs {
     /// The longest one request to `--llm-url` may take, its whole reply
     /// included; one that takes longer fails, unretried (it would take as
     /// long again).
-    #[arg(long, value_name = "SECONDS", default_value_t = forge_llm::DEFAULT_TIMEOUT.as_secs(), value_parser = at_least_one_u64, requires = "llm_url")]
+    #[arg(long, value_name = "SECONDS", default_value_t = forge_llm::DEFAULT_TIMEOUT.as_secs(), value_parser = request_timeout, requires = "llm_url")]
     request_timeout: u64,
     /// Replace bundle directories that already exist under `--out` (those
     /// holding only files synthesis writes; others are refused). The new
@@ -104,7 +104,7 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
         .map(|(url, model)| {
             let mut config = ChatConfig::new(url, model).key_from_env(&args.api_key_env);
             config.timeout = Duration::from_secs(args.request_timeout);
-            ChatClient::new(config)
+            ChatClient::new(config).context("--llm-url, --model")
         })
         .transpose()?;
     let model = client.as_ref().map(|client| Llm {
@@ -122,10 +122,14 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
     if model.is_none() && !plain.is_empty() {
         bail!(
             "{} plain (no collections or tool kinds): pass --llm-url and --model for a model to \
-             annotate it",
+             annotate {}",
             match plain.as_slice() {
                 [one] => format!("the doc of `{one}` is"),
                 many => format!("the docs of `{}` are", many.join("`, `")),
+            },
+            match plain.len() {
+                1 => "it",
+                _ => "them",
             }
         );
     }
@@ -253,9 +257,13 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
             .iter()
             .filter_map(|report| report.instructions_rewritten)
             .sum();
+        let kept = match rewritten < tasks {
+            true => " (the others keep their template: a rewrite lost a fact)",
+            false => "",
+        };
         println!(
-            "model: {} requests, {} prompt and {} completion tokens; {rewritten} of {} rewritten \
-             (the others keep their template: a rewrite lost a fact)",
+            "model: {} requests, {} prompt and {} completion tokens; {rewritten} of {} \
+             rewritten{kept}",
             usage.requests,
             usage.prompt_tokens,
             usage.completion_tokens,

@@ -9,8 +9,8 @@ use std::path::Path;
 use tempfile::TempDir;
 
 /// The annotated doc the domain was synthesized from (for a plain doc, the
-/// model's answer), which synthesis reads as it is: the domain again,
-/// without the model.
+/// model's answer), which synthesis reads as it is: the same tools, state
+/// and tasks again without the model (their instructions as templates).
 pub const DOC_FILE: &str = "doc.json";
 /// The structure read from the doc (collections, generation order).
 pub const STRUCTURE_FILE: &str = "structure.json";

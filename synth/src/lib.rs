@@ -1,7 +1,8 @@
 //! Environment synthesis: domain documentation in, verified environment
 //! bundles out.
 //!
-//! Stages, each a module whose output is written beside the bundle:
+//! Stages, each a module whose output is written beside the bundle (with
+//! the doc itself, `doc.json`):
 //! 1. [`doc`] — the state structure (collections, fields, keys, relations)
 //!    read and checked from the doc → `structure.json`;
 //! 2. [`codegen`] + [`compile`] + [`validate`] — tool implementations
@@ -153,14 +154,25 @@ pub fn synthesize(
     {
         bail!("two docs name the domain `{twice}`: each bundle is named by its domain");
     }
+    // Once the endpoint fails (after its retries), the domains still to
+    // ask it of are skipped rather than each made to fail the same way.
+    let mut failed_on: Option<String> = None;
+    let skipped = |domain: &str| anyhow::anyhow!("not asked: the endpoint failed on `{domain}`");
     // Stage 1 for plain docs: the model annotates them, in some of its
     // answers.
     let mut annotated: Vec<std::result::Result<(DomainDoc, usize), anyhow::Error>> = Vec::new();
     for doc in docs {
-        annotated.push(match (doc, model) {
-            (llm::AnyDoc::Annotated(doc), _) => Ok((doc.clone(), 0)),
-            (llm::AnyDoc::Plain(_), None) => Err(anyhow::anyhow!("the doc has no annotations (collections, tool kinds); pass --llm-url and --model to synthesize it with a model")),
-            (llm::AnyDoc::Plain(plain), Some(model)) => llm::Annotator::new(model.client, plain).annotate(model.rounds),
+        annotated.push(match (doc, model, &failed_on) {
+            (llm::AnyDoc::Annotated(doc), ..) => Ok((doc.clone(), 0)),
+            (llm::AnyDoc::Plain(_), None, _) => Err(anyhow::anyhow!("the doc has no annotations (collections, tool kinds); pass --llm-url and --model to synthesize it with a model")),
+            (llm::AnyDoc::Plain(_), Some(_), Some(domain)) => Err(skipped(domain)),
+            (llm::AnyDoc::Plain(plain), Some(model), None) => {
+                let annotation = llm::Annotator::new(model.client, plain).annotate(model.rounds);
+                if annotation.as_ref().is_err_and(from_endpoint) {
+                    failed_on = Some(plain.domain.name.clone());
+                }
+                annotation
+            }
         });
     }
     let ready: Vec<&DomainDoc> = annotated
@@ -175,9 +187,13 @@ pub fn synthesize(
     let mut components = components.into_iter();
     let mut outcomes = Vec::new();
     for (given, doc) in docs.iter().zip(annotated) {
-        let outcome = match doc {
-            Err(err) => Err((given.name().to_owned(), err)),
-            Ok((doc, answers)) => {
+        let outcome = match (doc, &failed_on) {
+            (Err(err), _) => Err((given.name().to_owned(), err)),
+            // Its instructions would be rewritten by the model.
+            (Ok((doc, _)), Some(domain)) if model.is_some() => {
+                Err((doc.domain.name.clone(), skipped(domain)))
+            }
+            (Ok((doc, answers)), _) => {
                 let wasm = components.next().expect("one component per annotated doc");
                 let first = synthesize_domain(
                     &doc,
@@ -202,6 +218,12 @@ pub fn synthesize(
                 .map_err(|err| (doc.domain.name.clone(), err))
             }
         };
+        if let Err((domain, err)) = &outcome
+            && failed_on.is_none()
+            && from_endpoint(err)
+        {
+            failed_on = Some(domain.clone());
+        }
         progress(&outcome);
         outcomes.push(outcome);
     }
@@ -248,6 +270,17 @@ fn repair(
         mut error,
         answers_left,
     } = rejected;
+    let spent = |error: anyhow::Error| {
+        error.context(match model.rounds {
+            1 => "no environment passed in the model's one answer (--llm-rounds)".to_owned(),
+            rounds => {
+                format!("no environment passed in the model's {rounds} answers (--llm-rounds)")
+            }
+        })
+    };
+    if answers_left == 0 {
+        return Err(spent(error));
+    }
     let mut annotator = llm::Annotator::new(model.client, plain);
     annotator.replay_answer(&serde_json::to_string(rejected)?);
     annotator.feedback(&format!(
@@ -284,7 +317,7 @@ fn repair(
             }
         }
     }
-    Err(error)
+    Err(spent(error))
 }
 
 /// Synthesizes one domain into `dir`, which it replaces once the outcome is
@@ -676,9 +709,13 @@ fn markdown_report(
         let _ = writeln!(out, "| {name} | {value} |");
     }
     if let Some(rewritten) = report.instructions_rewritten {
+        let kept = match rewritten < report.tasks {
+            true => " (the others keep their template: a rewrite lost a fact)",
+            false => "",
+        };
         let _ = writeln!(
             out,
-            "| instructions rewritten by the model | {rewritten} of {} (the others keep their template: a rewrite lost a fact) |",
+            "| instructions rewritten by the model | {rewritten} of {}{kept} |",
             report.tasks
         );
     }

@@ -57,7 +57,7 @@ pub enum AnyDoc {
 impl AnyDoc {
     /// Reads a `.toml` or `.json` doc of either kind. An annotated doc that
     /// fails its checks is an error; a doc that is neither kind reports why
-    /// it is not an annotated one.
+    /// it is not the kind it is written as.
     pub fn read(path: &Path) -> Result<Self> {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -79,22 +79,18 @@ impl AnyDoc {
                 } else {
                     toml::from_str(&text).map_err(Into::into)
                 };
-                match plain {
-                    Ok(plain) => Ok(Self::Plain(plain)),
-                    // The error of the format the doc is written in names
-                    // its problem: an annotated doc has collections.
-                    Err(_) if has_collections(&text, json) => {
-                        Err(annotated_err).with_context(|| {
-                            format!("{} is malformed (an annotated doc)", path.display())
-                        })
+                // The error of the format the doc is written in names its
+                // problem: an annotated doc has collections. Text that is
+                // no JSON or TOML at all is in neither.
+                let (err, format) = match (plain, has_collections(&text, json)) {
+                    (Ok(plain), _) => return Ok(Self::Plain(plain)),
+                    (Err(_), Some(true)) => (annotated_err, " (an annotated doc)"),
+                    (Err(plain_err), Some(false)) => {
+                        (plain_err, " (a plain doc: it has no `collections`)")
                     }
-                    Err(plain_err) => Err(plain_err).with_context(|| {
-                        format!(
-                            "{} is malformed (a plain doc: it has no `collections`)",
-                            path.display()
-                        )
-                    }),
-                }
+                    (Err(_), None) => (annotated_err, ""),
+                };
+                Err(err).with_context(|| format!("{} is malformed{format}", path.display()))
             }
         }
     }
@@ -198,14 +194,15 @@ impl<'a> Annotator<'a> {
 }
 
 /// Whether a doc's text has top-level `collections`, as an annotated doc
-/// does (false for text that is no JSON or TOML at all).
-fn has_collections(text: &str, json: bool) -> bool {
+/// does; none for text that is no JSON or TOML at all.
+fn has_collections(text: &str, json: bool) -> Option<bool> {
     match json {
         true => serde_json::from_str::<serde_json::Value>(text)
-            .is_ok_and(|doc| doc.get("collections").is_some()),
-        false => {
-            toml::from_str::<toml::Table>(text).is_ok_and(|doc| doc.contains_key("collections"))
-        }
+            .ok()
+            .map(|doc| doc.get("collections").is_some()),
+        false => toml::from_str::<toml::Table>(text)
+            .ok()
+            .map(|doc| doc.contains_key("collections")),
     }
 }
 

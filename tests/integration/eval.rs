@@ -478,6 +478,34 @@ fn an_endpoint_that_fails_says_why_and_what_was_kept() {
         .filter(|request| request["messages"][1]["content"] != played.as_str())
         .count();
     assert_eq!(refused, 1, "a refused key is not retried");
+    // An evaluation stopped so resumes.
+    let out = dir.path().join("eval");
+    let output = forge(&[
+        "eval",
+        "--env",
+        bundle.to_str().unwrap(),
+        "--policy",
+        "openai",
+        "--base-url",
+        &server.url,
+        "--model",
+        "stub",
+        "--tasks",
+        "shop-01,shop-03",
+        "--trials",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("stopped after 1 of 2 episodes, which ")
+            && stderr(&output).contains(
+                "trajectories.jsonl keeps (the same command resumes there): task `shop-03`"
+            ),
+        "{}",
+        stderr(&output)
+    );
 
     // A request past --request-timeout fails at once, unretried.
     let slow = StubServer::start_slow(10, std::time::Duration::from_secs(3), |_, _| {
@@ -496,6 +524,7 @@ fn an_endpoint_that_fails_says_why_and_what_was_kept() {
         "--tasks",
         "shop-01",
     ]);
+    assert!(!output.status.success());
     assert!(
         stderr(&output).contains(&format!(
             "{}/chat/completions sent no whole answer within 1 s, the request timeout",
@@ -595,19 +624,6 @@ fn a_remote_user_calls_its_own_tools_out_of_the_agents_sight() {
                     .to_string()
                     .contains("dismiss_notification")
             );
-            // The agent's greeting still opens the user's side of the
-            // dialogue, which the user's opening answers: turns alternate.
-            let roles: Vec<&str> = request["messages"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|message| message["role"].as_str().unwrap())
-                .collect();
-            assert_eq!(
-                roles[..4],
-                ["system", "user", "assistant", "user"],
-                "{request}"
-            );
             let body = json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
                 "role": "assistant", "content": null,
                 "tool_calls": [{"id": "u1", "type": "function", "function": {
@@ -657,7 +673,17 @@ fn a_remote_user_calls_its_own_tools_out_of_the_agents_sight() {
         serde_json::from_str(std::fs::read_to_string(&trajectory).unwrap().trim()).unwrap();
     assert_eq!(record["steps"][1]["actor"], "user");
     assert_eq!(record["steps"][1]["tool"], "dismiss_notification");
-    assert_eq!(server.requests.lock().unwrap().len(), 3);
+    let requests = server.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 3);
+    // The agent's greeting opens the user's side of the dialogue every
+    // time, which the user's opening answers: turns alternate.
+    let roles: Vec<&str> = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles[..4], ["system", "user", "assistant", "user"]);
     // The recorded dialogue, the user's calls included, replays without the model.
     let mut replay = vec!["replay", trajectory.to_str().unwrap()];
     replay.extend(data);

@@ -722,6 +722,84 @@ fn rejection(url: &str, doc: &Path, out: &Path, extra: &[&str]) -> String {
 }
 
 #[test]
+fn a_rejected_environment_is_fed_back_within_the_rounds_in_all() {
+    // The model's first doc is valid, but a tool's precondition never
+    // holds, so validation rejects its environment; its second is sound.
+    let sound = toml::from_str::<forge_synth::doc::DomainDoc>(PARKING).unwrap();
+    let unsound = toml::from_str::<forge_synth::doc::DomainDoc>(&PARKING.replace(
+        "{ via = \"zone_id\", field = \"spaces\", op = \">\", value = 0 }",
+        "{ via = \"zone_id\", field = \"spaces\", op = \">\", value = 99 }",
+    ))
+    .unwrap();
+    let answers = [
+        serde_json::to_string(&unsound).unwrap(),
+        serde_json::to_string(&sound).unwrap(),
+    ];
+    let server = crate::llm_stub::StubServer::start(50, move |request, _| {
+        let messages = request["messages"].as_array().unwrap();
+        match system_prompt(request).contains("annotated Forge domain doc") {
+            // The second answer follows the rejection of the first.
+            true => crate::llm_stub::completion(&answers[(messages.len() > 2) as usize]),
+            false => crate::llm_stub::completion("unused: facts are lost, the template stays"),
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let doc = dir.path().join("parking.json");
+    std::fs::write(&doc, plain_parking().to_string()).unwrap();
+    let annotations = || {
+        server
+            .requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|request| system_prompt(request).contains("annotated Forge domain doc"))
+            .cloned()
+            .collect::<Vec<Value>>()
+    };
+    // One answer in all: the rejection is final, and says the rounds are spent.
+    let rejected = rejection(
+        &server.url,
+        &doc,
+        &dir.path().join("one"),
+        &["--llm-rounds", "1", "--tasks", "2"],
+    );
+    assert!(
+        rejected.starts_with(
+            "no environment passed in the model's one answer (--llm-rounds): tool validation failed"
+        ),
+        "{rejected}"
+    );
+    assert_eq!(annotations().len(), 1);
+    // Two: the rejection is fed back, and the second doc passes.
+    let output = forge(&[
+        "synth",
+        "--json",
+        "--llm-url",
+        &server.url,
+        "--model",
+        "stub",
+        "--llm-rounds",
+        "2",
+        "--tasks",
+        "2",
+        "--out",
+        dir.path().join("two").to_str().unwrap(),
+        doc.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let asked = annotations();
+    assert_eq!(asked.len(), 3);
+    assert!(
+        asked[2]["messages"]
+            .to_string()
+            .contains("The environment built from that doc was rejected: tool validation failed"),
+        "{}",
+        asked[2]
+    );
+    assert_eq!(json_lines(&output)[0]["instructions_rewritten"], 0);
+}
+
+#[test]
 fn a_model_that_never_answers_validly_rejects_the_domain() {
     let server = crate::llm_stub::StubServer::start(50, |_, _| {
         crate::llm_stub::completion("{\"domain\": 3}")
