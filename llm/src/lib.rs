@@ -71,10 +71,12 @@ impl ChatConfig {
     /// Refuses an endpoint no request could reach: a base URL that is not
     /// `http://` or `https://` with a host, or no model name.
     pub fn check(&self) -> Result<(), ChatError> {
-        let host = ["http://", "https://"]
-            .iter()
-            .find_map(|scheme| self.base_url.strip_prefix(scheme));
-        if !host.is_some_and(|host| !host.is_empty() && !host.starts_with('/')) {
+        let uri = self
+            .completions_url()
+            .parse::<ureq::http::Uri>()
+            .ok()
+            .filter(reachable);
+        if uri.is_none() {
             return Err(ChatError::Endpoint(format!(
                 "`{}` is not an http:// or https:// URL (an API base such as \
                  http://127.0.0.1:8000/v1)",
@@ -104,10 +106,29 @@ impl ChatConfig {
     fn key_sent(&self) -> String {
         match (&self.api_key_env, &self.api_key) {
             (Some(var), Some(_)) => format!("the key sent is `{var}`'s"),
-            (Some(var), None) => format!("no key was sent: `{var}` is unset or empty"),
+            (Some(var), None) => match std::env::var_os(var) {
+                Some(_) => format!("no key was sent: `{var}` is empty"),
+                None => format!("no key was sent: `{var}` is unset"),
+            },
             (None, _) => "no key was sent".to_owned(),
         }
     }
+}
+
+/// Whether a request could go to `uri`: an `http` or `https` one with a
+/// host, and a port, if it names one, that is a port number.
+fn reachable(uri: &ureq::http::Uri) -> bool {
+    let scheme = uri.scheme_str().unwrap_or_default().to_ascii_lowercase();
+    let Some(authority) = uri.authority() else {
+        return false;
+    };
+    let names_port = authority
+        .as_str()
+        .rsplit_once(':')
+        .is_some_and(|(_, after)| !after.contains([']', '@']));
+    matches!(scheme.as_str(), "http" | "https")
+        && !authority.host().is_empty()
+        && (!names_port || authority.port_u16().is_some())
 }
 
 /// [`ChatConfig::timeout`] unless set otherwise.
@@ -547,6 +568,9 @@ mod tests {
             ("http://", "m"),
             ("https:///v1", "m"),
             ("", "m"),
+            ("http://127.0.0.1:8000/v1 ", "m"),
+            ("http://exa mple/v1", "m"),
+            ("http://127.0.0.1:99999/v1", "m"),
             ("http://127.0.0.1:8000/v1", ""),
         ] {
             let refused = ChatClient::new(ChatConfig::new(url, model));
@@ -560,8 +584,17 @@ mod tests {
         assert_eq!(config.api_key, None);
         assert_eq!(
             config.key_sent(),
-            "no key was sent: `FORGE_TEST_UNSET_KEY` is unset or empty"
+            "no key was sent: `FORGE_TEST_UNSET_KEY` is unset"
         );
+        for url in [
+            "http://127.0.0.1:8000/v1",
+            "HTTPS://api.example.com/v1/",
+            "http://[::1]:8000/v1",
+            "http://user:secret@host/v1",
+            "http://host/v1",
+        ] {
+            assert!(ChatClient::new(ChatConfig::new(url, "m")).is_ok(), "{url}");
+        }
     }
 
     #[test]

@@ -85,6 +85,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         if records.is_empty() {
             return Err(err);
         }
+        if !args.json {
+            // The finished episodes' table and summary, which the error
+            // would otherwise lose (`--json` printed their lines already).
+            progress.finish_and_clear();
+            report(&env, &args, &label, &agents.user_label(), &records);
+        }
         let stopped = format!("stopped after {} of {total} episodes", records.len());
         return Err(err.context(match &args.out {
             Some(path) => format!("{stopped}, which {} keeps", path.display()),

@@ -165,9 +165,10 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
     let sandbox = Sandbox::with_defaults()?;
     let compiler = Compiler::new(None)?;
     let progress = output::progress(docs.len() as u64, args.json);
-    progress.set_message(match plain.is_empty() {
-        true => "compiling the generated tools",
-        false => "the model annotates the plain docs; then the tools compile",
+    progress.set_message(match (&model, plain.is_empty()) {
+        (None, _) => "compiling the generated tools",
+        (Some(_), true) => "compiling the tools; then the model rewrites the instructions",
+        (Some(_), false) => "the model annotates the plain docs; then it rewrites the instructions",
     });
     let outcomes = forge_synth::synthesize(
         &docs,

@@ -484,25 +484,9 @@ fn write_domain(
         )?;
         bail!("{why} (see {})", dir.join(REPORT_FILE).display());
     }
-    let mut instructions_rewritten = model.map(|_| 0);
-    if let Some(model) = model {
-        for task in &mut bundle.tasks {
-            let facts = task.stated_facts();
-            let rewrite = llm::refine_instruction(model.client, &task.instruction, &facts)
-                .with_context(|| {
-                    format!(
-                        "asking the model to rewrite task `{}`'s instruction",
-                        task.id
-                    )
-                })?;
-            if let Some(rewrite) = rewrite {
-                task.instruction = rewrite;
-                *instructions_rewritten
-                    .as_mut()
-                    .expect("counted with a model") += 1;
-            }
-        }
-    }
+    let instructions_rewritten = model
+        .map(|model| llm::refine_instructions(model.client, &mut bundle.tasks))
+        .transpose()?;
     bundle.write_dir(staged)?;
 
     let tasks = &bundle.tasks;

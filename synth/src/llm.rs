@@ -18,9 +18,12 @@
 use crate::doc::DomainDoc;
 use anyhow::{Context, Result, bail};
 use forge_llm::{ChatClient, ChatError, Message, extract_json};
+use forge_runtime::bundle::Task;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A doc without annotations: what an API reference says.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -204,6 +207,64 @@ fn has_collections(text: &str, json: bool) -> Option<bool> {
             .ok()
             .map(|doc| doc.contains_key("collections")),
     }
+}
+
+/// Rewrites every task's instruction ([`refine_instruction`]), as many at
+/// once as the client lets out (each rewrite depends on its instruction
+/// alone, so the order they end in changes nothing). Returns how many
+/// rewrites were taken; the first task whose rewrite failed is the error.
+pub fn refine_instructions(client: &ChatClient, tasks: &mut [Task]) -> Result<usize> {
+    let asked: Vec<(String, Vec<String>)> = tasks
+        .iter()
+        .map(|task| (task.instruction.clone(), task.stated_facts()))
+        .collect();
+    let next = AtomicUsize::new(0);
+    let answers = Mutex::new(Vec::with_capacity(asked.len()));
+    let threads = client.config().max_in_flight.clamp(1, asked.len().max(1));
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                loop {
+                    let at = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((instruction, facts)) = asked.get(at) else {
+                        break;
+                    };
+                    let answer = refine_instruction(client, instruction, facts);
+                    let failed = answer.is_err();
+                    lock(&answers).push((at, answer));
+                    if failed {
+                        // The rest are not asked: the run fails anyway.
+                        next.store(asked.len(), Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    let mut answers = answers
+        .into_inner()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    answers.sort_by_key(|(at, _)| *at);
+    let mut rewritten = 0;
+    for (at, answer) in answers {
+        let task = &mut tasks[at];
+        let rewrite = answer.with_context(|| {
+            format!(
+                "asking the model to rewrite task `{}`'s instruction",
+                task.id
+            )
+        })?;
+        if let Some(rewrite) = rewrite {
+            task.instruction = rewrite;
+            rewritten += 1;
+        }
+    }
+    Ok(rewritten)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Rewrites an instruction in natural language, keeping every fact; none

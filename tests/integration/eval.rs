@@ -456,7 +456,7 @@ fn an_endpoint_that_fails_says_why_and_what_was_kept() {
         stderr(&output).contains(&format!(
             "stopped after 1 of 2 episodes, which {} keeps: task `shop-03`: {}/chat/completions \
              answered HTTP 401: {{\"error\": \"no key\"}} (no key was sent: \
-             `FORGE_TEST_UNSET_KEY` is unset or empty)",
+             `FORGE_TEST_UNSET_KEY` is unset)",
             trajectory.display(),
             server.url
         )),

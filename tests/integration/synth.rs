@@ -446,7 +446,9 @@ fn a_plain_doc_is_annotated_by_a_model_with_errors_fed_back() {
         .unwrap()
         .retain(|tool| tool["name"] != "cancel_permit");
     let annotations = std::sync::Mutex::new(0);
-    let server = crate::llm_stub::StubServer::start(500, move |request, _| {
+    // Slow enough for the rewrites, asked at once, to overlap.
+    let delay = std::time::Duration::from_millis(100);
+    let server = crate::llm_stub::StubServer::start_slow(500, delay, move |request, _| {
         let system = system_prompt(request);
         if system.contains("annotated Forge domain doc") {
             let mut count = annotations.lock().unwrap();
@@ -498,6 +500,13 @@ fn a_plain_doc_is_annotated_by_a_model_with_errors_fed_back() {
             >= 13
     );
 
+    assert!(
+        server
+            .peak_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > 1,
+        "instructions are rewritten several at once"
+    );
     let requests = server.requests.lock().unwrap().clone();
     let annotation_requests: Vec<&Value> = requests
         .iter()
@@ -604,16 +613,23 @@ fn an_endpoint_that_fails_is_not_fed_back_to_the_model_as_a_problem_with_its_doc
     assert!(
         stderr(&output).contains(
             "answered HTTP 401: {\"error\": \"no key\"} (no key was sent: \
-             `FORGE_TEST_UNSET_KEY` is unset or empty)"
+             `FORGE_TEST_UNSET_KEY` is unset)"
         ),
         "{}",
         stderr(&output)
     );
-    // One answer annotated the doc, one refusal ended the domain: neither
-    // a retry nor a repair asked again.
-    assert_eq!(server.requests.lock().unwrap().len(), 2);
+    // One answer annotated the doc, and a refusal ended the domain: no
+    // repair asked for the doc again, and no refusal was retried (the
+    // three rewrites go out at once: each is asked at most once).
+    let requests = server.requests.lock().unwrap().clone();
+    let annotations = requests
+        .iter()
+        .filter(|request| system_prompt(request).contains("annotated Forge domain doc"))
+        .count();
+    assert_eq!(annotations, 1);
+    assert!((2..=4).contains(&requests.len()), "{}", requests.len());
     assert!(
-        stdout(&output).contains("model: 2 requests"),
+        stdout(&output).contains(&format!("model: {} requests", requests.len())),
         "{}",
         stdout(&output)
     );
