@@ -5,7 +5,7 @@
 //!
 //! Blocking, with a timeout per request and bounded retries with exponential
 //! backoff (or the wait an endpoint's `Retry-After` asks for) on what
-//! retrying can fix (connection errors, 429 and 5xx answers), and at most
+//! retrying can fix (connection errors, rate limits, servers' failures), and at most
 //! `max_in_flight` requests out at once. A timeout is not retried: a reply
 //! that took longer than the limit would take as long again. Token usage is
 //! summed for the caller to report.
@@ -228,7 +228,11 @@ fn not_found_hint(status: u16, url: &str) -> &'static str {
 impl ChatError {
     fn retryable(&self) -> bool {
         match self {
-            Self::Status { status, .. } => *status == 429 || *status >= 500,
+            // A server's own failure, a timeout or a rate limit may
+            // clear; "not implemented" and an HTTP version refused will not.
+            Self::Status { status, .. } => {
+                matches!(status, 408 | 429) || (*status >= 500 && !matches!(status, 501 | 505))
+            }
             Self::Transport { retryable, .. } => *retryable,
             Self::Unauthorized { .. }
             | Self::Timeout { .. }
