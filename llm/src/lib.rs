@@ -71,15 +71,9 @@ impl ChatConfig {
     /// Refuses an endpoint no request could reach: a base URL that is not
     /// `http://` or `https://` with a host, or no model name.
     pub fn check(&self) -> Result<(), ChatError> {
-        let uri = self
-            .completions_url()
-            .parse::<ureq::http::Uri>()
-            .ok()
-            .filter(reachable);
-        if uri.is_none() {
+        if let Err(problem) = reachable(&self.completions_url()) {
             return Err(ChatError::Endpoint(format!(
-                "`{}` is not an http:// or https:// URL (an API base such as \
-                 http://127.0.0.1:8000/v1)",
+                "`{}` {problem} (an API base such as http://127.0.0.1:8000/v1)",
                 self.base_url
             )));
         }
@@ -107,7 +101,8 @@ impl ChatConfig {
         match (&self.api_key_env, &self.api_key) {
             (Some(var), Some(_)) => format!("the key sent is `{var}`'s"),
             (Some(var), None) => match std::env::var_os(var) {
-                Some(_) => format!("no key was sent: `{var}` is empty"),
+                Some(value) if value.is_empty() => format!("no key was sent: `{var}` is empty"),
+                Some(_) => format!("no key was sent: `{var}` is not Unicode"),
                 None => format!("no key was sent: `{var}` is unset"),
             },
             (None, _) => "no key was sent".to_owned(),
@@ -115,20 +110,39 @@ impl ChatConfig {
     }
 }
 
-/// Whether a request could go to `uri`: an `http` or `https` one with a
-/// host, and a port, if it names one, that is a port number.
-fn reachable(uri: &ureq::http::Uri) -> bool {
-    let scheme = uri.scheme_str().unwrap_or_default().to_ascii_lowercase();
-    let Some(authority) = uri.authority() else {
-        return false;
+/// Whether a request could go to `url`, or what keeps it from it: it must
+/// be an `http` or `https` URL with a host, a port (if it names one) that
+/// is a port number, and no credentials, which errors and an evaluation's
+/// settings would show.
+fn reachable(url: &str) -> Result<(), &'static str> {
+    const NOT_HTTP: &str = "is not an http:// or https:// URL with a host";
+    let scheme = url
+        .split_once("://")
+        .map(|(scheme, _)| scheme.to_ascii_lowercase());
+    if !matches!(scheme.as_deref(), Some("http" | "https")) {
+        return Err(NOT_HTTP);
+    }
+    let uri = url
+        .parse::<ureq::http::Uri>()
+        .map_err(|_| "is not a URL (a space, or a character a URL cannot hold?)")?;
+    let Some(authority) = uri
+        .authority()
+        .filter(|authority| !authority.host().is_empty())
+    else {
+        return Err(NOT_HTTP);
     };
-    let names_port = authority
+    if authority.as_str().contains('@') {
+        return Err("holds credentials: pass the key in an environment variable (--api-key-env)");
+    }
+    let port = authority
         .as_str()
         .rsplit_once(':')
-        .is_some_and(|(_, after)| !after.contains([']', '@']));
-    matches!(scheme.as_str(), "http" | "https")
-        && !authority.host().is_empty()
-        && (!names_port || authority.port_u16().is_some())
+        .map(|(_, after)| after)
+        .filter(|after| !after.is_empty() && !after.contains(']'));
+    if port.is_some() && authority.port_u16().is_none() {
+        return Err("names a port that is no port number (1 to 65535)");
+    }
+    Ok(())
 }
 
 /// [`ChatConfig::timeout`] unless set otherwise.
@@ -228,11 +242,9 @@ fn not_found_hint(status: u16, url: &str) -> &'static str {
 impl ChatError {
     fn retryable(&self) -> bool {
         match self {
-            // A server's own failure, a timeout or a rate limit may
-            // clear; "not implemented" and an HTTP version refused will not.
-            Self::Status { status, .. } => {
-                matches!(status, 408 | 429) || (*status >= 500 && !matches!(status, 501 | 505))
-            }
+            // A server's own failure, a gateway's, a timeout or a rate
+            // limit may clear; "not implemented" and the like will not.
+            Self::Status { status, .. } => matches!(status, 408 | 429 | 500 | 502 | 503 | 504),
             Self::Transport { retryable, .. } => *retryable,
             Self::Unauthorized { .. }
             | Self::Timeout { .. }
@@ -565,6 +577,21 @@ mod tests {
     }
 
     #[test]
+    fn only_failures_that_may_clear_are_retried() {
+        let answered = |status| ChatError::Status {
+            url: String::new(),
+            status,
+            body: String::new(),
+            retry_after: None,
+        };
+        let retried: Vec<u16> = [400, 404, 408, 429, 500, 501, 502, 503, 504, 505, 511]
+            .into_iter()
+            .filter(|status| answered(*status).retryable())
+            .collect();
+        assert_eq!(retried, [408, 429, 500, 502, 503, 504]);
+    }
+
+    #[test]
     fn an_endpoint_no_request_could_reach_is_refused() {
         for (url, model) in [
             ("127.0.0.1:8000/v1", "m"),
@@ -575,6 +602,8 @@ mod tests {
             ("http://127.0.0.1:8000/v1 ", "m"),
             ("http://exa mple/v1", "m"),
             ("http://127.0.0.1:99999/v1", "m"),
+            ("http://[::1]:99999/v1", "m"),
+            ("http://user:secret@host/v1", "m"),
             ("http://127.0.0.1:8000/v1", ""),
         ] {
             let refused = ChatClient::new(ChatConfig::new(url, model));
@@ -594,7 +623,8 @@ mod tests {
             "http://127.0.0.1:8000/v1",
             "HTTPS://api.example.com/v1/",
             "http://[::1]:8000/v1",
-            "http://user:secret@host/v1",
+            "http://[::1]/v1",
+            "http://host:/v1",
             "http://host/v1",
         ] {
             assert!(ChatClient::new(ChatConfig::new(url, "m")).is_ok(), "{url}");

@@ -86,10 +86,11 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             return Err(err);
         }
         if !args.json {
-            // The finished episodes' table and summary, which the error
-            // would otherwise lose (`--json` printed their lines already).
+            // The finished episodes' table, which the error would otherwise
+            // lose (`--json` printed their lines already); no summary, whose
+            // rates and pass^k would read as the whole run's.
             progress.finish_and_clear();
-            report(&env, &args, &label, &agents.user_label(), &records);
+            println!("{}", episodes_table(&records));
         }
         let stopped = format!("stopped after {} of {total} episodes", records.len());
         return Err(err.context(match &args.out {
@@ -100,6 +101,36 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     progress.finish_and_clear();
     report(&env, &args, &label, &agents.user_label(), &records);
     Ok(ExitCode::SUCCESS)
+}
+
+/// A row per episode: its task, trial, reward and how it ended.
+fn episodes_table(records: &[(u64, EpisodeRecord)]) -> comfy_table::Table {
+    let mut table = output::table(&[
+        "task", "trial", "reward", "partial", "outputs", "steps", "fuel", "end",
+    ]);
+    for (trial, record) in records {
+        let verdict = &record.verdict;
+        table.add_row(vec![
+            record.task_id.clone(),
+            trial.to_string(),
+            format!("{:.0}", verdict.reward),
+            format!("{:.2}", verdict.partial_credit),
+            format!(
+                "{}/{}",
+                verify::found(&verdict.outputs),
+                verdict.outputs.len()
+            ),
+            record.steps.len().to_string(),
+            record
+                .steps
+                .iter()
+                .map(|step| step.fuel)
+                .sum::<u64>()
+                .to_string(),
+            record.termination.name().to_owned(),
+        ]);
+    }
+    table
 }
 
 fn episode_json(record: &EpisodeRecord, trial: u64) -> serde_json::Value {
@@ -207,32 +238,7 @@ fn report(
         }));
         return;
     }
-    let mut table = output::table(&[
-        "task", "trial", "reward", "partial", "outputs", "steps", "fuel", "end",
-    ]);
-    for (trial, record) in records {
-        let verdict = &record.verdict;
-        table.add_row(vec![
-            record.task_id.clone(),
-            trial.to_string(),
-            format!("{:.0}", verdict.reward),
-            format!("{:.2}", verdict.partial_credit),
-            format!(
-                "{}/{}",
-                verify::found(&verdict.outputs),
-                verdict.outputs.len()
-            ),
-            record.steps.len().to_string(),
-            record
-                .steps
-                .iter()
-                .map(|step| step.fuel)
-                .sum::<u64>()
-                .to_string(),
-            record.termination.name().to_owned(),
-        ]);
-    }
-    println!("{table}");
+    println!("{}", episodes_table(records));
     println!(
         "environment {} ({}), policy {}, user {user}, seed {}: success rate {successes}/{episodes} = {success_rate:.3}, mean partial credit {mean_partial:.3}",
         env.name(),

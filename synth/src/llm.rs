@@ -211,8 +211,10 @@ fn has_collections(text: &str, json: bool) -> Option<bool> {
 
 /// Rewrites every task's instruction ([`refine_instruction`]), as many at
 /// once as the client lets out (each rewrite depends on its instruction
-/// alone, so the order they end in changes nothing). Returns how many
-/// rewrites were taken; the first task whose rewrite failed is the error.
+/// alone, so the order they end in changes nothing, where the endpoint's
+/// answer does not depend on the requests beside it). Returns how many
+/// rewrites were taken; the first task whose rewrite failed is the error,
+/// once the requests already out have ended.
 pub fn refine_instructions(client: &ChatClient, tasks: &mut [Task]) -> Result<usize> {
     let asked: Vec<(String, Vec<String>)> = tasks
         .iter()

@@ -410,7 +410,7 @@ fn a_remote_policy_without_an_endpoint_is_a_clear_error() {
     ]);
     assert_refused(
         &output,
-        "`127.0.0.1:8000/v1` is not an http:// or https:// URL",
+        "`127.0.0.1:8000/v1` is not an http:// or https:// URL with a host",
     );
 }
 
@@ -469,6 +469,18 @@ fn an_endpoint_that_fails_says_why_and_what_was_kept() {
             .lines()
             .count(),
         1
+    );
+    // The finished episode's row is printed, with no summary of a run that
+    // did not finish.
+    assert!(
+        stdout(&output).contains("│ shop-01 "),
+        "{}",
+        stdout(&output)
+    );
+    assert!(
+        !stdout(&output).contains("success rate"),
+        "{}",
+        stdout(&output)
     );
     let refused = server
         .requests
