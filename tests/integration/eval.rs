@@ -433,9 +433,7 @@ fn an_endpoint_that_fails_says_why_and_what_was_kept() {
             false => (401, "{\"error\": \"no key\"}".to_owned()),
         }
     });
-    let trajectory = dir.path().join("t.jsonl");
-    let output = forge(&[
-        "run",
+    let agent = [
         "--env",
         bundle.to_str().unwrap(),
         "--policy",
@@ -448,9 +446,16 @@ fn an_endpoint_that_fails_says_why_and_what_was_kept() {
         "FORGE_TEST_UNSET_KEY",
         "--tasks",
         "shop-01,shop-03",
-        "--out",
-        trajectory.to_str().unwrap(),
-    ]);
+    ];
+    let trajectory = dir.path().join("t.jsonl");
+    let output = forge(
+        &[
+            &["run"],
+            &agent[..],
+            &["--out", trajectory.to_str().unwrap()],
+        ]
+        .concat(),
+    );
     assert!(!output.status.success());
     assert!(
         stderr(&output).contains(&format!(
@@ -492,23 +497,14 @@ fn an_endpoint_that_fails_says_why_and_what_was_kept() {
     assert_eq!(refused, 1, "a refused key is not retried");
     // An evaluation stopped so resumes.
     let out = dir.path().join("eval");
-    let output = forge(&[
-        "eval",
-        "--env",
-        bundle.to_str().unwrap(),
-        "--policy",
-        "openai",
-        "--base-url",
-        &server.url,
-        "--model",
-        "stub",
-        "--tasks",
-        "shop-01,shop-03",
-        "--trials",
-        "1",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let output = forge(
+        &[
+            &["eval"],
+            &agent[..],
+            &["--trials", "1", "--out", out.to_str().unwrap()],
+        ]
+        .concat(),
+    );
     assert!(!output.status.success());
     assert!(
         stderr(&output).contains("stopped after 1 of 2 episodes, which ")
