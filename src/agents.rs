@@ -12,6 +12,7 @@ use forge_llm::agents::{RemotePolicy, RemoteUser};
 use forge_llm::judge::ModelJudge;
 use forge_llm::{ChatClient, ChatConfig};
 use forge_runtime::episode::{EpisodeSettings, Judge, Policy, User};
+use forge_runtime::parallel::in_parallel;
 use forge_runtime::policy::{
     GoldPolicy, RandomPolicy, RecordedJudge, ReplayPolicy, remembered_instruction, replayed_user,
     scripted_user,
@@ -26,7 +27,6 @@ use forge_trainer::train::rollout::Job;
 use forge_trainer::{Precision, Sampling};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 #[derive(Args, Debug, Clone)]
@@ -515,7 +515,8 @@ impl Agents {
     /// `finished` as it ends: a local model's in batches on its device, in
     /// order; any other policy's on `threads` threads at a time, each with a
     /// fresh policy, user and judge, in the order they end (in order on one
-    /// thread). The first error stops the rest.
+    /// thread). A failure stops the rest, and the earliest failed
+    /// episode's error is the one returned ([`in_parallel`]).
     pub fn play(
         &self,
         env: &Environment,
@@ -815,46 +816,6 @@ pub fn refuse_needless_instability<'a>(
         );
     }
     Ok(())
-}
-
-/// Runs `run` on every job, `threads` at a time, handing each result to
-/// `finished` on this thread as it comes; the first error stops the rest.
-fn in_parallel<J: Copy + Send + Sync, R: Send>(
-    jobs: &[J],
-    threads: usize,
-    run: impl Fn(J) -> Result<R> + Sync,
-    mut finished: impl FnMut(R) -> Result<()>,
-) -> Result<()> {
-    let next = AtomicUsize::new(0);
-    let failed = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        let (sender, results) = std::sync::mpsc::channel();
-        for _ in 0..threads.min(jobs.len()) {
-            let sender = sender.clone();
-            let (next, failed, run) = (&next, &failed, &run);
-            scope.spawn(move || {
-                while !failed.load(Ordering::Relaxed) {
-                    let Some(&job) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                        break;
-                    };
-                    let result = run(job);
-                    failed.fetch_or(result.is_err(), Ordering::Relaxed);
-                    if sender.send(result).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        drop(sender);
-        let mut outcome = Ok(());
-        for result in results {
-            if let Err(err) = result.and_then(&mut finished) {
-                failed.store(true, Ordering::Relaxed);
-                outcome = outcome.and(Err(err));
-            }
-        }
-        outcome
-    })
 }
 
 /// The number a person means by an `f32` setting, as an `f64`: `0.7`, not

@@ -14,6 +14,7 @@ pub mod differences;
 pub mod environment;
 pub mod episode;
 pub mod jsonl;
+pub mod parallel;
 pub mod policy;
 pub mod replay;
 pub mod sandbox;

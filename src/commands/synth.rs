@@ -199,6 +199,7 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
         }
     }
     let seconds = started.elapsed().as_secs_f64();
+    let tasks: usize = reports.iter().map(|report| report.tasks).sum();
     if args.json {
         for report in &reports {
             output::json_line(&serde_json::to_value(report)?);
@@ -206,7 +207,6 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
         for (domain, reason) in &rejected {
             output::json_line(&json!({"domain": domain, "rejected": reason}));
         }
-        let tasks: usize = reports.iter().map(|report| report.tasks).sum();
         let usage = client.as_ref().map(ChatClient::usage);
         output::json_line(&json!({
             "summary": true,
@@ -253,7 +253,6 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
         args.out.display()
     );
     if let Some(usage) = client.as_ref().map(ChatClient::usage) {
-        let tasks: usize = reports.iter().map(|report| report.tasks).sum();
         let rewritten: usize = reports
             .iter()
             .filter_map(|report| report.instructions_rewritten)

@@ -271,12 +271,10 @@ fn repair(
         answers_left,
     } = rejected;
     let spent = |error: anyhow::Error| {
-        error.context(match model.rounds {
-            1 => "no environment passed in the model's one answer (--llm-rounds)".to_owned(),
-            rounds => {
-                format!("no environment passed in the model's {rounds} answers (--llm-rounds)")
-            }
-        })
+        error.context(format!(
+            "no environment passed in {} (--llm-rounds)",
+            llm::models_answers(model.rounds)
+        ))
     };
     if answers_left == 0 {
         return Err(spent(error));

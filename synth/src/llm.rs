@@ -19,11 +19,10 @@ use crate::doc::DomainDoc;
 use anyhow::{Context, Result, bail};
 use forge_llm::{ChatClient, ChatError, Message, extract_json};
 use forge_runtime::bundle::Task;
+use forge_runtime::parallel::in_parallel;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A doc without annotations: what an API reference says.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -154,11 +153,10 @@ impl<'a> Annotator<'a> {
                 }
             }
         }
-        let answers = match rounds {
-            1 => "its answer".to_owned(),
-            rounds => format!("{rounds} answers"),
-        };
-        bail!("the model gave no valid annotated doc in {answers}; the last problem: {last_error}")
+        bail!(
+            "no valid annotated doc in {}; the last problem: {last_error}",
+            models_answers(rounds)
+        )
     }
 
     /// Puts a doc the model gave earlier back into the conversation as its answer.
@@ -196,6 +194,15 @@ impl<'a> Annotator<'a> {
     }
 }
 
+/// "the model's one answer", "the model's 3 answers": what a bound on
+/// answers (`--llm-rounds`) let the model give, as errors say it.
+pub fn models_answers(count: usize) -> String {
+    match count {
+        1 => "the model's one answer".to_owned(),
+        count => format!("the model's {count} answers"),
+    }
+}
+
 /// Whether a doc's text has top-level `collections`, as an annotated doc
 /// does; none for text that is no JSON or TOML at all.
 fn has_collections(text: &str, json: bool) -> Option<bool> {
@@ -213,60 +220,37 @@ fn has_collections(text: &str, json: bool) -> Option<bool> {
 /// once as the client lets out (each rewrite depends on its instruction
 /// alone, so the order they end in changes nothing, where the endpoint's
 /// answer does not depend on the requests beside it). Returns how many
-/// rewrites were taken; the first task whose rewrite failed is the error,
-/// once the requests already out have ended.
+/// rewrites were taken; a failed rewrite fails the domain, with the
+/// earliest such task's error, once the requests already out have ended.
 pub fn refine_instructions(client: &ChatClient, tasks: &mut [Task]) -> Result<usize> {
-    let asked: Vec<(String, Vec<String>)> = tasks
-        .iter()
-        .map(|task| (task.instruction.clone(), task.stated_facts()))
-        .collect();
-    let next = AtomicUsize::new(0);
-    let answers = Mutex::new(Vec::with_capacity(asked.len()));
-    let threads = client.config().max_in_flight.clamp(1, asked.len().max(1));
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| {
-                loop {
-                    let at = next.fetch_add(1, Ordering::Relaxed);
-                    let Some((instruction, facts)) = asked.get(at) else {
-                        break;
-                    };
-                    let answer = refine_instruction(client, instruction, facts);
-                    let failed = answer.is_err();
-                    lock(&answers).push((at, answer));
-                    if failed {
-                        // The rest are not asked: the run fails anyway.
-                        next.store(asked.len(), Ordering::Relaxed);
-                    }
-                }
-            });
-        }
-    });
-    let mut answers = answers
-        .into_inner()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    answers.sort_by_key(|(at, _)| *at);
+    let asked: Vec<(usize, &Task)> = tasks.iter().enumerate().collect();
+    let mut rewrites = vec![None; tasks.len()];
+    in_parallel(
+        &asked,
+        client.config().max_in_flight,
+        |(at, task)| {
+            let rewrite = refine_instruction(client, &task.instruction, &task.stated_facts())
+                .with_context(|| {
+                    format!(
+                        "asking the model to rewrite task `{}`'s instruction",
+                        task.id
+                    )
+                })?;
+            Ok((at, rewrite))
+        },
+        |(at, rewrite)| {
+            rewrites[at] = rewrite;
+            Ok(())
+        },
+    )?;
     let mut rewritten = 0;
-    for (at, answer) in answers {
-        let task = &mut tasks[at];
-        let rewrite = answer.with_context(|| {
-            format!(
-                "asking the model to rewrite task `{}`'s instruction",
-                task.id
-            )
-        })?;
+    for (task, rewrite) in tasks.iter_mut().zip(rewrites) {
         if let Some(rewrite) = rewrite {
             task.instruction = rewrite;
             rewritten += 1;
         }
     }
     Ok(rewritten)
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Rewrites an instruction in natural language, keeping every fact; none

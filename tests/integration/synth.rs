@@ -852,7 +852,7 @@ fn a_model_that_never_answers_validly_rejects_the_domain() {
         &["--llm-rounds", "2"],
     );
     assert!(
-        rejected.contains("no valid annotated doc in 2 answers"),
+        rejected.contains("no valid annotated doc in the model's 2 answers"),
         "{rejected}"
     );
     assert_eq!(server.requests.lock().unwrap().len(), 2);
