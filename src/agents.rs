@@ -23,7 +23,7 @@ use forge_trainer::accelerator::Accelerator;
 use forge_trainer::chat::{PromptSettings, PromptStyle, Thinking};
 use forge_trainer::episodes::{LocalPlay, UserPlayer};
 use forge_trainer::train::config::UserSection;
-use forge_trainer::train::rollout::Job;
+use forge_trainer::train::rollout::{Job, USER_SEED};
 use forge_trainer::{Precision, Sampling};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -54,8 +54,10 @@ pub struct AgentArgs {
     /// agent's model, loaded once].
     #[arg(long, value_name = "NAME|GGUF|DIR")]
     pub user_model: Option<String>,
-    /// `--user model`: the user's sampling temperature (0 is greedy)
-    /// [default: 0.7].
+    /// `--user model` or `--user openai`: the user's sampling temperature
+    /// (0 is greedy; an endpoint is sent a seed drawn from the episode's,
+    /// which servers that take one sample again alike) [default: 0.7 for a
+    /// local model, 0 at an endpoint].
     #[arg(long, value_parser = temperature, allow_negative_numbers = true)]
     pub user_temperature: Option<f32>,
     /// `--user model`: most tokens per user message [default: 96].
@@ -75,10 +77,13 @@ pub struct AgentArgs {
     /// smollm2-135m).
     #[arg(long)]
     pub model: Option<String>,
-    /// `--policy model`: sampling temperature (0 is greedy) [default: 0].
+    /// `--policy model` or `--policy openai`: sampling temperature (0 is
+    /// greedy; an endpoint is sent a seed drawn from the episode's, which
+    /// servers that take one sample again alike) [default: 0].
     #[arg(long, value_parser = temperature, allow_negative_numbers = true)]
     pub temperature: Option<f32>,
-    /// `--policy model`: nucleus sampling mass, in (0, 1] [default: 1].
+    /// `--policy model` or `--policy openai`: nucleus sampling mass, in
+    /// (0, 1] [default: 1; the endpoint's own].
     #[arg(long, value_parser = nucleus_mass, allow_negative_numbers = true)]
     pub top_p: Option<f32>,
     /// `--policy model`: most tokens per turn [default: 256].
@@ -166,6 +171,8 @@ impl AgentArgs {
             }
         }
         let local = policy == PolicyKind::Model;
+        let sampled = local || policy == PolicyKind::Openai;
+        const SAMPLED: &str = "--policy model and --policy openai";
         if user == UserKind::Model && !local {
             bail!(
                 "--user model plays the user with a local model beside a local agent \
@@ -188,8 +195,13 @@ impl AgentArgs {
                 policy == PolicyKind::Replay,
                 "--policy replay",
             ),
-            ("--temperature", self.temperature.is_some(), local, LOCAL),
-            ("--top-p", self.top_p.is_some(), local, LOCAL),
+            (
+                "--temperature",
+                self.temperature.is_some(),
+                sampled,
+                SAMPLED,
+            ),
+            ("--top-p", self.top_p.is_some(), sampled, SAMPLED),
             (
                 "--max-new-tokens",
                 self.max_new_tokens.is_some(),
@@ -209,8 +221,8 @@ impl AgentArgs {
             (
                 "--user-temperature",
                 self.user_temperature.is_some(),
-                local_user,
-                LOCAL_USER,
+                local_user || user == UserKind::Openai,
+                "--user model and --user openai",
             ),
             (
                 "--user-max-new-tokens",
@@ -288,6 +300,10 @@ pub struct Agents {
     policy: PolicyKind,
     user: UserKind,
     client: Option<ChatClient>,
+    /// How the endpoint samples the agent's replies (`--policy openai`)
+    /// and the user's (`--user openai`).
+    remote_agent: forge_llm::Sampling,
+    remote_user: forge_llm::Sampling,
     judge: Option<ChatClient>,
     /// The environment's brief for a model playing the user.
     user_guidelines: Option<String>,
@@ -416,6 +432,15 @@ impl Agents {
             policy: args.policy,
             user: args.user,
             client,
+            remote_agent: forge_llm::Sampling {
+                temperature: args.temperature.map_or(0.0, decimal),
+                top_p: args.top_p.map(decimal),
+                seed: None,
+            },
+            remote_user: forge_llm::Sampling {
+                temperature: args.user_temperature.map_or(0.0, decimal),
+                ..Default::default()
+            },
             judge,
             user_guidelines: env.bundle().manifest.user_guidelines.clone(),
             from: args.from.clone(),
@@ -468,15 +493,36 @@ impl Agents {
             serde_json::json!({
                 "base_url": client.config().base(),
                 "model": client.config().model,
-                "temperature": client.config().temperature,
             })
+        };
+        // Greedy sampling is written as before sampling could be asked
+        // for, so that evaluations begun then resume: the agent's
+        // temperature 0, the rest null (as a key left out reads).
+        let greedy = forge_llm::Sampling::default();
+        let agent = match self.policy {
+            PolicyKind::Openai => self.remote_agent,
+            _ => greedy,
+        };
+        let user_temperature = match self.user {
+            UserKind::Openai => Some(self.remote_user.temperature).filter(|&t| t > 0.0),
+            _ => None,
         };
         let mut settings = serde_json::json!({
             "policy": self.label(),
             "user": format!("{:?}", self.user).to_lowercase(),
             "user_instability": self.instability,
-            "endpoint": self.client.as_ref().map(endpoint),
-            "judge": self.judge.as_ref().map(endpoint),
+            "endpoint": self.client.as_ref().map(|client| {
+                let mut endpoint = endpoint(client);
+                endpoint["temperature"] = agent.temperature.into();
+                endpoint["top_p"] = agent.top_p.into();
+                endpoint["user_temperature"] = user_temperature.into();
+                endpoint
+            }),
+            "judge": self.judge.as_ref().map(|client| {
+                let mut judge = endpoint(client);
+                judge["temperature"] = greedy.temperature.into();
+                judge
+            }),
         });
         if self.policy == PolicyKind::Replay {
             let recorded = serde_json::to_value(&self.recorded).expect("records serialise");
@@ -563,9 +609,10 @@ impl Agents {
             })
             .collect();
         let user = match (self.user, &local.user) {
-            (UserKind::Openai, _) => {
-                UserPlayer::Remote(self.client.as_ref().expect("checked in new"))
-            }
+            (UserKind::Openai, _) => UserPlayer::Remote {
+                client: self.client.as_ref().expect("checked in new"),
+                sampling: self.remote_user,
+            },
             (_, Some(user)) => UserPlayer::Model {
                 model: &user.path,
                 name: &user.label,
@@ -722,10 +769,13 @@ impl Agents {
             PolicyKind::Gold => Box::new(GoldPolicy::new(&task.task)),
             PolicyKind::Random => Box::new(RandomPolicy::new(seed)),
             PolicyKind::Replay => Box::new(ReplayPolicy::new(recorded()?)?),
-            PolicyKind::Openai => Box::new(RemotePolicy::new(
-                self.client.as_ref().expect("checked in new"),
-                self.style.system.clone(),
-            )),
+            PolicyKind::Openai => Box::new(
+                RemotePolicy::new(
+                    self.client.as_ref().expect("checked in new"),
+                    self.style.system.clone(),
+                )
+                .sampled(self.remote_agent, seed),
+            ),
             PolicyKind::Model => unreachable!("a local model's episodes are played in batches"),
         };
         let user: Box<dyn User + 'a> = match (self.policy, self.user) {
@@ -738,6 +788,7 @@ impl Agents {
                     self.client.as_ref().expect("checked in new"),
                     remembered_instruction(&task.task, self.instability, seed),
                 )
+                .sampled(self.remote_user, seed ^ USER_SEED)
                 .with_guidelines(self.user_guidelines.as_deref()),
             ),
         };

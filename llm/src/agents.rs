@@ -1,6 +1,6 @@
 //! Remote models as the agent (policy) and as the simulated user.
 
-use crate::{ChatClient, ChatError};
+use crate::{ChatClient, ChatError, Sampling};
 use forge_runtime::bundle::ToolCall;
 use forge_runtime::episode::{Action, ContextFull, Policy, User, UserTurn};
 use forge_runtime::policy::{AGENT_GREETING, ends_dialogue, user_brief};
@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 pub struct RemotePolicy<'a> {
     client: &'a ChatClient,
     system: String,
+    sampling: Seeded,
     /// Further tool calls of the last assistant message, executed in order.
     pending: VecDeque<Action>,
 }
@@ -25,8 +26,32 @@ impl<'a> RemotePolicy<'a> {
         Self {
             client,
             system: system.into(),
+            sampling: Seeded::default(),
             pending: VecDeque::new(),
         }
+    }
+
+    /// The same agent sampled as `sampling` asks in the episode seeded
+    /// `seed` (greedy otherwise).
+    pub fn sampled(self, sampling: Sampling, seed: u64) -> Self {
+        Self {
+            sampling: Seeded { sampling, seed },
+            ..self
+        }
+    }
+}
+
+/// How a remote agent or user samples its replies, and its episode's seed.
+#[derive(Debug, Clone, Copy, Default)]
+struct Seeded {
+    sampling: Sampling,
+    seed: u64,
+}
+
+impl Seeded {
+    /// The sampling of the request that continues `transcript`.
+    fn at(&self, transcript: &[ChatMessage]) -> Sampling {
+        self.sampling.at_turn(self.seed, transcript.len())
     }
 }
 
@@ -42,7 +67,7 @@ impl Policy for RemotePolicy<'_> {
                 .map(|message| serde_json::to_value(message).expect("messages serialise")),
         );
         let tools = Value::Array(tools.iter().map(ToolSpec::to_openai).collect());
-        let reply = complete(self.client, messages, &tools)?;
+        let reply = complete(self.client, messages, &tools, self.sampling.at(transcript))?;
         let calls = reply
             .get("tool_calls")
             .and_then(Value::as_array)
@@ -88,6 +113,7 @@ fn requested_call(call: &Value) -> ToolCall {
 /// tools of the environment), it may call them before it answers.
 pub struct RemoteUser<'a> {
     client: &'a ChatClient,
+    sampling: Seeded,
     instruction: String,
     /// The environment's brief for a model playing its users.
     guidelines: Option<String>,
@@ -97,8 +123,18 @@ impl<'a> RemoteUser<'a> {
     pub fn new(client: &'a ChatClient, instruction: impl Into<String>) -> Self {
         Self {
             client,
+            sampling: Seeded::default(),
             instruction: instruction.into(),
             guidelines: None,
+        }
+    }
+
+    /// The same user sampled as `sampling` asks in the episode seeded
+    /// `seed` (greedy otherwise).
+    pub fn sampled(self, sampling: Sampling, seed: u64) -> Self {
+        Self {
+            sampling: Seeded { sampling, seed },
+            ..self
         }
     }
 
@@ -134,16 +170,21 @@ impl<'a> RemoteUser<'a> {
                 .map(|message| serde_json::to_value(message).expect("messages serialise")),
         );
         let tools = Value::Array(tools.iter().map(ToolSpec::to_openai).collect());
-        complete(self.client, messages, &tools)
+        complete(self.client, messages, &tools, self.sampling.at(transcript))
     }
 }
 
 /// The reply to `messages`, offering `tools`; a request refused for not
 /// fitting in the model's context is [`ContextFull`], which ends the
 /// episode rather than failing it.
-fn complete(client: &ChatClient, messages: Vec<Value>, tools: &Value) -> anyhow::Result<Value> {
+fn complete(
+    client: &ChatClient,
+    messages: Vec<Value>,
+    tools: &Value,
+    sampling: Sampling,
+) -> anyhow::Result<Value> {
     client
-        .complete_message(&Value::Array(messages), Some(tools))
+        .complete_message(&Value::Array(messages), Some(tools), &sampling)
         .map_err(|err| match err {
             ChatError::ContextFull(_) => ContextFull(err.to_string()).into(),
             err => err.into(),

@@ -18,6 +18,48 @@ use serde_json::{Value, json};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+/// How the endpoint is asked to sample a reply. The default is greedy
+/// (temperature 0), as a judge and synthesis always ask.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Sampling {
+    pub temperature: f64,
+    /// The nucleus mass; the endpoint's own default (1) where none.
+    pub top_p: Option<f64>,
+    /// Sent where sampling is random (temperature above 0): endpoints that
+    /// take a seed (vLLM, SGLang, llama.cpp's server; OpenAI at its best
+    /// effort) then sample a request again as they did. See
+    /// [`Sampling::at_turn`].
+    pub seed: Option<u64>,
+}
+
+impl Sampling {
+    /// The sampling of the request at `turn` (its transcript's length) of
+    /// an episode seeded `seed`: the seed mixed with the turn, so that each
+    /// turn draws afresh while the episode as a whole can be drawn again.
+    pub fn at_turn(self, seed: u64, turn: usize) -> Self {
+        // SplitMix64's finaliser: nearby seeds and turns land far apart.
+        let mut mixed = seed ^ (turn as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        Self {
+            seed: Some(mixed ^ (mixed >> 31)),
+            ..self
+        }
+    }
+
+    /// Writes these settings into a request `body`. A seed is sent as a
+    /// non-negative 64-bit integer, which every server's schema takes.
+    fn write(&self, body: &mut Value) {
+        body["temperature"] = self.temperature.into();
+        if let Some(top_p) = self.top_p {
+            body["top_p"] = top_p.into();
+        }
+        if let Some(seed) = self.seed.filter(|_| self.temperature > 0.0) {
+            body["seed"] = (seed & i64::MAX as u64).into();
+        }
+    }
+}
+
 /// Where and how to reach a model.
 #[derive(Debug, Clone)]
 pub struct ChatConfig {
@@ -35,7 +77,6 @@ pub struct ChatConfig {
     pub max_retries: u32,
     /// The first retry waits this long; each further retry twice as long.
     pub backoff: Duration,
-    pub temperature: f64,
     /// Most requests in flight at once; more wait their turn (episodes run
     /// in parallel share one client).
     pub max_in_flight: usize,
@@ -53,7 +94,6 @@ impl ChatConfig {
             timeout: DEFAULT_TIMEOUT,
             max_retries: 6,
             backoff: Duration::from_secs(1),
-            temperature: 0.0,
             max_in_flight: 8,
         }
     }
@@ -338,10 +378,10 @@ impl ChatClient {
         *lock(&self.usage)
     }
 
-    /// The assistant's reply to `messages`.
+    /// The assistant's reply to `messages`, greedily sampled.
     pub fn complete(&self, messages: &[Message]) -> Result<String, ChatError> {
         let messages = serde_json::to_value(messages).expect("messages serialise");
-        let message = self.complete_message(&messages, None)?;
+        let message = self.complete_message(&messages, None, &Sampling::default())?;
         message
             .get("content")
             .and_then(Value::as_str)
@@ -352,16 +392,18 @@ impl ChatClient {
     }
 
     /// The assistant message (OpenAI JSON, possibly with `tool_calls`) that
-    /// answers `messages` (a JSON array of OpenAI messages), offering `tools`.
+    /// answers `messages` (a JSON array of OpenAI messages), offering
+    /// `tools`, sampled as `sampling` asks.
     pub fn complete_message(
         &self,
         messages: &Value,
         tools: Option<&Value>,
+        sampling: &Sampling,
     ) -> Result<Value, ChatError> {
         let started = Instant::now();
         let mut retries = 0;
         loop {
-            match self.request(messages, tools) {
+            match self.request(messages, tools, sampling) {
                 Err(err) if err.retryable() && retries < self.config.max_retries => {
                     std::thread::sleep(self.wait_before_retry(&err, retries));
                     retries += 1;
@@ -398,7 +440,12 @@ impl ChatClient {
     }
 
     /// One request, once fewer than `max_in_flight` are out.
-    fn request(&self, messages: &Value, tools: Option<&Value>) -> Result<Value, ChatError> {
+    fn request(
+        &self,
+        messages: &Value,
+        tools: Option<&Value>,
+        sampling: &Sampling,
+    ) -> Result<Value, ChatError> {
         let mut in_flight = self
             .slot_freed
             .wait_while(lock(&self.in_flight), |count| {
@@ -408,15 +455,21 @@ impl ChatClient {
         *in_flight += 1;
         drop(in_flight);
         lock(&self.usage).requests += 1;
-        let answer = self.send(messages, tools);
+        let answer = self.send(messages, tools, sampling);
         *lock(&self.in_flight) -= 1;
         self.slot_freed.notify_one();
         answer
     }
 
-    fn send(&self, messages: &Value, tools: Option<&Value>) -> Result<Value, ChatError> {
+    fn send(
+        &self,
+        messages: &Value,
+        tools: Option<&Value>,
+        sampling: &Sampling,
+    ) -> Result<Value, ChatError> {
         let url = self.config.completions_url();
-        let mut body = json!({"model": self.config.model, "messages": messages, "temperature": self.config.temperature});
+        let mut body = json!({"model": self.config.model, "messages": messages});
+        sampling.write(&mut body);
         if let Some(tools) =
             tools.filter(|tools| tools.as_array().is_some_and(|tools| !tools.is_empty()))
         {
@@ -549,6 +602,33 @@ mod tests {
             assert_eq!(extract_json(reply), Some(expected.clone()), "{reply}");
         }
         assert_eq!(extract_json("no json here"), None);
+    }
+
+    #[test]
+    fn sampling_asks_for_greedy_replies_unless_told_and_seeds_only_random_draws() {
+        let body = |sampling: Sampling| {
+            let mut body = json!({});
+            sampling.write(&mut body);
+            body
+        };
+        assert_eq!(body(Sampling::default()), json!({"temperature": 0.0}));
+        // Greedy replies need no seed.
+        let greedy = Sampling::default().at_turn(7, 3);
+        assert_eq!(body(greedy), json!({"temperature": 0.0}));
+        let sampled = Sampling {
+            temperature: 0.7,
+            top_p: Some(0.9),
+            seed: None,
+        };
+        assert_eq!(body(sampled), json!({"temperature": 0.7, "top_p": 0.9}));
+        let seeds: Vec<u64> = (0..50)
+            .map(|turn| body(sampled.at_turn(7, turn))["seed"].as_u64().unwrap())
+            .collect();
+        assert!(seeds.iter().all(|&seed| seed <= i64::MAX as u64));
+        let distinct: std::collections::BTreeSet<_> = seeds.iter().collect();
+        assert_eq!(distinct.len(), seeds.len(), "each turn draws afresh");
+        assert_eq!(sampled.at_turn(7, 3), sampled.at_turn(7, 3));
+        assert_ne!(sampled.at_turn(7, 3).seed, sampled.at_turn(8, 3).seed);
     }
 
     #[test]

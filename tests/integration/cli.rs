@@ -760,7 +760,7 @@ fn bad_input_gets_errors_that_name_the_problem() {
     for (args, says) in [
         (
             &["run", "--temperature", "0.7"][..],
-            "--temperature is for --policy model only",
+            "--temperature is for --policy model and --policy openai only",
         ),
         (
             &["run", "--policy", "random", "--from", "x.jsonl"],

@@ -297,6 +297,88 @@ fn a_remote_model_can_play_the_user() {
     );
 }
 
+#[test]
+fn remote_agents_and_users_sample_as_asked_with_seeds_drawn_from_the_episode() {
+    // Agent and user both say a line and the user then ends the dialogue;
+    // the agent is the one offered tools.
+    let server = StubServer::start(200, |_, _| completion("Fine. ###STOP###"));
+    let dir = tempfile::tempdir().unwrap();
+    let sent = |sampling: &[&str], out: &str| -> (Vec<Value>, Vec<Value>) {
+        let before = server.requests.lock().unwrap().len();
+        let mut args = vec!["eval", "--policy", "openai", "--user", "openai"];
+        args.extend(["--base-url", &server.url, "--model", "stub"]);
+        args.extend(["--tasks", "shop-01,shop-02", "--trials", "2", "--json"]);
+        let out = dir.path().join(out);
+        args.extend(["--out", out.to_str().unwrap()]);
+        args.extend(sampling);
+        let output = forge(&args);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let requests = server.requests.lock().unwrap()[before..].to_vec();
+        let sampled = |request: &Value| {
+            json!({
+                "temperature": request["temperature"],
+                "top_p": request["top_p"],
+                "seed": request["seed"],
+            })
+        };
+        let (agent, user): (Vec<&Value>, Vec<&Value>) = requests
+            .iter()
+            .partition(|request| request.get("tools").is_some());
+        let sorted = |requests: Vec<&Value>| {
+            let mut sampled: Vec<Value> = requests.into_iter().map(sampled).collect();
+            sampled.sort_by_key(Value::to_string);
+            sampled
+        };
+        (sorted(agent), sorted(user))
+    };
+
+    // Unasked, both are greedy and sent no seed.
+    let (agent, user) = sent(&[], "greedy");
+    assert_eq!(agent.len(), 4, "one agent turn in each of 4 episodes");
+    assert_eq!(user.len(), 8);
+    for request in agent.iter().chain(&user) {
+        assert_eq!(
+            request,
+            &json!({"temperature": 0.0, "top_p": null, "seed": null})
+        );
+    }
+
+    let flags = [
+        "--temperature",
+        "0.7",
+        "--top-p",
+        "0.9",
+        "--user-temperature",
+        "0.5",
+    ];
+    let (agent, user) = sent(&flags, "sampled");
+    assert!(agent.iter().all(|request| request["temperature"] == 0.7
+        && request["top_p"] == 0.9
+        && request["seed"].is_u64()));
+    assert!(user.iter().all(|request| request["temperature"] == 0.5
+        && request["top_p"].is_null()
+        && request["seed"].is_u64()));
+    // Every request draws with its own seed, and the same run draws the same.
+    let seeds: std::collections::BTreeSet<String> = agent
+        .iter()
+        .chain(&user)
+        .map(|request| request["seed"].to_string())
+        .collect();
+    assert_eq!(seeds.len(), 12);
+    assert_eq!(sent(&flags, "again"), (agent, user));
+
+    // Sampled otherwise, the evaluation's episodes are not resumed as its own.
+    let mut other = flags;
+    other[1] = "0.8";
+    let mut args = vec!["eval", "--policy", "openai", "--user", "openai"];
+    args.extend(["--base-url", &server.url, "--model", "stub"]);
+    args.extend(["--tasks", "shop-01,shop-02", "--trials", "2"]);
+    let out = dir.path().join("sampled");
+    args.extend(["--out", out.to_str().unwrap()]);
+    args.extend(other);
+    assert_refused(&forge(&args), "`endpoint.temperature`: 0.7 then, 0.8 now");
+}
+
 /// OpenAI's answer to a request longer than the model's context.
 fn past_the_context() -> (u16, String) {
     let error = json!({"error": {

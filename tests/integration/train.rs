@@ -1548,6 +1548,17 @@ fn rollouts_are_played_against_model_users_and_judged_by_a_model() {
             .all(|request| request["temperature"] == 0.7),
         "the remote user samples at user.temperature"
     );
+    // Each of its requests seeded apart: rollouts of a task draw apart.
+    let seeds: std::collections::BTreeSet<u64> = requests
+        .iter()
+        .filter(|request| request["model"] == "user-model")
+        .map(|request| request["seed"].as_u64().expect("a seed"))
+        .collect();
+    let asked = requests
+        .iter()
+        .filter(|request| request["model"] == "user-model")
+        .count();
+    assert_eq!(seeds.len(), asked);
     assert!(requests.iter().any(|request| {
         request["model"] == "judge-model"
             && request["messages"][1]["content"]

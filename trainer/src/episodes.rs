@@ -40,8 +40,12 @@ pub struct LocalPlay<'a> {
 pub enum UserPlayer<'a> {
     /// Each task's scripted user.
     Scripted,
-    /// A model behind an OpenAI-compatible endpoint.
-    Remote(&'a ChatClient),
+    /// A model behind an OpenAI-compatible endpoint, sampled as `sampling`
+    /// asks.
+    Remote {
+        client: &'a ChatClient,
+        sampling: forge_llm::Sampling,
+    },
     /// A local model (a GGUF file or a checkpoint directory; the policy's
     /// own, loaded once, when it is the same path), its turns decoded in
     /// batches beside the policy's, at `temperature`, at most `max_tokens`
@@ -110,7 +114,7 @@ impl OnBackend for Playing<'_, '_> {
         };
         let users = match spec.user {
             UserPlayer::Scripted => Users::Scripted,
-            UserPlayer::Remote(client) => Users::Remote(client),
+            UserPlayer::Remote { client, sampling } => Users::Remote { client, sampling },
             UserPlayer::Model {
                 name,
                 temperature,

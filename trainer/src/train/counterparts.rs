@@ -58,9 +58,8 @@ impl<B: Backend> Counterparts<B> {
         // Rollouts of a group differ by the user's sampling too.
         let user_client = (user.kind == UserKind::Openai)
             .then(|| {
-                let mut config =
+                let config =
                     ChatConfig::new(&user.base_url, &user.model).key_from_env(&user.api_key_env);
-                config.temperature = user.temperature;
                 ChatClient::new(config).context("the user's endpoint ([user])")
             })
             .transpose()?;
@@ -94,7 +93,13 @@ impl<B: Backend> Counterparts<B> {
                 temperature: self.user.temperature as f32,
                 max_tokens: self.user.max_new_tokens,
             },
-            (None, Some(client)) => Users::Remote(client),
+            (None, Some(client)) => Users::Remote {
+                client,
+                sampling: forge_llm::Sampling {
+                    temperature: self.user.temperature,
+                    ..Default::default()
+                },
+            },
             (None, None) => Users::Scripted,
         }
     }

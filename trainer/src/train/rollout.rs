@@ -110,8 +110,12 @@ pub enum Users<'a> {
         max_tokens: usize,
     },
     /// A model behind an OpenAI-compatible endpoint, briefed with the
-    /// environment's user guidelines and offered the user's own tools.
-    Remote(&'a ChatClient),
+    /// environment's user guidelines and offered the user's own tools,
+    /// sampled as `sampling` asks under each episode's user seed.
+    Remote {
+        client: &'a ChatClient,
+        sampling: forge_llm::Sampling,
+    },
 }
 
 /// Who decides whether an episode's user gave wrong or missing information.
@@ -130,8 +134,9 @@ enum Speaker {
     User,
 }
 
-/// A user model's seeds are apart from the policy's of the same episode.
-const USER_SEED: u64 = 0x05ee_d0f0_05e4;
+/// Mixed into an episode's seed for its user model's draws (local or at an
+/// endpoint), which then fall apart from the policy's.
+pub const USER_SEED: u64 = 0x05ee_d0f0_05e4;
 
 /// One episode to play: a task of an environment, prompted in a style, and
 /// the seed all its randomness derives from.
@@ -445,8 +450,9 @@ impl<'a> Script<'a> {
                         .with_guidelines(job.env.bundle().manifest.user_guidelines.as_deref()),
                 )
             }
-            Users::Remote(client) => Box::new(
+            Users::Remote { client, sampling } => Box::new(
                 RemoteUser::new(client, instruction())
+                    .sampled(sampling, job.seed ^ USER_SEED)
                     .with_guidelines(job.env.bundle().manifest.user_guidelines.as_deref()),
             ),
         }
