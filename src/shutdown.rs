@@ -36,20 +36,30 @@ pub const INTERRUPTED: u8 = 130;
 /// is too far off.
 pub fn flag(on_first: impl FnOnce() + Send + 'static) -> std::io::Result<Arc<AtomicBool>> {
     let flag = Arc::new(AtomicBool::new(false));
+    let set = Arc::clone(&flag);
+    on_signal(move |runtime| {
+        set.store(true, Ordering::Relaxed);
+        on_first();
+        runtime.block_on(signal());
+        std::process::exit(i32::from(INTERRUPTED));
+    })?;
+    Ok(flag)
+}
+
+/// Runs `then` on a thread of its own at the first Ctrl-C or SIGTERM, for
+/// work that blocks where no flag is polled (a read of stdin); `then` gets
+/// the runtime the signal was awaited on, to await another.
+pub fn on_signal(
+    then: impl FnOnce(&tokio::runtime::Runtime) + Send + 'static,
+) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let set = Arc::clone(&flag);
     std::thread::Builder::new()
         .name("forge-shutdown".into())
         .spawn(move || {
-            runtime.block_on(async {
-                signal().await;
-                set.store(true, Ordering::Relaxed);
-                on_first();
-                signal().await;
-                std::process::exit(i32::from(INTERRUPTED));
-            })
+            runtime.block_on(signal());
+            then(&runtime);
         })?;
-    Ok(flag)
+    Ok(())
 }

@@ -281,7 +281,14 @@ pub struct EpisodeRecord {
     pub policy_trace: Option<serde_json::Value>,
 }
 
-/// Appends episodes to a JSONL file.
+/// Appends episodes to a JSONL file, which it holds for this process: two
+/// writers of one file would tear each other's lines (and the second,
+/// opening it to append, could cut off as torn the line the first is
+/// writing). The hold is the operating system's advisory lock on the file,
+/// which dies with the process. Every line is written at the file's end,
+/// wherever that is by then: a file truncated under the writer (a log
+/// rotated by copy-then-truncate) goes on from its new end rather than
+/// from a hole of zeros.
 pub struct TrajectoryWriter {
     file: File,
     path: PathBuf,
@@ -294,7 +301,7 @@ impl TrajectoryWriter {
     /// episodes someone still needs.
     pub fn create(path: &Path) -> Result<Self> {
         refuse_directory(path)?;
-        let file = match OpenOptions::new().write(true).create_new(true).open(path) {
+        let file = match OpenOptions::new().append(true).create_new(true).open(path) {
             Ok(file) => file,
             // Said once, without the system's own "File exists".
             Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => bail!(
@@ -303,6 +310,7 @@ impl TrajectoryWriter {
             ),
             Err(err) => return Err(err).with_context(|| format!("creating {}", path.display())),
         };
+        hold(&file, path)?;
         Ok(Self {
             file,
             path: path.to_owned(),
@@ -322,6 +330,7 @@ impl TrajectoryWriter {
             .create(true)
             .open(path)
             .with_context(|| format!("opening {}", path.display()))?;
+        hold(&file, path)?;
         let len = file.metadata()?.len();
         if len > 0 {
             let mut first = String::new();
@@ -381,6 +390,21 @@ impl TrajectoryWriter {
             .write_all(&line)
             .and_then(|()| self.file.sync_data())
             .with_context(|| format!("writing to {}", self.path.display()))
+    }
+}
+
+/// Holds the trajectory file `path` (open as `file`) for this process, or
+/// says that another holds it.
+fn hold(file: &File, path: &Path) -> Result<()> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(std::fs::TryLockError::WouldBlock) => bail!(
+            "{} is being written by another forge process: let it finish, or choose another file",
+            path.display()
+        ),
+        Err(std::fs::TryLockError::Error(err)) => {
+            Err(err).with_context(|| format!("locking {}", path.display()))
+        }
     }
 }
 
@@ -508,6 +532,39 @@ mod tests {
              \"final_state_sha256\": \"s\", \"reward\": 1.0, \"state_match\": true, \
              \"outputs\": [], \"partial_credit\": 1.0{extra}}}\n"
         )
+    }
+
+    #[test]
+    fn one_writer_holds_a_file_and_writes_at_its_end_whatever_it_was_cut_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let record: EpisodeRecord = parse_record(record_line(FORMAT, "").as_bytes()).unwrap();
+        let mut writer = TrajectoryWriter::create(&path).unwrap();
+        writer.write(&record).unwrap();
+        let error = format!("{:#}", TrajectoryWriter::append(&path).err().unwrap());
+        assert!(
+            error.contains("t.jsonl is being written by another forge process"),
+            "{error}"
+        );
+        assert_eq!(read(&path).unwrap().episodes.len(), 1, "nothing was cut");
+        // Cut under the writer, as a log rotated by copy-then-truncate is.
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        writer.write(&record).unwrap();
+        let file = read(&path).unwrap();
+        assert_eq!(file.episodes.len(), 1);
+        assert!(!file.torn_tail);
+        drop(writer);
+        // Let go with its writer.
+        TrajectoryWriter::append(&path)
+            .unwrap()
+            .write(&record)
+            .unwrap();
+        assert_eq!(read(&path).unwrap().episodes.len(), 2);
     }
 
     #[test]

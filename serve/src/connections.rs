@@ -20,7 +20,8 @@ use tower_http::timeout::{RequestBodyTimeout, TimeoutError};
 
 /// Serves `router` on every connection `listener` accepts until `stopping`
 /// turns true; then stops accepting, lets each connection finish the
-/// request it is serving, and returns once all have closed. (An upgraded
+/// request it is serving, and returns once all have closed or the
+/// shutdown grace is over, dropping those still open. (An upgraded
 /// WebSocket is no longer hyper's, nor counted here: it watches `stopping`
 /// itself, and sessions are capped by the hub.)
 pub(crate) async fn accept(
@@ -72,7 +73,17 @@ pub(crate) async fn accept(
         });
     }
     drop(listener);
-    while connections.join_next().await.is_some() {}
+    let drained = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(options.shutdown_grace, drained)
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            connections = connections.len(),
+            "dropping the connections still open after {} s",
+            options.shutdown_grace.as_secs_f64()
+        );
+    }
 }
 
 /// Whether a body could not be read because the client paused sending it

@@ -41,6 +41,10 @@ pub struct HttpOptions {
     /// upgraded WebSocket leaves the count (its session counts against
     /// the hub's `max_sessions`).
     pub max_connections: usize,
+    /// How long shutting down waits for connections to finish the requests
+    /// they are serving before it drops them: a client that stalls or
+    /// trickles its request cannot hold the server up.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for HttpOptions {
@@ -49,6 +53,8 @@ impl Default for HttpOptions {
             max_request_bytes: 1 << 20,
             read_timeout: Duration::from_secs(30),
             max_connections: 1024,
+            // Well within the 30 s a container is given to stop.
+            shutdown_grace: Duration::from_secs(10),
         }
     }
 }
@@ -62,9 +68,10 @@ pub(crate) struct App {
     pub(crate) stopping: watch::Receiver<bool>,
 }
 
-/// Serves `hub` on `listener` until `shutdown` resolves; then lets in-flight
-/// requests finish, ends every session (judging and recording its episode)
-/// and returns.
+/// Serves `hub` on `listener` until `shutdown` resolves; then ends every
+/// session at once (judging and recording its episode, each after the
+/// request it is serving: a process killed soon after loses none), lets
+/// the requests in flight finish within the grace, and returns.
 pub async fn serve(
     hub: Arc<Hub>,
     listener: tokio::net::TcpListener,
@@ -83,15 +90,15 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
     });
     let stopping = app.stopping.clone();
-    tokio::spawn(async move {
+    let recorded = tokio::spawn(async move {
         shutdown.await;
-        tracing::info!("shutting down: finishing requests in flight");
+        tracing::info!("shutting down: recording every open episode");
         let _ = stop.send(true);
+        tokio::task::spawn_blocking(move || hub.shut_down()).await
     });
     connections::accept(listener, router(app), &options, stopping).await;
     reaper.abort();
-    // The episodes still open are ended and recorded.
-    let ended = tokio::task::spawn_blocking(move || hub.shut_down()).await?;
+    let ended = recorded.await??;
     tracing::info!(sessions = ended, "shut down; every episode recorded");
     Ok(())
 }

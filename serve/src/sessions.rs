@@ -633,7 +633,12 @@ impl Hub {
         id: &str,
         work: impl FnOnce(&mut Session) -> Result<T, ServeError>,
     ) -> Result<T, ServeError> {
-        let unknown = || ServeError::UnknownSession(id.into());
+        // Once shutting down has ended every session, a request for one is
+        // told why it is gone.
+        let unknown = || match self.closing.load(Ordering::Relaxed) {
+            true => ServeError::ShuttingDown,
+            false => ServeError::UnknownSession(id.into()),
+        };
         let session = self.table().get(id).cloned().ok_or_else(unknown)?;
         let mut session = match session.try_lock() {
             Ok(session) => session,

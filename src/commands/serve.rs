@@ -134,6 +134,14 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             held: true,
             ..OpenRequest::default()
         };
+        // Stopped (as MCP hosts stop their servers) while it waits on
+        // stdin, it records the open episodes before it goes.
+        let hub = Arc::new(hub);
+        let stopped = Arc::clone(&hub);
+        crate::shutdown::on_signal(move |_| {
+            stopped.shut_down();
+            std::process::exit(i32::from(crate::shutdown::INTERRUPTED));
+        })?;
         let stdin = std::io::stdin().lock();
         let stdout = std::io::stdout().lock();
         forge_serve::stdio::serve(&hub, &open, stdin, stdout, args.max_request_bytes)?;
@@ -146,6 +154,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             max_request_bytes: args.max_request_bytes,
             read_timeout: Duration::from_secs(args.read_timeout),
             max_connections: args.max_connections,
+            ..HttpOptions::default()
         },
         args.log_format,
     ))?;

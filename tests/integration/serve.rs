@@ -839,6 +839,49 @@ fn mcp_over_stdio_serves_an_episode_at_a_time_and_records_them() {
     // A task that is not there is refused before the conversation starts.
     let output = forge(&["serve", "--stdio", "--task", "nosuch"]);
     assert_refused(&output, "--task: no task `nosuch` here");
+
+    // Stopped as MCP hosts stop their servers, with stdin still open, it
+    // records its open episode before it goes.
+    let stopped = dir.path().join("stopped.jsonl");
+    let mut child = forge_command()
+        .args(["serve", "--stdio", "--task", "shop-01", "--out"])
+        .arg(&stopped)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut replies = BufReader::new(child.stdout.take().unwrap()).lines();
+    for message in [initialize.to_string(), initialized.to_string()] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    let asked = call(
+        2,
+        "find_user_by_email",
+        json!({"email": "ava.chen@example.com"}),
+    );
+    stdin.write_all(&asked).unwrap();
+    stdin.write_all(b"\n").unwrap();
+    // The initialize's reply, then the call's: the step is taken.
+    for _ in 0..2 {
+        replies.next().unwrap().unwrap();
+    }
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let episodes = std::fs::read_to_string(&stopped).unwrap();
+    let record: Value = serde_json::from_str(episodes.trim()).unwrap();
+    assert_eq!(record["termination"], "closed", "{record}");
+    assert_eq!(record["steps"].as_array().unwrap().len(), 1);
+    drop(stdin);
 }
 
 #[test]
@@ -987,9 +1030,24 @@ fn dropped_clients_and_idle_sessions_leak_nothing_and_shutdown_records_the_rest(
         example.to_str().unwrap(),
         "--idle-timeout",
         "2",
+        "--read-timeout",
+        "600",
         "--out",
         trajectories.to_str().unwrap(),
     ]);
+    // The file is the server's while it runs: another writer would tear
+    // its lines.
+    let appended = forge(&[
+        "run",
+        "--env",
+        example.to_str().unwrap(),
+        "--tasks",
+        "shop-01",
+        "--append",
+        "--out",
+        trajectories.to_str().unwrap(),
+    ]);
+    assert_refused(&appended, "is being written by another forge process");
     // Clients that vanish mid-episode, without a close frame.
     let sockets: Vec<Ws> = (0..20)
         .map(|_| {
@@ -1046,7 +1104,19 @@ fn dropped_clients_and_idle_sessions_leak_nothing_and_shutdown_records_the_rest(
         &server.url("/step"),
         &json!({"episode_id": id, "action": {"type": "call_tool", "tool_name": "get_user", "arguments": {"user_id": "u1"}}}),
     );
+    // A client stalled mid-request holds the shutdown up only for its
+    // grace, not for the read timeout.
+    let mut stalled = TcpStream::connect(server.base.trim_start_matches("http://")).unwrap();
+    stalled
+        .write_all(b"POST /reset HTTP/1.1\r\nHost: forge\r\nContent-Length: 100\r\n\r\n{")
+        .unwrap();
+    let stopping = Instant::now();
     assert!(server.terminate().success());
+    assert!(
+        stopping.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        stopping.elapsed()
+    );
     let records: Vec<Value> = std::fs::read_to_string(&trajectories)
         .unwrap()
         .lines()
