@@ -3,7 +3,7 @@
 //! content hash.
 
 use crate::agents::{AgentArgs, Agents, decimal};
-use crate::commands::hold;
+use crate::commands::{hold, leave_as_found};
 use crate::envs::EnvArgs;
 use crate::flags::{MOST_TRIALS, at_least_one, at_least_one_u64};
 use crate::metrics::{self, flip_rate, pass_hat_k};
@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use forge_runtime::differences::{Difference, differences};
 use forge_runtime::trajectory::{self, EpisodeRecord};
-use forge_runtime::{PreparedTask, Sandbox, TrajectoryWriter};
+use forge_runtime::{Environment, PreparedTask, Sandbox, TrajectoryWriter};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -75,13 +75,47 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         .out
         .join(env.content_hash())
         .join(label.replace(['/', ':', ' '], "_"));
+    // What this evaluation makes, innermost first: removed again if it
+    // fails before its first episode, so that nothing half-made is taken
+    // for a result (`forge compare`).
+    let made: Vec<PathBuf> = dir
+        .ancestors()
+        .take_while(|path| !path.as_os_str().is_empty() && !path.exists())
+        .map(Path::to_owned)
+        .collect();
+    let existed = made.is_empty();
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let _held = hold(&dir)?;
+    let outcome = evaluate(&args, &env, &agents, &tasks, &dir);
+    if outcome.is_err() && !played(&dir) {
+        leave_as_found(&dir, existed);
+        for parent in made.iter().skip(1) {
+            let _ = std::fs::remove_dir(parent);
+        }
+    }
+    outcome
+}
+
+/// Whether the evaluation in `dir` has recorded an episode.
+fn played(dir: &Path) -> bool {
+    std::fs::metadata(dir.join(TRAJECTORIES)).is_ok_and(|meta| meta.len() > 0)
+}
+
+/// Plays the evaluation's episodes not yet in `dir` (made, and held here)
+/// and writes its report there.
+fn evaluate(
+    args: &EvalArgs,
+    env: &Environment,
+    agents: &Agents,
+    tasks: &[&PreparedTask],
+    dir: &Path,
+) -> Result<ExitCode> {
+    let _held = hold(dir)?;
+    let label = agents.label();
     let trajectories = dir.join(TRAJECTORIES);
     let mut settings = agents.settings()?;
-    let max_turns = agents.max_turns(&args.play, &tasks)?;
+    let max_turns = agents.max_turns(&args.play, tasks)?;
     settings["max_turns"] = max_turns.into();
-    claim(&dir, &settings)?;
+    claim(dir, &settings)?;
 
     // Resume: an episode is identified by its task and seed (the settings
     // being the same).
@@ -109,7 +143,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     let mut writer = super::append_trajectories(&trajectories)?;
     let total = tasks.len() as u64 * args.trials;
     let progress = output::progress(total, args.json);
-    let episodes = agents.episodes(&args.play, &tasks, args.trials)?;
+    let episodes = agents.episodes(&args.play, tasks, args.trials)?;
     let pending: Vec<(&PreparedTask, u64)> = episodes
         .iter()
         .filter(|(task, seed)| !done.contains_key(&(task.task.id.clone(), *seed)))
@@ -119,14 +153,14 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     progress.inc(resumed as u64);
     let threads = args.concurrency as usize;
     let mut finished = resumed;
-    let played = agents.play(&env, &pending, max_turns, threads, |record| {
+    let result = agents.play(env, &pending, max_turns, threads, |record| {
         writer.write(&record)?;
         progress.inc(1);
         finished += 1;
         done.insert((record.task_id.clone(), record.seed), record);
         Ok(())
     });
-    if let Err(err) = played {
+    if let Err(err) = result {
         if finished == 0 {
             return Err(err);
         }
@@ -261,8 +295,7 @@ pub(crate) const REPORT: &str = "report.json";
 /// checkpoint) does not bar the next one from its directory.
 fn claim(dir: &Path, settings: &Value) -> Result<()> {
     let path = dir.join(SETTINGS);
-    let played = std::fs::metadata(dir.join(TRAJECTORIES)).is_ok_and(|meta| meta.len() > 0);
-    if !played {
+    if !played(dir) {
         return std::fs::write(&path, serde_json::to_vec_pretty(settings)?)
             .with_context(|| format!("writing {}", path.display()));
     }

@@ -144,6 +144,20 @@ fn models_dir() -> Result<PathBuf> {
         .join("models"))
 }
 
+/// `model` as a run records it: a relative path made absolute, so that the
+/// run resumes, and is compared, from any directory; a known model's name
+/// (and anything that is not a path here) as it is.
+pub(crate) fn anchored(model: &str) -> String {
+    let path = Path::new(model);
+    let known = KNOWN.iter().any(|known| known.name == model);
+    match std::path::absolute(path) {
+        Ok(absolute) if !known && path.is_relative() && path.exists() => {
+            absolute.display().to_string()
+        }
+        _ => model.to_owned(),
+    }
+}
+
 /// A path, or a known model's name resolved in the cache.
 pub(crate) fn resolve(model: &str) -> Result<PathBuf> {
     Ok(match KNOWN.iter().find(|known| known.name == model) {
@@ -406,6 +420,17 @@ fn inspect(args: &InspectArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_records_a_relative_model_path_absolute_and_a_name_as_it_is() {
+        // Tests run in the package's directory, which holds Cargo.toml.
+        let anchored_path = anchored("Cargo.toml");
+        assert!(Path::new(&anchored_path).is_absolute(), "{anchored_path}");
+        assert!(anchored_path.ends_with("Cargo.toml"));
+        assert_eq!(anchored(&anchored_path), anchored_path);
+        assert_eq!(anchored("smollm2-135m"), "smollm2-135m");
+        assert_eq!(anchored("no/such/model"), "no/such/model");
+    }
 
     #[test]
     fn gguf_metadata_reads_as_json_values() {

@@ -181,20 +181,47 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
     let _held = hold(run_dir)?;
     // Another process may have begun a run here between the look and the lock.
     refuse_if_taken()?;
+    // Stopped while it makes its environments or loads its model, a run
+    // leaves nothing behind either (a half-made directory could be neither
+    // resumed nor begun again); once it has recorded something, stopping
+    // is the trainer's, with a checkpoint.
+    let dir = run_dir.to_owned();
+    shutdown::on_signal(move |_| {
+        if !recorded(&dir) {
+            leave_as_found(&dir, existed);
+            eprintln!(
+                "stopped before the run began: {} is left as it was",
+                dir.display()
+            );
+            std::process::exit(i32::from(shutdown::INTERRUPTED));
+        }
+    })
+    .context("listening for Ctrl-C")?;
     let outcome = start(&args, config);
     // A run that failed before recording anything (a setting the backend
     // refuses, a model that does not load) leaves nothing behind.
-    let recorded = std::fs::metadata(run_dir.join(METRICS_FILE)).is_ok_and(|meta| meta.len() > 0);
-    if outcome.is_err() && !recorded {
+    if outcome.is_err() && !recorded(run_dir) {
         leave_as_found(run_dir, existed);
     }
     outcome
 }
 
+/// Whether the run in `run_dir` has recorded anything (its metrics).
+fn recorded(run_dir: &Path) -> bool {
+    std::fs::metadata(run_dir.join(METRICS_FILE)).is_ok_and(|meta| meta.len() > 0)
+}
+
 /// Trains in `args`' run directory (new and empty, or a run to resume),
 /// which [`run`] has made and holds.
-fn start(args: &TrainArgs, config: TrainConfig) -> Result<ExitCode> {
+fn start(args: &TrainArgs, mut config: TrainConfig) -> Result<ExitCode> {
     let run_dir = args.run_dir();
+    if !args.resume {
+        for model in [&mut config.model.init, &mut config.user.model] {
+            if model != "tiny" {
+                *model = crate::commands::model::anchored(model);
+            }
+        }
+    }
     let sandbox = Sandbox::with_defaults()?;
     let bundles = bundles(args, &config)?;
     let envs = bundles

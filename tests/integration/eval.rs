@@ -596,6 +596,19 @@ fn an_endpoint_that_fails_says_why_and_what_was_kept() {
         "{}",
         stderr(&output)
     );
+    // One that fails before its first episode leaves nothing behind, which
+    // `forge compare` would take for a result.
+    let never = dir.path().join("never");
+    let output = forge(
+        &[
+            &["eval"],
+            &agent[..10],
+            &["--tasks", "shop-03", "--out", never.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert_refused(&output, "answered HTTP 401");
+    assert!(!never.exists());
 
     // A request past --request-timeout fails at once, unretried.
     let slow = StubServer::start_slow(10, std::time::Duration::from_secs(3), |_, _| {

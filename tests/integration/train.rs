@@ -362,6 +362,54 @@ fn a_run_resumes_only_from_what_it_saved() {
     let bytes = std::fs::read(&state).unwrap();
     std::fs::write(&state, &bytes[..bytes.len() / 2]).unwrap();
     assert_refused(&resume(), "optimizer.bin: the file is damaged or cut short");
+    std::fs::write(&state, &bytes).unwrap();
+    // Weights damaged in place still parse: the checkpoint's seal tells.
+    let weights = run.join("checkpoints/step-000001/model.safetensors");
+    let good = std::fs::read(&weights).unwrap();
+    let mut damaged = good.clone();
+    let end = damaged.len() - 1;
+    damaged[end] ^= 0xff;
+    std::fs::write(&weights, &damaged).unwrap();
+    assert_refused(
+        &resume(),
+        "step-000001 is damaged: its files are not those written with it",
+    );
+    std::fs::write(&weights, &good).unwrap();
+    // Metrics cut short lose the steps the checkpoint holds: the run goes
+    // on, saying so.
+    let first_line = metrics.split(|&byte| byte == b'\n').next().unwrap();
+    std::fs::write(run.join("metrics.jsonl"), [first_line, b"\n"].concat()).unwrap();
+    let output = resume();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(
+            "note: metrics.jsonl ends at step 0, before the checkpoint's step 1 (it was cut \
+             short, edited or removed): the metrics of steps 1 to 1 are lost"
+        ),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn a_run_that_diverges_stops_at_the_first_gradient_that_is_no_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("huge.toml");
+    std::fs::write(
+        &config,
+        "[sft]\nlr = 1e12\nsteps = 20\n[rl]\nsteps = 0\n[optim]\ngrad_clip = 0\nwarmup_steps = 0\n",
+    )
+    .unwrap();
+    let run = dir.path().join("run");
+    let output = train(&as_strs(&smoke_args(config.to_str().unwrap(), &run)));
+    assert_refused(
+        &output,
+        "training diverged, and this update was not applied",
+    );
+    let said = stderr(&output);
+    assert!(said.contains("SFT step "), "{said}");
+    // The steps before it are kept: they were recorded.
+    assert!(run.join("metrics.jsonl").is_file());
 }
 
 #[test]
@@ -1099,10 +1147,12 @@ fn the_gpu_training_script_runs_on_the_cpu() {
             assert_eq!(row["heldout_before"].as_f64(), after_sft, "{row}");
         }
     }
-    assert!(
-        table.contains(&format!("{} start from sft's model", rl_runs.join(", "))),
-        "{table}"
-    );
+    for run in rl_runs {
+        assert!(
+            table.contains(&format!("{run} starts from sft's model at step 2")),
+            "{table}"
+        );
+    }
     // Each RL run against the SFT run, task by task on the held-out tasks
     // of their last evaluations.
     let against = compared["against_first"].as_array().unwrap();

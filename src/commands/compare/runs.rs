@@ -8,7 +8,9 @@ use super::paired::{Against, Pairing, Wording, write_against};
 use crate::output;
 use crate::plot::{self, Curve, Panel};
 use anyhow::{Context, Result};
-use forge_trainer::train::{CONFIG_FILE, METRICS_FILE, Metrics, episodes_path, read_metrics};
+use forge_trainer::train::{
+    CONFIG_FILE, METRICS_FILE, Metrics, checkpoint_step, episodes_path, read_metrics,
+};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,7 +28,8 @@ pub(super) fn compare(dirs: &[PathBuf], labels: &[String], bootstrap: usize) -> 
         .iter()
         .enumerate()
         .map(|(at, run)| {
-            let parent = parents[at].map(|parent| (labels[parent].as_str(), &runs[parent]));
+            let parent = parents[at]
+                .map(|parent| (labels[parent.run].as_str(), &runs[parent.run], parent.step));
             Row::new(&labels[at], run, parent)
         })
         .collect();
@@ -117,10 +120,10 @@ impl Run {
     }
 
     /// The evaluation a continuation starts from: its own at step 0, or
-    /// the last of the run it continues.
-    fn first_eval<'a>(&'a self, parent: Option<&'a Run>) -> Option<&'a Metrics> {
+    /// that of the run it continues at the step whose model it took.
+    fn first_eval<'a>(&'a self, parent: Option<(&'a Run, usize)>) -> Option<&'a Metrics> {
         self.eval_at(0)
-            .or_else(|| parent.and_then(|parent| parent.eval_at(parent.last_step())))
+            .or_else(|| parent.and_then(|(parent, step)| parent.eval_at(step)))
     }
 
     /// Each held-out task's outcome (1 solved, 0 not) in the evaluation at
@@ -171,9 +174,17 @@ impl std::fmt::Display for HeldOutTask {
     }
 }
 
+/// The run a continuation starts from, and the step whose model it took.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Parent {
+    run: usize,
+    step: usize,
+}
+
 /// For each run, the run among the others its `model.init` lies in (the
-/// run it continues), if any.
-fn parents(runs: &[Run]) -> Vec<Option<usize>> {
+/// run it continues), if any: from one of its checkpoints, at that
+/// checkpoint's step; from anything else in it (`final/`), at its last.
+fn parents(runs: &[Run]) -> Vec<Option<Parent>> {
     let dirs: Vec<Option<PathBuf>> = runs
         .iter()
         .map(|run| std::fs::canonicalize(&run.dir).ok())
@@ -183,16 +194,19 @@ fn parents(runs: &[Run]) -> Vec<Option<usize>> {
         .map(|(at, run)| {
             let init = run.init()?;
             dirs.iter().enumerate().find_map(|(other, dir)| {
-                let dir = dir.as_ref()?;
-                (other != at && init.starts_with(dir)).then_some(other)
+                let within = init.strip_prefix(dir.as_ref()?).ok()?;
+                (other != at).then(|| Parent {
+                    run: other,
+                    step: checkpoint_step(within).unwrap_or_else(|| runs[other].last_step()),
+                })
             })
         })
         .collect()
 }
 
 /// The step each run's curves start at on a shared axis: a continuation
-/// starts where the run it continues ended.
-fn offsets(runs: &[Run], parents: &[Option<usize>]) -> Vec<usize> {
+/// starts at the step of the model it took.
+fn offsets(runs: &[Run], parents: &[Option<Parent>]) -> Vec<usize> {
     (0..runs.len())
         .map(|at| {
             let mut offset = 0;
@@ -203,8 +217,8 @@ fn offsets(runs: &[Run], parents: &[Option<usize>]) -> Vec<usize> {
                 let Some(parent) = parents[current] else {
                     break;
                 };
-                offset += runs[parent].last_step();
-                current = parent;
+                offset += parent.step;
+                current = parent.run;
             }
             offset
         })
@@ -216,12 +230,13 @@ fn offsets(runs: &[Run], parents: &[Option<usize>]) -> Vec<usize> {
 struct Row {
     run: String,
     dir: PathBuf,
-    /// The run this one continues.
+    /// The run this one continues, and the step whose model it took.
     starts_from: Option<String>,
+    starts_from_step: Option<usize>,
     sft_steps: usize,
     rl_steps: usize,
-    /// Before the first step: the run's own evaluation at step 0, or the
-    /// final one of the run it continues.
+    /// Before the first step: the run's own evaluation at step 0, or that
+    /// of the run it continues at the step whose model it took.
     heldout_before: Option<f64>,
     /// At the end of the SFT stage (runs with one).
     heldout_after_sft: Option<f64>,
@@ -248,11 +263,11 @@ struct Row {
 }
 
 impl Row {
-    fn new(label: &str, run: &Run, parent: Option<(&str, &Run)>) -> Self {
+    fn new(label: &str, run: &Run, parent: Option<(&str, &Run, usize)>) -> Self {
         let sft: Vec<&Metrics> = run.lines("sft").collect();
         let rl: Vec<&Metrics> = run.lines("rl").collect();
         let steps: Vec<&Metrics> = sft.iter().chain(&rl).copied().collect();
-        let before = run.first_eval(parent.map(|(_, parent)| parent));
+        let before = run.first_eval(parent.map(|(_, parent, step)| (parent, step)));
         let after_sft = run
             .sft_steps_configured()
             .filter(|&steps| steps > 0)
@@ -266,7 +281,8 @@ impl Row {
         Self {
             run: label.to_owned(),
             dir: run.dir.clone(),
-            starts_from: parent.map(|(label, _)| label.to_owned()),
+            starts_from: parent.map(|(label, ..)| label.to_owned()),
+            starts_from_step: parent.map(|(.., step)| step),
             sft_steps: sft.len(),
             rl_steps: rl.len(),
             heldout_before: before.and_then(|eval| eval.heldout_success),
@@ -375,30 +391,16 @@ fn tables(rows: &[Row]) -> String {
          clipping. s: seconds."
     );
     write_by_environment(&mut text, rows);
-    let mut parents: Vec<&str> = Vec::new();
-    for parent in rows.iter().filter_map(|row| row.starts_from.as_deref()) {
-        if !parents.contains(&parent) {
-            parents.push(parent);
+    for row in rows {
+        if let (Some(parent), Some(step)) = (&row.starts_from, row.starts_from_step) {
+            let _ = writeln!(
+                text,
+                "{} starts from {parent}'s model at step {step}: `before` is the evaluation at \
+                 the start (the run's own at step 0, else {parent}'s at step {step}), and its \
+                 curves go on from there",
+                row.run
+            );
         }
-    }
-    for parent in parents {
-        let children: Vec<&str> = rows
-            .iter()
-            .filter(|row| row.starts_from.as_deref() == Some(parent))
-            .map(|row| row.run.as_str())
-            .collect();
-        let verb = if children.len() == 1 {
-            "starts"
-        } else {
-            "start"
-        };
-        let _ = writeln!(
-            text,
-            "{} {verb} from {parent}'s model: `before` is the evaluation at the start (the \
-             run's own at step 0, else {parent}'s at its last step), and the curves go on from \
-             {parent}'s last step",
-            children.join(", ")
-        );
     }
     text
 }
@@ -571,11 +573,19 @@ mod tests {
             vec![line("sft", 1), line("sft", 2), eval(2, 0.5)],
         );
         let child = run(json!({}), vec![rl(1, 0.3), rl(2, 0.7), eval(2, 0.75)]);
-        let row = Row::new("rl", &child, Some(("sft", &parent)));
+        let row = Row::new("rl", &child, Some(("sft", &parent, 2)));
         assert_eq!(row.starts_from.as_deref(), Some("sft"));
         assert_eq!(row.heldout_before, Some(0.5));
+        // From a checkpoint before the parent's end: its evaluation there.
+        let early = Row::new("rl", &child, Some(("sft", &parent, 0)));
+        assert_eq!(
+            early.heldout_before, None,
+            "sft was not evaluated at step 0"
+        );
         let runs = [parent, child];
-        assert_eq!(offsets(&runs, &[None, Some(0)]), vec![0, 2]);
+        let parent = |step| Some(Parent { run: 0, step });
+        assert_eq!(offsets(&runs, &[None, parent(2)]), vec![0, 2]);
+        assert_eq!(offsets(&runs, &[None, parent(1)]), vec![0, 1]);
         let rows = vec![Row::new("sft", &runs[0], None), row];
         let labels = ["sft".to_owned(), "rl".to_owned()];
         let panels = panels(&runs, &labels, &rows, &[0, 2]);
@@ -600,7 +610,7 @@ mod tests {
             vec![line("sft", 1), line("sft", 2), by(0.5, 0.25)],
         );
         let child = run(json!({}), vec![rl(1, 0.3), rl(2, 0.7), by(0.75, 0.5)]);
-        let row = Row::new("rl", &child, Some(("sft", &parent)));
+        let row = Row::new("rl", &child, Some(("sft", &parent, 2)));
         let (before, after) = (
             row.heldout_before_by_environment.as_ref().unwrap(),
             row.heldout_after_by_environment.as_ref().unwrap(),
@@ -674,6 +684,10 @@ mod tests {
             run(json!({}), vec![rl(3, 0.0)]),
             run(json!({}), vec![rl(5, 0.0)]),
         ];
-        assert_eq!(offsets(&runs, &[Some(1), Some(0)]), vec![8, 8]);
+        let cycle = [
+            Some(Parent { run: 1, step: 5 }),
+            Some(Parent { run: 0, step: 3 }),
+        ];
+        assert_eq!(offsets(&runs, &cycle), vec![8, 8]);
     }
 }

@@ -110,14 +110,105 @@ pub(super) fn append(path: &Path, metrics: &Metrics) -> Result<()> {
 }
 
 /// Leaves in the file at `path` the lines of steps up to `step`: those past
-/// a checkpoint are made again by the run resumed from it.
-pub(super) fn keep_until(path: &Path, step: usize) -> Result<()> {
+/// a checkpoint are made again by the run resumed from it. Returns what is
+/// amiss with the lines before it, for the run's user to be told: a file
+/// cut short, or gone, has lost the metrics of steps its checkpoint holds,
+/// which the run cannot make again.
+pub(super) fn keep_until(path: &Path, step: usize) -> Result<Option<String>> {
+    let read = match path.exists() {
+        true => forge_runtime::jsonl::read(
+            path,
+            "a metrics record",
+            forge_runtime::jsonl::parse::<Metrics>,
+        )?,
+        false => forge_runtime::jsonl::Records {
+            records: Vec::new(),
+            torn_tail: false,
+        },
+    };
     let mut text = String::new();
-    for metrics in read_metrics(path)? {
+    let mut last_step = 0;
+    for metrics in read.records {
         if metrics.step <= step {
+            if metrics.kind != "eval" {
+                last_step = last_step.max(metrics.step);
+            }
             text.push_str(&serde_json::to_string(&metrics)?);
             text.push('\n');
         }
     }
-    crate::checkpoint::write_atomically(path, text.as_bytes())
+    crate::checkpoint::write_atomically(path, text.as_bytes())?;
+    let name = path
+        .file_name()
+        .map_or(path.as_os_str(), |name| name)
+        .display();
+    let torn = if read.torn_tail {
+        ", its last line torn"
+    } else {
+        ""
+    };
+    Ok(if last_step < step {
+        Some(format!(
+            "{name} ends at step {last_step}, before the checkpoint's step {step} (it was cut \
+             short, edited or removed{torn}): the metrics of steps {} to {step} are lost, and \
+             curves and `forge compare` go without them",
+            last_step + 1
+        ))
+    } else if read.torn_tail {
+        Some(format!(
+            "{name} ended with a torn line (a process killed while writing it): it is cut off"
+        ))
+    } else {
+        None
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(kind: &str, step: usize) -> String {
+        let metrics = Metrics {
+            kind: kind.into(),
+            step,
+            ..Metrics::default()
+        };
+        serde_json::to_string(&metrics).unwrap() + "\n"
+    }
+
+    #[test]
+    fn resuming_keeps_the_steps_up_to_the_checkpoint_and_names_those_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metrics.jsonl");
+        let lines = [
+            line("eval", 0),
+            line("sft", 1),
+            line("sft", 2),
+            line("sft", 3),
+        ];
+        std::fs::write(&path, lines.concat()).unwrap();
+        assert_eq!(keep_until(&path, 2).unwrap(), None);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), lines[..3].concat());
+
+        // Cut short: steps the checkpoint holds have no metrics.
+        std::fs::write(&path, lines[..2].concat() + "{\"kind\": \"sf").unwrap();
+        let notice = keep_until(&path, 2).unwrap().unwrap();
+        assert!(
+            notice.contains(
+                "metrics.jsonl ends at step 1, before the checkpoint's step 2 (it was cut short, \
+                 edited or removed, its last line torn): the metrics of steps 2 to 2 are lost"
+            ),
+            "{notice}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), lines[..2].concat());
+
+        // Only the torn line of the step past the checkpoint.
+        std::fs::write(&path, lines[..3].concat() + "{\"kind\": \"sf").unwrap();
+        let notice = keep_until(&path, 2).unwrap().unwrap();
+        assert!(notice.contains("ended with a torn line"), "{notice}");
+
+        std::fs::remove_file(&path).unwrap();
+        let notice = keep_until(&path, 2).unwrap().unwrap();
+        assert!(notice.contains("ends at step 0"), "{notice}");
+    }
 }

@@ -48,11 +48,11 @@ use optimizer::AdamOptimizer;
 use rollout::{Job, Play, Rollout, Script, Users};
 use run_dir::{
     CHECKPOINTS, EPISODES, LATEST, METRICS, OPTIMIZER, POSITION, Position, REFERENCE, check_config,
-    checkpoint_name, read_latest, read_position, save_config,
+    check_seal, checkpoint_name, read_latest, read_position, save_config, seal,
 };
 /// A run directory's config (the one it was started with, which `--resume`
 /// keeps to) and metrics, as the CLI writes and `forge compare` reads them.
-pub use run_dir::{CONFIG as CONFIG_FILE, METRICS as METRICS_FILE, episodes_path};
+pub use run_dir::{CONFIG as CONFIG_FILE, METRICS as METRICS_FILE, checkpoint_step, episodes_path};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -259,6 +259,9 @@ pub struct Trainer<'a, B: AutodiffBackend> {
     position: Position,
     /// The step of the latest checkpoint, not to be written twice.
     checkpointed: Option<usize>,
+    /// What resuming found amiss in the run's metrics, told as the run
+    /// starts.
+    restored_notice: Option<String>,
 }
 
 /// The policy's name in the records of rollouts and evaluations.
@@ -286,7 +289,9 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let position = match (&latest, resume) {
             (Some(checkpoint), true) => {
                 check_config(checkpoint, &config)?;
-                read_position(checkpoint)?
+                let position = read_position(checkpoint)?;
+                check_seal(checkpoint)?;
+                position
             }
             (Some(_), false) => bail!(
                 "{} already holds a run: pass --resume to continue it, or choose another directory",
@@ -381,6 +386,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             device,
             position,
             checkpointed: latest.as_ref().map(|_| position.step),
+            restored_notice: None,
         };
         if let Some(checkpoint) = latest {
             trainer.restore(&checkpoint)?;
@@ -406,6 +412,9 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let stop_at = limits.max_steps.map(|steps| first_step + steps);
         let sft_steps = self.config.sft.steps;
         let total = self.total_steps();
+        if let Some(notice) = self.restored_notice.take() {
+            observer.notice(&notice);
+        }
         // A run resumed from a checkpoint at step 0 (stopped before its
         // first step) kept the evaluation it made then.
         if self.position.step == 0 && self.config.eval.at_start && self.checkpointed.is_none() {
@@ -538,7 +547,9 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             .lr_at(self.config.sft.lr, step, self.config.sft.steps);
         let (grads, stats) =
             objective::sft_gradients(&self.model, &sequences, self.config.optim.passes());
-        let grad_norm = self.apply(lr, grads);
+        let grad_norm = self
+            .apply(lr, grads)
+            .with_context(|| format!("SFT step {} (loss {})", step + 1, stats.loss))?;
         let seconds = started.elapsed().as_secs_f64();
         Ok(Metrics {
             kind: "sft".into(),
@@ -615,7 +626,10 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         // its task's others, or none kept) has no gradient: it updates
         // nothing, and its metrics carry no loss or gradient norm.
         let trained = valid_advantages.iter().any(|advantage| *advantage != 0.0);
-        let update = trained.then(|| self.update(&batch, lr));
+        let update = trained
+            .then(|| self.update(&batch, lr))
+            .transpose()
+            .with_context(|| format!("RL step {}", step + 1))?;
         let stats = update.map(|(stats, _)| stats);
         let train_seconds = train_started.elapsed().as_secs_f64();
         let rollouts = harvest.outcomes.len().max(1) as f64;
@@ -753,7 +767,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
     /// `rl.updates_per_batch` updates of the policy on `batch` at `lr`: the
     /// first update's loss statistics and gradient norm, with the tokens of
     /// all the updates and the clipped share of the last.
-    fn update(&mut self, batch: &[Scored], lr: f64) -> (LossStats, f64) {
+    fn update(&mut self, batch: &[Scored], lr: f64) -> Result<(LossStats, f64)> {
         let config = &self.config.rl;
         let surrogate = Surrogate {
             clip: config.clip,
@@ -768,7 +782,9 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 surrogate,
                 self.config.optim.passes(),
             );
-            let norm = self.apply(lr, grads);
+            let norm = self
+                .apply(lr, grads)
+                .with_context(|| format!("update {} (loss {})", update + 1, pass.loss))?;
             if update == 0 {
                 grad_norm = norm;
                 stats = pass;
@@ -777,7 +793,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 stats.clipped = pass.clipped;
             }
         }
-        (stats, grad_norm)
+        Ok((stats, grad_norm))
     }
 
     /// A new `episodes/<kind>-step-NNNNNN.jsonl`, replacing the file (and
@@ -795,14 +811,25 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
     }
 
     /// One AdamW step on `grads`, clipped to `optim.grad_clip`; returns
-    /// their norm before clipping.
-    fn apply(&mut self, lr: f64, mut grads: GradientsParams) -> f64 {
+    /// their norm before clipping. Gradients that are no longer numbers
+    /// (the run diverged) are refused, not applied: they would turn every
+    /// weight to NaN, and the run would go on learning nothing until an
+    /// evaluation failed on it.
+    fn apply(&mut self, lr: f64, mut grads: GradientsParams) -> Result<f64> {
         let norm = optimizer::grad_norm(&self.model, &grads);
+        if !norm.is_finite() {
+            bail!(
+                "the gradient's norm is {norm}: training diverged, and this update was not \
+                 applied (the checkpoints hold earlier steps' weights). A lower learning rate \
+                 (`sft.lr`, `rl.lr`) or clipping (`optim.grad_clip`) in a new run may keep it \
+                 from diverging"
+            );
+        }
         let max_norm = f64::from(self.config.optim.grad_clip);
         optimizer::clip_to_norm(&self.model, &mut grads, norm, max_norm);
         // Cloning a module shares its tensors; the step returns the updated one.
         self.model = self.optimizer.step(lr, self.model.clone(), grads);
-        norm
+        Ok(norm)
     }
 
     /// Greedy episodes of every held-out task; logs the success share. With
@@ -909,6 +936,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         optimizer::save(&self.optimizer, &dir.join(OPTIMIZER))?;
         save_config(&dir, &self.config)?;
         checkpoint::write_atomically(&dir.join(POSITION), &serde_json::to_vec(&self.position)?)?;
+        seal(&dir)?;
         // Only now does the checkpoint become the one to resume from.
         checkpoint::write_atomically(&self.dir.join(CHECKPOINTS).join(LATEST), name.as_bytes())?;
         self.checkpointed = Some(self.position.step);
@@ -932,7 +960,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         if self.position.step > sft_steps && self.config.rl.kl > 0.0 {
             self.reference = Some(self.load_reference()?);
         }
-        metrics::keep_until(&self.dir.join(METRICS), self.position.step)
+        self.restored_notice = metrics::keep_until(&self.dir.join(METRICS), self.position.step)?;
+        Ok(())
     }
 }
 

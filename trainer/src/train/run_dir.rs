@@ -16,6 +16,8 @@ pub(crate) const FINAL: &str = "final";
 pub(super) const LATEST: &str = "latest";
 pub(super) const OPTIMIZER: &str = "optimizer";
 pub(super) const POSITION: &str = "position.json";
+/// The sha256 of a checkpoint's files, written last ([`seal`]).
+pub(super) const SEAL: &str = "checkpoint.sha256";
 pub(super) const REFERENCE: &str = "reference";
 pub(super) const EPISODES: &str = "episodes";
 
@@ -100,9 +102,62 @@ pub(super) fn checkpoint_name(step: usize) -> String {
     format!("step-{step:06}")
 }
 
+/// The step whose model the path `within` a run directory holds, where it
+/// is one of the run's checkpoints (`checkpoints/step-NNNNNN`).
+pub fn checkpoint_step(within: &Path) -> Option<usize> {
+    let mut parts = within.components();
+    let (Some(checkpoints), Some(name), None) = (parts.next(), parts.next(), parts.next()) else {
+        return None;
+    };
+    (checkpoints.as_os_str() == CHECKPOINTS)
+        .then(|| step_of(name.as_os_str().to_str()?))
+        .flatten()
+}
+
 /// The step a checkpoint's directory name (`step-NNNNNN`) stands for.
 fn step_of(name: &str) -> Option<usize> {
     name.strip_prefix("step-")?.parse().ok()
+}
+
+/// Writes the sha256 of `checkpoint`'s model files (its weights, config,
+/// tokenizer and position; a LoRA run's adapters too), which resuming
+/// checks: a damaged weight file that still parses would otherwise resume
+/// silently into a run that learns nothing. (The optimizer state checks
+/// itself.)
+pub(super) fn seal(checkpoint: &Path) -> Result<()> {
+    crate::checkpoint::write_atomically(
+        &checkpoint.join(SEAL),
+        checkpoint_digest(checkpoint)?.as_bytes(),
+    )
+}
+
+/// Refuses to resume from `checkpoint` when its files are not those
+/// [`seal`] hashed; one written before checkpoints were sealed is taken as
+/// it is.
+pub(super) fn check_seal(checkpoint: &Path) -> Result<()> {
+    let Ok(sealed) = std::fs::read_to_string(checkpoint.join(SEAL)) else {
+        return Ok(());
+    };
+    if sealed.trim() != checkpoint_digest(checkpoint)? {
+        bail!(
+            "{} is damaged: its files are not those written with it ({SEAL} holds another \
+             sha256), so the run cannot resume from it (an earlier checkpoint in {} may do: \
+             name it in {})",
+            checkpoint.display(),
+            CHECKPOINTS,
+            checkpoint.with_file_name(LATEST).display()
+        );
+    }
+    Ok(())
+}
+
+fn checkpoint_digest(checkpoint: &Path) -> Result<String> {
+    let mut digest = crate::checkpoint::files_digest(checkpoint)?;
+    let adapters = checkpoint.join(crate::checkpoint::ADAPTER_DIR);
+    if adapters.is_dir() {
+        digest = format!("{digest} {}", crate::checkpoint::files_digest(&adapters)?);
+    }
+    Ok(digest)
 }
 
 /// The position of `checkpoint`, which must be the step its directory is
@@ -195,6 +250,17 @@ fn changed_settings(then: &TrainConfig, now: &TrainConfig) -> Result<Vec<Differe
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_checkpoint_is_known_by_its_place_in_the_run() {
+        let step = |path: &str| checkpoint_step(Path::new(path));
+        assert_eq!(step("checkpoints/step-000100"), Some(100));
+        assert_eq!(step("final"), None);
+        assert_eq!(step("checkpoints"), None);
+        assert_eq!(step("checkpoints/step-000100/model.safetensors"), None);
+        assert_eq!(step("elsewhere/step-000100"), None);
+        assert_eq!(step("checkpoints/latest"), None);
+    }
 
     #[test]
     fn a_changed_setting_is_named_but_a_moved_endpoint_is_not() {
