@@ -201,10 +201,16 @@ fn initialize(hub: &Hub, open: &OpenRequest, id: &Value, params: &Value) -> Repl
             "serverInfo": {"name": "forge", "version": env!("CARGO_PKG_VERSION")},
             "instructions": format!(
                 "You are the agent of an episode of task `{}` in environment `{}`. \
-                 Use the tools to serve the user; talk to the user with `{MESSAGE_TOOL}`. \
+                 Use the tools to serve the user; talk to the user with `{MESSAGE_TOOL}`.{}\n\n\
                  The user says:\n\n{}",
                 opened.task_id,
                 opened.env,
+                opened
+                    .instructions
+                    .as_ref()
+                    .map_or_else(String::new, |rules| format!(
+                        " The environment's rules:\n\n{rules}"
+                    )),
                 opening
             ),
         }),

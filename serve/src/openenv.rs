@@ -249,6 +249,9 @@ fn step_result(mut fields: Value, observation: &Observation) -> Value {
         "step_count": observation.step_count,
         "messages": observation.messages,
     });
+    if let Some(instructions) = &observation.instructions {
+        fields["metadata"]["instructions"] = instructions.as_str().into();
+    }
     json!({"observation": fields, "reward": observation.reward, "done": observation.done})
 }
 

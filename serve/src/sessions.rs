@@ -109,6 +109,11 @@ pub struct Observation {
     pub session_id: String,
     pub env: String,
     pub task_id: String,
+    /// On a reset's observation, the environment's rules for its agent (a
+    /// benchmark's policy, a synthesized environment's description): what
+    /// `forge run` gives an agent as its system prompt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
     /// Messages the agent has not seen yet: the user's, and tool results
     /// (OpenAI chat format).
     pub messages: Vec<ChatMessage>,
@@ -346,7 +351,9 @@ impl Hub {
             held: held || request.held,
             closed: false,
         };
-        let observation = self.observe(&id, &mut session, None);
+        let mut observation = self.observe(&id, &mut session, None);
+        let rules = &session.task.env.bundle().manifest.description;
+        observation.instructions = Some(rules.clone()).filter(|rules| !rules.trim().is_empty());
         let (replaced, evicted) = {
             let mut table = self.table();
             // Checked under the table's lock, which shutting down holds
@@ -737,6 +744,7 @@ impl Hub {
             session_id: id.into(),
             env: session.task.env.name().into(),
             task_id: session.task.task().task.id.clone(),
+            instructions: None,
             messages,
             result,
             done,

@@ -44,7 +44,8 @@ pub struct ServeArgs {
         conflicts_with_all = ["host", "port", "max_sessions", "idle_timeout", "read_timeout", "max_connections"]
     )]
     stdio: bool,
-    /// With `--stdio`: the task (`env/task`, or its id); the first task otherwise.
+    /// With `--stdio`: the task of every episode (`env/task`, or its id);
+    /// without it, each episode takes the next task in turn.
     #[arg(long)]
     task: Option<String>,
     /// Most sessions open at once.

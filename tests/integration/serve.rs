@@ -183,6 +183,14 @@ fn an_openenv_websocket_episode_scores_and_replays_byte_identically() {
     let task = example_task("shop-02");
     assert_eq!(metadata["messages"][0]["content"], task["instruction"]);
     assert_eq!(reset["data"]["done"], false);
+    // The environment's rules come with the reset, as `forge run` gives
+    // them to its agents.
+    assert!(
+        metadata["instructions"]
+            .as_str()
+            .is_some_and(|rules| rules.starts_with("Customer service for an online shop")),
+        "{metadata}"
+    );
 
     let tools = ws.step(json!({"type": "list_tools"}));
     let names: Vec<&str> = tools["observation"]["tools"]
@@ -635,6 +643,13 @@ fn mcp_clients_list_and_call_an_episodes_tools() {
             .as_str()
             .unwrap()
             .contains(example_task("shop-01")["instruction"].as_str().unwrap())
+    );
+    assert!(
+        init["result"]["instructions"]
+            .as_str()
+            .unwrap()
+            .contains("The environment's rules:\n\nCustomer service for an online shop"),
+        "{init}"
     );
 
     let rpc = |message: Value| {
