@@ -434,7 +434,8 @@ impl Agents {
             client,
             remote_agent: forge_llm::Sampling {
                 temperature: args.temperature.map_or(0.0, decimal),
-                top_p: args.top_p.map(decimal),
+                // A mass of 1 samples as the endpoint does unasked.
+                top_p: args.top_p.map(decimal).filter(|&mass| mass < 1.0),
                 seed: None,
             },
             remote_user: forge_llm::Sampling {

@@ -13,6 +13,7 @@ pub mod canonical;
 pub mod differences;
 pub mod environment;
 pub mod episode;
+pub mod hold;
 pub mod jsonl;
 pub mod parallel;
 pub mod policy;

@@ -16,8 +16,8 @@ use std::sync::mpsc;
 /// each result to `finished` on this thread as it comes, in the order the
 /// jobs end (in order on one thread). Once a job or `finished` fails no
 /// further job is started; those already started finish and are handed on
-/// too (finished work is not thrown away), and the error of the
-/// lowest-indexed job that failed is returned.
+/// too (finished work is not thrown away) unless `finished` itself failed,
+/// and the error of the lowest-indexed job that failed is returned.
 pub fn in_parallel<J: Copy + Send + Sync, R: Send>(
     jobs: &[J],
     threads: usize,
@@ -47,8 +47,20 @@ pub fn in_parallel<J: Copy + Send + Sync, R: Send>(
         }
         drop(sender);
         let mut first_failure: Option<(usize, anyhow::Error)> = None;
+        // Once `finished` has failed it is handed nothing more: a writer
+        // that failed mid-line would go on after a torn one.
+        let mut sink_failed = false;
         for (index, result) in results {
-            if let Err(err) = result.and_then(&mut finished) {
+            let handed = match result {
+                Ok(value) if !sink_failed => {
+                    let handed = finished(value);
+                    sink_failed = handed.is_err();
+                    handed
+                }
+                Ok(_) => Ok(()),
+                Err(err) => Err(err),
+            };
+            if let Err(err) = handed {
                 failed.store(true, Ordering::Relaxed);
                 keep_lowest(&mut first_failure, index, err);
             }
@@ -111,6 +123,8 @@ mod tests {
                     while !*five_failed.lock().unwrap() {
                         std::thread::yield_now();
                     }
+                    // Long after job 5's error has reached the caller.
+                    std::thread::sleep(std::time::Duration::from_millis(200));
                     bail!("job 2")
                 }
                 _ => Ok(job),
@@ -119,6 +133,11 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.to_string(), "job 2");
+        let mut first = None;
+        keep_lowest(&mut first, 5, anyhow::anyhow!("5"));
+        keep_lowest(&mut first, 2, anyhow::anyhow!("2"));
+        keep_lowest(&mut first, 3, anyhow::anyhow!("3"));
+        assert_eq!(first.map(|(index, _)| index), Some(2));
     }
 
     #[test]
@@ -155,13 +174,18 @@ mod tests {
     }
 
     #[test]
-    fn the_sink_failing_fails_the_run() {
+    fn the_sink_failing_fails_the_run_and_is_handed_nothing_more() {
         let jobs: Vec<u32> = (0..10).collect();
-        let err = in_parallel(&jobs, 2, Ok, |job| match job {
-            3 => bail!("could not write job 3"),
-            _ => Ok(()),
+        let mut handed = Vec::new();
+        let err = in_parallel(&jobs, 1, Ok, |job| {
+            handed.push(job);
+            match job {
+                3 => bail!("could not write job 3"),
+                _ => Ok(()),
+            }
         })
         .unwrap_err();
         assert_eq!(err.to_string(), "could not write job 3");
+        assert_eq!(handed, [0, 1, 2, 3]);
     }
 }

@@ -281,11 +281,10 @@ pub struct EpisodeRecord {
     pub policy_trace: Option<serde_json::Value>,
 }
 
-/// Appends episodes to a JSONL file, which it holds for this process: two
-/// writers of one file would tear each other's lines (and the second,
-/// opening it to append, could cut off as torn the line the first is
-/// writing). The hold is the operating system's advisory lock on the file,
-/// which dies with the process. Every line is written at the file's end,
+/// Appends episodes to a JSONL file, which it holds for this process
+/// ([`crate::hold`]): two writers of one file would tear each other's
+/// lines (and the second, opening it to append, could cut off as torn the
+/// line the first is writing). Every line is written at the file's end,
 /// wherever that is by then: a file truncated under the writer (a log
 /// rotated by copy-then-truncate) goes on from its new end rather than
 /// from a hole of zeros.
@@ -310,7 +309,7 @@ impl TrajectoryWriter {
             ),
             Err(err) => return Err(err).with_context(|| format!("creating {}", path.display())),
         };
-        hold(&file, path)?;
+        crate::hold::hold(&file, path, "file")?;
         Ok(Self {
             file,
             path: path.to_owned(),
@@ -330,7 +329,7 @@ impl TrajectoryWriter {
             .create(true)
             .open(path)
             .with_context(|| format!("opening {}", path.display()))?;
-        hold(&file, path)?;
+        crate::hold::hold(&file, path, "file")?;
         let len = file.metadata()?.len();
         if len > 0 {
             let mut first = String::new();
@@ -390,21 +389,6 @@ impl TrajectoryWriter {
             .write_all(&line)
             .and_then(|()| self.file.sync_data())
             .with_context(|| format!("writing to {}", self.path.display()))
-    }
-}
-
-/// Holds the trajectory file `path` (open as `file`) for this process, or
-/// says that another holds it.
-fn hold(file: &File, path: &Path) -> Result<()> {
-    match file.try_lock() {
-        Ok(()) => Ok(()),
-        Err(std::fs::TryLockError::WouldBlock) => bail!(
-            "{} is being written by another forge process: let it finish, or choose another file",
-            path.display()
-        ),
-        Err(std::fs::TryLockError::Error(err)) => {
-            Err(err).with_context(|| format!("locking {}", path.display()))
-        }
     }
 }
 
@@ -543,7 +527,7 @@ mod tests {
         writer.write(&record).unwrap();
         let error = format!("{:#}", TrajectoryWriter::append(&path).err().unwrap());
         assert!(
-            error.contains("t.jsonl is being written by another forge process"),
+            error.contains("t.jsonl is in use by another forge process"),
             "{error}"
         );
         assert_eq!(read(&path).unwrap().episodes.len(), 1, "nothing was cut");

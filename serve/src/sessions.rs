@@ -204,6 +204,8 @@ pub struct Hub {
     in_turn: HashMap<Option<String>, AtomicU64>,
     id_salt: u64,
     closing: AtomicBool,
+    /// Held while [`Hub::shut_down`] ends the sessions.
+    shutting_down: Mutex<()>,
     /// Places promised to connections that have yet to open their session:
     /// they count against `--max-sessions` for every other opening.
     waiting: Arc<AtomicUsize>,
@@ -232,6 +234,7 @@ impl Hub {
             in_turn,
             id_salt: rand::random(),
             closing: AtomicBool::new(false),
+            shutting_down: Mutex::new(()),
             waiting: Arc::default(),
         }
     }
@@ -618,8 +621,14 @@ impl Hub {
     }
 
     /// Refuses new sessions and ends every open one (their episodes are
-    /// judged and written): the last act of a graceful shutdown.
+    /// judged and written), as a server stops. A second caller (a signal
+    /// while stdin's end shuts a stdio server down) waits until the first
+    /// has written every episode.
     pub fn shut_down(&self) -> usize {
+        let _one_at_a_time = self
+            .shutting_down
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let sessions: Vec<Arc<Mutex<Session>>> = {
             let mut table = self.table();
             self.closing.store(true, Ordering::Relaxed);
@@ -650,6 +659,9 @@ impl Hub {
         let mut session = match session.try_lock() {
             Ok(session) => session,
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) if self.closing.load(Ordering::Relaxed) => {
+                return Err(ServeError::ShuttingDown);
+            }
             Err(TryLockError::WouldBlock) => return Err(ServeError::Busy(id.into())),
         };
         if session.closed {

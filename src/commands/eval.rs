@@ -3,7 +3,7 @@
 //! content hash.
 
 use crate::agents::{AgentArgs, Agents, decimal};
-use crate::commands::{hold, leave_as_found};
+use crate::commands::{hold, leave_as_found, non_empty};
 use crate::envs::EnvArgs;
 use crate::flags::{MOST_TRIALS, at_least_one, at_least_one_u64};
 use crate::metrics::{self, flip_rate, pass_hat_k};
@@ -85,6 +85,9 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         .collect();
     let existed = made.is_empty();
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Held until the cleanup is done: a directory another process holds
+    // is refused, and left to it.
+    let held = hold(&dir)?;
     let outcome = evaluate(&args, &env, &agents, &tasks, &dir);
     if outcome.is_err() && !played(&dir) {
         leave_as_found(&dir, existed);
@@ -92,16 +95,17 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
             let _ = std::fs::remove_dir(parent);
         }
     }
+    drop(held);
     outcome
 }
 
 /// Whether the evaluation in `dir` has recorded an episode.
 fn played(dir: &Path) -> bool {
-    std::fs::metadata(dir.join(TRAJECTORIES)).is_ok_and(|meta| meta.len() > 0)
+    non_empty(&dir.join(TRAJECTORIES))
 }
 
-/// Plays the evaluation's episodes not yet in `dir` (made, and held here)
-/// and writes its report there.
+/// Plays the evaluation's episodes not yet in `dir` (made and held by the
+/// caller) and writes its report there.
 fn evaluate(
     args: &EvalArgs,
     env: &Environment,
@@ -109,7 +113,6 @@ fn evaluate(
     tasks: &[&PreparedTask],
     dir: &Path,
 ) -> Result<ExitCode> {
-    let _held = hold(dir)?;
     let label = agents.label();
     let trajectories = dir.join(TRAJECTORIES);
     let mut settings = agents.settings()?;

@@ -41,23 +41,17 @@ pub(crate) fn holds_files(dir: &Path) -> Result<bool> {
     Ok(entries.next().is_some())
 }
 
-/// Holds `dir` for this process until the returned handle is dropped. Two
-/// processes writing one run or evaluation directory would interleave their
-/// records and replace each other's files, losing what one of them did. The
-/// lock is the operating system's advisory lock on the directory itself: it
-/// leaves no file behind and dies with the process.
+/// Holds `dir` for this process ([`forge_runtime::hold`]) until the
+/// returned handle is dropped.
 pub(crate) fn hold(dir: &Path) -> Result<std::fs::File> {
     let handle = std::fs::File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
-    match handle.try_lock() {
-        Ok(()) => Ok(handle),
-        Err(std::fs::TryLockError::WouldBlock) => bail!(
-            "{} is in use by another forge process: let it finish, or choose another directory",
-            dir.display()
-        ),
-        Err(std::fs::TryLockError::Error(err)) => {
-            Err(err).with_context(|| format!("locking {}", dir.display()))
-        }
-    }
+    forge_runtime::hold::hold(&handle, dir, "directory")?;
+    Ok(handle)
+}
+
+/// Whether `path` is a file with something in it.
+pub(crate) fn non_empty(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|meta| meta.len() > 0)
 }
 
 /// Leaves `dir`, which a command that failed was writing into, as the

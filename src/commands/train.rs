@@ -1,6 +1,6 @@
 //! `forge train`: SFT then ERPO on environments, into a run directory.
 
-use crate::commands::{hold, holds_files, leave_as_found};
+use crate::commands::{hold, holds_files, leave_as_found, non_empty};
 use crate::envs::Source;
 use crate::flags::{self, at_least_one_u64};
 use crate::plot::{self, Curve, Panel};
@@ -21,6 +21,9 @@ use forge_trainer::train::{
 use indicatif::ProgressBar;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// The tiny domain of the smoke run: one call per task, short prompts.
@@ -156,9 +159,10 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let run_dir = args.run_dir();
+    let stop = Stop::listen()?;
     if args.resume {
         let _held = hold(run_dir)?;
-        return start(&args, config);
+        return stopped_before_begun(start(&args, config, &stop), run_dir);
     }
     let existed = run_dir.exists();
     let refuse_if_taken = || {
@@ -181,43 +185,96 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
     let _held = hold(run_dir)?;
     // Another process may have begun a run here between the look and the lock.
     refuse_if_taken()?;
-    // Stopped while it makes its environments or loads its model, a run
-    // leaves nothing behind either (a half-made directory could be neither
-    // resumed nor begun again); once it has recorded something, stopping
-    // is the trainer's, with a checkpoint.
-    let dir = run_dir.to_owned();
-    shutdown::on_signal(move |_| {
-        if !recorded(&dir) {
-            leave_as_found(&dir, existed);
-            eprintln!(
-                "stopped before the run began: {} is left as it was",
-                dir.display()
-            );
-            std::process::exit(i32::from(shutdown::INTERRUPTED));
-        }
-    })
-    .context("listening for Ctrl-C")?;
-    let outcome = start(&args, config);
-    // A run that failed before recording anything (a setting the backend
-    // refuses, a model that does not load) leaves nothing behind.
+    let outcome = start(&args, config, &stop);
+    // A run that failed, or was stopped, before recording anything (a
+    // setting the backend refuses, a model that does not load, Ctrl-C while
+    // its environments are made) leaves nothing behind: a half-made
+    // directory could be neither resumed nor begun again.
     if outcome.is_err() && !recorded(run_dir) {
         leave_as_found(run_dir, existed);
     }
-    outcome
+    stopped_before_begun(outcome, run_dir)
+}
+
+/// Ctrl-C and SIGTERM during a run. Before it begins (its environments
+/// being made, its models found) the run stops at the next point it looks
+/// ([`StoppedBeforeBegun`]); once begun, the trainer stops after the step
+/// under way, with a checkpoint. A second signal quits at once.
+struct Stop {
+    flag: Arc<AtomicBool>,
+    /// The run's progress bar, once it has begun.
+    begun: Arc<OnceLock<ProgressBar>>,
+}
+
+impl Stop {
+    fn listen() -> Result<Self> {
+        let begun = Arc::new(OnceLock::<ProgressBar>::new());
+        let told = Arc::clone(&begun);
+        let flag = shutdown::flag(move || match told.get() {
+            Some(bar) => bar.suspend(|| {
+                eprintln!(
+                    "stopping after this step, with a checkpoint to --resume from (again to \
+                     quit at once)"
+                )
+            }),
+            None => eprintln!("stopping before the run begins (again to quit at once)"),
+        })
+        .context("listening for Ctrl-C")?;
+        Ok(Self { flag, begun })
+    }
+
+    /// The run begins, shown by `bar`, unless a signal came first.
+    fn begin(&self, bar: &ProgressBar) -> Result<()> {
+        if self.flag.load(Ordering::Relaxed) {
+            return Err(StoppedBeforeBegun.into());
+        }
+        let _ = self.begun.set(bar.clone());
+        Ok(())
+    }
+}
+
+/// Ctrl-C or SIGTERM came before the run began.
+#[derive(Debug)]
+struct StoppedBeforeBegun;
+
+impl std::fmt::Display for StoppedBeforeBegun {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("stopped before the run began")
+    }
+}
+
+impl std::error::Error for StoppedBeforeBegun {}
+
+/// `outcome`, where a run stopped before it began exits as a stopped run
+/// does (status 130), saying so.
+fn stopped_before_begun(outcome: Result<ExitCode>, run_dir: &Path) -> Result<ExitCode> {
+    match outcome {
+        Err(err) if err.is::<StoppedBeforeBegun>() => {
+            eprintln!("{err}: {} is left as it was", run_dir.display());
+            Ok(ExitCode::from(shutdown::INTERRUPTED))
+        }
+        outcome => outcome,
+    }
 }
 
 /// Whether the run in `run_dir` has recorded anything (its metrics).
 fn recorded(run_dir: &Path) -> bool {
-    std::fs::metadata(run_dir.join(METRICS_FILE)).is_ok_and(|meta| meta.len() > 0)
+    non_empty(&run_dir.join(METRICS_FILE))
 }
 
 /// Trains in `args`' run directory (new and empty, or a run to resume),
 /// which [`run`] has made and holds.
-fn start(args: &TrainArgs, mut config: TrainConfig) -> Result<ExitCode> {
+fn start(args: &TrainArgs, mut config: TrainConfig, stop: &Stop) -> Result<ExitCode> {
     let run_dir = args.run_dir();
     if !args.resume {
-        for model in [&mut config.model.init, &mut config.user.model] {
-            if model != "tiny" {
+        // A remote user's model is a name at its endpoint, whatever files
+        // are here.
+        let local_user = config.user.kind == UserKind::Model;
+        for (model, local) in [
+            (&mut config.model.init, true),
+            (&mut config.user.model, local_user),
+        ] {
+            if local && model != "tiny" {
                 *model = crate::commands::model::anchored(model);
             }
         }
@@ -238,19 +295,14 @@ fn start(args: &TrainArgs, mut config: TrainConfig) -> Result<ExitCode> {
         }
         _ => None,
     };
+    let mut observer = Progress::new(config.sft.steps + config.rl.steps, args.json);
+    if let Err(stopped) = stop.begin(&observer.bar) {
+        observer.bar.finish_and_clear();
+        return Err(stopped);
+    }
     if !args.resume {
         std::fs::write(run_dir.join(CONFIG_FILE), toml::to_string(&config)?)?;
     }
-    let mut observer = Progress::new(config.sft.steps + config.rl.steps, args.json);
-    let bar = observer.bar.clone();
-    let interrupt = shutdown::flag(move || {
-        bar.suspend(|| {
-            eprintln!(
-                "stopping after this step, with a checkpoint to --resume from (again to quit at once)"
-            )
-        })
-    })
-    .context("listening for Ctrl-C")?;
     let spec = RunSpec {
         config,
         dir: run_dir,
@@ -260,7 +312,7 @@ fn start(args: &TrainArgs, mut config: TrainConfig) -> Result<ExitCode> {
         resume: args.resume,
         max_steps: args.max_steps.map(|steps| steps as usize),
         time_limit: args.time_limit,
-        interrupt: Some(&interrupt),
+        interrupt: Some(&stop.flag),
         accelerator: args.device.accelerator(),
     };
     let summary = train(spec, &mut observer)?;

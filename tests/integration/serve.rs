@@ -890,7 +890,17 @@ fn mcp_over_stdio_serves_an_episode_at_a_time_and_records_them() {
             .unwrap()
             .success()
     );
-    let status = child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "forge serve --stdio did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert_eq!(status.code(), Some(130));
     let episodes = std::fs::read_to_string(&stopped).unwrap();
     let record: Value = serde_json::from_str(episodes.trim()).unwrap();
@@ -1062,7 +1072,7 @@ fn dropped_clients_and_idle_sessions_leak_nothing_and_shutdown_records_the_rest(
         "--out",
         trajectories.to_str().unwrap(),
     ]);
-    assert_refused(&appended, "is being written by another forge process");
+    assert_refused(&appended, "served.jsonl is in use by another forge process");
     // Clients that vanish mid-episode, without a close frame.
     let sockets: Vec<Ws> = (0..20)
         .map(|_| {
@@ -1125,6 +1135,8 @@ fn dropped_clients_and_idle_sessions_leak_nothing_and_shutdown_records_the_rest(
     stalled
         .write_all(b"POST /reset HTTP/1.1\r\nHost: forge\r\nContent-Length: 100\r\n\r\n{")
         .unwrap();
+    // Accepted and being read by now.
+    std::thread::sleep(Duration::from_millis(500));
     let stopping = Instant::now();
     assert!(server.terminate().success());
     assert!(

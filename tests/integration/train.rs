@@ -384,7 +384,7 @@ fn a_run_resumes_only_from_what_it_saved() {
     assert!(
         stderr(&output).contains(
             "note: metrics.jsonl ends at step 0, before the checkpoint's step 1 (it was cut \
-             short, edited or removed): the metrics of steps 1 to 1 are lost"
+             short or edited): the metrics of step 1 are lost"
         ),
         "{}",
         stderr(&output)

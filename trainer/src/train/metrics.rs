@@ -115,17 +115,22 @@ pub(super) fn append(path: &Path, metrics: &Metrics) -> Result<()> {
 /// cut short, or gone, has lost the metrics of steps its checkpoint holds,
 /// which the run cannot make again.
 pub(super) fn keep_until(path: &Path, step: usize) -> Result<Option<String>> {
-    let read = match path.exists() {
-        true => forge_runtime::jsonl::read(
-            path,
-            "a metrics record",
-            forge_runtime::jsonl::parse::<Metrics>,
-        )?,
-        false => forge_runtime::jsonl::Records {
-            records: Vec::new(),
-            torn_tail: false,
-        },
-    };
+    let name = path
+        .file_name()
+        .map_or(path.as_os_str(), |name| name)
+        .display();
+    if !path.exists() {
+        return Ok((step > 0).then(|| {
+            format!(
+                "{name} is gone: the metrics of the steps up to the checkpoint's {step} are lost"
+            )
+        }));
+    }
+    let read = forge_runtime::jsonl::read(
+        path,
+        "a metrics record",
+        forge_runtime::jsonl::parse::<Metrics>,
+    )?;
     let mut text = String::new();
     let mut last_step = 0;
     for metrics in read.records {
@@ -138,29 +143,17 @@ pub(super) fn keep_until(path: &Path, step: usize) -> Result<Option<String>> {
         }
     }
     crate::checkpoint::write_atomically(path, text.as_bytes())?;
-    let name = path
-        .file_name()
-        .map_or(path.as_os_str(), |name| name)
-        .display();
-    let torn = if read.torn_tail {
-        ", its last line torn"
-    } else {
-        ""
-    };
-    Ok(if last_step < step {
-        Some(format!(
+    Ok((last_step < step).then(|| {
+        let lost = match last_step + 1 {
+            first if first == step => format!("step {step}"),
+            first => format!("steps {first} to {step}"),
+        };
+        format!(
             "{name} ends at step {last_step}, before the checkpoint's step {step} (it was cut \
-             short, edited or removed{torn}): the metrics of steps {} to {step} are lost, and \
-             curves and `forge compare` go without them",
-            last_step + 1
-        ))
-    } else if read.torn_tail {
-        Some(format!(
-            "{name} ended with a torn line (a process killed while writing it): it is cut off"
-        ))
-    } else {
-        None
-    })
+             short or edited): the metrics of {lost} are lost, and curves and `forge compare` \
+             go without them"
+        )
+    }))
 }
 
 #[cfg(test)]
@@ -192,23 +185,28 @@ mod tests {
 
         // Cut short: steps the checkpoint holds have no metrics.
         std::fs::write(&path, lines[..2].concat() + "{\"kind\": \"sf").unwrap();
-        let notice = keep_until(&path, 2).unwrap().unwrap();
+        let notice = keep_until(&path, 3).unwrap().unwrap();
         assert!(
             notice.contains(
-                "metrics.jsonl ends at step 1, before the checkpoint's step 2 (it was cut short, \
-                 edited or removed, its last line torn): the metrics of steps 2 to 2 are lost"
+                "metrics.jsonl ends at step 1, before the checkpoint's step 3 (it was cut short \
+                 or edited): the metrics of steps 2 to 3 are lost"
             ),
             "{notice}"
         );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), lines[..2].concat());
-
-        // Only the torn line of the step past the checkpoint.
-        std::fs::write(&path, lines[..3].concat() + "{\"kind\": \"sf").unwrap();
         let notice = keep_until(&path, 2).unwrap().unwrap();
-        assert!(notice.contains("ended with a torn line"), "{notice}");
+        assert!(
+            notice.contains("the metrics of step 2 are lost"),
+            "{notice}"
+        );
+
+        // A torn line past the checkpoint is the step made again: nothing lost.
+        std::fs::write(&path, lines[..3].concat() + "{\"kind\": \"sf").unwrap();
+        assert_eq!(keep_until(&path, 2).unwrap(), None);
 
         std::fs::remove_file(&path).unwrap();
         let notice = keep_until(&path, 2).unwrap().unwrap();
-        assert!(notice.contains("ends at step 0"), "{notice}");
+        assert!(notice.contains("metrics.jsonl is gone"), "{notice}");
+        assert_eq!(keep_until(&path, 0).unwrap(), None);
     }
 }

@@ -629,7 +629,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let update = trained
             .then(|| self.update(&batch, lr))
             .transpose()
-            .with_context(|| format!("RL step {}", step + 1))?;
+            .with_context(|| format!("step {} (RL)", step + 1))?;
         let stats = update.map(|(stats, _)| stats);
         let train_seconds = train_started.elapsed().as_secs_f64();
         let rollouts = harvest.outcomes.len().max(1) as f64;
@@ -820,7 +820,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         if !norm.is_finite() {
             bail!(
                 "the gradient's norm is {norm}: training diverged, and this update was not \
-                 applied (the checkpoints hold earlier steps' weights). A lower learning rate \
+                 applied (the latest checkpoint, if there is one, holds an earlier step's \
+                 weights). A lower learning rate \
                  (`sft.lr`, `rl.lr`) or clipping (`optim.grad_clip`) in a new run may keep it \
                  from diverging"
             );

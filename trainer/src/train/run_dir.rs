@@ -144,7 +144,7 @@ pub(super) fn check_seal(checkpoint: &Path) -> Result<()> {
              sha256), so the run cannot resume from it (an earlier checkpoint in {} may do: \
              name it in {})",
             checkpoint.display(),
-            CHECKPOINTS,
+            checkpoint.parent().unwrap_or(checkpoint).display(),
             checkpoint.with_file_name(LATEST).display()
         );
     }
