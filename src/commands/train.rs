@@ -144,6 +144,8 @@ impl TrainArgs {
 }
 
 const ENVS_FILE: &str = "envs.json";
+/// Where a run synthesizes its environments.
+const ENVS_DIR: &str = "envs";
 
 pub fn run(args: TrainArgs) -> Result<ExitCode> {
     let config = effective_config(&args)?;
@@ -172,7 +174,7 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
                 run_dir.display()
             );
         }
-        if holds_files(run_dir)? {
+        if holds_files(run_dir)? && unfinished_synthesis(run_dir)?.is_none() {
             bail!(
                 "{} is not empty and holds no run: a new run needs an empty or new --run-dir",
                 run_dir.display()
@@ -185,6 +187,17 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
     let _held = hold(run_dir)?;
     // Another process may have begun a run here between the look and the lock.
     refuse_if_taken()?;
+    if let Some(staged) = unfinished_synthesis(run_dir)? {
+        eprintln!(
+            "note: {} holds only environments a run quit before it made them: they are removed",
+            run_dir.display()
+        );
+        for dir in staged {
+            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        }
+        std::fs::remove_dir(run_dir.join(ENVS_DIR))
+            .with_context(|| format!("removing {}", run_dir.join(ENVS_DIR).display()))?;
+    }
     let outcome = start(&args, config, &stop);
     // A run that failed, or was stopped, before recording anything (a
     // setting the backend refuses, a model that does not load, Ctrl-C while
@@ -255,6 +268,30 @@ fn stopped_before_begun(outcome: Result<ExitCode>, run_dir: &Path) -> Result<Exi
         }
         outcome => outcome,
     }
+}
+
+/// What a run quit at once while it made its environments (a second
+/// Ctrl-C) left in `run_dir`, when that is all it holds: `envs/` with only
+/// unfinished syntheses in it.
+fn unfinished_synthesis(run_dir: &Path) -> Result<Option<Vec<PathBuf>>> {
+    let listed = |dir: &Path| -> Result<Vec<PathBuf>> {
+        Ok(std::fs::read_dir(dir)
+            .with_context(|| format!("reading {}", dir.display()))?
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .collect())
+    };
+    let envs = run_dir.join(ENVS_DIR);
+    if !envs.is_dir() || listed(run_dir)? != [envs.clone()] {
+        return Ok(None);
+    }
+    let staged = listed(&envs)?;
+    let only_staged = staged.iter().all(|dir| {
+        dir.is_dir()
+            && dir
+                .file_name()
+                .is_some_and(forge_synth::domain_dir::is_staged)
+    });
+    Ok((only_staged && !staged.is_empty()).then_some(staged))
 }
 
 /// Whether the run in `run_dir` has recorded anything (its metrics).
@@ -654,7 +691,7 @@ fn synthesized(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<PathBuf>> {
             },
         ),
     };
-    let out = std::path::absolute(args.run_dir().join("envs"))?;
+    let out = std::path::absolute(args.run_dir().join(ENVS_DIR))?;
     synthesize(&docs, &synth, &out, args.json)?;
     Ok(docs.iter().map(|doc| out.join(doc.name())).collect())
 }

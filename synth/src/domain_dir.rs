@@ -90,6 +90,13 @@ pub fn stage(dir: &Path) -> Result<TempDir> {
         .with_context(|| format!("creating a directory in {}", parent.display()))
 }
 
+/// Whether `name` is that of a directory [`stage`] made: what a synthesis
+/// stopped mid-way leaves behind.
+pub fn is_staged(name: &std::ffi::OsStr) -> bool {
+    name.to_str()
+        .is_some_and(|name| name.starts_with('.') && name.contains(".partial-"))
+}
+
 /// Moves `staged` into place as `dir`, replacing what `dir` held (which
 /// [`check_replaceable`] allows). The old directory is moved aside first and
 /// removed only once the new one is in place.

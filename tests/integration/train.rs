@@ -341,6 +341,32 @@ fn a_run_directory_another_process_holds_is_refused() {
 }
 
 #[test]
+fn what_a_run_quit_while_making_its_environments_left_makes_way_for_a_new_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("short.toml");
+    std::fs::write(&config, "[sft]\nsteps = 1\n[rl]\nsteps = 0\n").unwrap();
+    let run = dir.path().join("run");
+    let staged = run.join("envs/.lamps.partial-x1y2z3");
+    std::fs::create_dir_all(&staged).unwrap();
+    std::fs::write(staged.join("doc.json"), "{").unwrap();
+    let output = train(&as_strs(&smoke_args(config.to_str().unwrap(), &run)));
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("holds only environments a run quit before it made them"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!staged.exists() && run.join("envs/lamps").is_dir());
+    // Anything else there is not the run's to remove.
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(other.join("envs/.lamps.partial-x1y2z3")).unwrap();
+    std::fs::create_dir_all(other.join("envs/mine")).unwrap();
+    let output = train(&as_strs(&smoke_args(config.to_str().unwrap(), &other)));
+    assert_refused(&output, "is not empty and holds no run");
+    assert!(other.join("envs/mine").is_dir());
+}
+
+#[test]
 fn a_run_resumes_only_from_what_it_saved() {
     let dir = tempfile::tempdir().unwrap();
     let (run, _) = run_stopped_after_one_step(dir.path());
