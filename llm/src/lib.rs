@@ -34,15 +34,13 @@ pub struct Sampling {
 
 impl Sampling {
     /// The sampling of the request at `turn` (its transcript's length) of
-    /// an episode seeded `seed`: the seed mixed with the turn, so that each
-    /// turn draws afresh while the episode as a whole can be drawn again.
+    /// an episode seeded `seed`: the seed derived from both, as episodes'
+    /// seeds are from a run's ([`forge_runtime::episode_seed`]), so that
+    /// each turn draws afresh while the episode as a whole can be drawn
+    /// again.
     pub fn at_turn(self, seed: u64, turn: usize) -> Self {
-        // SplitMix64's finaliser: nearby seeds and turns land far apart.
-        let mut mixed = seed ^ (turn as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         Self {
-            seed: Some(mixed ^ (mixed >> 31)),
+            seed: Some(forge_runtime::episode_seed(seed, "request", turn as u64)),
             ..self
         }
     }

@@ -126,14 +126,9 @@ pub(super) fn keep_until(path: &Path, step: usize) -> Result<Option<String>> {
             )
         }));
     }
-    let read = forge_runtime::jsonl::read(
-        path,
-        "a metrics record",
-        forge_runtime::jsonl::parse::<Metrics>,
-    )?;
     let mut text = String::new();
     let mut last_step = 0;
-    for metrics in read.records {
+    for metrics in read_metrics(path)? {
         if metrics.step <= step {
             if metrics.kind != "eval" {
                 last_step = last_step.max(metrics.step);
