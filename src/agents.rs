@@ -86,7 +86,8 @@ pub struct AgentArgs {
     /// (0, 1] [default: 1; the endpoint's own].
     #[arg(long, value_parser = nucleus_mass, allow_negative_numbers = true)]
     pub top_p: Option<f32>,
-    /// `--policy model`: most tokens per turn [default: 256].
+    /// `--policy model`: most tokens per turn [default: 256; with `--tasks
+    /// heldout:RUN_DIR`, the run's `eval.max_new_tokens`].
     #[arg(long, value_parser = at_least_one)]
     pub max_new_tokens: Option<usize>,
     /// `--policy model`: where the model runs (`cuda` and `wgpu` need a

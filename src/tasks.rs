@@ -1,7 +1,8 @@
 //! The flags `run` and `eval` share: which of an environment's tasks they
 //! play (`--tasks`), under which seed and for how many turns.
 
-use anyhow::{Result, bail};
+use crate::agents::{AgentArgs, PolicyKind};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use forge_runtime::{Environment, PreparedTask, episode_seed};
 use std::collections::{BTreeMap, BTreeSet};
@@ -27,12 +28,43 @@ pub struct PlayArgs {
     pub seed: u64,
     /// Most agent actions per episode (0: the agent never acts, the no-op
     /// baseline that must never score) [default: 30; with `--policy
-    /// replay`, the recorded episodes' own].
+    /// replay`, the recorded episodes' own; with `--tasks heldout:RUN_DIR`,
+    /// the run's `tasks.max_turns`].
     #[arg(long, value_name = "N")]
     pub max_turns: Option<usize>,
 }
 
 impl PlayArgs {
+    /// With `--tasks heldout:RUN_DIR`, the limits `--max-turns` and
+    /// `--max-new-tokens` leave unset are those the run evaluates its
+    /// held-out tasks under (`tasks.max_turns`, `eval.max_new_tokens`): its
+    /// model is scored as the run scored it, not under limits it never
+    /// trained for. A replay keeps its recorded limit.
+    pub fn as_run_evaluates(&mut self, agents: &mut AgentArgs) -> Result<()> {
+        let TaskSelection::HeldOut(run) = &self.tasks else {
+            return Ok(());
+        };
+        let config = crate::commands::train::saved_config(run)
+            .context("`heldout:` names a `forge train` run directory")?;
+        let mut taken = Vec::new();
+        if self.max_turns.is_none() && agents.policy != PolicyKind::Replay {
+            self.max_turns = Some(config.tasks.max_turns);
+            taken.push(format!("--max-turns {}", config.tasks.max_turns));
+        }
+        if agents.max_new_tokens.is_none() && agents.policy == PolicyKind::Model {
+            agents.max_new_tokens = Some(config.eval.max_new_tokens);
+            taken.push(format!("--max-new-tokens {}", config.eval.max_new_tokens));
+        }
+        if !taken.is_empty() {
+            eprintln!(
+                "note: as the run in {} evaluates its held-out tasks: {}",
+                run.display(),
+                taken.join(", ")
+            );
+        }
+        Ok(())
+    }
+
     /// Each of `tasks`' `trials` episodes with its seed, by task, then trial.
     pub fn episodes<'a>(
         &self,

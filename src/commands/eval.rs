@@ -59,7 +59,8 @@ pub(crate) struct PassK {
     pub ci_high: f64,
 }
 
-pub fn run(args: EvalArgs) -> Result<ExitCode> {
+pub fn run(mut args: EvalArgs) -> Result<ExitCode> {
+    args.play.as_run_evaluates(&mut args.agents)?;
     let sandbox = Sandbox::with_defaults()?;
     let env = args.env.load(&sandbox)?;
     let agents = Agents::new(&args.agents, &env)?;

@@ -36,7 +36,8 @@ pub struct RunArgs {
     json: bool,
 }
 
-pub fn run(args: RunArgs) -> Result<ExitCode> {
+pub fn run(mut args: RunArgs) -> Result<ExitCode> {
+    args.play.as_run_evaluates(&mut args.agents)?;
     let sandbox = Sandbox::with_defaults()?;
     let env = args.env.load(&sandbox)?;
     let agents = Agents::new(&args.agents, &env)?;

@@ -557,7 +557,7 @@ fn bundles(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<Bundle>> {
 
 /// The config the run in `run_dir` was started with, as its `config.toml`
 /// saved it.
-fn saved_config(run_dir: &Path) -> Result<TrainConfig> {
+pub(crate) fn saved_config(run_dir: &Path) -> Result<TrainConfig> {
     let saved = run_dir.join(CONFIG_FILE);
     let text =
         std::fs::read_to_string(&saved).with_context(|| format!("reading {}", saved.display()))?;

@@ -1297,6 +1297,39 @@ fn a_run_on_two_environments_reports_held_out_success_for_each() {
         expected.sort();
         assert_eq!(played, expected, "{}", env.display());
     }
+    // And plays them as the run evaluated them: under the run's limits, its
+    // final model plays each held-out episode of its last evaluation again.
+    let replayed = dir.path().join("heldout.jsonl");
+    let output = forge(&[
+        "run",
+        "--env",
+        envs.join("lamps").to_str().unwrap(),
+        "--tasks",
+        &heldout,
+        "--policy",
+        "model",
+        "--model",
+        run.join("final").to_str().unwrap(),
+        "--out",
+        replayed.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("--max-turns 2, --max-new-tokens 8"),
+        "{}",
+        stderr(&output)
+    );
+    let task = |episode: &Value| episode["task_id"].as_str().unwrap().to_owned();
+    let mut evaluated = jsonl(&run.join("episodes/eval-step-000002.jsonl"));
+    evaluated.retain(|episode| task(episode).starts_with("lamps"));
+    evaluated.sort_by_key(task);
+    let replayed = jsonl(&replayed);
+    assert_eq!(replayed.len(), evaluated.len());
+    for (played, evaluated) in replayed.iter().zip(evaluated) {
+        for key in ["task_id", "max_turns", "messages", "steps", "termination"] {
+            assert_eq!(played[key], evaluated[key], "{key}");
+        }
+    }
     // An environment the run does not train on has no held-out tasks of it.
     let other = dir.path().join("other");
     let output = forge(&["example", other.to_str().unwrap()]);
