@@ -8,7 +8,8 @@
 //! 2. [`codegen`] + [`compile`] + [`validate`] — tool implementations
 //!    generated into the Rust guest template, compiled to a component, and
 //!    exercised with valid and invalid arguments → `tools.rs`, `tools.wasm`;
-//! 3. [`initial`] — seeded, referentially consistent initial state →
+//! 3. [`initial`] + [`coverage`] — seeded, referentially consistent initial
+//!    state, in which a few records meet each write tool's preconditions →
 //!    `initial_state.json`;
 //! 4. [`graph`] — the tool graph → `tool_graph.json`;
 //! 5. to 7. [`tasks`] — goal-directed walks merged into multi-requirement
@@ -26,6 +27,7 @@
 
 pub mod codegen;
 pub mod compile;
+pub mod coverage;
 pub mod doc;
 pub mod domain_dir;
 pub mod graph;
