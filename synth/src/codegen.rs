@@ -101,12 +101,15 @@ pub fn lib_rs(doc: &DomainDoc) -> Result<String> {
         out,
         "use forge_guest::{{Args, Db, Tool, ToolResult, Value}};\n"
     )?;
+    // Functions are named with a prefix, so that any tool name the doc
+    // allows (`fn`, `1st_call`, `get_member` beside `get_member_schema`)
+    // makes an identifier, and a distinct one.
     for tool in &doc.tools {
         write_tool(&mut out, doc, tool)?;
         let schema = parameters(doc, tool).to_string();
         writeln!(
             out,
-            "fn {}_parameters() -> Value {{\n    ops::constant({schema:?})\n}}\n",
+            "fn schema_{}() -> Value {{\n    ops::constant({schema:?})\n}}\n",
             tool.name
         )?;
     }
@@ -114,7 +117,7 @@ pub fn lib_rs(doc: &DomainDoc) -> Result<String> {
     for tool in &doc.tools {
         writeln!(
             out,
-            "    Tool {{ name: {:?}, description: {:?}, parameters: {}_parameters, run: {} }},",
+            "    Tool {{ name: {:?}, description: {:?}, parameters: schema_{}, run: tool_{} }},",
             tool.name, tool.description, tool.name, tool.name
         )?;
     }
@@ -142,7 +145,7 @@ fn write_tool(out: &mut String, doc: &DomainDoc, tool: &ToolDoc) -> Result<()> {
             let by = tool.by.as_deref().unwrap_or_default();
             writeln!(
                 out,
-                "fn {name}(db: &mut Db<'_>, args: &Args) -> ToolResult {{"
+                "fn tool_{name}(db: &mut Db<'_>, args: &Args) -> ToolResult {{"
             )?;
             writeln!(
                 out,
@@ -156,7 +159,7 @@ fn write_tool(out: &mut String, doc: &DomainDoc, tool: &ToolDoc) -> Result<()> {
         ToolKind::Get => {
             writeln!(
                 out,
-                "fn {name}(db: &mut Db<'_>, args: &Args) -> ToolResult {{"
+                "fn tool_{name}(db: &mut Db<'_>, args: &Args) -> ToolResult {{"
             )?;
             writeln!(out, "    let key = args.str({key_field:?})?;")?;
             writeln!(
@@ -176,7 +179,7 @@ fn write_tool(out: &mut String, doc: &DomainDoc, tool: &ToolDoc) -> Result<()> {
                 .collect();
             writeln!(
                 out,
-                "fn {name}(db: &mut Db<'_>, args: &Args) -> ToolResult {{"
+                "fn tool_{name}(db: &mut Db<'_>, args: &Args) -> ToolResult {{"
             )?;
             writeln!(out, "    ops::list(db, {coll:?}, args, &{filters:?})\n}}\n")?;
         }
@@ -192,7 +195,7 @@ fn write_write_tool(out: &mut String, doc: &DomainDoc, tool: &ToolDoc) -> Result
     let (name, coll, noun, key_field) = idents(doc, tool);
     writeln!(
         out,
-        "fn {name}(db: &mut Db<'_>, args: &Args) -> ToolResult {{"
+        "fn tool_{name}(db: &mut Db<'_>, args: &Args) -> ToolResult {{"
     )?;
     if tool.kind == ToolKind::Create {
         writeln!(

@@ -355,6 +355,13 @@ impl DomainDoc {
                 "collection `{name}`: the key field `{}` is implicit; do not list it in fields",
                 collection.key_field
             );
+            for field_name in collection.fields.keys().chain([&collection.key_field]) {
+                ensure!(
+                    field_name_ok(field_name),
+                    "collection `{name}`: field name `{field_name}` must be ASCII letters, digits \
+                     or `_`"
+                );
+            }
             for (field_name, field) in &collection.fields {
                 let at = || format!("collection `{name}`, field `{field_name}`");
                 if let Some(target) = &field.references {
@@ -657,6 +664,14 @@ impl DomainDoc {
     }
 }
 
+/// Field names become parts of the generated tools' identifiers.
+fn field_name_ok(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+}
+
 /// The first name `names` holds twice.
 fn repeated(names: &[String]) -> Option<&String> {
     let mut seen = std::collections::BTreeSet::new();
@@ -818,6 +833,21 @@ description = "Find a driver."
         ] {
             let message = error(&update(extra));
             assert!(message.contains(expected), "{extra}: {message}");
+        }
+    }
+
+    #[test]
+    fn field_names_that_cannot_be_part_of_an_identifier_are_refused() {
+        for (from, to) in [
+            ("fields.credit =", "fields.\"credit-limit\" ="),
+            ("key_field = \"driver_id\"", "key_field = \"driver id\""),
+        ] {
+            let doc: DomainDoc = toml::from_str(&BASE.replace(from, to)).unwrap();
+            let message = format!("{:#}", doc.check().unwrap_err());
+            assert!(
+                message.contains("must be ASCII letters, digits or `_`"),
+                "{message}"
+            );
         }
     }
 

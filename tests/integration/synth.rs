@@ -332,10 +332,20 @@ intent = "cancel your permit for {zones.name}"
 fn a_users_own_doc_works_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
     let doc = dir.path().join("parking.toml");
-    std::fs::write(&doc, PARKING).unwrap();
+    // Any name the doc allows makes a tool, Rust's keywords too.
+    let parking = PARKING
+        .replace("name = \"get_zone\"", "name = \"fn\"")
+        .replace("name = \"get_driver\"", "name = \"1st_driver\"");
+    std::fs::write(&doc, parking).unwrap();
     let output = synth(&[&doc], &dir.path().join("out"), 20);
     assert!(output.status.success(), "{}", stderr(&output));
     let bundle = dir.path().join("out/parking");
+    let tools = forge(&["inspect", bundle.to_str().unwrap(), "--json"]);
+    assert!(
+        stdout(&tools).contains("\"fn\"") && stdout(&tools).contains("\"1st_driver\""),
+        "{}",
+        stdout(&tools)
+    );
     assert_eq!(success_rate(&bundle, "gold"), 1.0);
     assert!(success_rate(&bundle, "random") < 0.2);
 }
