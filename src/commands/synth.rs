@@ -10,7 +10,7 @@ use forge_synth::doc::DomainDoc;
 use forge_synth::llm::AnyDoc;
 use forge_synth::{Llm, SynthConfig, compile::Compiler, domain_dir};
 use serde_json::json;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -139,8 +139,25 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
             args.out.display()
         );
     }
+    // Before any work: a long synthesis must not end in a refusal.
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating --out {}", args.out.display()))?;
+    // Two syntheses into one directory would replace each other's bundles.
+    let _held = super::hold(&args.out)?;
+    tempfile::Builder::new()
+        .prefix(".forge-probe-")
+        .tempdir_in(&args.out)
+        .with_context(|| format!("--out {} cannot be written to", args.out.display()))?;
     for doc in &docs {
         let dir = args.out.join(doc.name());
+        if dir.exists() && !dir.is_dir() {
+            bail!(
+                "{} is a file, where the bundle of `{}` would go (move it away or choose another \
+                 --out)",
+                dir.display(),
+                doc.name()
+            );
+        }
         if args.force {
             // Before any work: a long synthesis must not end in this refusal.
             domain_dir::check_replaceable(&dir)?;
@@ -154,6 +171,8 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
             );
         }
     }
+    // Refused, a synthesis changes nothing.
+    remove_stopped_stages(&args.out)?;
     let config = SynthConfig {
         seed: args.seed,
         tasks: args.tasks,
@@ -274,6 +293,29 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
         eprintln!("rejected `{domain}`: {reason}");
     }
     Ok(exit_code(&rejected))
+}
+
+/// Removes what syntheses into `out` stopped mid-way (Ctrl-C, a crash) left:
+/// the directories they were writing domains in. Nothing else writes in
+/// `out` while this process holds it.
+fn remove_stopped_stages(out: &Path) -> Result<()> {
+    let entries = out
+        .read_dir()
+        .with_context(|| format!("reading {}", out.display()))?;
+    for entry in entries {
+        let entry = entry.with_context(|| format!("reading {}", out.display()))?;
+        if entry.file_type().is_ok_and(|kind| kind.is_dir())
+            && domain_dir::is_staged(&entry.file_name())
+        {
+            std::fs::remove_dir_all(entry.path())
+                .with_context(|| format!("removing {}", entry.path().display()))?;
+            eprintln!(
+                "note: removed {}, left by a synthesis stopped mid-way",
+                entry.path().display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The docs given: files as they are, directories as every `.toml` and `.json`

@@ -177,6 +177,40 @@ fn a_shipped_doc_becomes_a_bundle_gold_solves_and_random_does_not() {
 }
 
 #[test]
+fn synthesis_holds_its_out_directory_and_clears_what_a_stopped_one_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let doc = repo("env-templates/domains/library.toml");
+    // What a synthesis stopped mid-way (Ctrl-C) leaves.
+    let stopped = out.join(".library.partial-AbC123");
+    std::fs::create_dir_all(stopped.join("old")).unwrap();
+    // Another process writing into the directory: refused before any work.
+    let held = std::fs::File::open(&out).unwrap();
+    held.try_lock().unwrap();
+    let output = synth(&[&doc], &out, 5);
+    assert_refused(&output, "is in use by another forge process");
+    assert!(
+        stopped.exists(),
+        "left to the process holding the directory"
+    );
+    drop(held);
+    // A file where a domain's directory would go: refused before any work.
+    std::fs::write(out.join("library"), "notes").unwrap();
+    let output = synth(&[&doc], &out, 5);
+    assert_refused(&output, "is a file, where the bundle of `library` would go");
+    std::fs::remove_file(out.join("library")).unwrap();
+    let output = synth(&[&doc], &out, 5);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(!stopped.exists(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("left by a synthesis stopped mid-way"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(out.join("library/tasks.jsonl").is_file());
+}
+
+#[test]
 fn synthesis_is_deterministic() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let doc = repo("env-templates/domains/shop.toml");
