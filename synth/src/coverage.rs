@@ -73,9 +73,14 @@ pub fn admit_every_write(doc: &DomainDoc, state: &mut Map<String, Value>, rng: &
 /// with the records they reference, meet the tool's conditions.
 struct Need {
     collection: String,
-    /// Conditions on the record itself (`None`) or on the record a
-    /// reference field of it points to, with each condition's field.
-    groups: Vec<(Option<Reference>, Vec<(Condition, FieldDoc)>)>,
+    groups: Vec<Group>,
+}
+
+/// Conditions on the record itself (no `reference`) or on the record a
+/// reference field of it points to, with each condition's field.
+struct Group {
+    reference: Option<Reference>,
+    conditions: Vec<(Condition, FieldDoc)>,
 }
 
 /// A record: its collection and key.
@@ -93,7 +98,7 @@ impl Need {
     /// its reference arguments may name. None where a condition is one
     /// setting a field cannot meet.
     fn of(doc: &DomainDoc, tool: &crate::doc::ToolDoc) -> Vec<Need> {
-        let mut groups: Vec<(Option<Reference>, Vec<(Condition, FieldDoc)>)> = Vec::new();
+        let mut groups: Vec<Group> = Vec::new();
         for condition in &tool.require {
             let Ok(target) = doc.via_target(tool, condition.via.as_deref()) else {
                 return Vec::new();
@@ -108,12 +113,15 @@ impl Need {
                 field,
                 target: target.clone(),
             });
-            let at = groups.iter().position(|(group, _)| {
-                group.as_ref().map(|reference| &reference.field) == condition.via.as_ref()
+            let at = groups.iter().position(|group| {
+                group.reference.as_ref().map(|reference| &reference.field) == condition.via.as_ref()
             });
             match at {
-                Some(at) => groups[at].1.push((condition.clone(), field)),
-                None => groups.push((reference, vec![(condition.clone(), field)])),
+                Some(at) => groups[at].conditions.push((condition.clone(), field)),
+                None => groups.push(Group {
+                    reference,
+                    conditions: vec![(condition.clone(), field)],
+                }),
             }
         }
         if groups.is_empty() {
@@ -127,10 +135,13 @@ impl Need {
             // A new record's conditions are on the records it references.
             _ => groups
                 .into_iter()
-                .filter_map(|(reference, conditions)| {
-                    reference.map(|reference| Need {
+                .filter_map(|group| {
+                    group.reference.map(|reference| Need {
                         collection: reference.target,
-                        groups: vec![(None, conditions)],
+                        groups: vec![Group {
+                            reference: None,
+                            conditions: group.conditions,
+                        }],
                     })
                 })
                 .collect(),
@@ -159,7 +170,7 @@ impl Need {
         let record = state.get(&self.collection)?.get(key)?;
         self.groups
             .iter()
-            .map(|(reference, _)| match reference {
+            .map(|group| match &group.reference {
                 None => Some((self.collection.clone(), key.to_owned())),
                 Some(reference) => Some((
                     reference.target.clone(),
@@ -187,9 +198,9 @@ impl Need {
         sites
             .iter()
             .zip(&self.groups)
-            .all(|((collection, key), (_, conditions))| {
+            .all(|((collection, key), group)| {
                 let record = state.get(collection).and_then(|records| records.get(key));
-                conditions.iter().all(|(condition, _)| {
+                group.conditions.iter().all(|(condition, _)| {
                     let actual = record
                         .and_then(|record| record.get(&condition.field))
                         .unwrap_or(&Value::Null);
@@ -204,7 +215,7 @@ impl Need {
         let Some(sites) = self.sites(state, key) else {
             return;
         };
-        for ((collection, key), (_, conditions)) in sites.iter().zip(&self.groups) {
+        for ((collection, key), group) in sites.iter().zip(&self.groups) {
             let Some(record) = state
                 .get_mut(collection)
                 .and_then(|records| records.get_mut(key))
@@ -212,7 +223,7 @@ impl Need {
             else {
                 continue;
             };
-            for (condition, field) in conditions {
+            for (condition, field) in &group.conditions {
                 let actual = record.get(&condition.field).unwrap_or(&Value::Null);
                 if holds(actual, condition.op, &condition.value) {
                     continue;
