@@ -254,8 +254,8 @@ pub fn refine_instructions(client: &ChatClient, tasks: &mut [Task]) -> Result<us
 }
 
 /// Rewrites an instruction in natural language, keeping every fact; none
-/// when the model's rewrite loses one (the template stays, and the report
-/// counts it). A call that fails (after the client's retries) is an error:
+/// when the model's rewrite is not [`faithful`] (the template stays, and
+/// the report counts it). A call that fails (after the client's retries) is an error:
 /// a domain quietly left with its templates would look rewritten.
 pub fn refine_instruction(
     client: &ChatClient,
@@ -272,7 +272,19 @@ pub fn refine_instruction(
     ];
     let rewrite = client.complete(&messages)?;
     let rewrite = rewrite.trim();
-    Ok((keeps_facts(rewrite, facts) && !rewrite.is_empty()).then(|| rewrite.to_owned()))
+    Ok(faithful(rewrite, instruction, facts).then(|| rewrite.to_owned()))
+}
+
+/// Whether a rewrite of `instruction` can stand for it: every fact kept
+/// verbatim, no longer than a paraphrase runs (a model that rambles on
+/// buries the task), and no negation the instruction lacks (a "do not"
+/// that turns the task round). Rules of thumb: a faithful rewrite they
+/// refuse costs only its naturalness, as the template stays.
+pub fn faithful(rewrite: &str, instruction: &str, facts: &[String]) -> bool {
+    !rewrite.is_empty()
+        && keeps_facts(rewrite, facts)
+        && rewrite.len() <= 3 * instruction.len() + 200
+        && negations(rewrite) <= negations(instruction)
 }
 
 /// Whether every fact appears verbatim.
@@ -280,9 +292,42 @@ pub fn keeps_facts(text: &str, facts: &[String]) -> bool {
     facts.iter().all(|fact| text.contains(fact.as_str()))
 }
 
+/// The words of `text` that negate what follows.
+fn negations(text: &str) -> usize {
+    const NEGATIONS: [&str; 7] = ["not", "no", "never", "nothing", "neither", "nor", "cannot"];
+    text.split(|ch: char| !(ch.is_alphanumeric() || ch == '\'' || ch == '’'))
+        .map(|word| word.to_lowercase().replace('’', "'"))
+        .filter(|word| NEGATIONS.contains(&word.as_str()) || word.ends_with("n't"))
+        .count()
+}
+
 #[cfg(test)]
 mod tests {
-    use super::keeps_facts;
+    use super::{faithful, keeps_facts};
+
+    #[test]
+    fn a_rewrite_that_turns_the_task_round_or_rambles_is_not_faithful() {
+        let instruction = "You are Ava Chen. You want to pay all your fines.";
+        let facts = vec!["Ava Chen".to_owned()];
+        assert!(faithful(
+            "I'm Ava Chen, and I'd like to settle every fine I owe.",
+            instruction,
+            &facts
+        ));
+        for reversed in [
+            "I'm Ava Chen, and I absolutely do NOT want to pay my fines.",
+            "I'm Ava Chen and I don't want to pay my fines.",
+            "I'm Ava Chen. Never pay my fines.",
+        ] {
+            assert!(!faithful(reversed, instruction, &facts), "{reversed}");
+        }
+        let rambling = format!(
+            "I'm Ava Chen and I want to pay my fines. {}",
+            "blah ".repeat(100)
+        );
+        assert!(!faithful(&rambling, instruction, &facts));
+        assert!(!faithful("", instruction, &[]));
+    }
 
     #[test]
     fn a_rewrite_must_keep_every_fact() {

@@ -179,6 +179,20 @@ impl<'a> Session<'a> {
         None
     }
 
+    /// Whether the user's instruction states `answer`: a fact of theirs it
+    /// gives, so that an agent could answer with it without a call.
+    fn states(&self, answer: &str) -> bool {
+        let persona = &self.doc.collections[&self.doc.domain.persona];
+        let stated = persona
+            .fields
+            .iter()
+            .filter(|(_, field)| field.user_knows)
+            .filter_map(|(name, _)| self.persona.1.get(name));
+        stated
+            .chain(self.facts.values())
+            .any(|fact| text(fact) == answer)
+    }
+
     /// Records a fact the user knows (see [`know`]).
     fn know(&mut self, key: String, value: &Value) {
         know(&mut self.facts, key, value);
@@ -488,7 +502,16 @@ impl<'a> TaskGenerator<'a> {
             record
         };
         let sentence = session.render(tool, tool.intent.as_deref()?, &target)?;
+        let before = session.state.sha256();
         session.call(tool, arguments)?;
+        // A write that changes nothing (a major changed to the one held)
+        // is one an agent that skips it fulfils as well; and a question
+        // the user now states the answer to can be answered by echoing it.
+        if session.state.sha256() == before
+            || session.outputs.iter().any(|output| session.states(output))
+        {
+            return None;
+        }
         used_tools.push(tool.name.clone());
         session.want(&format!("{sentence}{suffix}"));
         Some(())
@@ -651,7 +674,7 @@ impl<'a> TaskGenerator<'a> {
             Map::from_iter([(collection.key_field.clone(), Value::String(key))]),
         )?;
         let answer = text(session.steps[step].output.get(&field)?);
-        if answer.is_empty() || session.outputs.contains(&answer) {
+        if answer.is_empty() || session.outputs.contains(&answer) || session.states(&answer) {
             return None;
         }
         session.want(&format!("know {question}"));
@@ -736,7 +759,7 @@ impl<'a> TaskGenerator<'a> {
             }
             FieldType::Boolean => return None,
         };
-        if session.outputs.contains(&answer) {
+        if session.outputs.contains(&answer) || session.states(&answer) {
             return None;
         }
         session.reasoning.push(reasoning);
@@ -872,9 +895,51 @@ intent = "turn off lamp {lamp}"
         exe.ancestors().nth(3).unwrap().join("forge-test-cache")
     }
 
-    /// Generated tasks of the lamps doc for seeds 0..40.
-    fn lamp_tasks(max_requirements: usize) -> Vec<Task> {
-        let doc: DomainDoc = toml::from_str(LAMPS).unwrap();
+    /// A student states their major; changing it to the one they hold
+    /// changes nothing, and asking it asks what they said.
+    const REGISTRAR: &str = r#"
+[domain]
+name = "registrar"
+description = "Students and their majors."
+persona = "students"
+
+[collections.students]
+key_field = "student_id"
+key_prefix = "s"
+noun = "student"
+count = 6
+fields.name = { type = "string", generator = "person_name", user_knows = true }
+fields.email = { type = "string", generator = "email", unique = true, user_knows = true }
+fields.major = { type = "string", enum = ["biology", "history"], user_knows = true }
+fields.credits = { type = "integer", min = 10, max = 99 }
+
+[[tools]]
+name = "find_student_by_email"
+kind = "find"
+collection = "students"
+by = "email"
+description = "Find a student's id from their email."
+
+[[tools]]
+name = "get_student"
+kind = "get"
+collection = "students"
+asks = ["major", "credits"]
+description = "A student's record."
+
+[[tools]]
+name = "change_major"
+kind = "update"
+collection = "students"
+params = ["major"]
+description = "Change a student's major."
+intent = "change your major to {major}"
+"#;
+
+    /// The tasks `doc` generates for seeds 0..40, with the component and
+    /// initial state they were generated on.
+    fn generated(doc: &str, max_requirements: usize) -> (Vec<Task>, ToolComponent, State) {
+        let doc: DomainDoc = toml::from_str(doc).unwrap();
         doc.check().unwrap();
         let cache = test_cache();
         let compiler = crate::compile::Compiler::new(Some(cache.join("synth"))).unwrap();
@@ -882,11 +947,59 @@ intent = "turn off lamp {lamp}"
         let sandbox = Sandbox::new(Limits::default(), Some(cache.join("components"))).unwrap();
         let component = sandbox.load(&wasm.remove(0)).unwrap();
         let initial = State::from_json(&crate::initial::initial_state(&doc, 0).unwrap()).unwrap();
-        let generator = TaskGenerator::new(&doc, &component, initial, max_requirements);
-        (0..40)
+        let generator = TaskGenerator::new(&doc, &component, initial.clone(), max_requirements);
+        let tasks = (0..40)
             .filter_map(|seed| generator.generate(seed))
             .map(|generated| generated.task)
-            .collect()
+            .collect();
+        (tasks, component, initial)
+    }
+
+    /// Generated tasks of the lamps doc for seeds 0..40.
+    fn lamp_tasks(max_requirements: usize) -> Vec<Task> {
+        generated(LAMPS, max_requirements).0
+    }
+
+    #[test]
+    fn every_gold_write_changes_the_state_and_no_answer_is_one_the_user_states() {
+        let (tasks, component, initial) = generated(REGISTRAR, crate::MAX_REQUIREMENTS);
+        let mut instance = component.instance();
+        let (mut writes, mut questions) = (0, 0);
+        for task in &tasks {
+            let mut state = initial.clone();
+            for call in &task.gold_actions {
+                let executed = execute(&mut instance, &state, call);
+                assert!(
+                    matches!(executed.observation, Observation::Ok(_)),
+                    "{}: {:?}",
+                    task.instruction,
+                    executed.observation
+                );
+                if call.name == "change_major" {
+                    writes += 1;
+                    assert_ne!(
+                        executed.state.sha256(),
+                        state.sha256(),
+                        "{}: {call:?} changes nothing",
+                        task.instruction
+                    );
+                }
+                state = executed.state;
+            }
+            let stated = task.stated_facts();
+            for output in &task.required_outputs {
+                questions += 1;
+                assert!(
+                    !stated.contains(output),
+                    "{}: asks for {output}, which it states",
+                    task.instruction
+                );
+            }
+        }
+        assert!(
+            writes > 0 && questions > 0,
+            "{writes} writes, {questions} questions"
+        );
     }
 
     #[test]

@@ -185,13 +185,14 @@ impl ToolComponent {
         let (store, bindings) = instance
             .live()
             .map_err(|err| anyhow!("the component {err}"))?;
-        store
-            .set_fuel(self.inner.sandbox.limits().fuel)
-            .map_err(anyhow::Error::from)?;
+        let limits = self.inner.sandbox.limits();
+        store.set_fuel(limits.fuel).map_err(anyhow::Error::from)?;
         let text = bindings
             .forge_env_tools()
-            .call_describe(store, actor.into())
-            .map_err(anyhow::Error::from)
+            .call_describe(&mut *store, actor.into())
+            // Said as a tool call's trap is (out of fuel, a panic's
+            // message), not as the engine's backtrace of the guest.
+            .map_err(|err| anyhow::Error::new(classify(&err, store.data(), limits, None)))
             .with_context(|| {
                 format!(
                     "calling the component's `describe` for the {}",
