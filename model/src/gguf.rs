@@ -45,6 +45,8 @@ pub enum GgufError {
         elements: u64,
         block: usize,
     },
+    #[error("tensor `{name}` has dimensions {dims:?}: more than any file holds")]
+    Oversized { name: String, dims: Vec<u64> },
     #[error("tensor `{name}` lies beyond the end of the file ({len} bytes): the file is cut short")]
     OutOfBounds { name: String, len: u64 },
     #[error("no tensor `{0}`")]
@@ -222,10 +224,23 @@ impl Gguf {
             map,
         };
         // A file cut short (an interrupted copy or download) is refused as a
-        // whole when opened, not at the first tensor it lacks. Tensors of
-        // types Forge cannot size are left to the error that names them.
+        // whole when opened, not at the first tensor it lacks; so is one
+        // whose sizes overflow (and would wrap round to small ones). Tensors
+        // of types Forge cannot size are left to the error that names them.
         for info in &gguf.tensors {
-            if let Some(size) = info.kind.byte_size(info.elements()) {
+            let oversized = || GgufError::Oversized {
+                name: info.name.clone(),
+                dims: info.dims.clone(),
+            };
+            let elements = info
+                .dims
+                .iter()
+                .try_fold(1u64, |all, &dim| all.checked_mul(dim))
+                .ok_or_else(oversized)?;
+            if let Some((block, bytes)) = info.kind.block() {
+                let size = (elements / block as u64)
+                    .checked_mul(bytes as u64)
+                    .ok_or_else(oversized)?;
                 gguf.extent(info, size)?;
             }
         }
@@ -570,5 +585,38 @@ mod tests {
         let error = Gguf::open(&path).err().expect("a cut file is refused");
         assert!(matches!(error, GgufError::OutOfBounds { .. }));
         assert!(error.to_string().contains("tensor `w`"), "{error}");
+    }
+
+    #[test]
+    fn sizes_that_overflow_are_refused_not_wrapped_round() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("huge.gguf");
+        let mut writer = GgufWriter::default();
+        writer.tensor_f32("w", &[2, 2], &[1.0; 4]);
+        writer.write(&path).unwrap();
+        let written = std::fs::read(&path).unwrap();
+        // The tensor's header: its name, two dimensions of 2.
+        let mut header = 1u64.to_le_bytes().to_vec();
+        header.push(b'w');
+        header.extend(2u32.to_le_bytes());
+        let at = written
+            .windows(header.len())
+            .position(|window| window == header)
+            .unwrap()
+            + header.len();
+        // Elements beyond u64, and bytes beyond u64 (4 × 2^62).
+        for dims in [[1u64 << 40, 1 << 40], [(1 << 62) + 576, 1]] {
+            let mut patched = written.clone();
+            patched[at..at + 8].copy_from_slice(&dims[0].to_le_bytes());
+            patched[at + 8..at + 16].copy_from_slice(&dims[1].to_le_bytes());
+            std::fs::write(&path, &patched).unwrap();
+            let error = Gguf::open(&path)
+                .err()
+                .expect("an impossible size is refused");
+            assert!(
+                matches!(error, GgufError::Oversized { .. }),
+                "{dims:?}: {error}"
+            );
+        }
     }
 }

@@ -116,9 +116,37 @@ impl std::fmt::Display for GgmlType {
             Self::Iq4Nl => f.write_str("IQ4_NL"),
             Self::Iq4Xs => f.write_str("IQ4_XS"),
             Self::Bf16 => f.write_str("BF16"),
-            Self::Other(id) => write!(f, "GGML type {id}"),
+            Self::Other(id) => match unsupported_name(*id) {
+                Some(name) => write!(f, "{name} (GGML type {id})"),
+                None => write!(f, "GGML type {id}"),
+            },
         }
     }
+}
+
+/// The names of GGML's types Forge reads no tensor of, as llama.cpp's
+/// files list them.
+fn unsupported_name(id: u32) -> Option<&'static str> {
+    Some(match id {
+        9 => "Q8_1",
+        15 => "Q8_K",
+        16 => "IQ2_XXS",
+        17 => "IQ2_XS",
+        18 => "IQ3_XXS",
+        19 => "IQ1_S",
+        21 => "IQ3_S",
+        22 => "IQ2_S",
+        24 => "I8",
+        25 => "I16",
+        26 => "I32",
+        27 => "I64",
+        28 => "F64",
+        29 => "IQ1_M",
+        34 => "TQ1_0",
+        35 => "TQ2_0",
+        39 => "MXFP4",
+        _ => return None,
+    })
 }
 
 fn half_at(bytes: &[u8], at: usize) -> f32 {

@@ -119,8 +119,26 @@ fn chat(args: &ChatArgs) -> Result<()> {
     let model =
         forge_trainer::load_cpu(&path).with_context(|| format!("loading {}", path.display()))?;
     let prompt = chat_prompt(&args.prompt).encode(&tokenizer)?;
+    // Past its context the model computes nothing it was trained for, and
+    // attention's cost grows with the square of the length.
+    let mut max_tokens = args.max_tokens as usize;
+    if let Some(context) = model.config.context {
+        anyhow::ensure!(
+            prompt.len() < context,
+            "the prompt is {} tokens, which fills the model's context of {context}",
+            prompt.len()
+        );
+        let room = context - prompt.len();
+        if max_tokens > room {
+            eprintln!(
+                "note: the model's context of {context} leaves room for {room} of the {max_tokens} \
+                 tokens asked for"
+            );
+            max_tokens = room;
+        }
+    }
     let stop = Stop::tokens(&end).strings(&args.stop, &tokenizer);
-    let mut reply = model.generate_greedy(&prompt, args.max_tokens as usize, stop);
+    let mut reply = model.generate_greedy(&prompt, max_tokens, stop);
     if reply.last().is_some_and(|last| end.contains(last)) {
         reply.pop();
     }
@@ -174,7 +192,7 @@ pub(crate) fn resolve(model: &str) -> Result<PathBuf> {
             if !path.exists() {
                 let known: Vec<&str> = KNOWN.iter().map(|known| known.name).collect();
                 bail!(
-                    "{model} is neither a GGUF file, a checkpoint directory nor a known model ({})",
+                    "{model}: no such file or directory, nor a known model ({})",
                     known.join(", ")
                 );
             }
@@ -235,6 +253,23 @@ fn gguf_json(value: &GgufValue) -> Value {
     }
 }
 
+/// The decoder `gguf` describes, or why Forge cannot run it: its shape,
+/// or a tensor of a type Forge cannot read.
+fn runnable(gguf: &Gguf) -> Result<LlamaConfig, String> {
+    if let Some(tensor) = gguf
+        .tensors
+        .iter()
+        .find(|tensor| tensor.kind.block().is_none())
+    {
+        return Err(forge_model::gguf::GgufError::UnsupportedType {
+            name: tensor.name.clone(),
+            kind: tensor.kind.to_string(),
+        }
+        .to_string());
+    }
+    LlamaConfig::from_gguf(gguf).map_err(|err| err.to_string())
+}
+
 impl Summary {
     fn of(path: &Path) -> Result<Self> {
         if path.is_dir() {
@@ -255,7 +290,7 @@ impl Summary {
             version: Some(gguf.version),
             metadata,
             types: count_types(tensors),
-            decoder: LlamaConfig::from_gguf(&gguf).map_err(|err| err.to_string()),
+            decoder: runnable(&gguf),
             tokenizer: ModelTokenizer::from_gguf(&gguf).map_err(|err| err.to_string()),
             adapters: None,
         })

@@ -489,7 +489,20 @@ impl WeightSource for SafetensorsSource {
             }
         };
         let elements = shape.iter().product();
-        dequantize(kind, view.data(), elements)
-            .ok_or_else(|| checkpoint_error(&shard.path, format!("tensor `{name}` is truncated")))
+        let values = dequantize(kind, view.data(), elements).ok_or_else(|| {
+            checkpoint_error(&shard.path, format!("tensor `{name}` is truncated"))
+        })?;
+        // A NaN would spread through every activation it meets: the model
+        // would answer nothing but its first token, with nothing to say why.
+        if let Some(at) = values.iter().position(|value| !value.is_finite()) {
+            return Err(checkpoint_error(
+                &shard.path,
+                format!(
+                    "tensor `{name}` holds {} (element {at}): its weights are broken",
+                    values[at]
+                ),
+            ));
+        }
+        Ok(values)
     }
 }

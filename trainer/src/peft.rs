@@ -410,6 +410,16 @@ mod tests {
         write(dir.path(), &config, &tensors);
         let err = adapters.apply(base.clone()).unwrap_err().to_string();
         assert!(err.contains(&embedding), "{err}");
+        // A value that is not a number.
+        let mut broken = tensors.clone();
+        broken.pop();
+        broken[0].2[3] = bf16::NAN;
+        write(dir.path(), &config, &broken);
+        let err = adapters.apply(base.clone()).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("tensor `{}` holds NaN (element 3)", broken[0].0)),
+            "{err}"
+        );
         // The second layer's adapter missing.
         tensors.truncate(2);
         write(dir.path(), &config, &tensors);
