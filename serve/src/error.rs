@@ -1,6 +1,7 @@
 //! What goes wrong with a request, and the HTTP status each answers with.
 
 use axum::http::StatusCode;
+use std::time::Duration;
 
 /// A request the server refuses; every protocol reports it with its message.
 #[derive(Debug, thiserror::Error)]
@@ -15,8 +16,16 @@ pub enum ServeError {
         waiting: usize,
         max: usize,
     },
-    #[error("session `{id}` is over its rate of {rate} steps per second; slow down")]
-    RateLimited { id: String, rate: f64 },
+    #[error(
+        "session `{id}` is over its rate of {rate} steps per second; retry in {:.2} s",
+        retry_after.as_secs_f64()
+    )]
+    RateLimited {
+        id: String,
+        rate: f64,
+        /// Until the session's rate allows another step.
+        retry_after: Duration,
+    },
     #[error("the episode of session `{0}` is over; reset to start another")]
     EpisodeOver(String),
     #[error("session `{0}` is busy with another request; send one at a time")]
@@ -40,6 +49,15 @@ impl ServeError {
             Self::EpisodeOver(_) | Self::Busy(_) => StatusCode::CONFLICT,
             Self::BadRequest(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// How long a client should wait before it asks again, where that is
+    /// known (HTTP's `Retry-After`).
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::RateLimited { retry_after, .. } => Some(*retry_after),
+            _ => None,
         }
     }
 

@@ -176,7 +176,15 @@ fn failure(hub: &Hub, status: StatusCode, code: &str, detail: impl Into<Value>) 
 }
 
 fn refused(hub: &Hub, err: &ServeError) -> Response {
-    failure(hub, err.status(), err.code(), err.to_string())
+    let mut response = failure(hub, err.status(), err.code(), err.to_string());
+    if let Some(after) = err.retry_after() {
+        // Whole seconds, rounded up: asking sooner would be refused again.
+        let seconds = after.as_secs_f64().ceil().max(1.0) as u64;
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
 }
 
 /// A request refused before it reaches a session.

@@ -188,7 +188,11 @@ fn initialize(hub: &Hub, open: &OpenRequest, id: &Value, params: &Value) -> Repl
         .into_iter()
         .find(|version| Some(*version) == asked)
         .unwrap_or(VERSIONS[0]);
-    let opened = match hub.open(open.clone()) {
+    let open = match chosen(open, params) {
+        Ok(open) => open,
+        Err(detail) => return Reply::Response(error(id, INVALID_PARAMS, &detail)),
+    };
+    let opened = match hub.open(open) {
         Ok(opened) => opened,
         Err(err) => return Reply::Response(refused(id, &err)),
     };
@@ -219,6 +223,30 @@ fn initialize(hub: &Hub, open: &OpenRequest, id: &Value, params: &Value) -> Repl
         response,
         session_id: opened.session_id,
     }
+}
+
+/// `open`, with the task, environment and seed `initialize`'s params name
+/// (as a reset's body names them), so that a client picks each episode's
+/// task (over stdio, where there is no query to name it in).
+fn chosen(open: &OpenRequest, params: &Value) -> Result<OpenRequest, String> {
+    let mut open = open.clone();
+    for (key, slot) in [("task_id", &mut open.task_id), ("env", &mut open.env)] {
+        match params.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(value)) => *slot = Some(value.clone()),
+            Some(_) => return Err(format!("`{key}` must be a string")),
+        }
+    }
+    match params.get("seed") {
+        None | Some(Value::Null) => {}
+        Some(seed) => {
+            open.seed = Some(
+                seed.as_u64()
+                    .ok_or("`seed` must be a non-negative integer")?,
+            );
+        }
+    }
+    Ok(open)
 }
 
 /// Tool entries for a listing: the agent's tools and [`MESSAGE_TOOL`], the

@@ -429,12 +429,7 @@ impl Hub {
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
             Err(TryLockError::WouldBlock) => return Err(ServeError::Busy(id.into())),
         };
-        if !open.bucket.take() {
-            return Err(ServeError::RateLimited {
-                id: id.into(),
-                rate: self.limits.steps_per_second,
-            });
-        }
+        open.bucket.take(id)?;
         Ok(Some((open.bucket.clone(), open.held)))
     }
 
@@ -474,12 +469,7 @@ impl Hub {
             let Phase::Running(episode) = &mut session.phase else {
                 return Err(ServeError::EpisodeOver(id.into()));
             };
-            if !session.bucket.take() {
-                return Err(ServeError::RateLimited {
-                    id: id.into(),
-                    rate: self.limits.steps_per_second,
-                });
-            }
+            session.bucket.take(id)?;
             let known = match &action {
                 Action::Call(call) => Some(
                     session
@@ -860,7 +850,9 @@ impl TokenBucket {
         }
     }
 
-    fn take(&mut self) -> bool {
+    /// Takes a token for a request of session `id`, or says how long until
+    /// there is one.
+    fn take(&mut self, id: &str) -> Result<(), ServeError> {
         let now = Instant::now();
         let capacity = self.rate.max(1.0);
         self.tokens = (self.tokens + now.duration_since(self.refilled).as_secs_f64() * self.rate)
@@ -868,9 +860,12 @@ impl TokenBucket {
         self.refilled = now;
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
-            true
-        } else {
-            false
+            return Ok(());
         }
+        Err(ServeError::RateLimited {
+            id: id.into(),
+            rate: self.rate,
+            retry_after: Duration::from_secs_f64((1.0 - self.tokens) / self.rate),
+        })
     }
 }
