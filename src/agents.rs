@@ -269,6 +269,16 @@ impl AgentArgs {
                 flag_value(user)
             );
         }
+        if self.top_p.is_some()
+            && self
+                .temperature
+                .is_none_or(|temperature| temperature == 0.0)
+        {
+            bail!(
+                "--top-p samples among the likeliest tokens, and greedy decoding (--temperature \
+                 0, the default) takes the likeliest alone: give --temperature too"
+            );
+        }
         Ok(())
     }
 }

@@ -68,6 +68,11 @@ pub(crate) fn leave_as_found(dir: &Path, existed: bool) {
 /// The episodes of the trajectory file `path`, warning of a torn last line
 /// (an episode a killed process was writing), which is left out.
 pub(crate) fn read_trajectories(path: &Path) -> Result<Vec<EpisodeRecord>> {
+    Ok(read_trajectory_file(path)?.episodes)
+}
+
+/// [`read_trajectories`], saying whether a torn last line was left out.
+pub(crate) fn read_trajectory_file(path: &Path) -> Result<trajectory::TrajectoryFile> {
     let file = trajectory::read(path)?;
     if file.torn_tail {
         eprintln!(
@@ -75,7 +80,7 @@ pub(crate) fn read_trajectories(path: &Path) -> Result<Vec<EpisodeRecord>> {
             path.display()
         );
     }
-    Ok(file.episodes)
+    Ok(file)
 }
 
 /// Refuses to append episodes of `envs` to a file holding those of another

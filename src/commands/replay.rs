@@ -37,7 +37,8 @@ pub struct ReplayArgs {
 /// Exits 0 when every episode replays identically, 1 naming the first
 /// diverging step otherwise.
 pub fn run(args: ReplayArgs) -> Result<ExitCode> {
-    let episodes = super::read_trajectories(&args.file)?;
+    let file = super::read_trajectory_file(&args.file)?;
+    let (episodes, torn_tail) = (file.episodes, file.torn_tail);
     if episodes.is_empty() {
         bail!(
             "{} holds no episode, so there is nothing to replay",
@@ -88,7 +89,7 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
     let episodes = episodes.len();
     if args.json {
         output::json_line(
-            &json!({"summary": true, "episodes": episodes, "identical": episodes - diverged, "diverged": diverged}),
+            &json!({"summary": true, "episodes": episodes, "identical": episodes - diverged, "diverged": diverged, "torn_tail_skipped": torn_tail}),
         );
     } else if diverged == 0 {
         println!(

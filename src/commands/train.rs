@@ -326,6 +326,16 @@ fn start(args: &TrainArgs, mut config: TrainConfig, stop: &Stop) -> Result<ExitC
         "tiny" => None,
         name => Some(crate::commands::model::resolve(name).context("model.init")?),
     };
+    if init.is_some() && args.device == Device::Cpu {
+        // Said before the minutes it takes to get there: a machine short
+        // of memory ends the run without a word.
+        eprintln!(
+            "note: training {} on the CPU, where a pretrained model's steps take minutes and can \
+             need tens of GiB of memory (its place is --device cuda; `--preset smoke` trains a \
+             tiny model on the CPU in minutes)",
+            config.model.init
+        );
+    }
     let user_model = match (config.user.kind, config.user.model.as_str()) {
         (UserKind::Model, name) if name != "tiny" => {
             Some(crate::commands::model::resolve(name).context("user.model")?)

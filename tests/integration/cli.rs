@@ -5,7 +5,7 @@ use crate::common::{
 };
 use forge_model::tokenizer::ModelTokenizer;
 use serde_json::{Value, json};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn summary(lines: &[Value]) -> &Value {
     let last = lines.last().expect("output");
@@ -447,6 +447,10 @@ fn a_torn_last_line_is_skipped_and_cut_before_appending_and_a_whole_one_kept() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(stderr(&output).contains("torn line"));
     assert!(stdout(&output).contains(&format!("{episodes} episodes replayed")));
+    // `--json` says so in its summary too.
+    let output = forge(&["replay", path.to_str().unwrap(), "--json"]);
+    let summary = json_lines(&output).pop().unwrap();
+    assert_eq!(summary["torn_tail_skipped"], true, "{summary}");
 
     // Appending one episode keeps every complete one before it, and says
     // what it cut.
@@ -765,6 +769,10 @@ fn bad_input_gets_errors_that_name_the_problem() {
         (
             &["run", "--policy", "random", "--from", "x.jsonl"],
             "--from is for --policy replay only",
+        ),
+        (
+            &["run", "--policy", "model", "--top-p", "0.5"],
+            "greedy decoding (--temperature 0, the default) takes the likeliest alone",
         ),
         (
             &["eval", "--out", "unused", "--batch", "8"],
@@ -1266,14 +1274,12 @@ const TINYLLAMA_TEMPLATE: &str = "{% for message in messages %}
 {% endif %}
 {% endfor %}";
 
-#[test]
-fn a_sentencepiece_model_with_zephyrs_template_runs() {
+/// A tiny random TinyLlama-style chat model in `dir`, its context
+/// `context`: a SentencePiece vocabulary of `<unk>`, `<s>`, `</s>`, the
+/// byte pieces and the space `▁`, and Zephyr's template.
+fn zephyr(dir: &Path, context: Option<usize>) -> (PathBuf, ModelTokenizer) {
     use forge_model::gguf::{Gguf, GgufWriter, Value};
     use forge_trainer::{CpuModel, LlamaConfig, checkpoint};
-    // A tiny random TinyLlama-style chat model: a SentencePiece vocabulary
-    // of `<unk>`, `<s>`, `</s>`, the byte pieces and the space `▁`, and
-    // Zephyr's template.
-    let dir = tempfile::tempdir().unwrap();
     let mut pieces = vec!["<unk>".to_owned(), "<s>".into(), "</s>".into()];
     pieces.extend((0..=255).map(|byte| format!("<0x{byte:02X}>")));
     pieces.push("\u{2581}".into());
@@ -1298,25 +1304,91 @@ fn a_sentencepiece_model_with_zephyrs_template_runs() {
             "tokenizer.chat_template",
             Value::String(TINYLLAMA_TEMPLATE.into()),
         );
-    let file = dir.path().join("tokenizer.gguf");
+    let file = dir.join("tokenizer.gguf");
     writer.write(&file).unwrap();
     let tokenizer = ModelTokenizer::from_gguf(&Gguf::open(&file).unwrap()).unwrap();
-    let model = dir.path().join("zephyr");
+    let model = dir.join("zephyr");
+    let config = LlamaConfig {
+        context,
+        ..LlamaConfig::tiny(tokenizer.vocab_size())
+    };
     checkpoint::save(
         &model,
-        &CpuModel::init(
-            LlamaConfig::tiny(tokenizer.vocab_size()),
-            7,
-            &Default::default(),
-        ),
+        &CpuModel::init(config, 7, &Default::default()),
         &tokenizer,
     )
     .unwrap();
+    (model, tokenizer)
+}
+
+#[test]
+fn a_sentencepiece_model_with_zephyrs_template_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, tokenizer) = zephyr(dir.path(), None);
     let (inspected, decoded) = inspect_and_first_prompt(&model, &tokenizer);
     assert_eq!(inspected["chat_template"], "zephyr", "{inspected}");
     assert_eq!(inspected["tokenizer"], "SentencePiece BPE", "{inspected}");
     assert!(decoded.starts_with("<s> <|system|>\n"), "{decoded}");
     assert!(decoded.ends_with("</s> \n<|assistant|>\n"), "{decoded}");
+}
+
+#[test]
+fn inspect_names_a_tensor_type_forge_cannot_read() {
+    use forge_model::gguf::GgufWriter;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("iq2.gguf");
+    let mut writer = GgufWriter::default();
+    writer.tensor_f32("w", &[4], &[1.0; 4]);
+    writer.write(&path).unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    // The tensor's header (its name, one dimension of 4), then its type:
+    // F32 becomes IQ2_XXS.
+    let mut header = 1u64.to_le_bytes().to_vec();
+    header.push(b'w');
+    header.extend(1u32.to_le_bytes());
+    header.extend(4u64.to_le_bytes());
+    let at = bytes
+        .windows(header.len())
+        .position(|window| window == header)
+        .unwrap()
+        + header.len();
+    bytes[at..at + 4].copy_from_slice(&16u32.to_le_bytes());
+    std::fs::write(&path, bytes).unwrap();
+    let output = forge(&["model", "inspect", path.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains(
+            "decoder: Forge cannot run it: tensor `w` has type IQ2_XXS (GGML type 16), which \
+             Forge cannot dequantize"
+        ),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
+fn chat_keeps_within_the_models_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, _) = zephyr(dir.path(), Some(64));
+    let model = model.to_str().unwrap();
+    let long = "a".repeat(100);
+    let output = forge(&["model", "chat", "--model", model, &long]);
+    assert_refused(&output, "which fills the model's context of 64");
+    let output = forge(&[
+        "model",
+        "chat",
+        "--model",
+        model,
+        "--max-tokens",
+        "500",
+        "hi",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("leaves room for"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]

@@ -495,6 +495,17 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
         .map(|_| post(&server.url("/step"), &call).0)
         .collect();
     assert!(statuses.contains(&429), "{statuses:?}");
+    // A refusal says when to ask again: within the third of a second a
+    // step takes to come back, so in a second.
+    let mut refused = agent()
+        .post(&server.url("/step"))
+        .content_type("application/json")
+        .send(call.to_string())
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers()["retry-after"], "1");
+    let body = refused.body_mut().read_to_string().unwrap();
+    assert!(body.contains("steps per second; retry in 0."), "{body}");
     let (status, state) = get(&server.url(&format!("/state?episode_id={id}")));
     assert_eq!(status, 200);
     assert_eq!(
@@ -780,6 +791,8 @@ fn mcp_over_stdio_serves_an_episode_at_a_time_and_records_them() {
     let [initialize, initialized] = mcp_opening();
     let mut again = initialize.clone();
     again["id"] = json!(5);
+    // The client picks the next episode's task, as a reset's body does.
+    again["params"]["task_id"] = json!("shop-02");
     let call = |id: u64, name: &str, arguments: Value| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
             .to_string()
@@ -828,6 +841,11 @@ fn mcp_over_stdio_serves_an_episode_at_a_time_and_records_them() {
     }
     let episodes = std::fs::read_to_string(&trajectories).unwrap();
     assert_eq!(episodes.lines().count(), 2, "{episodes}");
+    let tasks: Vec<Value> = episodes
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["task_id"].clone())
+        .collect();
+    assert_eq!(tasks, [json!("shop-01"), json!("shop-02")]);
     let codes: Vec<Option<i64>> = replies[1..4]
         .iter()
         .map(|reply| reply["error"]["code"].as_i64())

@@ -22,9 +22,10 @@ pub enum BenchCommand {
     /// (forward, backward, AdamW) and batched decoding, in tokens/s, on the
     /// CPU or a GPU (compare with `scripts/gpu/bench_torch.py`).
     Model(model::ModelBenchArgs),
-    /// Replays every task's gold actions of a benchmark suite, printing each
-    /// call's output and the final database hash, for comparison with the
-    /// suite's reference implementation.
+    /// Replays every task's gold actions of a benchmark suite: a summary and
+    /// what an episode's operations cost on its database; with `--json`,
+    /// each call's output and the final database hash, for comparison with
+    /// the suite's reference implementation.
     Replay(replay::ReplayArgs),
     /// A load test of `forge serve`: many concurrent WebSocket sessions on
     /// loopback, sessions held, steps/s and latency percentiles, and whether
