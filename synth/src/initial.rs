@@ -41,7 +41,10 @@ pub fn initial_state(doc: &DomainDoc, seed: u64) -> Result<Value> {
                             // may not leave it.
                             (false, Value::String(text))
                                 if field.choices.is_none()
-                                    && field.generator.as_deref() != Some("date") =>
+                                    && !matches!(
+                                        field.generator.as_deref(),
+                                        Some("date" | "birth_date")
+                                    ) =>
                             {
                                 Value::String(format!("{text} {attempt}"))
                             }

@@ -15,6 +15,7 @@ pub const GENERATORS: &[&str] = &[
     "city",
     "street",
     "date",
+    "birth_date",
     "time",
     "code",
 ];
@@ -142,6 +143,13 @@ pub fn generate(
             rng.random_range(1..=12),
             rng.random_range(1..=28)
         ),
+        // Of an adult: no patient born this year.
+        "birth_date" => format!(
+            "{}-{:02}-{:02}",
+            rng.random_range(1940..=2007),
+            rng.random_range(1..=12),
+            rng.random_range(1..=28)
+        ),
         "time" => format!(
             "{:02}:{}",
             rng.random_range(8..=18),
@@ -159,4 +167,22 @@ pub fn generate(
 
 fn pick<'a>(rng: &mut ChaCha8Rng, items: &[&'a str]) -> &'a str {
     items[rng.random_range(0..items.len())]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn dates_of_birth_are_an_adults_and_other_dates_this_years() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let record = serde_json::Map::new();
+        for _ in 0..200 {
+            let born = generate("birth_date", &mut rng, &record);
+            let year: u32 = born[..4].parse().unwrap();
+            assert!((1940..=2007).contains(&year), "{born}");
+            assert!(generate("date", &mut rng, &record).starts_with("2026-"));
+        }
+    }
 }
