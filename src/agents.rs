@@ -269,7 +269,8 @@ impl AgentArgs {
                 flag_value(user)
             );
         }
-        if self.top_p.is_some()
+        // A mass of 1 is no truncation, greedy or not.
+        if self.top_p.is_some_and(|mass| mass < 1.0)
             && self
                 .temperature
                 .is_none_or(|temperature| temperature == 0.0)

@@ -188,9 +188,13 @@ fn initialize(hub: &Hub, open: &OpenRequest, id: &Value, params: &Value) -> Repl
         .into_iter()
         .find(|version| Some(*version) == asked)
         .unwrap_or(VERSIONS[0]);
-    let open = match chosen(open, params) {
+    let open = match picked_in(params, open) {
         Ok(open) => open,
-        Err(detail) => return Reply::Response(error(id, INVALID_PARAMS, &detail)),
+        Err(StepError::Invalid(errors)) => {
+            let detail = format!("malformed session options: {}", describe(&errors));
+            return Reply::Response(error(id, INVALID_PARAMS, &detail));
+        }
+        Err(StepError::Refused(err)) => return Reply::Response(refused(id, &err)),
     };
     let opened = match hub.open(open) {
         Ok(opened) => opened,
@@ -225,28 +229,22 @@ fn initialize(hub: &Hub, open: &OpenRequest, id: &Value, params: &Value) -> Repl
     }
 }
 
-/// `open`, with the task, environment and seed `initialize`'s params name
-/// (as a reset's body names them), so that a client picks each episode's
-/// task (over stdio, where there is no query to name it in).
-fn chosen(open: &OpenRequest, params: &Value) -> Result<OpenRequest, String> {
-    let mut open = open.clone();
-    for (key, slot) in [("task_id", &mut open.task_id), ("env", &mut open.env)] {
-        match params.get(key) {
-            None | Some(Value::Null) => {}
-            Some(Value::String(value)) => *slot = Some(value.clone()),
-            Some(_) => return Err(format!("`{key}` must be a string")),
-        }
-    }
-    match params.get("seed") {
-        None | Some(Value::Null) => {}
-        Some(seed) => {
-            open.seed = Some(
-                seed.as_u64()
-                    .ok_or("`seed` must be a non-negative integer")?,
-            );
-        }
-    }
-    Ok(open)
+/// `open`, with the task, environment and seed that `initialize`'s params
+/// name (read as a reset's body is), in place of those of the query or
+/// `--task`: a client picks each episode's task (over stdio, where there
+/// is no query to name it in).
+fn picked_in(params: &Value, open: &OpenRequest) -> Result<OpenRequest, StepError> {
+    let picked: serde_json::Map<String, Value> = ["env", "task_id", "seed"]
+        .into_iter()
+        .filter_map(|key| Some((key.to_owned(), params.get(key)?.clone())))
+        .collect();
+    let picked = openenv::open_request(&Value::Object(picked))?;
+    Ok(OpenRequest {
+        env: picked.env.or_else(|| open.env.clone()),
+        task_id: picked.task_id.or_else(|| open.task_id.clone()),
+        seed: picked.seed.or(open.seed),
+        ..open.clone()
+    })
 }
 
 /// Tool entries for a listing: the agent's tools and [`MESSAGE_TOOL`], the

@@ -865,7 +865,9 @@ impl TokenBucket {
         Err(ServeError::RateLimited {
             id: id.into(),
             rate: self.rate,
-            retry_after: Duration::from_secs_f64((1.0 - self.tokens) / self.rate),
+            // A rate too small to wait for is waited for "for ever".
+            retry_after: Duration::try_from_secs_f64((1.0 - self.tokens) / self.rate)
+                .unwrap_or(Duration::MAX),
         })
     }
 }

@@ -119,23 +119,16 @@ fn chat(args: &ChatArgs) -> Result<()> {
     let model =
         forge_trainer::load_cpu(&path).with_context(|| format!("loading {}", path.display()))?;
     let prompt = chat_prompt(&args.prompt).encode(&tokenizer)?;
-    // Past its context the model computes nothing it was trained for, and
-    // attention's cost grows with the square of the length.
     let mut max_tokens = args.max_tokens as usize;
-    if let Some(context) = model.config.context {
-        anyhow::ensure!(
-            prompt.len() < context,
-            "the prompt is {} tokens, which fills the model's context of {context}",
-            prompt.len()
+    let room = model
+        .config
+        .room_after(prompt.len())
+        .map_err(anyhow::Error::msg)?;
+    if max_tokens > room {
+        eprintln!(
+            "note: the model's context leaves room for {room} of the {max_tokens} tokens asked for"
         );
-        let room = context - prompt.len();
-        if max_tokens > room {
-            eprintln!(
-                "note: the model's context of {context} leaves room for {room} of the {max_tokens} \
-                 tokens asked for"
-            );
-            max_tokens = room;
-        }
+        max_tokens = room;
     }
     let stop = Stop::tokens(&end).strings(&args.stop, &tokenizer);
     let mut reply = model.generate_greedy(&prompt, max_tokens, stop);

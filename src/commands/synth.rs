@@ -148,6 +148,7 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
         .prefix(".forge-probe-")
         .tempdir_in(&args.out)
         .with_context(|| format!("--out {} cannot be written to", args.out.display()))?;
+    recover_stopped_syntheses(&args.out)?;
     for doc in &docs {
         let dir = args.out.join(doc.name());
         if dir.exists() && !dir.is_dir() {
@@ -171,8 +172,6 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
             );
         }
     }
-    // Refused, a synthesis changes nothing.
-    remove_stopped_stages(&args.out)?;
     let config = SynthConfig {
         seed: args.seed,
         tasks: args.tasks,
@@ -277,7 +276,7 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
             .filter_map(|report| report.instructions_rewritten)
             .sum();
         let kept = match rewritten < tasks {
-            true => " (the others keep their template: a rewrite lost a fact)",
+            true => forge_synth::llm::TEMPLATES_KEPT,
             false => "",
         };
         println!(
@@ -295,25 +294,39 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
     Ok(exit_code(&rejected))
 }
 
-/// Removes what syntheses into `out` stopped mid-way (Ctrl-C, a crash) left:
-/// the directories they were writing domains in. Nothing else writes in
-/// `out` while this process holds it.
-fn remove_stopped_stages(out: &Path) -> Result<()> {
+/// Tidies what syntheses into `out` stopped mid-way (Ctrl-C, a crash)
+/// left: a domain's old bundle, moved aside to be replaced, goes back where
+/// it was if nothing took its place (once the new one is there, the old one
+/// is spent), and the directories they were writing domains in are
+/// removed. Nothing else writes in `out` while this process holds it.
+fn recover_stopped_syntheses(out: &Path) -> Result<()> {
     let entries = out
         .read_dir()
         .with_context(|| format!("reading {}", out.display()))?;
     for entry in entries {
         let entry = entry.with_context(|| format!("reading {}", out.display()))?;
-        if entry.file_type().is_ok_and(|kind| kind.is_dir())
-            && domain_dir::is_staged(&entry.file_name())
-        {
-            std::fs::remove_dir_all(entry.path())
-                .with_context(|| format!("removing {}", entry.path().display()))?;
+        let name = entry.file_name();
+        let Some(domain) = name.to_str().and_then(domain_dir::staged_domain) else {
+            continue;
+        };
+        if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            continue;
+        }
+        let stage = entry.path();
+        let (aside, home) = (stage.join(domain_dir::MOVED_ASIDE), out.join(domain));
+        if aside.is_dir() && !home.exists() {
+            std::fs::rename(&aside, &home)
+                .with_context(|| format!("putting {} back", home.display()))?;
             eprintln!(
-                "note: removed {}, left by a synthesis stopped mid-way",
-                entry.path().display()
+                "note: put {} back, which a synthesis stopped mid-way had moved aside",
+                home.display()
             );
         }
+        std::fs::remove_dir_all(&stage).with_context(|| format!("removing {}", stage.display()))?;
+        eprintln!(
+            "note: removed {}, left by a synthesis stopped mid-way",
+            stage.display()
+        );
     }
     Ok(())
 }

@@ -102,8 +102,8 @@ pub fn lib_rs(doc: &DomainDoc) -> Result<String> {
         "use forge_guest::{{Args, Db, Tool, ToolResult, Value}};\n"
     )?;
     // Functions are named with a prefix, so that any tool name the doc
-    // allows (`fn`, `1st_call`, `get_member` beside `get_member_schema`)
-    // makes an identifier, and a distinct one.
+    // allows (`fn`, `1st_call`) makes an identifier, and a distinct one
+    // (`get_member` beside a tool named `get_member_parameters` collided).
     for tool in &doc.tools {
         write_tool(&mut out, doc, tool)?;
         let schema = parameters(doc, tool).to_string();

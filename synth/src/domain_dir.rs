@@ -93,9 +93,18 @@ pub fn stage(dir: &Path) -> Result<TempDir> {
 /// Whether `name` is that of a directory [`stage`] made: what a synthesis
 /// stopped mid-way leaves behind.
 pub fn is_staged(name: &std::ffi::OsStr) -> bool {
-    name.to_str()
-        .is_some_and(|name| name.starts_with('.') && name.contains(".partial-"))
+    name.to_str().and_then(staged_domain).is_some()
 }
+
+/// The domain directory whose stage `name` is (`.hr.partial-x1Y2z3` →
+/// `hr`), if it is one [`stage`] made.
+pub fn staged_domain(name: &str) -> Option<&str> {
+    let (domain, _) = name.strip_prefix('.')?.rsplit_once(".partial-")?;
+    (!domain.is_empty()).then_some(domain)
+}
+
+/// Where [`replace`] moves the directory it replaces, inside its stage.
+pub const MOVED_ASIDE: &str = "old";
 
 /// Moves `staged` into place as `dir`, replacing what `dir` held (which
 /// [`check_replaceable`] allows). The old directory is moved aside first and
@@ -105,7 +114,7 @@ pub fn replace(dir: &Path, staged: TempDir) -> Result<()> {
     let aside = match dir.exists() {
         true => {
             let aside = stage(dir)?;
-            std::fs::rename(dir, aside.path().join("old"))
+            std::fs::rename(dir, aside.path().join(MOVED_ASIDE))
                 .with_context(|| format!("moving {} aside", dir.display()))?;
             Some(aside)
         }
@@ -116,9 +125,9 @@ pub fn replace(dir: &Path, staged: TempDir) -> Result<()> {
         // Put the old directory back, or say where it is: the failure
         // loses nothing.
         if let Some(aside) = aside
-            && std::fs::rename(aside.path().join("old"), dir).is_err()
+            && std::fs::rename(aside.path().join(MOVED_ASIDE), dir).is_err()
         {
-            let kept = aside.keep().join("old");
+            let kept = aside.keep().join(MOVED_ASIDE);
             return Err(err)
                 .with_context(|| format!("{moving} (the old directory is at {})", kept.display()));
         }

@@ -119,7 +119,7 @@ pub struct DomainReport {
     pub random_success: Option<f64>,
     pub gold_success: f64,
     /// Instructions the model rewrote; the others kept their template (a
-    /// rewrite that lost a fact is not taken). None without a model.
+    /// rewrite that is not [`llm::faithful`] is not taken). None without a model.
     pub instructions_rewritten: Option<usize>,
 }
 
@@ -694,7 +694,7 @@ fn markdown_report(
     }
     if let Some(rewritten) = report.instructions_rewritten {
         let kept = match rewritten < report.tasks {
-            true => " (the others keep their template: a rewrite lost a fact)",
+            true => llm::TEMPLATES_KEPT,
             false => "",
         };
         let _ = writeln!(

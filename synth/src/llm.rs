@@ -275,11 +275,16 @@ pub fn refine_instruction(
     Ok(faithful(rewrite, instruction, facts).then(|| rewrite.to_owned()))
 }
 
+/// Said of the instructions whose rewrite was not [`faithful`].
+pub const TEMPLATES_KEPT: &str =
+    " (the others keep their template: their rewrite lost a fact, turned the task round or ran on)";
+
 /// Whether a rewrite of `instruction` can stand for it: every fact kept
-/// verbatim, no longer than a paraphrase runs (a model that rambles on
-/// buries the task), and no negation the instruction lacks (a "do not"
-/// that turns the task round). Rules of thumb: a faithful rewrite they
-/// refuse costs only its naturalness, as the template stays.
+/// verbatim, no longer than a paraphrase runs (three times the
+/// instruction, and 200 characters more for short ones: a model that
+/// rambles on buries the task), and no negation the instruction lacks (a
+/// "do not" that turns the task round). Rules of thumb: a faithful rewrite
+/// they refuse costs only its naturalness, as the template stays.
 pub fn faithful(rewrite: &str, instruction: &str, facts: &[String]) -> bool {
     !rewrite.is_empty()
         && keeps_facts(rewrite, facts)

@@ -217,6 +217,8 @@ impl<'a> Session<'a> {
             reasoning: self.reasoning.len(),
             facts: self.facts.clone(),
             persona_step: self.persona_step,
+            sentences: self.sentences.len(),
+            outputs: self.outputs.len(),
         }
     }
 
@@ -227,6 +229,8 @@ impl<'a> Session<'a> {
         self.reasoning.truncate(checkpoint.reasoning);
         self.facts = checkpoint.facts;
         self.persona_step = checkpoint.persona_step;
+        self.sentences.truncate(checkpoint.sentences);
+        self.outputs.truncate(checkpoint.outputs);
     }
 
     fn unique_in(&self, collection: &str, field: &str, value: &Value) -> bool {
@@ -313,6 +317,8 @@ struct Checkpoint {
     reasoning: usize,
     facts: Map<String, Value>,
     persona_step: Option<usize>,
+    sentences: usize,
+    outputs: usize,
 }
 
 fn record_producers(value: &Value, step: usize, producers: &mut BTreeMap<String, usize>) {
@@ -419,13 +425,19 @@ impl<'a> TaskGenerator<'a> {
         while session.sentences.len() < wanted && attempts < 12 {
             attempts += 1;
             let checkpoint = session.checkpoint();
+            let used = used_tools.len();
             let done = if rng.random_range(0..100) < 75 {
                 self.write_requirement(&mut session, &mut rng, &mut used_tools)
             } else {
                 self.read_requirement(&mut session, &mut rng)
             };
-            if done.is_none() {
+            // A question whose answer the instruction now states (given
+            // with this requirement or an earlier one) could be answered by
+            // echoing it, without a call.
+            let leaks = || session.outputs.iter().any(|output| session.states(output));
+            if done.is_none() || leaks() {
                 session.restore(checkpoint);
+                used_tools.truncate(used);
             }
         }
         if session.sentences.is_empty() {
@@ -494,7 +506,11 @@ impl<'a> TaskGenerator<'a> {
             arguments.insert(collection.key_field.clone(), Value::String(key));
             for param in &tool.params {
                 let field = doc.field(&tool.collection, param)?;
-                let value = field_value(&field, &Map::new(), &record, rng);
+                // Another value than the one held (a major changed to the
+                // one it is would change nothing).
+                let value = (0..8)
+                    .map(|_| field_value(&field, &Map::new(), &record, rng))
+                    .find(|value| record.get(param) != Some(value))?;
                 session.know(format!("new {}", words(param)), &value);
                 record.insert(param.clone(), value.clone());
                 arguments.insert(param.clone(), value);
@@ -504,12 +520,9 @@ impl<'a> TaskGenerator<'a> {
         let sentence = session.render(tool, tool.intent.as_deref()?, &target)?;
         let before = session.state.sha256();
         session.call(tool, arguments)?;
-        // A write that changes nothing (a major changed to the one held)
-        // is one an agent that skips it fulfils as well; and a question
-        // the user now states the answer to can be answered by echoing it.
-        if session.state.sha256() == before
-            || session.outputs.iter().any(|output| session.states(output))
-        {
+        // A write that changes nothing is one an agent that skips it
+        // fulfils as well.
+        if session.state.sha256() == before {
             return None;
         }
         used_tools.push(tool.name.clone());
@@ -674,7 +687,7 @@ impl<'a> TaskGenerator<'a> {
             Map::from_iter([(collection.key_field.clone(), Value::String(key))]),
         )?;
         let answer = text(session.steps[step].output.get(&field)?);
-        if answer.is_empty() || session.outputs.contains(&answer) || session.states(&answer) {
+        if answer.is_empty() || session.outputs.contains(&answer) {
             return None;
         }
         session.want(&format!("know {question}"));
@@ -759,7 +772,7 @@ impl<'a> TaskGenerator<'a> {
             }
             FieldType::Boolean => return None,
         };
-        if session.outputs.contains(&answer) || session.states(&answer) {
+        if session.outputs.contains(&answer) {
             return None;
         }
         session.reasoning.push(reasoning);

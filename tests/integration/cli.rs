@@ -1373,7 +1373,7 @@ fn chat_keeps_within_the_models_context() {
     let model = model.to_str().unwrap();
     let long = "a".repeat(100);
     let output = forge(&["model", "chat", "--model", model, &long]);
-    assert_refused(&output, "which fills the model's context of 64");
+    assert_refused(&output, "tokens fills the model's context of 64");
     let output = forge(&[
         "model",
         "chat",

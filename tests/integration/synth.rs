@@ -181,32 +181,44 @@ fn synthesis_holds_its_out_directory_and_clears_what_a_stopped_one_left() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let doc = repo("env-templates/domains/library.toml");
-    // What a synthesis stopped mid-way (Ctrl-C) leaves.
+    // What syntheses stopped mid-way (Ctrl-C) leave: a stage one was
+    // writing the domain in, and one holding the old bundle another had
+    // moved aside to replace it.
     let stopped = out.join(".library.partial-AbC123");
-    std::fs::create_dir_all(stopped.join("old")).unwrap();
+    std::fs::create_dir_all(&stopped).unwrap();
+    let moved = out.join(".library.partial-XyZ789");
+    std::fs::create_dir_all(moved.join("old")).unwrap();
+    std::fs::write(moved.join("old/report.md"), "the old bundle").unwrap();
     // Another process writing into the directory: refused before any work.
     let held = std::fs::File::open(&out).unwrap();
     held.try_lock().unwrap();
     let output = synth(&[&doc], &out, 5);
     assert_refused(&output, "is in use by another forge process");
     assert!(
-        stopped.exists(),
+        stopped.exists() && moved.exists(),
         "left to the process holding the directory"
     );
     drop(held);
+    // The old bundle goes back where it was (and, there, is not replaced
+    // without --force); the stages are removed.
+    let output = synth(&[&doc], &out, 5);
+    assert_refused(&output, "already exists (pass --force");
+    assert!(
+        stderr(&output).contains("back, which a synthesis stopped mid-way had moved aside"),
+        "{}",
+        stderr(&output)
+    );
+    let restored = std::fs::read_to_string(out.join("library/report.md")).unwrap();
+    assert_eq!(restored, "the old bundle");
+    assert!(!stopped.exists() && !moved.exists(), "{}", stderr(&output));
     // A file where a domain's directory would go: refused before any work.
+    std::fs::remove_dir_all(out.join("library")).unwrap();
     std::fs::write(out.join("library"), "notes").unwrap();
     let output = synth(&[&doc], &out, 5);
     assert_refused(&output, "is a file, where the bundle of `library` would go");
     std::fs::remove_file(out.join("library")).unwrap();
     let output = synth(&[&doc], &out, 5);
     assert!(output.status.success(), "{}", stderr(&output));
-    assert!(!stopped.exists(), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("left by a synthesis stopped mid-way"),
-        "{}",
-        stderr(&output)
-    );
     assert!(out.join("library/tasks.jsonl").is_file());
 }
 

@@ -142,6 +142,19 @@ fn default_rms_eps() -> f64 {
 }
 
 impl LlamaConfig {
+    /// The tokens a reply to a prompt of `prompt` tokens may take within the
+    /// context (any number where it is not known), or why there is no room:
+    /// past it the model computes nothing it was trained for.
+    pub fn room_after(&self, prompt: usize) -> Result<usize, String> {
+        match self.context {
+            Some(context) if prompt >= context => Err(format!(
+                "the prompt of {prompt} tokens fills the model's context of {context}"
+            )),
+            Some(context) => Ok(context - prompt),
+            None => Ok(usize::MAX),
+        }
+    }
+
     pub fn from_gguf(gguf: &Gguf) -> Result<Self, LoadError> {
         let arch = gguf.get_str("general.architecture")?.to_owned();
         let architecture = Architecture::from_name(&arch)?;

@@ -310,15 +310,10 @@ fn decode<B: Backend>(
     read: &mut HashMap<(usize, Speaker), Prefix<B>>,
     first_prompts: &mut PrefixPool<B>,
 ) {
-    let context = model.config.context.unwrap_or(usize::MAX);
-    let (turns, full): (Vec<_>, Vec<_>) = turns
-        .into_iter()
-        .partition(|turn| turn.prompt.len() < context);
+    let room = |turn: &Pending| model.config.room_after(turn.prompt.len());
+    let (turns, full): (Vec<_>, Vec<_>) = turns.into_iter().partition(|turn| room(turn).is_ok());
     for turn in full {
-        let full = ContextFull(format!(
-            "the prompt of {} tokens fills the model's context of {context}",
-            turn.prompt.len()
-        ));
+        let full = ContextFull(room(&turn).unwrap_err());
         // A thread that has gone away no longer needs its answer.
         let _ = turn.reply.send(Err(full));
     }
@@ -329,7 +324,7 @@ fn decode<B: Backend>(
     let samplings: Vec<Sampling> = turns
         .iter()
         .map(|turn| Sampling {
-            max_tokens: turn.sampling.max_tokens.min(context - turn.prompt.len()),
+            max_tokens: turn.sampling.max_tokens.min(room(turn).unwrap_or(0)),
             ..turn.sampling.clone()
         })
         .collect();
