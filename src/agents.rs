@@ -277,7 +277,7 @@ impl AgentArgs {
         {
             bail!(
                 "--top-p samples among the likeliest tokens, and greedy decoding (--temperature \
-                 0, the default) takes the likeliest alone: give --temperature too"
+                 0, the default) takes the likeliest alone: give a --temperature above 0 too"
             );
         }
         Ok(())

@@ -234,9 +234,16 @@ fn initialize(hub: &Hub, open: &OpenRequest, id: &Value, params: &Value) -> Repl
 /// `--task`: a client picks each episode's task (over stdio, where there
 /// is no query to name it in).
 fn picked_in(params: &Value, open: &OpenRequest) -> Result<OpenRequest, StepError> {
-    let picked: serde_json::Map<String, Value> = ["env", "task_id", "seed"]
+    // MCP's own params aside; a misspelt option is refused as a reset's is.
+    let picked: serde_json::Map<String, Value> = params
+        .as_object()
         .into_iter()
-        .filter_map(|key| Some((key.to_owned(), params.get(key)?.clone())))
+        .flatten()
+        .filter(|(key, _)| {
+            ["env", "task_id", "seed"].contains(&key.as_str())
+                || openenv::misspelt_option([key.as_str()]).is_some()
+        })
+        .map(|(key, value)| (key.clone(), value.clone()))
         .collect();
     let picked = openenv::open_request(&Value::Object(picked))?;
     Ok(OpenRequest {

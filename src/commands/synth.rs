@@ -151,6 +151,14 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
     recover_stopped_syntheses(&args.out)?;
     for doc in &docs {
         let dir = args.out.join(doc.name());
+        if dir.is_symlink() {
+            bail!(
+                "{} is a symbolic link, where the bundle of `{}` would go: not writing through it \
+                 (choose another --out)",
+                dir.display(),
+                doc.name()
+            );
+        }
         if dir.exists() && !dir.is_dir() {
             bail!(
                 "{} is a file, where the bundle of `{}` would go (move it away or choose another \
@@ -309,10 +317,18 @@ fn recover_stopped_syntheses(out: &Path) -> Result<()> {
         let Some(domain) = name.to_str().and_then(domain_dir::staged_domain) else {
             continue;
         };
+        let stage = entry.path();
         if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
             continue;
         }
-        let stage = entry.path();
+        if !domain_dir::holds_only_synthesis(&stage) {
+            eprintln!(
+                "note: left {}, which looks like what a stopped synthesis leaves but holds files \
+                 of its own",
+                stage.display()
+            );
+            continue;
+        }
         let (aside, home) = (stage.join(domain_dir::MOVED_ASIDE), out.join(domain));
         if aside.is_dir() && !home.exists() {
             std::fs::rename(&aside, &home)

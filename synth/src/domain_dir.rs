@@ -106,6 +106,29 @@ pub fn staged_domain(name: &str) -> Option<&str> {
 /// Where [`replace`] moves the directory it replaces, inside its stage.
 pub const MOVED_ASIDE: &str = "old";
 
+/// Whether `stage` holds only what a synthesis writes there (its files, and
+/// the bundle it moved aside): a directory that only looks like a stage is
+/// not a leftover to remove.
+pub fn holds_only_synthesis(stage: &Path) -> bool {
+    let Ok(entries) = stage.read_dir() else {
+        return false;
+    };
+    entries.into_iter().all(|entry| {
+        entry.is_ok_and(|entry| {
+            let name = entry.file_name();
+            let kind = entry.file_type().ok();
+            match name.to_str() {
+                Some(MOVED_ASIDE) => {
+                    kind.is_some_and(|kind| kind.is_dir())
+                        && check_replaceable(&entry.path()).is_ok()
+                }
+                Some(name) => kind.is_some_and(|kind| kind.is_file()) && WRITTEN.contains(&name),
+                None => false,
+            }
+        })
+    })
+}
+
 /// Moves `staged` into place as `dir`, replacing what `dir` held (which
 /// [`check_replaceable`] allows). The old directory is moved aside first and
 /// removed only once the new one is in place.

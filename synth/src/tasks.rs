@@ -180,7 +180,9 @@ impl<'a> Session<'a> {
     }
 
     /// Whether the user's instruction states `answer`: a fact of theirs it
-    /// gives, so that an agent could answer with it without a call.
+    /// gives, or a word of what it asks ("… of the flight with status
+    /// cancelled"), so that an agent could answer with it without a call
+    /// (an answer is found in the agent's words as they are).
     fn states(&self, answer: &str) -> bool {
         let persona = &self.doc.collections[&self.doc.domain.persona];
         let stated = persona
@@ -191,6 +193,10 @@ impl<'a> Session<'a> {
         stated
             .chain(self.facts.values())
             .any(|fact| text(fact) == answer)
+            || self
+                .sentences
+                .iter()
+                .any(|sentence| holds_word(sentence, answer))
     }
 
     /// Records a fact the user knows (see [`know`]).
@@ -294,6 +300,19 @@ fn know(facts: &mut Map<String, Value>, key: String, value: &Value) {
         }
     }
     facts.insert(slot, value.clone());
+}
+
+/// Whether `text` holds `word` between characters that are no part of a
+/// word (or its ends).
+fn holds_word(text: &str, word: &str) -> bool {
+    !word.is_empty()
+        && text.match_indices(word).any(|(at, _)| {
+            let before = text[..at].chars().next_back();
+            let after = text[at + word.len()..].chars().next();
+            [before, after]
+                .iter()
+                .all(|side| side.is_none_or(|ch| !ch.is_alphanumeric()))
+        })
 }
 
 /// Fills an intent template: each `{placeholder}` becomes the text of what
@@ -1013,6 +1032,15 @@ intent = "change your major to {major}"
             writes > 0 && questions > 0,
             "{writes} writes, {questions} questions"
         );
+    }
+
+    #[test]
+    fn words_are_found_whole() {
+        assert!(holds_word("the flight with status cancelled.", "cancelled"));
+        assert!(holds_word("cancelled", "cancelled"));
+        assert!(!holds_word("the uncancelled flight", "cancelled"));
+        assert!(!holds_word("flight 12", "2"));
+        assert!(!holds_word("anything", ""));
     }
 
     #[test]

@@ -791,8 +791,11 @@ fn mcp_over_stdio_serves_an_episode_at_a_time_and_records_them() {
     let [initialize, initialized] = mcp_opening();
     let mut again = initialize.clone();
     again["id"] = json!(5);
-    // The client picks the next episode's task, as a reset's body does.
+    // The client picks the next episode's task, as a reset's body does
+    // (and a misspelt pick is refused, not ignored).
     again["params"]["task_id"] = json!("shop-02");
+    let mut misspelt = again.clone();
+    misspelt["params"]["taskid"] = json!("shop-03");
     let call = |id: u64, name: &str, arguments: Value| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
             .to_string()
@@ -826,6 +829,7 @@ fn mcp_over_stdio_serves_an_episode_at_a_time_and_records_them() {
             json!({"jsonrpc": "2.0", "id": 4, "method": "openenv/session/close"})
                 .to_string()
                 .into_bytes(),
+            misspelt.to_string().into_bytes(),
             again.to_string().into_bytes(),
             call(6, "send_message_to_user", json!({"message": "Done."})),
         ],
@@ -835,10 +839,19 @@ fn mcp_over_stdio_serves_an_episode_at_a_time_and_records_them() {
         .lines()
         .map(|line| serde_json::from_str(line).expect("stdout carries only JSON-RPC"))
         .collect();
-    assert_eq!(replies.len(), 9, "the notification gets no answer");
-    for reply in &replies[6..] {
+    assert_eq!(replies.len(), 10, "the notification gets no answer");
+    for reply in [&replies[6], &replies[8], &replies[9]] {
         assert!(reply["result"].is_object(), "{reply}");
     }
+    assert_eq!(replies[7]["error"]["code"], -32602, "{}", replies[7]);
+    assert!(
+        replies[7]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("did you mean `task_id`"),
+        "{}",
+        replies[7]
+    );
     let episodes = std::fs::read_to_string(&trajectories).unwrap();
     assert_eq!(episodes.lines().count(), 2, "{episodes}");
     let tasks: Vec<Value> = episodes

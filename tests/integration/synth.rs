@@ -189,6 +189,10 @@ fn synthesis_holds_its_out_directory_and_clears_what_a_stopped_one_left() {
     let moved = out.join(".library.partial-XyZ789");
     std::fs::create_dir_all(moved.join("old")).unwrap();
     std::fs::write(moved.join("old/report.md"), "the old bundle").unwrap();
+    // And a directory that only looks like one.
+    let lookalike = out.join(".thesis.partial-2026");
+    std::fs::create_dir_all(&lookalike).unwrap();
+    std::fs::write(lookalike.join("thesis.tex"), "mine").unwrap();
     // Another process writing into the directory: refused before any work.
     let held = std::fs::File::open(&out).unwrap();
     held.try_lock().unwrap();
@@ -211,6 +215,12 @@ fn synthesis_holds_its_out_directory_and_clears_what_a_stopped_one_left() {
     let restored = std::fs::read_to_string(out.join("library/report.md")).unwrap();
     assert_eq!(restored, "the old bundle");
     assert!(!stopped.exists() && !moved.exists(), "{}", stderr(&output));
+    assert!(lookalike.join("thesis.tex").exists());
+    assert!(
+        stderr(&output).contains("holds files of its own"),
+        "{}",
+        stderr(&output)
+    );
     // A file where a domain's directory would go: refused before any work.
     std::fs::remove_dir_all(out.join("library")).unwrap();
     std::fs::write(out.join("library"), "notes").unwrap();

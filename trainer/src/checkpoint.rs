@@ -187,6 +187,17 @@ pub fn saved_adapters(dir: &Path) -> Result<PeftAdapters, LoadError> {
 
 /// `tensors` as a safetensors file (f32).
 fn serialize(tensors: &[(String, TensorData)]) -> anyhow::Result<Vec<u8>> {
+    // Written, such weights would load as a model that answers nothing.
+    for (name, data) in tensors {
+        if let Ok(values) = data.as_slice::<f32>()
+            && let Some(at) = values.iter().position(|value| !value.is_finite())
+        {
+            anyhow::bail!(
+                "tensor `{name}` holds {} (element {at}): not writing a broken model",
+                values[at]
+            );
+        }
+    }
     let views = tensors
         .iter()
         .map(|(name, data)| {

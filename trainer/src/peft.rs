@@ -414,6 +414,28 @@ mod tests {
     }
 
     #[test]
+    fn adapters_whose_product_overflows_are_not_written_as_a_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = config(json!({ "target_modules": ["q_proj"] }));
+        write(dir.path(), &config, &[]);
+        let adapters = PeftAdapters::open(dir.path()).unwrap();
+        let base = base();
+        let mut tensors = random_adapters(&adapters.lora, &base);
+        for (_, _, values) in &mut tensors {
+            values.fill(bf16::from_f32(1e30));
+        }
+        write(dir.path(), &config, &tensors);
+        let adapted = adapters.apply(base).unwrap();
+        let out = dir.path().join("merged");
+        let tokenizer = forge_model::tokenizer::ModelTokenizer::byte_level();
+        let err = crate::checkpoint::save(&out, &adapted, &tokenizer).unwrap_err();
+        assert!(
+            err.to_string().contains("not writing a broken model"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn tensors_the_config_does_not_account_for_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let config = config(json!({ "target_modules": ["q_proj"] }));
