@@ -396,13 +396,19 @@ mod tests {
         assert!(err.contains("not a PEFT adapter config"), "{err}");
     }
 
-    #[test]
-    fn adapters_holding_values_that_are_not_numbers_are_refused() {
+    /// A directory for adapters of the base's `q_proj` (their config there,
+    /// their tensors to write), those adapters opened, and the base.
+    fn q_proj_adapters() -> (tempfile::TempDir, Value, PeftAdapters, Llama<Cpu>) {
         let dir = tempfile::tempdir().unwrap();
         let config = config(json!({ "target_modules": ["q_proj"] }));
         write(dir.path(), &config, &[]);
         let adapters = PeftAdapters::open(dir.path()).unwrap();
-        let base = base();
+        (dir, config, adapters, base())
+    }
+
+    #[test]
+    fn adapters_holding_values_that_are_not_numbers_are_refused() {
+        let (dir, config, adapters, base) = q_proj_adapters();
         for (value, said) in [(bf16::NAN, "NaN"), (bf16::INFINITY, "inf")] {
             let mut tensors = random_adapters(&adapters.lora, &base);
             tensors[1].2[3] = value;
@@ -415,11 +421,7 @@ mod tests {
 
     #[test]
     fn adapters_whose_product_overflows_are_not_written_as_a_model() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = config(json!({ "target_modules": ["q_proj"] }));
-        write(dir.path(), &config, &[]);
-        let adapters = PeftAdapters::open(dir.path()).unwrap();
-        let base = base();
+        let (dir, config, adapters, base) = q_proj_adapters();
         let mut tensors = random_adapters(&adapters.lora, &base);
         for (_, _, values) in &mut tensors {
             values.fill(bf16::from_f32(1e30));
@@ -437,11 +439,7 @@ mod tests {
 
     #[test]
     fn tensors_the_config_does_not_account_for_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = config(json!({ "target_modules": ["q_proj"] }));
-        write(dir.path(), &config, &[]);
-        let adapters = PeftAdapters::open(dir.path()).unwrap();
-        let base = base();
+        let (dir, config, adapters, base) = q_proj_adapters();
         // An adapted embedding beside the projections' adapters.
         let mut tensors = random_adapters(&adapters.lora, &base);
         let embedding = "base_model.model.model.embed_tokens.lora_embedding_A".to_owned();
