@@ -92,10 +92,13 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
     let docs = if args.all {
         shipped_docs()?
     } else {
-        expand_dirs(&args.docs)?
+        let paths = expand_dirs(&args.docs)?;
+        let docs = paths
             .iter()
             .map(|path| AnyDoc::read(path))
-            .collect::<Result<Vec<_>>>()?
+            .collect::<Result<Vec<_>>>()?;
+        refuse_a_domain_named_twice(&paths, &docs)?;
+        docs
     };
     let client = args
         .llm_url
@@ -343,6 +346,23 @@ fn recover_stopped_syntheses(out: &Path) -> Result<()> {
             "note: removed {}, left by a synthesis stopped mid-way",
             stage.display()
         );
+    }
+    Ok(())
+}
+
+/// Refuses two docs of one domain (by its name, which names its bundle),
+/// naming both files.
+fn refuse_a_domain_named_twice(paths: &[PathBuf], docs: &[AnyDoc]) -> Result<()> {
+    let mut first: std::collections::BTreeMap<&str, &Path> = Default::default();
+    for (path, doc) in paths.iter().zip(docs) {
+        if let Some(other) = first.insert(doc.name(), path) {
+            bail!(
+                "{} and {} both document the domain `{}`: each bundle is named by its domain",
+                other.display(),
+                path.display(),
+                doc.name()
+            );
+        }
     }
     Ok(())
 }

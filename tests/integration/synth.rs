@@ -426,6 +426,17 @@ fn broken_docs_are_refused_naming_the_problem() {
         &output,
         "plain.json is malformed (a plain doc: it has no `collections`): unknown field `params`",
     );
+    // Two docs of one domain: both files named.
+    let copy = dir.path().join("parking-copy.toml");
+    std::fs::write(&copy, PARKING).unwrap();
+    std::fs::write(&doc, PARKING).unwrap();
+    let output = synth(&[&doc, &copy], &dir.path().join("out"), 5);
+    assert_refused(&output, "parking.toml and ");
+    assert_refused(
+        &output,
+        "parking-copy.toml both document the domain `parking`",
+    );
+    std::fs::remove_file(&copy).unwrap();
 
     // A sound bundle first, which the rejected synthesis below replaces.
     std::fs::write(&doc, PARKING).unwrap();
