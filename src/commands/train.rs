@@ -285,11 +285,14 @@ fn unfinished_synthesis(run_dir: &Path) -> Result<Option<Vec<PathBuf>>> {
         return Ok(None);
     }
     let staged = listed(&envs)?;
+    // A leftover as `forge synth` takes one: a stage holding nothing but
+    // what synthesis writes.
     let only_staged = staged.iter().all(|dir| {
         dir.is_dir()
             && dir
                 .file_name()
                 .is_some_and(forge_synth::domain_dir::is_staged)
+            && forge_synth::domain_dir::holds_only_synthesis(dir)
     });
     Ok((only_staged && !staged.is_empty()).then_some(staged))
 }
