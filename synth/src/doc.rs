@@ -327,23 +327,19 @@ impl DomainDoc {
 
     /// Checks names, references and annotations; errors name the tool or field.
     pub fn check(&self) -> Result<()> {
-        let name_ok = |name: &str| {
-            !name.is_empty()
-                && name.chars().all(|ch| {
-                    ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_' || ch == '-'
-                })
-        };
         ensure!(
-            name_ok(&self.domain.name),
-            "domain name `{}` must be lower-case letters, digits, `-` or `_`",
-            self.domain.name
+            Spelling::Domain.admits(&self.domain.name),
+            "domain name `{}` must be {}",
+            self.domain.name,
+            Spelling::Domain
         );
         self.collection(&self.domain.persona)
             .context("domain.persona")?;
         for (name, collection) in &self.collections {
             ensure!(
-                name_ok(name),
-                "collection name `{name}` must be lower-case letters, digits, `-` or `_`"
+                Spelling::Domain.admits(name),
+                "collection name `{name}` must be {}",
+                Spelling::Domain
             );
             ensure!(
                 (1..=MOST_RECORDS).contains(&collection.count),
@@ -357,9 +353,9 @@ impl DomainDoc {
             );
             for field_name in collection.fields.keys().chain([&collection.key_field]) {
                 ensure!(
-                    field_name_ok(field_name),
-                    "collection `{name}`: field name `{field_name}` must be ASCII letters, digits \
-                     or `_`"
+                    Spelling::Field.admits(field_name),
+                    "collection `{name}`: field name `{field_name}` must be {}",
+                    Spelling::Field
                 );
             }
             for (field_name, field) in &collection.fields {
@@ -434,12 +430,9 @@ impl DomainDoc {
 
     fn check_tool(&self, tool: &ToolDoc) -> Result<()> {
         ensure!(
-            !tool.name.is_empty()
-                && tool
-                    .name
-                    .chars()
-                    .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_'),
-            "the name must be lower-case letters, digits or `_`"
+            Spelling::Tool.admits(&tool.name),
+            "the name must be {}",
+            Spelling::Tool
         );
         let collection = self.collection(&tool.collection)?;
         let field = |name: &str| {
@@ -664,12 +657,36 @@ impl DomainDoc {
     }
 }
 
-/// Field names become parts of the generated tools' identifiers.
-fn field_name_ok(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .chars()
-            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+/// The characters a doc's names may hold, by what each name becomes: domain
+/// and collection names become directory and file names, tool names become
+/// the names agents call, and field names become parts of the generated
+/// tools' identifiers.
+#[derive(Clone, Copy)]
+enum Spelling {
+    Domain,
+    Tool,
+    Field,
+}
+
+impl Spelling {
+    fn admits(self, name: &str) -> bool {
+        let admits_char = |ch: char| match self {
+            Self::Domain => ch.is_ascii_lowercase() || ch.is_ascii_digit() || "-_".contains(ch),
+            Self::Tool => ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_',
+            Self::Field => ch.is_ascii_alphanumeric() || ch == '_',
+        };
+        !name.is_empty() && name.chars().all(admits_char)
+    }
+}
+
+impl std::fmt::Display for Spelling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Domain => "lower-case letters, digits, `-` or `_`",
+            Self::Tool => "lower-case letters, digits or `_`",
+            Self::Field => "ASCII letters, digits or `_`",
+        })
+    }
 }
 
 /// The first name `names` holds twice.
@@ -766,6 +783,7 @@ description = "Find a driver."
                 .contains("`via` field `zone` is not a reference")
         );
         assert!(error("[[tools]]\nname = \"find_driver_by_email\"\nkind = \"get\"\ncollection = \"drivers\"\ndescription = \"\"\n").contains("defined twice"));
+        assert!(error("[[tools]]\nname = \"Get-Driver\"\nkind = \"get\"\ncollection = \"drivers\"\ndescription = \"\"\n").contains("tool `Get-Driver`: the name must be lower-case letters, digits or `_`"));
     }
 
     #[test]
