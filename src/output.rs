@@ -2,6 +2,8 @@
 
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use indicatif::{ProgressBar, ProgressStyle};
+use std::io::Write;
+use std::time::Duration;
 
 /// Width of tables when stdout is not a terminal (a terminal's own width is
 /// used otherwise).
@@ -20,21 +22,61 @@ pub fn table(header: &[&str]) -> Table {
     table
 }
 
-/// A progress bar on stderr, hidden when `quiet` (JSON output) or when stderr
-/// is not a terminal.
+/// How often a progress bar that cannot draw, stderr being no terminal (a
+/// job's log file), writes where it is as a line instead.
+const LOG_EVERY: Duration = Duration::from_secs(30);
+
+/// A progress bar on stderr, hidden when `quiet` (JSON output); where stderr
+/// is not a terminal, a line every [`LOG_EVERY`] while it moves.
 pub fn progress(len: u64, quiet: bool) -> ProgressBar {
     if quiet {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(len);
+    if bar.is_hidden() {
+        log_lines(&bar, LOG_EVERY, std::io::stderr());
+        return bar;
+    }
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
             .expect("the template is valid"),
     );
     // Redrawn while nothing finishes (a model thinking, a slow endpoint),
     // so the clock shows the work is alive.
-    bar.enable_steady_tick(std::time::Duration::from_millis(250));
+    bar.enable_steady_tick(Duration::from_millis(250));
     bar
+}
+
+/// Writes `bar`'s place (`[00:01:30] 12/40 message`, as the bar shows it)
+/// to `out` each time `every` has passed in which it moved, until it is
+/// finished or dropped: long work in a log file shows it is alive and how
+/// far it got.
+fn log_lines(bar: &ProgressBar, every: Duration, mut out: impl Write + Send + 'static) {
+    let bar = bar.downgrade();
+    std::thread::spawn(move || {
+        let mut logged = None;
+        loop {
+            std::thread::sleep(every);
+            let Some(bar) = bar.upgrade().filter(|bar| !bar.is_finished()) else {
+                return;
+            };
+            let place = (bar.position(), bar.message());
+            if logged.as_ref() != Some(&place) {
+                let seconds = bar.elapsed().as_secs();
+                let (position, message) = &place;
+                // A log that cannot be written to loses only these lines.
+                let _ = writeln!(
+                    out,
+                    "[{:02}:{:02}:{:02}] {position}/{} {message}",
+                    seconds / 3600,
+                    seconds / 60 % 60,
+                    seconds % 60,
+                    bar.length().map_or("?".to_owned(), |len| len.to_string()),
+                );
+                logged = Some(place);
+            }
+        }
+    });
 }
 
 /// `n` of a thing named by a regular noun, singular for one: `count(1,
@@ -83,5 +125,61 @@ mod tests {
     fn control_characters_reach_the_terminal_as_escapes() {
         assert_eq!(printable("a\tb\nc"), "a\tb\nc");
         assert_eq!(printable("\u{1b}[2Jx\r"), "\\u{1b}[2Jx\\r");
+    }
+
+    /// What a progress bar logs, shared with the test that reads it.
+    #[derive(Clone, Default)]
+    struct Log(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl Write for Log {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Log {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+
+        /// The log once it holds `line`, or what it holds after seconds.
+        fn awaiting(&self, line: &str) -> String {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while !self.text().contains(line) && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            self.text()
+        }
+    }
+
+    #[test]
+    fn a_bar_that_cannot_draw_logs_its_place_while_it_moves() {
+        let bar = ProgressBar::hidden();
+        bar.set_length(3);
+        bar.inc(1);
+        bar.set_message("episode 2");
+        let log = Log::default();
+        log_lines(&bar, Duration::from_millis(20), log.clone());
+        assert!(
+            log.awaiting("1/3 episode 2\n")
+                .starts_with("[00:00:00] 1/3 episode 2\n")
+        );
+        // Standing still, it is not logged again.
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(log.text().lines().count(), 1, "{}", log.text());
+        bar.inc(1);
+        assert!(log.awaiting("2/3").ends_with("] 2/3 episode 2\n"));
+        // Finished, it is logged no more.
+        bar.inc(1);
+        bar.finish_and_clear();
+        std::thread::sleep(Duration::from_millis(100));
+        let finished = log.text();
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(log.text(), finished);
     }
 }

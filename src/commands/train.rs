@@ -729,7 +729,8 @@ fn synthesize(docs: &[AnyDoc], config: &SynthConfig, out: &Path, quiet: bool) ->
 /// The progress bar: steps, with the latest loss, reward, held-out success
 /// and throughput (tokens trained, and sampled in rollouts, per second).
 /// Where stderr is no terminal (a job's log file), the bar cannot draw, so
-/// each evaluation and checkpoint is a line there instead.
+/// each evaluation and checkpoint is a line there, besides the bar's place
+/// every so often ([`output::progress`]).
 struct Progress {
     bar: ProgressBar,
     /// Lines instead of the bar.
