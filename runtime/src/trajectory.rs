@@ -11,8 +11,8 @@
 //! line that only lacks its newline but holds a whole record is not torn.
 
 use crate::bundle::Actor;
-use crate::jsonl;
 use crate::verify::Verdict;
+use crate::{bom, jsonl};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -293,6 +293,8 @@ pub struct TrajectoryWriter {
     path: PathBuf,
     /// Bytes of a torn last line cut off when the file was opened to append.
     torn_tail_cut: u64,
+    /// A write failed part-way and its line could not be cut off.
+    torn: bool,
 }
 
 impl TrajectoryWriter {
@@ -314,13 +316,15 @@ impl TrajectoryWriter {
             file,
             path: path.to_owned(),
             torn_tail_cut: 0,
+            torn: false,
         })
     }
 
     /// Opens `path` for appending (creating it). A torn last line left by a
     /// killed process is cut off first; a last record that only lacks its
-    /// newline (an edited file) is kept and ended. A file that does not begin
-    /// with a trajectory record is refused rather than appended to or cut.
+    /// newline (an edited file) is kept and ended. A file whose first record
+    /// (past a byte-order mark and blank lines, as [`read`] reads it) is no
+    /// trajectory record is refused rather than appended to or cut.
     pub fn append(path: &Path) -> Result<Self> {
         refuse_directory(path)?;
         let mut file = OpenOptions::new()
@@ -330,48 +334,67 @@ impl TrajectoryWriter {
             .open(path)
             .with_context(|| format!("opening {}", path.display()))?;
         crate::hold::hold(&file, path, "file")?;
-        let len = file.metadata()?.len();
-        if len > 0 {
-            let mut first = String::new();
-            BufReader::new(&mut file)
-                .read_line(&mut first)
-                .with_context(|| format!("reading {}", path.display()))?;
-            if let Err(err) = parse_record(first.as_bytes()) {
-                bail!(
-                    "{} is not a trajectory file this version appends to (its first line is not \
-                     an episode record: {err:#}): refusing to append to it",
-                    path.display()
-                );
-            }
-        }
+        let reading = |err: std::io::Error| {
+            anyhow::Error::from(err).context(format!("reading {}", path.display()))
+        };
+        let len = file.metadata().map_err(reading)?.len();
         let complete = complete_prefix_len(&mut file)?;
-        let mut torn_tail_cut = 0;
-        if complete < len {
-            let mut tail = String::new();
-            file.seek(SeekFrom::Start(complete))?;
-            file.read_to_string(&mut tail)
-                .with_context(|| format!("reading {}", path.display()))?;
-            if jsonl::is_json(tail.as_bytes()) {
-                // A whole line that only lacks its newline; appending to a
-                // file whose last line is no record is refused, as reading it is.
-                if let Err(err) = parse_record(tail.as_bytes()) {
+        let mut tail = Vec::new();
+        file.seek(SeekFrom::Start(complete)).map_err(reading)?;
+        Read::take(&mut file, len - complete)
+            .read_to_end(&mut tail)
+            .map_err(reading)?;
+        if complete == 0 {
+            tail = bom::strip_bytes(&tail).to_vec();
+        }
+        let torn = !tail.is_empty() && !jsonl::is_json(&tail);
+        // The first line may be the last too, lacking its newline.
+        let whole_tail = (!torn && !tail.trim_ascii().is_empty()).then(|| tail.clone());
+        match first_line(&mut file, complete)
+            .map_err(reading)?
+            .or(whole_tail)
+        {
+            Some(first) => {
+                if let Err(err) = parse_record(&first) {
                     bail!(
-                        "{}: the last line is not an episode record ({err:#}): refusing to \
-                         append to it",
+                        "{} is not a trajectory file this version appends to (its first line is \
+                         not an episode record: {err:#}): refusing to append to it",
                         path.display()
                     );
                 }
-                file.write_all(b"\n")
-                    .with_context(|| format!("writing to {}", path.display()))?;
-            } else {
-                file.set_len(complete)?;
-                torn_tail_cut = len - complete;
             }
+            // A file of one line torn as it was written shows what it is by
+            // its beginning.
+            None if torn && !tail.trim_ascii_start().starts_with(RECORD_BEGINS) => bail!(
+                "{} is not a trajectory file (its one line is not even the beginning of an \
+                 episode record): refusing to append to it",
+                path.display()
+            ),
+            None => {}
+        }
+        let mut torn_tail_cut = 0;
+        if torn {
+            file.set_len(complete)
+                .with_context(|| format!("cutting the torn last line off {}", path.display()))?;
+            torn_tail_cut = len - complete;
+        } else if !tail.is_empty() {
+            // A whole line that only lacks its newline; appending to a file
+            // whose last line is no record is refused, as reading it is.
+            if let Err(err) = parse_record(&tail) {
+                bail!(
+                    "{}: the last line is not an episode record ({err:#}): refusing to append \
+                     to it",
+                    path.display()
+                );
+            }
+            file.write_all(b"\n")
+                .with_context(|| format!("writing to {}", path.display()))?;
         }
         Ok(Self {
             file,
             path: path.to_owned(),
             torn_tail_cut,
+            torn: false,
         })
     }
 
@@ -381,14 +404,37 @@ impl TrajectoryWriter {
         self.torn_tail_cut
     }
 
-    /// Writes one episode as one line and syncs it to disk.
+    /// Writes one episode as one line and syncs it to disk. A line that
+    /// fails part-way (a full disk) is cut off again: left, it would be a
+    /// torn line amid the file once the next went after it, and the file
+    /// unreadable. Where it cannot be cut off, the writer takes no more.
     pub fn write(&mut self, record: &EpisodeRecord) -> Result<()> {
+        if self.torn {
+            bail!(
+                "{} ends in a line an earlier write failed part-way through and that could not \
+                 be cut off: writing no more episodes after it",
+                self.path.display()
+            );
+        }
         let mut line = serde_json::to_vec(record)?;
         line.push(b'\n');
-        self.file
+        let end = self
+            .file
+            .metadata()
+            .with_context(|| format!("reading the length of {}", self.path.display()))?
+            .len();
+        let written = self
+            .file
             .write_all(&line)
-            .and_then(|()| self.file.sync_data())
-            .with_context(|| format!("writing to {}", self.path.display()))
+            .and_then(|()| self.file.sync_data());
+        if written.is_err() {
+            self.torn = self
+                .file
+                .set_len(end)
+                .and_then(|()| self.file.sync_data())
+                .is_err();
+        }
+        written.with_context(|| format!("writing to {}", self.path.display()))
     }
 }
 
@@ -402,6 +448,29 @@ fn refuse_directory(path: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// How every episode record's line begins, as [`TrajectoryWriter`] writes
+/// it: what shows a line torn short to be one.
+const RECORD_BEGINS: &[u8] = br#"{"format":"forge.trajectory/"#;
+
+/// The first line of the file's first `complete` bytes that is not blank,
+/// without a byte-order mark; `None` where there is none.
+fn first_line(file: &mut File, complete: u64) -> std::io::Result<Option<Vec<u8>>> {
+    file.seek(SeekFrom::Start(0))?;
+    let lines = BufReader::new(Read::take(&mut *file, complete)).split(b'\n');
+    for (index, line) in lines.enumerate() {
+        let line = line?;
+        let line = if index == 0 {
+            bom::strip_bytes(&line)
+        } else {
+            &line
+        };
+        if !line.trim_ascii().is_empty() {
+            return Ok(Some(line.to_vec()));
+        }
+    }
+    Ok(None)
 }
 
 /// Length of the file up to and including its last newline.
@@ -549,6 +618,54 @@ mod tests {
             .write(&record)
             .unwrap();
         assert_eq!(read(&path).unwrap().episodes.len(), 2);
+    }
+
+    #[test]
+    fn appending_reads_a_file_as_reading_it_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let line = record_line(FORMAT, "");
+        let record: EpisodeRecord = parse_record(line.as_bytes()).unwrap();
+        let compact = String::from_utf8(serde_json::to_vec(&record).unwrap()).unwrap();
+        let append_one = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            let mut writer = TrajectoryWriter::append(&path)?;
+            writer.write(&record)?;
+            anyhow::Ok((writer.torn_tail_cut(), read(&path)?.episodes.len()))
+        };
+        // The only line, torn as the first episode was written, is cut off.
+        let torn = &compact[..40];
+        assert_eq!(append_one(torn).unwrap(), (40, 1));
+        // A byte-order mark and blank lines before the first record, as
+        // an editor may leave them, are read past.
+        assert_eq!(append_one(&format!("\u{feff}\n{line}")).unwrap(), (0, 2));
+        assert_eq!(append_one(&format!("\u{feff}{compact}")).unwrap(), (0, 2));
+        // A file of one line that is no record, torn or whole, is left as
+        // it was.
+        for text in ["my notes", "{\"a\": 1}", "{\"a\": "] {
+            let error = format!("{:#}", append_one(text).unwrap_err());
+            assert!(error.contains("is not a trajectory file"), "{error}");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+        }
+    }
+
+    #[test]
+    fn a_writer_whose_failed_line_cannot_be_cut_off_writes_no_more() {
+        // Every write to /dev/full fails as to a full disk, and it cannot
+        // be cut to a length as a file can.
+        let full = Path::new("/dev/full");
+        if !full.exists() {
+            return;
+        }
+        let record: EpisodeRecord = parse_record(record_line(FORMAT, "").as_bytes()).unwrap();
+        let mut writer = TrajectoryWriter::append(full).unwrap();
+        let error = format!("{:#}", writer.write(&record).unwrap_err());
+        assert!(error.contains("writing to /dev/full"), "{error}");
+        let error = format!("{:#}", writer.write(&record).unwrap_err());
+        assert!(
+            error.contains("an earlier write failed part-way through"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -19,7 +19,7 @@ pub struct Metrics {
     /// Sessions open now.
     pub sessions: Gauge,
     pub sessions_opened: Counter,
-    /// Sessions ended, by how: `closed`, `expired`, `shutdown`.
+    /// Sessions ended, by how: `closed`, `evicted`, `expired`, `shutdown`.
     pub sessions_ended: Family<KindLabel, Counter>,
     /// Agent actions taken, by kind: `tool_call`, `message`.
     pub steps: Family<KindLabel, Counter>,
@@ -30,6 +30,8 @@ pub struct Metrics {
     pub sandbox_errors: Counter,
     /// Episodes judged, by termination.
     pub episodes: Family<KindLabel, Counter>,
+    /// Judged episodes `--out` could not take (a full disk): lost.
+    pub unrecorded_episodes: Counter,
     /// Requests refused, by error code (see `ServeError::code`).
     refused: Family<KindLabel, Counter>,
 }
@@ -48,7 +50,7 @@ impl Default for Metrics {
         let sessions_ended = Family::<KindLabel, Counter>::default();
         registry.register(
             "sessions_ended",
-            "Sessions ended, by how (closed, expired, shutdown)",
+            "Sessions ended, by how (closed, evicted, expired, shutdown)",
             sessions_ended.clone(),
         );
         let steps = Family::<KindLabel, Counter>::default();
@@ -76,6 +78,12 @@ impl Default for Metrics {
             "Episodes judged, by termination",
             episodes.clone(),
         );
+        let unrecorded_episodes = Counter::default();
+        registry.register(
+            "unrecorded_episodes",
+            "Judged episodes whose trajectory could not be written to --out",
+            unrecorded_episodes.clone(),
+        );
         let refused = Family::<KindLabel, Counter>::default();
         registry.register(
             "refused_requests",
@@ -91,6 +99,7 @@ impl Default for Metrics {
             step_seconds,
             sandbox_errors,
             episodes,
+            unrecorded_episodes,
             refused,
         }
     }

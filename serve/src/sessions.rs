@@ -775,6 +775,7 @@ impl Hub {
                 if let Some(recorder) = &self.recorder {
                     let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
                     if let Err(err) = recorder.write(&record) {
+                        self.metrics.unrecorded_episodes.inc();
                         tracing::error!(error = %format!("{err:#}"), "writing a trajectory");
                     }
                 }
