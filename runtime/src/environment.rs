@@ -171,24 +171,12 @@ impl Environment {
 /// Validates `call` against its tool's schema (unless the component's
 /// environment checks its own calls), then runs it.
 pub fn execute(instance: &mut ToolInstance, state: &State, call: &ToolCall) -> Executed {
-    let unchanged = |observation| Executed {
-        observation,
-        state: state.clone(),
-        fuel: 0,
-    };
-    if instance.component().checks_arguments() {
-        let Some(tool) = instance.component().tool(call.actor, &call.name) else {
-            let name = crate::schema::shortened(&call.name);
-            return unchanged(Observation::ToolError(match call.actor {
-                Actor::Agent => format!("unknown tool `{name}`"),
-                Actor::User => format!("the user has no tool `{name}`"),
-            }));
+    if let Some(refusal) = host_refusal(instance.component(), call) {
+        return Executed {
+            observation: Observation::ToolError(refusal),
+            state: state.clone(),
+            fuel: 0,
         };
-        if let Err(message) = tool.validate(&call.arguments) {
-            return unchanged(Observation::ToolError(format!(
-                "invalid arguments: {message}"
-            )));
-        }
     }
     let outcome = instance.call(state, call.actor, &call.name, &call.arguments.to_string());
     Executed {
@@ -367,25 +355,49 @@ fn check_checks(component: &ToolComponent, task: &Task, gold: &State) -> Result<
     Ok(())
 }
 
+/// Why the host refuses `call` before the component sees it: a tool its
+/// actor lacks, or arguments the tool's schema refuses. `None` where the
+/// component's environment checks its own calls.
+fn host_refusal(component: &ToolComponent, call: &ToolCall) -> Option<String> {
+    if !component.checks_arguments() {
+        return None;
+    }
+    let Some(tool) = component.tool(call.actor, &call.name) else {
+        let name = crate::schema::shortened(&call.name);
+        return Some(match call.actor {
+            Actor::Agent => format!("unknown tool `{name}`"),
+            Actor::User => format!("the user has no tool `{name}`"),
+        });
+    };
+    tool.validate(&call.arguments)
+        .err()
+        .map(|message| format!("invalid arguments: {message}"))
+}
+
 /// Executes a task's gold actions in order, without syncs between them (the
 /// reference suites build their gold states so). A tool refusing is allowed
-/// (some reference suites include failing calls); the sandbox stopping a gold
-/// call or an unknown tool is a broken task.
+/// (some reference suites include failing calls); a call of a tool its actor
+/// lacks, with arguments the host refuses, or that the sandbox stops is a
+/// broken task.
 fn execute_gold(component: &ToolComponent, task: &Task, initial: &State) -> Result<State> {
     let mut instance = component.instance();
     let mut state = initial.clone();
     for (index, call) in task.gold_actions.iter().enumerate() {
+        let failed =
+            |message: &str| anyhow!("gold action {index} (`{}`) failed: {message}", call.name);
+        if component.tool(call.actor, &call.name).is_none() {
+            let whose = match call.actor {
+                Actor::Agent => "the agent",
+                Actor::User => "the user",
+            };
+            return Err(failed(&format!("{whose} has no such tool")));
+        }
+        if let Some(refusal) = host_refusal(component, call) {
+            return Err(failed(&refusal));
+        }
         let executed = execute(&mut instance, &state, call);
-        if let Observation::SandboxError(message) | Observation::ToolError(message) =
-            &executed.observation
-            && (matches!(executed.observation, Observation::SandboxError(_))
-                || message.starts_with("unknown tool")
-                || message.starts_with("invalid arguments"))
-        {
-            return Err(anyhow!(
-                "gold action {index} (`{}`) failed: {message}",
-                call.name
-            ));
+        if let Observation::SandboxError(message) = &executed.observation {
+            return Err(failed(message));
         }
         state = executed.state;
     }

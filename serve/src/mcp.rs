@@ -286,20 +286,14 @@ fn call(hub: &Hub, session: &str, id: &Value, params: &Value) -> Value {
     let Some(name) = params.get("name").and_then(Value::as_str) else {
         return error(id, INVALID_PARAMS, "`tools/call` needs a tool `name`");
     };
-    let arguments = match params.get("arguments") {
-        None | Some(Value::Null) => json!({}),
-        Some(arguments @ Value::Object(_)) => arguments.clone(),
-        Some(_) => return error(id, INVALID_PARAMS, "`arguments` must be an object"),
-    };
-    let action = match openenv::to_action(name, arguments) {
+    let action = match openenv::call_arguments(params.get("arguments"))
+        .and_then(|arguments| openenv::to_action(name, arguments))
+    {
         Ok(action) => action,
-        Err(_) => {
-            return error(
-                id,
-                INVALID_PARAMS,
-                &format!("`{MESSAGE_TOOL}` needs a string `message`"),
-            );
+        Err(StepError::Invalid(errors)) => {
+            return error(id, INVALID_PARAMS, &describe(&errors));
         }
+        Err(StepError::Refused(err)) => return refused(id, &err),
     };
     // An unknown tool is an error of the protocol, and a turn of the episode.
     match hub.step(session, action) {

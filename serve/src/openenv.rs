@@ -145,18 +145,7 @@ pub fn step(hub: &Hub, id: &str, action: &Value) -> Result<Value, StepError> {
                     action,
                 )]));
             };
-            let arguments = match action.get("arguments") {
-                None | Some(Value::Null) => json!({}),
-                Some(arguments @ Value::Object(_)) => arguments.clone(),
-                Some(other) => {
-                    return Err(StepError::Invalid(vec![invalid(
-                        "dict_type",
-                        &["arguments"],
-                        "Input should be a valid dictionary",
-                        other,
-                    )]));
-                }
-            };
+            let arguments = call_arguments(action.get("arguments"))?;
             let observation = hub.step(id, to_action(tool, arguments)?)?;
             Ok(step_result(
                 call_observation(tool, &observation),
@@ -178,6 +167,20 @@ pub fn state(state: &SessionState) -> Value {
 }
 
 /// The action a tool call stands for.
+/// A call's `arguments`: an object, or none (`{}`).
+pub fn call_arguments(arguments: Option<&Value>) -> Result<Value, StepError> {
+    match arguments {
+        None | Some(Value::Null) => Ok(json!({})),
+        Some(arguments @ Value::Object(_)) => Ok(arguments.clone()),
+        Some(other) => Err(StepError::Invalid(vec![invalid(
+            "dict_type",
+            &["arguments"],
+            "Input should be a valid dictionary",
+            other,
+        )])),
+    }
+}
+
 pub fn to_action(tool: &str, arguments: Value) -> Result<Action, StepError> {
     if tool != MESSAGE_TOOL {
         let call = ToolCall::new(tool, arguments);

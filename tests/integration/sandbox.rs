@@ -111,19 +111,40 @@ fn arguments_are_validated_before_the_sandbox() {
 
 #[test]
 fn a_task_whose_gold_actions_break_is_refused_with_its_name() {
-    let mut bundle = example_bundle();
-    bundle.tasks[2]
-        .gold_actions
-        .push(ToolCall::new("teleport", json!({})));
     let (sandbox, _cache) = sandbox(forge_runtime::Limits::default());
-    let error = Environment::load(&sandbox, bundle)
-        .err()
-        .expect("a broken gold action is refused");
-    let message = format!("{error:#}");
-    assert!(
-        message.contains("shop-03") && message.contains("teleport"),
-        "{message}"
-    );
+    // A tool the agent lacks, one the user lacks, and arguments the schema
+    // refuses.
+    let broken = [
+        (
+            ToolCall::new("teleport", json!({})),
+            "the agent has no such tool",
+        ),
+        (
+            ToolCall {
+                actor: Actor::User,
+                ..ToolCall::new("teleport", json!({}))
+            },
+            "the user has no such tool",
+        ),
+        (
+            ToolCall::new("get_order", json!({"order_id": 7})),
+            "invalid arguments",
+        ),
+    ];
+    for (call, expected) in broken {
+        let mut bundle = example_bundle();
+        bundle.tasks[2].gold_actions.push(call.clone());
+        let error = Environment::load(&sandbox, bundle)
+            .err()
+            .expect("a broken gold action is refused");
+        let message = format!("{error:#}");
+        assert!(
+            message.contains("shop-03")
+                && message.contains(&format!("(`{}`)", call.name))
+                && message.contains(expected),
+            "{message}"
+        );
+    }
 }
 
 #[test]

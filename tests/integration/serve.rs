@@ -712,8 +712,19 @@ fn mcp_clients_list_and_call_an_episodes_tools() {
         json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "get_order", "arguments": [1]}}),
     );
     assert_eq!(
-        listed_args["error"]["message"], "`arguments` must be an object",
+        listed_args["error"]["message"], "`arguments`: Input should be a valid dictionary",
         "{listed_args}"
+    );
+    let deep = (0..70).fold(json!(1), |inner, _| json!([inner]));
+    let (_, too_deep) = rpc(
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "get_order", "arguments": {"order_id": deep}}}),
+    );
+    assert!(
+        too_deep["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("`arguments`: the arguments nest 71 levels deep"),
+        "{too_deep}"
     );
     let (_, options) = rpc(
         json!({"jsonrpc": "2.0", "id": 8, "method": "openenv/session/create", "params": {"task_id": 3}}),
@@ -746,7 +757,7 @@ fn mcp_clients_list_and_call_an_episodes_tools() {
     let (_, metrics) = get(&server.url("/metrics"));
     let metrics = metrics.as_str().unwrap();
     for (kind, count) in [
-        ("invalid_params", 3),
+        ("invalid_params", 4),
         ("method_not_found", 1),
         ("bad_json", 1),
         ("unknown_session", 1),
