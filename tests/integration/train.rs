@@ -384,23 +384,21 @@ fn a_run_resumes_only_from_what_it_saved() {
     assert_refused(&resume(), "sft.steps = 2 then, 100 now");
     assert_eq!(std::fs::read(run.join("metrics.jsonl")).unwrap(), metrics);
     std::fs::write(&config, &saved).unwrap();
-    let state = run.join("checkpoints/step-000001/optimizer.bin");
-    let bytes = std::fs::read(&state).unwrap();
-    std::fs::write(&state, &bytes[..bytes.len() / 2]).unwrap();
-    assert_refused(&resume(), "optimizer.bin: the file is damaged or cut short");
-    std::fs::write(&state, &bytes).unwrap();
-    // Weights damaged in place still parse: the checkpoint's seal tells.
-    let weights = run.join("checkpoints/step-000001/model.safetensors");
-    let good = std::fs::read(&weights).unwrap();
-    let mut damaged = good.clone();
-    let end = damaged.len() - 1;
-    damaged[end] ^= 0xff;
-    std::fs::write(&weights, &damaged).unwrap();
-    assert_refused(
-        &resume(),
-        "step-000001 is damaged: its files are not those written with it",
-    );
-    std::fs::write(&weights, &good).unwrap();
+    // Weights or optimizer state damaged in place still parse: the
+    // checkpoint's seal tells.
+    for file in ["model.safetensors", "optimizer.bin"] {
+        let path = run.join("checkpoints/step-000001").join(file);
+        let good = std::fs::read(&path).unwrap();
+        let mut damaged = good.clone();
+        let middle = damaged.len() / 2;
+        damaged[middle] ^= 0xff;
+        std::fs::write(&path, &damaged).unwrap();
+        assert_refused(
+            &resume(),
+            "step-000001 is damaged: its files are not those written with it",
+        );
+        std::fs::write(&path, &good).unwrap();
+    }
     // Metrics cut short lose the steps the checkpoint holds: the run goes
     // on, saying so.
     let first_line = metrics.split(|&byte| byte == b'\n').next().unwrap();
@@ -1344,6 +1342,57 @@ fn a_run_on_two_environments_reports_held_out_success_for_each() {
 }
 
 #[test]
+fn compare_pairs_a_run_stopped_unevaluated_through_its_continuations_first_evaluation() {
+    // SFT stopped by `--max-steps` (no evaluation at its last step), then
+    // RL from its last checkpoint, which evaluates that model at step 0.
+    let dir = tempfile::tempdir().unwrap();
+    let envs = synthesized_lamps(dir.path());
+    let lamps = envs.join("lamps");
+    let sft = dir.path().join("sft");
+    let small = dir.path().join("sft.toml");
+    std::fs::write(
+        &small,
+        "[tasks]\nmax_turns = 2\n[sft]\nsteps = 4\n[eval]\nmax_new_tokens = 8\nat_start = false\n",
+    )
+    .unwrap();
+    let output = train(&[
+        "--preset",
+        "smoke",
+        "--stage",
+        "sft",
+        "--config",
+        small.to_str().unwrap(),
+        "--env",
+        lamps.to_str().unwrap(),
+        "--max-steps",
+        "2",
+        "--run-dir",
+        sft.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let rl = rl_run(
+        dir.path(),
+        "rl",
+        &lamps,
+        &format!(
+            "[model]\ninit = \"{}\"\n[sft]\nsteps = 0\n[tasks]\nmax_turns = 2\n[rl]\nsteps = 1\n\
+             tasks_per_step = 2\nrollouts = 2\nmax_new_tokens = 6\n[eval]\nmax_new_tokens = 8\n",
+            sft.join("checkpoints/step-000002").display()
+        ),
+    );
+    let output = forge(&[
+        "compare",
+        "--json",
+        sft.to_str().unwrap(),
+        rl.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let compared: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let against = &compared["against_first"][0];
+    assert!(against["shared_tasks"].as_u64().unwrap() > 0, "{against}");
+}
+
+#[test]
 fn compare_refuses_a_directory_that_is_neither_run_nor_evaluation() {
     let dir = tempfile::tempdir().unwrap();
     let output = forge(&["compare", dir.path().to_str().unwrap()]);
@@ -1454,7 +1503,10 @@ fn a_dialogue_that_outgrows_the_model_context_ends_there_and_replays() {
         assert!(output.status.success(), "{}", stderr(&output));
     };
     // The prompts the tiny model reads when its context is unbounded.
-    let (_, rollouts) = rl_step(&short_rl_run(dir.path(), "unbounded", &bundle, ""));
+    let run = short_rl_run(dir.path(), "unbounded", &bundle, "");
+    // The KL anchor is a model directory the run's prompt runs as well.
+    assert!(run.join("reference/prompt.json").is_file());
+    let (_, rollouts) = rl_step(&run);
     let unbounded = first_prompts(&rollouts);
     let shortest = *unbounded.iter().min().unwrap();
     let longest = *unbounded.iter().max().unwrap();
@@ -1521,6 +1573,10 @@ fn a_dialogue_that_outgrows_the_model_context_ends_there_and_replays() {
         dir.path().join("sft").to_str().unwrap(),
     ]);
     assert_refused(&output, "no gold turn fits in the model's context");
+    assert!(
+        !dir.path().join("sft").exists(),
+        "a run that fails before it records anything leaves no run behind"
+    );
 
     // A few tokens past the longest: turns are sampled up to where the
     // context ends, never past it.

@@ -33,9 +33,8 @@ pub(super) fn compare(dirs: &[PathBuf], labels: &[String], bootstrap: usize) -> 
             Row::new(&labels[at], run, parent)
         })
         .collect();
-    let outcomes = runs
-        .iter()
-        .map(Run::last_outcomes)
+    let outcomes = (0..runs.len())
+        .map(|at| last_outcomes(&runs, &parents, at))
         .collect::<Result<Vec<_>>>()?;
     let against: Vec<Against> = (1..runs.len())
         .map(|at| Against {
@@ -127,9 +126,8 @@ impl Run {
     }
 
     /// Each held-out task's outcome (1 solved, 0 not) in the evaluation at
-    /// the last step; none without that evaluation.
-    fn last_outcomes(&self) -> Result<Option<BTreeMap<HeldOutTask, f64>>> {
-        let step = self.last_step();
+    /// `step`; none without that evaluation.
+    fn outcomes_at(&self, step: usize) -> Result<Option<BTreeMap<HeldOutTask, f64>>> {
         let path = episodes_path(&self.dir, "eval", step);
         if self.eval_at(step).is_none() || !path.is_file() {
             return Ok(None);
@@ -179,6 +177,33 @@ impl std::fmt::Display for HeldOutTask {
 struct Parent {
     run: usize,
     step: usize,
+}
+
+/// The held-out outcomes of run `at`'s last model: its evaluation at its
+/// last step, or else (a run `--max-steps` stopped, as an SFT run an RL run
+/// continues is) the evaluation a continuation of it made of that same
+/// model at its own step 0.
+fn last_outcomes(
+    runs: &[Run],
+    parents: &[Option<Parent>],
+    at: usize,
+) -> Result<Option<BTreeMap<HeldOutTask, f64>>> {
+    let last = runs[at].last_step();
+    if let Some(own) = runs[at].outcomes_at(last)? {
+        return Ok(Some(own));
+    }
+    for (continuation, parent) in parents.iter().enumerate() {
+        if *parent
+            == Some(Parent {
+                run: at,
+                step: last,
+            })
+            && let Some(outcomes) = runs[continuation].outcomes_at(0)?
+        {
+            return Ok(Some(outcomes));
+        }
+    }
+    Ok(None)
 }
 
 /// For each run, the run among the others its `model.init` lies in (the

@@ -415,11 +415,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         if let Some(notice) = self.restored_notice.take() {
             observer.notice(&notice);
         }
-        // A run resumed from a checkpoint at step 0 (stopped before its
-        // first step) kept the evaluation it made then.
-        if self.position.step == 0 && self.config.eval.at_start && self.checkpointed.is_none() {
-            self.evaluate(observer)?;
-        }
+        // Made before the first evaluation is recorded: a run SFT has
+        // nothing to teach fails without leaving a run it cannot go on with.
         let sft_data = if self.position.step < sft_steps {
             let data = data::sft_sequences(
                 &self.workloads,
@@ -447,6 +444,11 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         } else {
             Vec::new()
         };
+        // A run resumed from a checkpoint at step 0 (stopped before its
+        // first step) kept the evaluation it made then.
+        if self.position.step == 0 && self.config.eval.at_start && self.checkpointed.is_none() {
+            self.evaluate(observer)?;
+        }
         let mut interrupted = false;
         while self.position.step < total {
             interrupted = limits.interrupted();
@@ -574,7 +576,11 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 Some(base) => {
                     checkpoint::save_adapter(&dir, &policy, &self.config.model.init, base)?
                 }
-                None => checkpoint::save(&dir, &policy, &self.tokenizer)?,
+                // A model directory, runnable as the run's are prompted.
+                None => {
+                    checkpoint::save(&dir, &policy, &self.tokenizer)?;
+                    checkpoint::save_prompt(&dir, &self.config.model.prompt())?;
+                }
             }
             self.reference = Some(self.load_reference()?);
         }

@@ -119,26 +119,25 @@ fn step_of(name: &str) -> Option<usize> {
     name.strip_prefix("step-")?.parse().ok()
 }
 
-/// Writes the sha256 of `checkpoint`'s model files (its weights, config,
-/// tokenizer and position; a LoRA run's adapters too), which resuming
-/// checks: a damaged weight file that still parses would otherwise resume
-/// silently into a run that learns nothing. (The optimizer state checks
-/// itself.)
+/// Writes the sha256 of `checkpoint`'s files (its weights, config,
+/// tokenizer and position, a LoRA run's adapters, and the optimizer state),
+/// which resuming checks: a damaged file that still parses would otherwise
+/// resume silently into a run that is no longer the one it continues.
 pub(super) fn seal(checkpoint: &Path) -> Result<()> {
-    crate::checkpoint::write_atomically(
-        &checkpoint.join(SEAL),
-        checkpoint_digest(checkpoint)?.as_bytes(),
-    )
+    let digest = checkpoint_digest(checkpoint, true)?;
+    crate::checkpoint::write_atomically(&checkpoint.join(SEAL), digest.as_bytes())
 }
 
 /// Refuses to resume from `checkpoint` when its files are not those
 /// [`seal`] hashed; one written before checkpoints were sealed is taken as
-/// it is.
+/// it is, and one sealed before the optimizer state was has its other files
+/// checked.
 pub(super) fn check_seal(checkpoint: &Path) -> Result<()> {
     let Ok(sealed) = std::fs::read_to_string(checkpoint.join(SEAL)) else {
         return Ok(());
     };
-    if sealed.trim() != checkpoint_digest(checkpoint)? {
+    let with_optimizer = sealed.contains(OPTIMIZER_SEALED);
+    if sealed.trim() != checkpoint_digest(checkpoint, with_optimizer)? {
         bail!(
             "{} is damaged: its files are not those written with it ({SEAL} holds another \
              sha256), so the run cannot resume from it (an earlier checkpoint in {} may do: \
@@ -151,11 +150,21 @@ pub(super) fn check_seal(checkpoint: &Path) -> Result<()> {
     Ok(())
 }
 
-fn checkpoint_digest(checkpoint: &Path) -> Result<String> {
+/// What precedes the optimizer state's sha256 in a seal.
+const OPTIMIZER_SEALED: &str = " optimizer:";
+
+/// The sha256 of the model files of `checkpoint`, then of its adapters,
+/// then (`with_optimizer`) of its optimizer state.
+fn checkpoint_digest(checkpoint: &Path, with_optimizer: bool) -> Result<String> {
     let mut digest = crate::checkpoint::files_digest(checkpoint)?;
     let adapters = checkpoint.join(crate::checkpoint::ADAPTER_DIR);
     if adapters.is_dir() {
         digest = format!("{digest} {}", crate::checkpoint::files_digest(&adapters)?);
+    }
+    let optimizer = checkpoint.join(OPTIMIZER).with_extension("bin");
+    if with_optimizer && optimizer.is_file() {
+        let state = crate::checkpoint::files_digest(&optimizer)?;
+        digest = format!("{digest}{OPTIMIZER_SEALED}{state}");
     }
     Ok(digest)
 }
