@@ -47,6 +47,19 @@ pub(crate) fn session_count(text: &str) -> Result<usize, String> {
     )
 }
 
+/// The fewest bootstrap resamples a 95% percentile interval is read from:
+/// with fewer, its 2.5th and 97.5th percentiles are a draw or two apart, or
+/// the same draw.
+const FEWEST_RESAMPLES: usize = 100;
+
+pub(crate) fn resamples(text: &str) -> Result<usize, String> {
+    number_where(
+        text,
+        |n| *n >= FEWEST_RESAMPLES,
+        &format!("at least {FEWEST_RESAMPLES} resamples, which a 95% interval is read from"),
+    )
+}
+
 pub(crate) fn positive(text: &str) -> Result<f64, String> {
     number_where(
         text,

@@ -5,7 +5,7 @@
 use crate::agents::{AgentArgs, Agents, decimal};
 use crate::commands::{hold, leave_as_found, non_empty};
 use crate::envs::EnvArgs;
-use crate::flags::{MOST_TRIALS, at_least_one, at_least_one_u64};
+use crate::flags::{MOST_TRIALS, at_least_one_u64};
 use crate::metrics::{self, flip_rate, pass_hat_k};
 use crate::output;
 use crate::tasks::PlayArgs;
@@ -39,7 +39,7 @@ pub struct EvalArgs {
     #[arg(long, default_value_t = 1, value_parser = at_least_one_u64)]
     concurrency: u64,
     /// Bootstrap resamples for the confidence intervals.
-    #[arg(long, default_value_t = 1000, value_parser = at_least_one)]
+    #[arg(long, default_value_t = 1000, value_parser = crate::flags::resamples)]
     bootstrap: usize,
     /// Results go to DIR/<environment content hash>/<policy>/; finished trials
     /// found there are not run again.
@@ -227,6 +227,11 @@ fn evaluate(
         .map(|(task, trials)| (task, flip_rate(trials)))
         .collect();
     let mean_flip = flips.values().sum::<f64>() / flips.len().max(1) as f64;
+    let played: Vec<&EpisodeRecord> = episodes
+        .iter()
+        .map(|(task, seed)| &done[&(task.task.id.clone(), *seed)])
+        .collect();
+    let unjudged = super::unjudged(env, played.iter().copied());
     let report = json!({
         "environment": env.name(),
         "content_hash": env.content_hash(),
@@ -241,6 +246,8 @@ fn evaluate(
         "episodes_run": ran,
         "episodes_resumed": resumed,
         "pass_hat_k": pass,
+        "bootstrap_resamples": args.bootstrap,
+        "episodes_with_unevaluated_checks": unjudged,
         "mean_flip_rate": mean_flip,
         "flip_rate": flips,
         // Each task's trials in order, for task-by-task comparisons
@@ -281,6 +288,9 @@ fn evaluate(
             resumed,
             dir.display()
         );
+        if unjudged > 0 {
+            println!("{}", super::unjudged_note(unjudged, played.len()));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -429,7 +439,8 @@ fn markdown(
     );
     let _ = writeln!(
         out,
-        "| k | pass^k | 95% bootstrap CI |\n| --- | --- | --- |"
+        "| k | pass^k | 95% bootstrap CI ({} resamples) |\n| --- | --- | --- |",
+        report["bootstrap_resamples"]
     );
     for row in pass {
         let _ = writeln!(
@@ -442,9 +453,20 @@ fn markdown(
     let _ = writeln!(
         out,
         "\nTasks solved in every trial: {always}; in some: {sometimes}; in none: {never}. \
-         Mean flip rate across trials: {mean_flip:.3}. Episodes ended: {ended}.\n\n\
-         ![pass^k](pass_k.svg)\n"
+         Mean flip rate across trials: {mean_flip:.3}. Episodes ended: {ended}.\n"
     );
+    let unjudged = report["episodes_with_unevaluated_checks"]
+        .as_u64()
+        .unwrap_or(0);
+    if unjudged > 0 {
+        let episodes = outcomes.values().map(Vec::len).sum();
+        let _ = writeln!(
+            out,
+            "{}.\n",
+            super::unjudged_note(unjudged as usize, episodes)
+        );
+    }
+    let _ = writeln!(out, "![pass^k](pass_k.svg)\n");
     // Each task, the least solved first: where to look.
     let _ = writeln!(
         out,

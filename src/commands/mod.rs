@@ -122,6 +122,32 @@ pub(crate) fn refuse_other_environments(path: &Path, envs: &[&Environment]) -> R
     Ok(())
 }
 
+/// How many of `records` (episodes on `env`) are of tasks with NL
+/// assertions that no judge evaluated: their reward covers only the other
+/// checks, and reads higher than a judged one could.
+pub(crate) fn unjudged<'a>(
+    env: &Environment,
+    records: impl IntoIterator<Item = &'a EpisodeRecord>,
+) -> usize {
+    records
+        .into_iter()
+        .filter(|record| {
+            record.verdict.nl_assertions.is_empty()
+                && env
+                    .task(&record.task_id)
+                    .is_some_and(|task| !task.task.nl_assertions.is_empty())
+        })
+        .count()
+}
+
+/// What a note says of [`unjudged`] episodes.
+pub(crate) fn unjudged_note(unjudged: usize, episodes: usize) -> String {
+    format!(
+        "{unjudged} of {episodes} episodes' tasks have NL assertions that no judge evaluated \
+         (see --judge-model): their reward covers the other checks"
+    )
+}
+
 /// Opens the trajectory file `path` to append episodes to, saying so when a
 /// torn last line (an episode a killed process was writing) is cut off
 /// first: that episode is not in the file.

@@ -202,15 +202,7 @@ fn report(
         .map(|k| (k, metrics::pass_hat_k(&per_task, k)))
         .collect();
     // Episodes whose task has NL assertions that no judge evaluated.
-    let unevaluated = records
-        .iter()
-        .filter(|(_, record)| {
-            record.verdict.nl_assertions.is_empty()
-                && env
-                    .task(&record.task_id)
-                    .is_some_and(|task| !task.task.nl_assertions.is_empty())
-        })
-        .count();
+    let unevaluated = super::unjudged(env, records.iter().map(|(_, record)| record));
     let context_full = records
         .iter()
         .filter(|(_, record)| record.termination == Termination::ContextFull)
@@ -248,9 +240,7 @@ fn report(
         args.play.seed
     );
     if unevaluated > 0 {
-        println!(
-            "{unevaluated} of {episodes} episodes' tasks have NL assertions that no judge evaluated (see --judge-model): their reward covers the other checks"
-        );
+        println!("{}", super::unjudged_note(unevaluated, episodes));
     }
     if context_full > 0 {
         println!(

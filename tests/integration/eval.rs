@@ -645,6 +645,53 @@ fn an_endpoint_that_fails_says_why_and_what_was_kept() {
 }
 
 #[test]
+fn an_evaluation_counts_the_episodes_whose_nl_assertions_no_judge_evaluated() {
+    // τ²-bench retail task 2 has an NL assertion; task 0 has none.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("evals");
+    let eval = |json: bool| {
+        let mut args = vec![
+            "eval",
+            "--suite",
+            "tau2-bench/retail",
+            "--data",
+            "../shared/benchmarks",
+            "--policy",
+            "gold",
+            "--tasks",
+            "0,2",
+            "--trials",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        if json {
+            args.push("--json");
+        }
+        let output = forge(&args);
+        assert!(output.status.success(), "{}", stderr(&output));
+        output
+    };
+    let report = json_lines(&eval(true)).pop().unwrap();
+    assert_eq!(report["episodes_with_unevaluated_checks"], 2, "{report}");
+    assert_eq!(report["bootstrap_resamples"], 1000, "{report}");
+    let note = "2 of 4 episodes' tasks have NL assertions that no judge evaluated";
+    assert!(stdout(&eval(false)).contains(note));
+    let results = std::fs::read_dir(&out)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let markdown = std::fs::read_to_string(results.join("gold/report.md")).unwrap();
+    assert!(markdown.contains(note), "{markdown}");
+    assert!(
+        markdown.contains("95% bootstrap CI (1000 resamples)"),
+        "{markdown}"
+    );
+}
+
+#[test]
 fn a_judge_model_decides_nl_assertions_and_replays_take_its_verdicts() {
     // τ²-bench retail task 2 counts the database and one NL assertion. The
     // stub judge meets it in the first episode and not in the second.

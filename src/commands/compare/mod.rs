@@ -33,7 +33,7 @@ pub struct CompareArgs {
     plot: Option<PathBuf>,
     /// Bootstrap resamples of the tasks for the confidence interval of each
     /// one's difference in success rate from the first [default: 1000].
-    #[arg(long, value_name = "N", value_parser = crate::flags::at_least_one)]
+    #[arg(long, value_name = "N", value_parser = crate::flags::resamples)]
     bootstrap: Option<usize>,
     /// Print one JSON object instead of the tables.
     #[arg(long)]
