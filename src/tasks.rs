@@ -26,8 +26,9 @@ pub struct PlayArgs {
     /// the trial.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub seed: u64,
-    /// Most agent actions per episode (0: the agent never acts, the no-op
-    /// baseline that must never score) [default: 30; with `--policy
+    /// Most agent actions per episode (0: the agent never acts, the
+    /// do-nothing baseline, which solves only tasks whose right outcome
+    /// changes nothing, as some of τ-bench's refusals do) [default: 30; with `--policy
     /// replay`, the recorded episodes' own; with `--tasks heldout:RUN_DIR`,
     /// the run's `tasks.max_turns`].
     #[arg(long, value_name = "N")]

@@ -122,17 +122,22 @@ impl Environment {
                 );
             }
         }
-        let collections = std::iter::once(&default_state)
-            .chain(tasks.iter().flat_map(|task| [&task.initial, &task.gold]))
-            .flat_map(|state| state.collections().map(|(name, _)| name.as_str()))
-            .collect();
-        bundle
-            .manifest
-            .verify
-            .check_collections(&collections)
-            .map_err(|message| {
-                anyhow!("environment `{name}`: the manifest's `verify`: {message}")
-            })?;
+        // The rules name collections the tasks' states hold (some, only
+        // once a tool makes them): without a task, there is nothing to
+        // check them against, nor any state they would apply to.
+        if !tasks.is_empty() {
+            let collections = std::iter::once(&default_state)
+                .chain(tasks.iter().flat_map(|task| [&task.initial, &task.gold]))
+                .flat_map(|state| state.collections().map(|(name, _)| name.as_str()))
+                .collect();
+            bundle
+                .manifest
+                .verify
+                .check_collections(&collections)
+                .map_err(|message| {
+                    anyhow!("environment `{name}`: the manifest's `verify`: {message}")
+                })?;
+        }
         let content_hash = bundle.content_hash();
         Ok(Self {
             bundle,

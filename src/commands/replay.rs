@@ -60,14 +60,21 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
         let divergence = match env {
             Some(env) => replay_episode(env, record),
             None => Err(anyhow!(
-                "it was recorded on environment `{0}`, which is not given (given: {1}); replay it \
-                 with `--env DIR` naming the `{0}` bundle (a `forge train` run lists its bundles \
-                 in envs.json), or `--suite`",
+                "it was recorded on environment `{}`, which is not given (given: {}); replay it \
+                 with {}",
                 recorded_on.name,
                 envs.iter()
                     .map(|env| format!("`{}`", env.name()))
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", "),
+                match Suite::of_environment(&recorded_on.name) {
+                    Some(suite) => format!("`--suite {suite} --data DIR`"),
+                    None => format!(
+                        "`--env DIR` naming the `{}` bundle (a `forge train` run lists its \
+                         bundles in envs.json)",
+                        recorded_on.name
+                    ),
+                }
             )),
         }
         .map_err(|err| anyhow!("line {line} of {}: {err:#}", args.file.display()))?;

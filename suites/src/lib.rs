@@ -58,6 +58,15 @@ impl Suite {
         }
     }
 
+    /// The suite whose environment is named `environment`
+    /// (`tau2-bench-mock`), as trajectories record it.
+    pub fn of_environment(environment: &str) -> Option<Self> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|suite| suite.name().replacen('/', "-", 1) == environment)
+    }
+
     /// Reads the suite from `data`, a directory laid out like the benchmarks'
     /// data (`<data>/tau-bench/retail/orders.json`,
     /// `<data>/tau2-bench/airline/db.json`, …). Errors name the file

@@ -142,6 +142,12 @@ fn episodes_with_the_users_own_calls_replay_byte_identically() {
         DATA,
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
+    // Replayed without the suite, it says how to give it.
+    let output = forge(&["replay", trajectory.to_str().unwrap()]);
+    assert_refused(
+        &output,
+        "replay it with `--suite tau2-bench/telecom --data DIR`",
+    );
     // `forge show` tells the user's calls from the agent's, and cuts long
     // messages (the instruction) unless --full.
     let shown = |full: &[&str]| {
@@ -267,6 +273,30 @@ fn banking_gold_runs_solve_and_replay() {
     let inspected = &json_lines(&output)[0];
     assert_eq!(inspected["tools"][0]["function"]["name"], "grep");
     assert_eq!(inspected["tasks"].as_array().map(Vec::len), Some(97));
+
+    // Its data with the tasks taken away: nothing to run, said as such.
+    let data = dir.path().join("data/tau2-bench");
+    let shared = std::fs::canonicalize(DATA).unwrap().join("tau2-bench");
+    std::fs::create_dir_all(data.join("banking_knowledge/tasks")).unwrap();
+    std::os::unix::fs::symlink(shared.join("user_simulator"), data.join("user_simulator")).unwrap();
+    for kept in ["db.json", "documents", "prompts"] {
+        std::os::unix::fs::symlink(
+            shared.join("banking_knowledge").join(kept),
+            data.join("banking_knowledge").join(kept),
+        )
+        .unwrap();
+    }
+    let output = forge(&[
+        "run",
+        "--suite",
+        "tau2-bench/banking_knowledge",
+        "--data",
+        dir.path().join("data").to_str().unwrap(),
+    ]);
+    assert_refused(
+        &output,
+        "environment `tau2-bench-banking_knowledge` has no tasks",
+    );
 }
 
 #[test]
