@@ -570,6 +570,12 @@ impl Agents {
         Ok(settings)
     }
 
+    /// Whether a local model plays the agent: its episodes go in batches
+    /// on its device (`--batch`), never on threads.
+    pub fn batches_locally(&self) -> bool {
+        self.local.is_some()
+    }
+
     /// Plays one episode of each `(task, seed)`, handing each record to
     /// `finished` as it ends: a local model's in batches on its device, in
     /// order; any other policy's on `threads` threads at a time, each with a

@@ -402,16 +402,9 @@ async fn step(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Re
             )]),
         );
     };
-    let Some(id) = session_named(&data) else {
-        return step_error(
-            &app.hub,
-            StepError::Invalid(vec![openenv::invalid(
-                "missing",
-                &["body", "episode_id"],
-                "Field required: the session's id from POST /reset (or use the WebSocket at /ws)",
-                &data,
-            )]),
-        );
+    let id = match session_named(&data) {
+        Ok(id) => id,
+        Err(invalid) => return step_error(&app.hub, StepError::Invalid(vec![invalid])),
     };
     match blocking(&app.hub, move |hub| openenv::step(hub, &id, &action)).await {
         Ok(result) => Json(result).into_response(),
@@ -419,11 +412,27 @@ async fn step(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Re
     }
 }
 
-fn session_named(data: &Value) -> Option<String> {
-    ["episode_id", "session_id"]
+/// The session a `/step` names (`episode_id`, or `session_id`), or the
+/// pydantic-style error of its absence or type.
+fn session_named(data: &Value) -> Result<String, Value> {
+    let named = ["episode_id", "session_id"]
         .into_iter()
-        .find_map(|key| data.get(key).and_then(Value::as_str))
-        .map(str::to_owned)
+        .find_map(|key| Some((key, data.get(key)?)));
+    match named {
+        Some((_, Value::String(id))) => Ok(id.clone()),
+        Some((key, other)) => Err(openenv::invalid(
+            "string_type",
+            &["body", key],
+            "Input should be a valid string",
+            other,
+        )),
+        None => Err(openenv::invalid(
+            "missing",
+            &["body", "episode_id"],
+            "Field required: the session's id from POST /reset (or use the WebSocket at /ws)",
+            data,
+        )),
+    }
 }
 
 fn step_error(hub: &Hub, err: StepError) -> Response {

@@ -307,7 +307,7 @@ impl Hub {
         // Ids reach the logs and the trajectories as they are: a control
         // character could forge a log line.
         if let Some(id) = &request.session_id
-            && (id.is_empty() || id.len() > 128 || id.chars().any(char::is_control))
+            && (id.is_empty() || id.chars().count() > 128 || id.chars().any(char::is_control))
         {
             return Err(ServeError::BadRequest(
                 "a session id has 1 to 128 characters, none of them control characters".into(),

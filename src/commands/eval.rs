@@ -64,6 +64,13 @@ pub fn run(mut args: EvalArgs) -> Result<ExitCode> {
     let sandbox = Sandbox::with_defaults()?;
     let env = args.env.load(&sandbox)?;
     let agents = Agents::new(&args.agents, &env)?;
+    if args.concurrency > 1 && agents.batches_locally() {
+        eprintln!(
+            "note: a local model plays `--batch` episodes at once on its device: --concurrency \
+             {} changes nothing here (it runs remote agents' episodes on threads)",
+            args.concurrency
+        );
+    }
     let label = agents.label();
     let tasks = agents.tasks(&args.play, &env)?;
     if args.out.exists() && !args.out.is_dir() {

@@ -209,6 +209,27 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
     stopped_before_begun(outcome, run_dir)
 }
 
+/// Weights this large (a few million parameters) take the CPU more than
+/// moments a step: a tiny model's checkpoints are far smaller, the smallest
+/// pretrained model's files far larger.
+const PRETRAINED_BYTES: u64 = 16 << 20;
+
+/// Whether the model at `path` (a GGUF file, or a checkpoint directory
+/// with its weights) is of a pretrained model's size.
+fn pretrained_sized(path: &Path) -> bool {
+    let size = |path: &Path| std::fs::metadata(path).map_or(0, |meta| meta.len());
+    let bytes = match std::fs::read_dir(path) {
+        Ok(entries) => entries
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|file| file.extension().is_some_and(|ext| ext == "safetensors"))
+            .map(|file| size(&file))
+            .sum(),
+        Err(_) => size(path),
+    };
+    bytes >= PRETRAINED_BYTES
+}
+
 /// Ctrl-C and SIGTERM during a run. Before it begins (its environments
 /// being made, its models found) the run stops at the next point it looks
 /// ([`StoppedBeforeBegun`]); once begun, the trainer stops after the step
@@ -329,7 +350,7 @@ fn start(args: &TrainArgs, mut config: TrainConfig, stop: &Stop) -> Result<ExitC
         "tiny" => None,
         name => Some(crate::commands::model::resolve(name).context("model.init")?),
     };
-    if init.is_some() && args.device == Device::Cpu {
+    if init.as_deref().is_some_and(pretrained_sized) && args.device == Device::Cpu {
         // Said before the minutes it takes to get there: a machine short
         // of memory ends the run without a word.
         eprintln!(
@@ -849,4 +870,28 @@ fn plot(metrics: &[Metrics], path: &Path) -> Result<()> {
             },
         ],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_models_of_a_pretrained_size_are_called_slow_on_the_cpu() {
+        let dir = tempfile::tempdir().unwrap();
+        let sized = |path: &Path, bytes: u64| {
+            std::fs::File::create(path).unwrap().set_len(bytes).unwrap();
+        };
+        // A tiny model's checkpoint, then one as large as a pretrained one.
+        let checkpoint = dir.path().join("step-000150");
+        std::fs::create_dir(&checkpoint).unwrap();
+        sized(&checkpoint.join("model.safetensors"), 460_000);
+        sized(&checkpoint.join("optimizer.bin"), PRETRAINED_BYTES);
+        assert!(!pretrained_sized(&checkpoint));
+        sized(&checkpoint.join("model.safetensors"), 540 << 20);
+        assert!(pretrained_sized(&checkpoint));
+        let gguf = dir.path().join("model.gguf");
+        sized(&gguf, 90 << 20);
+        assert!(pretrained_sized(&gguf));
+    }
 }

@@ -84,6 +84,24 @@ fn panic_is_a_trap_quoting_the_message() {
 }
 
 #[test]
+fn a_trap_quotes_what_its_own_call_wrote_to_stderr() {
+    let (_sandbox, component, _cache) = hostile();
+    let mut instance = component.instance();
+    let state = initial();
+    let panicked = |instance: &mut forge_runtime::sandbox::ToolInstance| match instance
+        .call(&state, Actor::Agent, "panic", "{}")
+        .result
+    {
+        Err(error) => error.to_string(),
+        other => panic!("`panic` should trap, got {other:?}"),
+    };
+    let first = panicked(&mut instance);
+    // The episode's instance lives on: its second call's error is its own.
+    assert_eq!(panicked(&mut instance), first);
+    assert_eq!(first.matches("the tool gave up").count(), 1, "{first}");
+}
+
+#[test]
 fn oversized_result_is_refused() {
     let error = assert_contained("huge_result", |error| {
         matches!(error, SandboxError::ResultTooLarge { .. })

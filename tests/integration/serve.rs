@@ -380,6 +380,18 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
         (status, body["code"].as_str()),
         (422, Some("invalid_action"))
     );
+    // A session named by something other than its id says so.
+    let numbered = json!({"episode_id": 5, "action": {"type": "list_tools"}});
+    let (status, body) = post(&server.url("/step"), &numbered);
+    assert_eq!(status, 422);
+    assert_eq!(
+        (&body["detail"][0]["loc"], &body["detail"][0]["msg"]),
+        (
+            &json!(["body", "episode_id"]),
+            &json!("Input should be a valid string")
+        ),
+        "{body}"
+    );
     let bare = json!({"episode_id": id, "action": "list_tools"});
     let (status, body) = post(&server.url("/step"), &bare);
     assert_eq!(status, 422);
@@ -541,7 +553,7 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
     assert!(metrics.contains("forge_sessions 2"), "{metrics}");
     assert!(metrics.contains("forge_refused_requests_total{kind=\"rate_limited\"}"));
     // Over HTTP and the WebSocket alike.
-    for (kind, count) in [("bad_json", 2), ("invalid_action", 5)] {
+    for (kind, count) in [("bad_json", 2), ("invalid_action", 6)] {
         let line = format!("forge_refused_requests_total{{kind=\"{kind}\"}} {count}");
         assert!(metrics.lines().any(|at| at == line), "{line} in {metrics}");
     }

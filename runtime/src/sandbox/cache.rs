@@ -17,7 +17,7 @@ use wasmtime::component::Component;
 
 /// A directory of precompiled components.
 #[derive(Debug, Clone)]
-pub struct ComponentCache {
+pub(crate) struct ComponentCache {
     dir: PathBuf,
 }
 
@@ -33,10 +33,6 @@ impl ComponentCache {
     /// such directory can be created; callers then compile without caching.
     pub fn open_default() -> Option<Self> {
         Self::open(cache_root()?.join("components")).ok()
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 
     /// The compiled form of `wasm`, from the cache when present and loadable.

@@ -22,8 +22,12 @@ pub(super) use exports::forge::env::tools::Actor as WitActor;
 pub(super) struct CallData {
     wasi: WasiCtx,
     table: ResourceTable,
-    /// Captured guest stderr (panic messages), bounded.
+    /// Captured guest stderr (panic messages), bounded, over the instance's
+    /// calls.
     pub stderr: MemoryOutputPipe,
+    /// Where in `stderr` the current call's output begins: a call's error
+    /// quotes its own, not what earlier calls of the episode wrote.
+    pub stderr_from: usize,
     pub limiter: Limiter,
     /// The state the current call reads and writes; committed only on success.
     pub txn: Transaction,
@@ -44,6 +48,7 @@ impl CallData {
             wasi,
             table: ResourceTable::new(),
             stderr,
+            stderr_from: 0,
             limiter: Limiter::new(limits),
             txn: Transaction::new(State::default(), limits),
         }

@@ -291,6 +291,7 @@ impl ToolInstance {
             }
         };
         store.data_mut().txn = Transaction::new(state.clone(), &limits);
+        store.data_mut().stderr_from = store.data().stderr.contents().len();
         store.set_fuel(limits.fuel).expect("fuel is enabled");
         store.set_epoch_deadline(epoch_ticks(limits.wall_time));
         let returned = export(store, bindings);
@@ -377,11 +378,11 @@ fn classify(
     }
 }
 
-/// What the guest wrote to stderr (a Rust panic message lands here), on one
-/// line, without the backtrace hint.
+/// What the guest wrote to stderr in this call (a Rust panic message lands
+/// here), on one line, without the backtrace hint.
 fn guest_stderr(data: &CallData) -> String {
     let bytes = data.stderr.contents();
-    let text = String::from_utf8_lossy(&bytes);
+    let text = String::from_utf8_lossy(bytes.get(data.stderr_from..).unwrap_or_default());
     let lines: Vec<&str> = text
         .lines()
         .map(str::trim)

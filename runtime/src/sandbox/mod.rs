@@ -16,7 +16,8 @@ mod grants;
 mod host;
 mod instance;
 
-pub use cache::{ComponentCache, cache_root};
+use cache::ComponentCache;
+pub use cache::cache_root;
 pub use instance::{CallOutcome, SandboxError, ToolComponent, ToolInstance};
 
 use anyhow::{Context, Result};
@@ -28,7 +29,8 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 /// The limits every tool call runs under.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
-    /// Fuel (roughly, WebAssembly instructions) per call, instantiation included.
+    /// Fuel (roughly, WebAssembly instructions) per call; instantiating an
+    /// episode's instance has a budget of its own, uncounted in any call's.
     pub fuel: u64,
     /// Linear memory per instance.
     pub memory_bytes: usize,

@@ -42,8 +42,8 @@ pub(super) fn compare(dirs: &[PathBuf], labels: &[String], bootstrap: usize) -> 
             baseline: labels[0].clone(),
             pairing: match (&outcomes[0], &outcomes[at]) {
                 (Some(first), Some(these)) => Pairing::new(first, these, bootstrap),
-                (None, _) => Pairing::unpaired("the baseline has no evaluation at its last step"),
-                (_, None) => Pairing::unpaired("no evaluation at its last step"),
+                (None, _) => Pairing::unpaired(&format!("the baseline {}", runs[0].unevaluated())),
+                (_, None) => Pairing::unpaired(runs[at].unevaluated()),
             },
         })
         .collect();
@@ -146,6 +146,18 @@ impl Run {
                 })
                 .collect(),
         ))
+    }
+
+    /// Why the run's last model has no held-out outcomes.
+    fn unevaluated(&self) -> &'static str {
+        let fraction = self.settings.pointer("/tasks/heldout_fraction");
+        let split = self.settings.pointer("/tasks/heldout_split");
+        let holds_out_none = fraction.and_then(Value::as_f64) == Some(0.0)
+            && split.and_then(Value::as_str).is_none_or(str::is_empty);
+        match holds_out_none {
+            true => "holds out no task (tasks.heldout_fraction = 0)",
+            false => "has no evaluation at its last step",
+        }
     }
 
     /// Where `model.init` points, when it names a path that exists.

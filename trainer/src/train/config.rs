@@ -613,6 +613,10 @@ impl TrainConfig {
                 "user.temperature and user.max_new_tokens must be positive",
             ),
             (
+                user.kind != UserKind::Openai || at_least_zero(user.temperature),
+                "user.temperature must be a number, at least 0",
+            ),
+            (
                 self.judge.kind == JudgeKind::Rule || !self.judge.model.is_empty(),
                 "judge.model must name the judge model",
             ),
@@ -693,6 +697,10 @@ mod tests {
             ("[sft]\nlr = -0.001", "sft.lr"),
             ("[rl]\nlr = inf", "rl.lr"),
             ("[rl]\ntemperature = nan", "rl.temperature"),
+            (
+                "[user]\nkind = \"openai\"\nmodel = \"m\"\nbase_url = \"http://x\"\ntemperature = -1.0",
+                "user.temperature must be a number, at least 0",
+            ),
             ("[rl]\nclip = -0.2", "rl.clip"),
             ("[rl]\nkl = nan", "rl.kl"),
             ("[rl]\neps = 0.0", "rl.eps"),
