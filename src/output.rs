@@ -48,36 +48,47 @@ pub fn progress(len: u64, quiet: bool) -> ProgressBar {
 }
 
 /// Writes `bar`'s place (`[00:01:30] 12/40 message`, as the bar shows it)
-/// to `out` each time `every` has passed in which it moved, until it is
-/// finished or dropped: long work in a log file shows it is alive and how
-/// far it got.
+/// to `out` each time `every` has passed in which it moved, and after
+/// [`STILL_LOGGED`] of them in which it did not, until it is finished or
+/// dropped: long work in a log file shows how far it got, and that it is
+/// alive while one step takes long.
 fn log_lines(bar: &ProgressBar, every: Duration, mut out: impl Write + Send + 'static) {
     let bar = bar.downgrade();
     std::thread::spawn(move || {
         let mut logged = None;
+        let mut still = 0;
         loop {
             std::thread::sleep(every);
             let Some(bar) = bar.upgrade().filter(|bar| !bar.is_finished()) else {
                 return;
             };
             let place = (bar.position(), bar.message());
-            if logged.as_ref() != Some(&place) {
-                let seconds = bar.elapsed().as_secs();
-                let (position, message) = &place;
-                // A log that cannot be written to loses only these lines.
-                let _ = writeln!(
-                    out,
-                    "[{:02}:{:02}:{:02}] {position}/{} {message}",
-                    seconds / 3600,
-                    seconds / 60 % 60,
-                    seconds % 60,
-                    bar.length().map_or("?".to_owned(), |len| len.to_string()),
-                );
-                logged = Some(place);
+            if logged.as_ref() == Some(&place) {
+                still += 1;
+                if still < STILL_LOGGED {
+                    continue;
+                }
             }
+            let seconds = bar.elapsed().as_secs();
+            let (position, message) = &place;
+            // A log that cannot be written to loses only these lines.
+            let _ = writeln!(
+                out,
+                "[{:02}:{:02}:{:02}] {position}/{} {message}",
+                seconds / 3600,
+                seconds / 60 % 60,
+                seconds % 60,
+                bar.length().map_or("?".to_owned(), |len| len.to_string()),
+            );
+            logged = Some(place);
+            still = 0;
         }
     });
 }
+
+/// How many intervals without progress pass between the lines that say a
+/// bar is still where it was.
+const STILL_LOGGED: usize = 10;
 
 /// `n` of a thing named by a regular noun, singular for one: `count(1,
 /// "task")` is "1 task", `count(3, "task")` "3 tasks".
@@ -165,13 +176,13 @@ mod tests {
         bar.set_message("episode 2");
         let log = Log::default();
         log_lines(&bar, Duration::from_millis(20), log.clone());
-        assert!(
-            log.awaiting("1/3 episode 2\n")
-                .starts_with("[00:00:00] 1/3 episode 2\n")
-        );
-        // Standing still, it is not logged again.
+        let first = log.awaiting("1/3 episode 2\n");
+        assert!(first.starts_with("[00:00:0") && first.ends_with("] 1/3 episode 2\n"));
+        // Standing still, it is logged again only after ten intervals.
         std::thread::sleep(Duration::from_millis(100));
         assert_eq!(log.text().lines().count(), 1, "{}", log.text());
+        let again = log.awaiting("2\n[");
+        assert!(again.ends_with("] 1/3 episode 2\n"), "{again}");
         bar.inc(1);
         assert!(log.awaiting("2/3").ends_with("] 2/3 episode 2\n"));
         // Finished, it is logged no more.

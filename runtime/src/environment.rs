@@ -183,6 +183,11 @@ pub fn execute(instance: &mut ToolInstance, state: &State, call: &ToolCall) -> E
             fuel: 0,
         };
     }
+    run_call(instance, state, call)
+}
+
+/// Runs `call` in the sandbox, unchecked.
+fn run_call(instance: &mut ToolInstance, state: &State, call: &ToolCall) -> Executed {
     let outcome = instance.call(state, call.actor, &call.name, &call.arguments.to_string());
     Executed {
         observation: observe(outcome.result),
@@ -390,17 +395,22 @@ fn execute_gold(component: &ToolComponent, task: &Task, initial: &State) -> Resu
     for (index, call) in task.gold_actions.iter().enumerate() {
         let failed =
             |message: &str| anyhow!("gold action {index} (`{}`) failed: {message}", call.name);
-        if component.tool(call.actor, &call.name).is_none() {
+        // A gold call of a tool its actor lacks is broken whoever checks
+        // an episode's calls; one the tool's schema refuses, where the host
+        // checks them.
+        let Some(tool) = component.tool(call.actor, &call.name) else {
             let whose = match call.actor {
                 Actor::Agent => "the agent",
                 Actor::User => "the user",
             };
             return Err(failed(&format!("{whose} has no such tool")));
+        };
+        if component.checks_arguments()
+            && let Err(message) = tool.validate(&call.arguments)
+        {
+            return Err(failed(&format!("invalid arguments: {message}")));
         }
-        if let Some(refusal) = host_refusal(component, call) {
-            return Err(failed(&refusal));
-        }
-        let executed = execute(&mut instance, &state, call);
+        let executed = run_call(&mut instance, &state, call);
         if let Observation::SandboxError(message) = &executed.observation {
             return Err(failed(message));
         }

@@ -190,6 +190,11 @@ impl Episode {
         }
     }
 
+    /// The dialogue so far, the user's own calls included.
+    pub fn messages(&self) -> &[ChatMessage] {
+        &self.progress.messages
+    }
+
     /// The tool steps so far.
     pub fn steps(&self) -> &[Step] {
         &self.progress.steps

@@ -54,24 +54,46 @@ pub fn replay_episode(env: &Environment, record: &EpisodeRecord) -> Result<Optio
         max_turns: record.max_turns,
         seed: record.seed,
     };
-    let replayed =
-        replay_actions(env, task, settings, &mut policy, user.as_mut()).and_then(|episode| {
-            episode.finish(
-                env,
-                task,
-                &record.policy,
-                None,
-                judge.as_mut().map(|judge| judge as &mut dyn Judge),
-            )
-        });
-    let replayed = match replayed {
-        Ok(replayed) => replayed,
-        Err(err) => {
+    let stopped = |err: anyhow::Error| {
+        Ok(Some(Divergence {
+            step: None,
+            what: format!("the replay stopped: {err:#}"),
+        }))
+    };
+    let episode = match replay_actions(env, task, settings, &mut policy, user.as_mut()) {
+        Ok(episode) => episode,
+        Err(Stopped { err, episode }) => {
+            // Where the dialogue went another way first (the user answered
+            // an edited message otherwise), that is the divergence; the
+            // stop it led to is only its symptom.
+            let Some(episode) = episode else {
+                return stopped(err);
+            };
+            let replayed = episode.messages();
+            let Some(index) =
+                (0..replayed.len()).find(|&at| record.messages.get(at) != replayed.get(at))
+            else {
+                return stopped(err);
+            };
+            let (old, new) = contrasted_or_nothing(record.messages.get(index), replayed.get(index));
             return Ok(Some(Divergence {
                 step: None,
-                what: format!("the replay stopped: {err:#}"),
+                what: format!(
+                    "message {index} differs: recorded {old}, replayed {new} (and then the \
+                     replay stopped: {err:#})"
+                ),
             }));
         }
+    };
+    let replayed = match episode.finish(
+        env,
+        task,
+        &record.policy,
+        None,
+        judge.as_mut().map(|judge| judge as &mut dyn Judge),
+    ) {
+        Ok(replayed) => replayed,
+        Err(err) => return stopped(err),
     };
     // A record of an earlier format is compared under its format's name
     // (what it holds, it holds as the current format would).
@@ -82,6 +104,13 @@ pub fn replay_episode(env: &Environment, record: &EpisodeRecord) -> Result<Optio
     Ok(first_difference(record, &replayed))
 }
 
+/// A replay that could not go on: why, and the episode as far as it got
+/// (none where it could not start).
+struct Stopped {
+    err: anyhow::Error,
+    episode: Option<Box<Episode>>,
+}
+
 /// Runs the recorded agent actions: to the episode's end, or — for an
 /// episode cut before its dialogue ended — until they run out.
 fn replay_actions(
@@ -90,11 +119,17 @@ fn replay_actions(
     settings: EpisodeSettings,
     policy: &mut ReplayPolicy,
     user: &mut dyn User,
-) -> Result<Episode> {
+) -> Result<Episode, Stopped> {
     let tools = env.component().tools();
-    let mut episode = Episode::start(env, task, user, settings)?;
+    let mut episode =
+        Episode::start(env, task, user, settings).map_err(|err| Stopped { err, episode: None })?;
     while !episode.is_over() {
-        episode.step(policy, user, tools)?;
+        if let Err(err) = episode.step(policy, user, tools) {
+            return Err(Stopped {
+                err,
+                episode: Some(Box::new(episode)),
+            });
+        }
     }
     Ok(episode)
 }

@@ -338,7 +338,7 @@ impl TrajectoryWriter {
             anyhow::Error::from(err).context(format!("reading {}", path.display()))
         };
         let len = file.metadata().map_err(reading)?.len();
-        let complete = complete_prefix_len(&mut file)?;
+        let complete = complete_prefix_len(&mut file, len)?;
         let mut tail = Vec::new();
         file.seek(SeekFrom::Start(complete)).map_err(reading)?;
         Read::take(&mut file, len - complete)
@@ -347,9 +347,11 @@ impl TrajectoryWriter {
         if complete == 0 {
             tail = bom::strip_bytes(&tail).to_vec();
         }
+        // Blank space after the last newline is cut as a torn line is.
         let torn = !tail.is_empty() && !jsonl::is_json(&tail);
+        let blank = tail.trim_ascii().is_empty();
         // The first line may be the last too, lacking its newline.
-        let whole_tail = (!torn && !tail.trim_ascii().is_empty()).then(|| tail.clone());
+        let whole_tail = (!torn && !blank).then(|| tail.clone());
         match first_line(&mut file, complete)
             .map_err(reading)?
             .or(whole_tail)
@@ -365,7 +367,7 @@ impl TrajectoryWriter {
             }
             // A file of one line torn as it was written shows what it is by
             // its beginning.
-            None if torn && !tail.trim_ascii_start().starts_with(RECORD_BEGINS) => bail!(
+            None if torn && !blank && !begins_a_record(&tail) => bail!(
                 "{} is not a trajectory file (its one line is not even the beginning of an \
                  episode record): refusing to append to it",
                 path.display()
@@ -454,6 +456,13 @@ fn refuse_directory(path: &Path) -> Result<()> {
 /// it: what shows a line torn short to be one.
 const RECORD_BEGINS: &[u8] = br#"{"format":"forge.trajectory/"#;
 
+/// Whether `tail`, a line cut short, is the beginning of an episode
+/// record, however short.
+fn begins_a_record(tail: &[u8]) -> bool {
+    let tail = tail.trim_ascii();
+    tail.starts_with(RECORD_BEGINS) || RECORD_BEGINS.starts_with(tail)
+}
+
 /// The first line of the file's first `complete` bytes that is not blank,
 /// without a byte-order mark; `None` where there is none.
 fn first_line(file: &mut File, complete: u64) -> std::io::Result<Option<Vec<u8>>> {
@@ -473,9 +482,9 @@ fn first_line(file: &mut File, complete: u64) -> std::io::Result<Option<Vec<u8>>
     Ok(None)
 }
 
-/// Length of the file up to and including its last newline.
-fn complete_prefix_len(file: &mut File) -> Result<u64> {
-    let len = file.metadata()?.len();
+/// Length of the file's first `len` bytes up to and including their last
+/// newline.
+fn complete_prefix_len(file: &mut File, len: u64) -> Result<u64> {
     let mut end = len;
     let mut buffer = [0u8; 4096];
     while end > 0 {
@@ -513,23 +522,25 @@ pub fn read(path: &Path) -> Result<TrajectoryFile> {
 /// another is refused by its format, before any field it holds that this
 /// version does not know.
 fn parse_record(line: &[u8]) -> Result<EpisodeRecord> {
-    #[derive(Deserialize)]
-    struct Format {
-        format: String,
-    }
     let readable = |format: &str| READABLE.contains(&format);
-    match serde_json::from_slice::<EpisodeRecord>(line) {
-        Ok(record) if readable(&record.format) => Ok(record),
-        parsed => match serde_json::from_slice::<Format>(line) {
-            Ok(Format { format }) if !readable(&format) => {
-                let (last, others) = READABLE.split_last().expect("a format is readable");
-                bail!(
-                    "the format is `{format}`; this version reads `{}` and `{last}`",
-                    others.join("`, `")
-                )
-            }
-            _ => Ok(parsed?),
-        },
+    let parsed = match serde_json::from_slice::<EpisodeRecord>(line) {
+        Ok(record) if readable(&record.format) => return Ok(record),
+        parsed => parsed,
+    };
+    // What the line is instead, where it is JSON.
+    match serde_json::from_slice::<Value>(line).map(|value| value.get("format").cloned()) {
+        Ok(Some(Value::String(format))) if !readable(&format) => {
+            let (last, others) = READABLE.split_last().expect("a format is readable");
+            bail!(
+                "the format is `{format}`; this version reads `{}` and `{last}`",
+                others.join("`, `")
+            )
+        }
+        Ok(None) => bail!(
+            "it has no `format`, as every episode record has (trajectories are what `--out` \
+             writes, not `--json` output, reports or task files)"
+        ),
+        _ => Ok(parsed?),
     }
 }
 
@@ -634,8 +645,11 @@ mod tests {
             anyhow::Ok((writer.torn_tail_cut(), read(&path)?.episodes.len()))
         };
         // The only line, torn as the first episode was written, is cut off.
-        let torn = &compact[..40];
-        assert_eq!(append_one(torn).unwrap(), (40, 1));
+        for cut in [40, 15] {
+            assert_eq!(append_one(&compact[..cut]).unwrap(), (cut as u64, 1));
+        }
+        // So is blank space after the last newline.
+        assert_eq!(append_one("  ").unwrap(), (2, 1));
         // A byte-order mark and blank lines before the first record, as
         // an editor may leave them, are read past.
         assert_eq!(append_one(&format!("\u{feff}\n{line}")).unwrap(), (0, 2));
@@ -658,7 +672,12 @@ mod tests {
             return;
         }
         let record: EpisodeRecord = parse_record(record_line(FORMAT, "").as_bytes()).unwrap();
-        let mut writer = TrajectoryWriter::append(full).unwrap();
+        let mut writer = match TrajectoryWriter::append(full) {
+            Ok(writer) => writer,
+            // Another test run on this machine holds /dev/full now.
+            Err(err) if format!("{err:#}").contains("in use by another forge process") => return,
+            Err(err) => panic!("{err:#}"),
+        };
         let error = format!("{:#}", writer.write(&record).unwrap_err());
         assert!(error.contains("writing to /dev/full"), "{error}");
         let error = format!("{:#}", writer.write(&record).unwrap_err());
@@ -710,6 +729,14 @@ mod tests {
         std::fs::write(&path, record_line(FORMAT, ", \"polcy\": 1")).unwrap();
         let error = format!("{:#}", read(&path).unwrap_err());
         assert!(error.contains("unknown field `polcy`"), "{error}");
+        // A line of JSON that is no record at all (a `--json` summary) says
+        // what a trajectory file is.
+        std::fs::write(&path, "{\"summary\": true, \"episodes\": 4}\n").unwrap();
+        let error = format!("{:#}", read(&path).unwrap_err());
+        assert!(
+            error.contains("line 1 is not a trajectory record: it has no `format`"),
+            "{error}"
+        );
         // Appending to a file of another format is refused, the file kept.
         std::fs::write(&path, &newer).unwrap();
         let error = format!("{:#}", TrajectoryWriter::append(&path).err().unwrap());

@@ -415,9 +415,10 @@ async fn step(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Re
 /// The session a `/step` names (`episode_id`, or `session_id`), or the
 /// pydantic-style error of its absence or type.
 fn session_named(data: &Value) -> Result<String, Value> {
+    // A null id is no id, as OpenEnv's optional `episode_id` has it.
     let named = ["episode_id", "session_id"]
         .into_iter()
-        .find_map(|key| Some((key, data.get(key)?)));
+        .find_map(|key| Some((key, data.get(key).filter(|id| !id.is_null())?)));
     match named {
         Some((_, Value::String(id))) => Ok(id.clone()),
         Some((key, other)) => Err(openenv::invalid(

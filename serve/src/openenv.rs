@@ -166,7 +166,6 @@ pub fn state(state: &SessionState) -> Value {
     serde_json::to_value(state).expect("a state serialises")
 }
 
-/// The action a tool call stands for.
 /// A call's `arguments`: an object, or none (`{}`).
 pub fn call_arguments(arguments: Option<&Value>) -> Result<Value, StepError> {
     match arguments {
@@ -181,6 +180,7 @@ pub fn call_arguments(arguments: Option<&Value>) -> Result<Value, StepError> {
     }
 }
 
+/// The action a tool call stands for.
 pub fn to_action(tool: &str, arguments: Value) -> Result<Action, StepError> {
     if tool != MESSAGE_TOOL {
         let call = ToolCall::new(tool, arguments);

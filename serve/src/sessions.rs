@@ -272,8 +272,10 @@ impl Hub {
     }
 
     /// The task a reset asks for: the one it names, the `seed`-th, or the
-    /// next in turn — which a refused reset, or one naming its task or
-    /// seed, leaves where it was (no task of the rotation is skipped).
+    /// next in turn — which a reset naming its task or seed leaves where it
+    /// was, as does one refused before its task is drawn (every refusal but
+    /// a race lost for the last place, or to shutting down, while its
+    /// episode was being set up: that one's turn is spent).
     fn task_for(&self, request: &OpenRequest) -> Result<TaskRef, ServeError> {
         let find = |ordinal| {
             self.catalog

@@ -50,7 +50,16 @@ pub fn run(args: InspectArgs) -> Result<ExitCode> {
         }));
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{} — {}", env.name(), env.bundle().manifest.description);
+    // A suite's description is its whole policy (hundreds of lines): its
+    // first line heads the tools and tasks, and `--json` holds the rest.
+    let description = env.bundle().manifest.description.trim();
+    let mut lines = description.lines();
+    println!("{} — {}", env.name(), lines.next().unwrap_or_default());
+    let more = lines.count();
+    if more > 0 {
+        let lines = if more == 1 { "line" } else { "lines" };
+        println!("({more} more {lines} of the description: --json prints it whole)");
+    }
     println!("content hash {}\n", env.content_hash());
     println!("{}\n", tool_table("tool", tools));
     if !user_tools.is_empty() {

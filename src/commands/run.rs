@@ -1,6 +1,6 @@
 //! `forge run`: episodes of a policy on an environment's tasks.
 
-use crate::agents::{AgentArgs, Agents};
+use crate::agents::{AgentArgs, Agents, PolicyKind};
 use crate::envs::EnvArgs;
 use crate::flags::MOST_TRIALS;
 use crate::metrics;
@@ -165,6 +165,7 @@ fn report(
     records: &[(u64, EpisodeRecord)],
 ) {
     let episodes = records.len();
+    let run_seed = (args.agents.policy != PolicyKind::Replay).then_some(args.play.seed);
     let successes = records
         .iter()
         .filter(|(_, record)| record.verdict.reward >= 1.0)
@@ -218,7 +219,8 @@ fn report(
             "content_hash": env.content_hash(),
             "policy": label,
             "user": user,
-            "seed": args.play.seed,
+            // A replay's episodes keep their recorded seeds: no run seed.
+            "seed": run_seed,
             "episodes": episodes,
             "successes": successes,
             "success_rate": success_rate,
@@ -233,11 +235,13 @@ fn report(
     }
     println!("{}", episodes_table(records));
     println!(
-        "environment {} ({}), policy {}, user {user}, seed {}: success rate {successes}/{episodes} = {success_rate:.3}, mean partial credit {mean_partial:.3}",
+        "environment {} ({}), policy {}, user {user}, {}: success rate {successes}/{episodes} = {success_rate:.3}, mean partial credit {mean_partial:.3}",
         env.name(),
         output::short_hash(env.content_hash()),
         label,
-        args.play.seed
+        run_seed.map_or("seeds as recorded".to_owned(), |seed| format!(
+            "seed {seed}"
+        ))
     );
     if unevaluated > 0 {
         println!("{}", super::unjudged_note(unevaluated, episodes));

@@ -18,6 +18,7 @@ pub use replay::{ReplayedAction, TaskReplay, replay};
 
 use anyhow::{Result, bail};
 use forge_runtime::Bundle;
+use serde_json::Value;
 use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
@@ -102,6 +103,36 @@ impl FromStr for Suite {
             }
         }
     }
+}
+
+/// `value` as a task of `file`, where it is the `index`th of a list (or
+/// the file's one task): errors name the task, by place and id, and the
+/// field at fault (`user_scenario.instructions`), not the file alone.
+fn parse_task<T: serde::de::DeserializeOwned>(
+    file: &Path,
+    index: Option<usize>,
+    value: Value,
+) -> Result<T> {
+    let id = value
+        .get("id")
+        .map(|id| id.as_str().map_or_else(|| id.to_string(), str::to_owned));
+    serde_path_to_error::deserialize(value).map_err(|err| {
+        let task = match (index, id) {
+            (Some(index), Some(id)) => format!(" task {index} (`{id}`):"),
+            (Some(index), None) => format!(" task {index}:"),
+            (None, Some(id)) => format!(" task `{id}`:"),
+            (None, None) => String::new(),
+        };
+        let field = match err.path().to_string() {
+            at if at == "." => String::new(),
+            at => format!(" at `{at}`"),
+        };
+        anyhow::anyhow!(
+            "{}:{task} malformed task{field}: {}",
+            file.display(),
+            err.inner()
+        )
+    })
 }
 
 /// A JSON file of the benchmark data; errors name the file.

@@ -13,7 +13,7 @@
 //! `transfer_to_human_agents` included: it changes nothing) and required
 //! outputs.
 
-use crate::read_json;
+use crate::{parse_task, read_json};
 use anyhow::{Context, Result, bail};
 use forge_runtime::Bundle;
 use forge_runtime::bundle::{Manifest, Task, ToolCall};
@@ -98,8 +98,14 @@ pub fn load(domain: &Domain, data: &Path) -> Result<Bundle> {
     let mut splits = BTreeMap::new();
     for split in domain.splits {
         let path = dir.join(format!("tasks_{split}.json"));
-        let list: Vec<TauTask> = serde_json::from_value(read_json(&path)?)
-            .with_context(|| format!("{}: malformed task list", path.display()))?;
+        let Value::Array(list) = read_json(&path)? else {
+            bail!("{}: not a list of tasks", path.display());
+        };
+        let list: Vec<TauTask> = list
+            .into_iter()
+            .enumerate()
+            .map(|(index, task)| parse_task(&path, Some(index), task))
+            .collect::<Result<_>>()?;
         splits.insert(
             (*split).to_owned(),
             (0..list.len())

@@ -30,7 +30,7 @@
 
 use crate::layout::{self, Side};
 use crate::pydantic::Schema;
-use crate::read_json;
+use crate::{parse_task, read_json};
 use anyhow::{Context, Result, bail};
 use forge_pycompat::dict_update;
 use forge_runtime::bundle::{
@@ -549,9 +549,6 @@ fn read_documents(dir: &Path) -> Result<Map<String, Value>> {
 
 /// The domain's tasks, each with the file it came from.
 fn read_tasks(dir: &Path, files: &TaskFiles) -> Result<Vec<(PathBuf, Tau2Task)>> {
-    let parse = |path: &Path, value: Value| {
-        serde_json::from_value(value).with_context(|| format!("{}: malformed task", path.display()))
-    };
     match files {
         TaskFiles::List => {
             let path = dir.join("tasks.json");
@@ -559,13 +556,14 @@ fn read_tasks(dir: &Path, files: &TaskFiles) -> Result<Vec<(PathBuf, Tau2Task)>>
                 bail!("{}: not a list of tasks", path.display());
             };
             list.into_iter()
-                .map(|task| Ok((path.clone(), parse(&path, task)?)))
+                .enumerate()
+                .map(|(index, task)| Ok((path.clone(), parse_task(&path, Some(index), task)?)))
                 .collect()
         }
         TaskFiles::PerTask => json_files(&dir.join("tasks"), "task_")?
             .into_iter()
             .map(|path| {
-                let task = parse(&path, read_json(&path)?)?;
+                let task = parse_task(&path, None, read_json(&path)?)?;
                 Ok((path, task))
             })
             .collect(),

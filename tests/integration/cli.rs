@@ -404,7 +404,7 @@ fn replay_policy_reproduces_the_recorded_rewards() {
         stderr(&output)
     );
     assert!(
-        stdout(&output).contains("success rate 0/1 "),
+        stdout(&output).contains("user as recorded, seeds as recorded: success rate 0/1 "),
         "one episode, cut short as recorded: {}",
         stdout(&output)
     );

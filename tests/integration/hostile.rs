@@ -88,17 +88,17 @@ fn a_trap_quotes_what_its_own_call_wrote_to_stderr() {
     let (_sandbox, component, _cache) = hostile();
     let mut instance = component.instance();
     let state = initial();
-    let panicked = |instance: &mut forge_runtime::sandbox::ToolInstance| match instance
-        .call(&state, Actor::Agent, "panic", "{}")
-        .result
-    {
+    // The episode's instance lives on after a call that succeeded.
+    let chatted = instance.call(&state, Actor::Agent, "chatter", "{}");
+    assert!(chatted.is_success());
+    let error = match instance.call(&state, Actor::Agent, "panic", "{}").result {
         Err(error) => error.to_string(),
         other => panic!("`panic` should trap, got {other:?}"),
     };
-    let first = panicked(&mut instance);
-    // The episode's instance lives on: its second call's error is its own.
-    assert_eq!(panicked(&mut instance), first);
-    assert_eq!(first.matches("the tool gave up").count(), 1, "{first}");
+    assert!(
+        error.contains("the tool gave up") && !error.contains("chatter"),
+        "{error}"
+    );
 }
 
 #[test]

@@ -392,6 +392,9 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
         ),
         "{body}"
     );
+    // A null id is none, as OpenEnv has it: the other name is read.
+    let null = json!({"episode_id": null, "session_id": id, "action": {"type": "list_tools"}});
+    assert_eq!(post(&server.url("/step"), &null).0, 200);
     let bare = json!({"episode_id": id, "action": "list_tools"});
     let (status, body) = post(&server.url("/step"), &bare);
     assert_eq!(status, 422);

@@ -3,6 +3,7 @@
 //! `suites/tests/reference.rs`).
 
 use crate::common::{assert_refused, forge, json_lines, stderr, stdout};
+use serde_json::{Value, json};
 
 const DATA: &str = "../shared/benchmarks";
 
@@ -142,6 +143,34 @@ fn episodes_with_the_users_own_calls_replay_byte_identically() {
         DATA,
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
+    // An agent message edited: the scripted user answers it otherwise, and
+    // that first difference is named, not the stop it leads to.
+    let edited = dir.path().join("edited.jsonl");
+    let first = std::fs::read_to_string(&trajectory).unwrap();
+    let mut record: Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+    let said = record["messages"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|message| message["role"] == "assistant" && message["content"].is_string())
+        .unwrap();
+    said["content"] = json!("Hello, how can I help?");
+    std::fs::write(&edited, format!("{record}\n")).unwrap();
+    let output = forge(&[
+        "replay",
+        edited.to_str().unwrap(),
+        "--suite",
+        "tau2-bench/telecom",
+        "--data",
+        DATA,
+    ]);
+    let text = stdout(&output);
+    assert!(
+        !output.status.success()
+            && text.contains("diverged: message ")
+            && text.contains("(and then the replay stopped:"),
+        "{text}"
+    );
     // Replayed without the suite, it says how to give it.
     let output = forge(&["replay", trajectory.to_str().unwrap()]);
     assert_refused(
@@ -205,6 +234,21 @@ fn inspect_lists_the_users_own_tools() {
     );
     assert!(names("tools").contains(&"create_task".to_owned()));
     assert!(!names("tools").contains(&"check_notifications".to_owned()));
+    // As text, the policy (the description) is its first line: the tools
+    // follow at once.
+    let output = forge(&["inspect", "--suite", "tau2-bench/mock", "--data", DATA]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    let policy = inspected["description"].as_str().unwrap().trim();
+    let more = policy.lines().count() - 1;
+    assert!(
+        text.lines().nth(1)
+            == Some(
+                format!("({more} more lines of the description: --json prints it whole)").as_str()
+            )
+            && text.lines().nth(2).unwrap().starts_with("content hash "),
+        "{text}"
+    );
 }
 
 #[test]
@@ -223,6 +267,39 @@ fn bad_suite_arguments_are_named() {
 
     let output = forge(&["run", "--suite", "tau-bench/retail"]);
     assert_refused(&output, "--data");
+}
+
+#[test]
+fn a_malformed_task_is_named_with_its_field() {
+    // τ²-bench's mock domain with its second task's instructions a number.
+    let dir = tempfile::tempdir().unwrap();
+    let shared = std::fs::canonicalize(DATA).unwrap().join("tau2-bench");
+    let data = dir.path().join("tau2-bench");
+    std::fs::create_dir_all(data.join("mock")).unwrap();
+    std::os::unix::fs::symlink(shared.join("user_simulator"), data.join("user_simulator")).unwrap();
+    for entry in std::fs::read_dir(shared.join("mock")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap();
+        if name != "tasks.json" {
+            std::os::unix::fs::symlink(&path, data.join("mock").join(name)).unwrap();
+        }
+    }
+    let text = std::fs::read_to_string(shared.join("mock/tasks.json")).unwrap();
+    let mut tasks: Value = serde_json::from_str(&text).unwrap();
+    tasks[1]["user_scenario"]["instructions"] = json!(7);
+    std::fs::write(data.join("mock/tasks.json"), tasks.to_string()).unwrap();
+    let output = forge(&[
+        "inspect",
+        "--suite",
+        "tau2-bench/mock",
+        "--data",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_refused(
+        &output,
+        "tasks.json: task 1 (`create_task_1_with_env_assertions`): malformed task at \
+         `user_scenario.instructions`",
+    );
 }
 
 /// banking_knowledge through the CLI: gold runs (the user's own discoverable

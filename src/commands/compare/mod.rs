@@ -130,8 +130,9 @@ impl Kind {
     }
 }
 
-/// Each directory's name in the tables: its own name, or its path where
-/// two directories share a name; less the start all the names share up to
+/// Each directory's name in the tables: its own name, or where two share
+/// one, what of their paths tells them apart ([`telling_apart`]); less the
+/// start all the names share up to
 /// a `_` or `/` (evaluations of `model:runs/a/final` and
 /// `model:runs/b/final` are `a_final` and `b_final`).
 fn labels(dirs: &[PathBuf]) -> Vec<String> {
@@ -144,11 +145,14 @@ fn labels(dirs: &[PathBuf]) -> Vec<String> {
     let labels: Vec<String> = dirs
         .iter()
         .map(|dir| {
-            let shared = dirs.iter().filter(|other| name(other) == name(dir)).count() > 1;
-            if shared {
-                dir.display().to_string()
-            } else {
-                name(dir)
+            let sharing: Vec<&Path> = dirs
+                .iter()
+                .filter(|other| name(other) == name(dir))
+                .map(PathBuf::as_path)
+                .collect();
+            match sharing.len() {
+                1 => name(dir),
+                _ => telling_apart(dir, &sharing),
             }
         })
         .collect();
@@ -173,6 +177,40 @@ fn labels(dirs: &[PathBuf]) -> Vec<String> {
             rest => rest.to_owned(),
         })
         .collect()
+}
+
+/// The path of `dir`, one of `sharing` (directories of one name), less the
+/// leading components they all begin with and those they all have before
+/// their name: what tells it apart, then its name (`c1/…/gold` of
+/// `evals/c1/<hash>/gold` beside `evals/c2/<hash>/gold`).
+fn telling_apart(dir: &Path, sharing: &[&Path]) -> String {
+    let parts = |path: &Path| -> Vec<String> {
+        // The root as nothing, so that a joined absolute path begins `/`.
+        path.components()
+            .map(|part| match part {
+                std::path::Component::RootDir => String::new(),
+                part => part.as_os_str().to_string_lossy().into_owned(),
+            })
+            .collect()
+    };
+    let all: Vec<Vec<String>> = sharing.iter().map(|path| parts(path)).collect();
+    let own = parts(dir);
+    // Each shares the name, its last part; the others may be fewer.
+    let shortest = all.iter().map(Vec::len).min().unwrap_or(0);
+    let common = |at: &dyn Fn(&[String]) -> &String| all.iter().all(|path| at(path) == at(&own));
+    let leading = (0..shortest.saturating_sub(1))
+        .take_while(|&i| common(&|path| &path[i]))
+        .count();
+    let trailing = (1..shortest.saturating_sub(leading))
+        .take_while(|&i| common(&|path| &path[path.len() - 1 - i]))
+        .count();
+    let (name, telling) = own.split_last().expect("a directory's path has a name");
+    let telling = &telling[leading.min(telling.len())..telling.len().saturating_sub(trailing)];
+    match (telling.is_empty(), trailing) {
+        (true, _) => name.clone(),
+        (false, 0) => format!("{}/{name}", telling.join("/")),
+        (false, _) => format!("{}/…/{name}", telling.join("/")),
+    }
 }
 
 /// A setting and its value in each compared directory (`null` where one
@@ -292,7 +330,7 @@ mod tests {
             PathBuf::from("b/erpo/"),
             PathBuf::from("a/grpo"),
         ];
-        assert_eq!(labels(&dirs), ["a/erpo", "b/erpo/", "grpo"]);
+        assert_eq!(labels(&dirs), ["a/erpo", "b/erpo", "grpo"]);
         let dirs = [PathBuf::from("erpo"), PathBuf::from("erpo-unstable")];
         assert_eq!(labels(&dirs), ["erpo", "erpo-unstable"]);
         // What all the names start with, up to a separator, is left out.
@@ -312,5 +350,17 @@ mod tests {
         // And so is what the paths of names shared start with.
         let dirs = [PathBuf::from("out/a/gold"), PathBuf::from("out/b/gold")];
         assert_eq!(labels(&dirs), ["a/gold", "b/gold"]);
+        // Evaluations of one policy under two `--out`s: what sets them
+        // apart, not the environment's hash they share.
+        let hash = "80125efafd41c5bde29bd5ffb37a8cd6c5ae0c1ba0627d92dec7a5d36d3e2307";
+        let dirs = [
+            PathBuf::from(format!("evals/base/{hash}/gold")),
+            PathBuf::from(format!("evals/c1/{hash}/model_final")),
+            PathBuf::from(format!("evals/c2/{hash}/model_final")),
+        ];
+        assert_eq!(
+            labels(&dirs),
+            ["gold", "c1/…/model_final", "c2/…/model_final"]
+        );
     }
 }

@@ -9,7 +9,7 @@ use crate::output;
 use crate::plot::{self, Curve, Panel};
 use anyhow::{Context, Result};
 use forge_trainer::train::{
-    CONFIG_FILE, METRICS_FILE, Metrics, checkpoint_step, episodes_path, read_metrics,
+    CONFIG_FILE, FINAL_DIR, METRICS_FILE, Metrics, checkpoint_step, episodes_path, read_metrics,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -53,7 +53,7 @@ pub(super) fn compare(dirs: &[PathBuf], labels: &[String], bootstrap: usize) -> 
     let mut text = tables(&rows);
     let wording = Wording {
         what: "run",
-        on: ", on the held-out tasks of each run's evaluation at its last step (greedy: one episode a task)",
+        on: ", on the held-out tasks of each run's evaluation at its last step, or of a run that continues from that model at its step 0 (greedy: one episode a task)",
     };
     write_against(&mut text, &against, &wording);
     Ok(Comparison {
@@ -191,10 +191,26 @@ struct Parent {
     step: usize,
 }
 
+/// The settings besides the model that an evaluation's outcomes depend on:
+/// where two runs agree on them, their evaluations of one model are one
+/// measurement.
+const EVALUATED_UNDER: [&str; 10] = [
+    "/seed",
+    "/tasks",
+    "/eval/max_new_tokens",
+    "/model/precision",
+    "/model/system",
+    "/model/tools",
+    "/model/thinking",
+    "/model/tiny_context",
+    "/user",
+    "/judge",
+];
+
 /// The held-out outcomes of run `at`'s last model: its evaluation at its
 /// last step, or else (a run `--max-steps` stopped, as an SFT run an RL run
 /// continues is) the evaluation a continuation of it made of that same
-/// model at its own step 0.
+/// model at its own step 0, under the same settings.
 fn last_outcomes(
     runs: &[Run],
     parents: &[Option<Parent>],
@@ -204,12 +220,18 @@ fn last_outcomes(
     if let Some(own) = runs[at].outcomes_at(last)? {
         return Ok(Some(own));
     }
+    let alike = |other: &Run| {
+        EVALUATED_UNDER
+            .iter()
+            .all(|key| runs[at].settings.pointer(key) == other.settings.pointer(key))
+    };
+    let took_the_last = Some(Parent {
+        run: at,
+        step: last,
+    });
     for (continuation, parent) in parents.iter().enumerate() {
-        if *parent
-            == Some(Parent {
-                run: at,
-                step: last,
-            })
+        if *parent == took_the_last
+            && alike(&runs[continuation])
             && let Some(outcomes) = runs[continuation].outcomes_at(0)?
         {
             return Ok(Some(outcomes));
@@ -232,10 +254,14 @@ fn parents(runs: &[Run]) -> Vec<Option<Parent>> {
             let init = run.init()?;
             dirs.iter().enumerate().find_map(|(other, dir)| {
                 let within = init.strip_prefix(dir.as_ref()?).ok()?;
-                (other != at).then(|| Parent {
-                    run: other,
-                    step: checkpoint_step(within).unwrap_or_else(|| runs[other].last_step()),
-                })
+                // One of its checkpoints, or `final/`, its model at its
+                // last step (not `reference/`, the model RL began from).
+                let step = match checkpoint_step(within) {
+                    Some(step) => step,
+                    None if within == Path::new(FINAL_DIR) => runs[other].last_step(),
+                    None => return None,
+                };
+                (other != at).then_some(Parent { run: other, step })
             })
         })
         .collect()

@@ -52,7 +52,10 @@ use run_dir::{
 };
 /// A run directory's config (the one it was started with, which `--resume`
 /// keeps to) and metrics, as the CLI writes and `forge compare` reads them.
-pub use run_dir::{CONFIG as CONFIG_FILE, METRICS as METRICS_FILE, checkpoint_step, episodes_path};
+pub use run_dir::{
+    CONFIG as CONFIG_FILE, FINAL as FINAL_DIR, METRICS as METRICS_FILE, checkpoint_step,
+    episodes_path,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -8,13 +8,12 @@ use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::record::{AdaptorRecord, AdaptorRecordV1};
 use burn::optim::{AdamW, AdamWConfig, GradientsParams, Optimizer};
 use burn::record::{
-    BinFileRecorder, BurnRecord, FileRecorder, FullPrecisionSettings, Record, Recorder,
-    RecorderError,
+    BinFileRecorder, BurnRecord, FullPrecisionSettings, Record, Recorder, RecorderError,
 };
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{ElementConversion, Shape, Tensor};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub type AdamOptimizer<B> = OptimizerAdaptor<AdamW, Llama<B>, B>;
 type State<B> = <AdamOptimizer<B> as Optimizer<Llama<B>, B>>::Record;
@@ -89,6 +88,12 @@ pub fn grad_norm<B: AutodiffBackend>(model: &Llama<B>, grads: &GradientsParams) 
 
 type StateRecorder = BinFileRecorder<FullPrecisionSettings>;
 
+/// The file the state saved at `path` lies in: the recorder adds its
+/// extension.
+pub fn state_file(path: &Path) -> PathBuf {
+    path.with_extension("bin")
+}
+
 /// Writes `optimizer`'s state to `path`, its parameters in the order of
 /// their ids: burn keeps them in a `HashMap`, whose order changes from one
 /// process to the next, and the same run must give the same bytes. A map
@@ -118,7 +123,7 @@ pub fn load<B: AutodiffBackend>(
     path: &Path,
     device: &B::Device,
 ) -> Result<AdamOptimizer<B>> {
-    let file = path.with_extension(<StateRecorder as FileRecorder<B>>::file_extension());
+    let file = state_file(path);
     let state: State<B> = StateRecorder::new()
         .load(path.to_owned(), device)
         .map_err(|err| match err {
@@ -285,6 +290,7 @@ mod tests {
         let path = dir.path().join("optimizer");
         let (model, optimizer) = stepped(LlamaConfig::tiny(32));
         save(&optimizer, &path).unwrap();
+        assert!(state_file(&path).is_file());
         let device = Default::default();
         let optim = OptimSection::default();
         let loaded = load(&optim, &model, &path, &device).unwrap();

@@ -12,7 +12,7 @@ pub const METRICS: &str = "metrics.jsonl";
 pub const CONFIG: &str = "config.toml";
 pub(crate) const CHECKPOINTS: &str = "checkpoints";
 /// The trained model of a complete run.
-pub(crate) const FINAL: &str = "final";
+pub const FINAL: &str = "final";
 pub(super) const LATEST: &str = "latest";
 pub(super) const OPTIMIZER: &str = "optimizer";
 pub(super) const POSITION: &str = "position.json";
@@ -161,7 +161,7 @@ fn checkpoint_digest(checkpoint: &Path, with_optimizer: bool) -> Result<String> 
     if adapters.is_dir() {
         digest = format!("{digest} {}", crate::checkpoint::files_digest(&adapters)?);
     }
-    let optimizer = checkpoint.join(OPTIMIZER).with_extension("bin");
+    let optimizer = super::optimizer::state_file(&checkpoint.join(OPTIMIZER));
     if with_optimizer && optimizer.is_file() {
         let state = crate::checkpoint::files_digest(&optimizer)?;
         digest = format!("{digest}{OPTIMIZER_SEALED}{state}");

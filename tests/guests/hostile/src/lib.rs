@@ -39,6 +39,12 @@ fn panic(_: &mut Db<'_>, _: &Args) -> ToolResult {
     panic!("the tool gave up")
 }
 
+/// Writes to stderr and succeeds: what a later call's trap must not quote.
+fn chatter(_: &mut Db<'_>, _: &Args) -> ToolResult {
+    eprintln!("chatter of an earlier call");
+    Ok(json!("said"))
+}
+
 /// Returns a result far over the host's result-size limit.
 fn huge_result(_: &mut Db<'_>, _: &Args) -> ToolResult {
     Ok(json!("x".repeat(1 << 20)))
@@ -99,6 +105,12 @@ pub static TOOLS: &[Tool] = &[
         description: "hostile",
         parameters: no_params,
         run: panic,
+    },
+    Tool {
+        name: "chatter",
+        description: "noisy",
+        parameters: no_params,
+        run: chatter,
     },
     Tool {
         name: "huge_result",
