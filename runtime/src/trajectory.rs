@@ -321,10 +321,11 @@ impl TrajectoryWriter {
     }
 
     /// Opens `path` for appending (creating it). A torn last line left by a
-    /// killed process is cut off first; a last record that only lacks its
-    /// newline (an edited file) is kept and ended. A file whose first record
-    /// (past a byte-order mark and blank lines, as [`read`] reads it) is no
-    /// trajectory record is refused rather than appended to or cut.
+    /// killed process (the beginning of a record) is cut off first; a last
+    /// record that only lacks its newline (an edited file) is kept and
+    /// ended. A file whose first or last line (past a byte-order mark and
+    /// blank lines, as [`read`] reads it) is no trajectory record is refused
+    /// rather than appended to or cut.
     pub fn append(path: &Path) -> Result<Self> {
         refuse_directory(path)?;
         let mut file = OpenOptions::new()
@@ -338,7 +339,7 @@ impl TrajectoryWriter {
             anyhow::Error::from(err).context(format!("reading {}", path.display()))
         };
         let len = file.metadata().map_err(reading)?.len();
-        let complete = complete_prefix_len(&mut file, len)?;
+        let complete = line_start(&mut file, len).map_err(reading)?;
         let mut tail = Vec::new();
         file.seek(SeekFrom::Start(complete)).map_err(reading)?;
         Read::take(&mut file, len - complete)
@@ -352,27 +353,34 @@ impl TrajectoryWriter {
         let blank = tail.trim_ascii().is_empty();
         // The first line may be the last too, lacking its newline.
         let whole_tail = (!torn && !blank).then(|| tail.clone());
-        match first_line(&mut file, complete)
-            .map_err(reading)?
-            .or(whole_tail)
+        let first = first_line(&mut file, complete).map_err(reading)?;
+        if let Some(first) = first.or(whole_tail)
+            && let Err(err) = parse_record(&first)
         {
-            Some(first) => {
-                if let Err(err) = parse_record(&first) {
-                    bail!(
-                        "{} is not a trajectory file this version appends to (its first line is \
-                         not an episode record: {err:#}): refusing to append to it",
-                        path.display()
-                    );
-                }
-            }
-            // A file of one line torn as it was written shows what it is by
-            // its beginning.
-            None if torn && !blank && !begins_a_record(&tail) => bail!(
-                "{} is not a trajectory file (its one line is not even the beginning of an \
-                 episode record): refusing to append to it",
+            bail!(
+                "{} is not a trajectory file this version appends to (its first line is not an \
+                 episode record: {err:#}): refusing to append to it",
                 path.display()
-            ),
-            None => {}
+            );
+        }
+        // Only what is a line of episodes can be cut off as a torn one:
+        // the beginning of a record, written when a process was killed.
+        if torn && !blank && !begins_a_record(&tail) {
+            bail!(
+                "{} is not a trajectory file this version appends to (its last line, cut short, \
+                 is not even the beginning of an episode record): refusing to append to it",
+                path.display()
+            );
+        }
+        // Episodes appended after a line that is no record would be
+        // unreadable with it.
+        if let Some(last) = last_line(&mut file, complete).map_err(reading)?
+            && let Err(err) = parse_record(&last)
+        {
+            bail!(
+                "{}: its last line is not an episode record ({err:#}): refusing to append to it",
+                path.display()
+            );
         }
         let mut torn_tail_cut = 0;
         if torn {
@@ -482,10 +490,34 @@ fn first_line(file: &mut File, complete: u64) -> std::io::Result<Option<Vec<u8>>
     Ok(None)
 }
 
-/// Length of the file's first `len` bytes up to and including their last
-/// newline.
-fn complete_prefix_len(file: &mut File, len: u64) -> Result<u64> {
-    let mut end = len;
+/// The last line of the file's first `complete` bytes (whole lines) that
+/// is not blank; `None` where there is none.
+fn last_line(file: &mut File, complete: u64) -> std::io::Result<Option<Vec<u8>>> {
+    let mut end = complete;
+    while end > 0 {
+        // Past the line's newline, to where it begins.
+        let start = line_start(file, end - 1)?;
+        let mut line = vec![0; (end - 1 - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(&mut line)?;
+        let line = if start == 0 {
+            bom::strip_bytes(&line)
+        } else {
+            &line
+        };
+        if !line.trim_ascii().is_empty() {
+            return Ok(Some(line.to_vec()));
+        }
+        end = start;
+    }
+    Ok(None)
+}
+
+/// Where the line that `end` lies in begins: just past the last newline
+/// before `end` (0 where there is none). Of the file's length, the length
+/// of its whole lines.
+fn line_start(file: &mut File, end: u64) -> std::io::Result<u64> {
+    let mut end = end;
     let mut buffer = [0u8; 4096];
     while end > 0 {
         let start = end.saturating_sub(buffer.len() as u64);
@@ -659,6 +691,12 @@ mod tests {
         for text in ["my notes", "{\"a\": 1}", "{\"a\": "] {
             let error = format!("{:#}", append_one(text).unwrap_err());
             assert!(error.contains("is not a trajectory file"), "{error}");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+        }
+        // Nor is a file whose last line is no record, whole or cut short.
+        for text in [format!("{line}hello"), format!("{line}hello\n\n")] {
+            let error = format!("{:#}", append_one(&text).unwrap_err());
+            assert!(error.contains("refusing to append"), "{error}");
             assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
         }
     }

@@ -929,16 +929,22 @@ fn compare_measures_evaluations_against_a_baseline_task_by_task() {
     assert_eq!(half["worse"], json!(["shop-02", "shop-04", "shop-06"]));
     assert_eq!(half["same"], 3);
     assert!((p(half) - 0.25).abs() < 1e-12, "{half}");
-    // The settings that differ: the policy, and the remote one's endpoint.
+    // The settings that differ: the policy, and the remote one's endpoint,
+    // setting by setting (the others have none).
     let keys: Vec<&str> = compared["differences"]
         .as_array()
         .unwrap()
         .iter()
         .map(|difference| difference["key"].as_str().unwrap())
         .collect();
-    assert!(
-        keys.contains(&"policy") && keys.contains(&"endpoint"),
-        "{keys:?}"
+    assert_eq!(
+        keys,
+        [
+            "endpoint.base_url",
+            "endpoint.model",
+            "endpoint.temperature",
+            "policy"
+        ]
     );
 
     let output = forge(&[&["compare"][..], &dirs].concat());

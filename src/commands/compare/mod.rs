@@ -205,6 +205,14 @@ fn telling_apart(dir: &Path, sharing: &[&Path]) -> String {
         .take_while(|&i| common(&|path| &path[path.len() - 1 - i]))
         .count();
     let (name, telling) = own.split_last().expect("a directory's path has a name");
+    // A content hash (`OUT/<hash>/<policy>`) as messages show one.
+    let telling: Vec<&str> = telling
+        .iter()
+        .map(|part| match is_hash(part) {
+            true => output::short_hash(part),
+            false => part.as_str(),
+        })
+        .collect();
     let telling = &telling[leading.min(telling.len())..telling.len().saturating_sub(trailing)];
     match (telling.is_empty(), trailing) {
         (true, _) => name.clone(),
