@@ -36,7 +36,9 @@ pub struct ServeBenchArgs {
     seconds: f64,
     /// Load this running server (`http://host:port`) instead of one started
     /// in this process; each step is a turn of its episode, so start it
-    /// with a `--max-turns` above the steps a session takes.
+    /// with a `--max-turns` above the steps a session takes, and a `--rate`
+    /// above the steps a session takes per second. Answers that are errors
+    /// (refusals, a tool's own errors) are counted apart from the steps.
     #[arg(long, value_name = "URL", value_parser = server_url)]
     url: Option<String>,
     /// The step: a tool of the served environment…
@@ -124,18 +126,18 @@ async fn load_test(args: &ServeBenchArgs, step: String) -> Result<Vec<Row>> {
         .flat_map(|round| round.tally.latencies.iter().copied())
         .collect();
     latencies.sort_unstable();
-    if latencies.is_empty() {
+    let errors: u64 = rounds.iter().map(|round| round.tally.errors).sum();
+    let answered = latencies.len() as u64 + errors;
+    if answered == 0 {
         bail!("no step completed");
     }
-    let errors: u64 = rounds.iter().map(|round| round.tally.errors).sum();
-    if errors * 2 > latencies.len() as u64 {
+    if errors * 2 >= answered {
         let first = rounds
             .iter()
             .find_map(|round| round.tally.first_error.as_ref());
         bail!(
-            "{errors} of {} answers were errors, so the figures would measure refusals, not tool calls \
+            "{errors} of {answered} answers were errors, so the figures would measure refusals, not tool calls \
              (check --tool and --arguments, and the server's --rate and --max-turns); the first: {}",
-            latencies.len(),
             first.map_or_else(String::new, Value::to_string)
         );
     }
@@ -352,8 +354,10 @@ async fn open_session(url: &str, seed: usize) -> Result<Socket> {
     let config = WebSocketConfig::default()
         .read_buffer_size(8 << 10)
         .write_buffer_size(0);
-    let (mut socket, _) = tokio_tungstenite::connect_async_with_config(url, Some(config), true)
+    let connecting = tokio_tungstenite::connect_async_with_config(url, Some(config), true);
+    let (mut socket, _) = tokio::time::timeout(ANSWER_WAIT, connecting)
         .await
+        .map_err(|_| no_answer(url))?
         .with_context(|| format!("connecting to {url}"))?;
     let reset = json!({"type": "reset", "data": {"seed": seed}}).to_string();
     let (answer, _) = exchange(&mut socket, &reset).await?;
@@ -376,10 +380,10 @@ async fn work(
                 break 'steps;
             }
             let (answer, latency) = exchange(socket, &step).await?;
-            tally.latencies.push(latency);
             // Refused, a call that was no tool call (an unknown tool, one
             // the sandbox stopped), or one the tool refused (arguments it
-            // does not take): none measures a tool doing its work.
+            // does not take): none measures a tool doing its work, so none
+            // counts among the steps and their latencies.
             let refused = answer.get("type").and_then(Value::as_str) != Some("observation");
             let observation = &answer["data"]["observation"];
             if refused
@@ -388,26 +392,46 @@ async fn work(
             {
                 tally.errors += 1;
                 tally.first_error.get_or_insert(answer);
+            } else {
+                tally.latencies.push(latency);
             }
         }
     }
     Ok((sockets, tally))
 }
 
+/// How long a connection or an answer is waited for: past it, the server
+/// is stuck, is no forge server, or cannot take more connections.
+const ANSWER_WAIT: Duration = Duration::from_secs(30);
+
+fn no_answer(url: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "no answer from {url} in {} s: the server is stuck or no forge server, or a side is out \
+         of file descriptors (each session holds one on each side: see `ulimit -n`, or pass \
+         fewer --sessions)",
+        ANSWER_WAIT.as_secs()
+    )
+}
+
 /// Sends one frame and waits for the answer.
 async fn exchange(socket: &mut Socket, frame: &str) -> Result<(Value, Duration)> {
     let sent = Instant::now();
-    socket.send(Message::Text(frame.into())).await?;
-    loop {
-        match socket.next().await {
-            Some(Ok(Message::Text(text))) => {
-                return Ok((serde_json::from_str(text.as_str())?, sent.elapsed()));
+    let answered = async {
+        socket.send(Message::Text(frame.into())).await?;
+        loop {
+            match socket.next().await {
+                Some(Ok(Message::Text(text))) => {
+                    return Ok((serde_json::from_str(text.as_str())?, sent.elapsed()));
+                }
+                Some(Ok(Message::Close(_))) | None => bail!("the server closed a session"),
+                Some(Ok(_)) => continue,
+                Some(Err(err)) => return Err(err.into()),
             }
-            Some(Ok(Message::Close(_))) | None => bail!("the server closed a session"),
-            Some(Ok(_)) => continue,
-            Some(Err(err)) => return Err(err.into()),
         }
-    }
+    };
+    tokio::time::timeout(ANSWER_WAIT, answered)
+        .await
+        .map_err(|_| no_answer("the server"))?
 }
 
 /// The server's open sessions (`/healthz`).
