@@ -53,7 +53,7 @@ pub fn run(args: ShowArgs) -> Result<ExitCode> {
         .find(|task| !records.iter().any(|record| record.task_id == **task))
     {
         bail!(
-            "--task {task}: {} holds no episode of it",
+            "--task `{task}`: {} holds no episode of it",
             args.file.display()
         );
     }

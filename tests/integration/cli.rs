@@ -1577,7 +1577,7 @@ fn show_prints_episodes_as_dialogues_and_names_what_it_cannot_find() {
     );
     assert_refused(
         &forge(&["show", file, "--task", "shop-99"]),
-        "--task shop-99: ",
+        "--task `shop-99`: ",
     );
     assert_refused(
         &forge(&["show", file, "--task", "shop-01", "--line", "2"]),

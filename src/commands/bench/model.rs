@@ -77,6 +77,8 @@ pub struct ModelBenchArgs {
     /// Timed repetitions after one warm-up [default: 3 on cuda; 1 elsewhere].
     #[arg(long, value_parser = at_least_one)]
     repeats: Option<usize>,
+    /// Seed of the random weights and adapters, the token ids measured
+    /// and the sampling.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     seed: u64,
     /// A JSON line per measurement instead of a table.
