@@ -352,10 +352,10 @@ impl TrajectoryWriter {
         let torn = !tail.is_empty() && !jsonl::is_json(&tail);
         let blank = tail.trim_ascii().is_empty();
         // The first line may be the last too, lacking its newline.
-        let whole_tail = (!torn && !blank).then(|| tail.clone());
+        let whole_tail = (!torn && !blank).then_some(tail.as_slice());
         let first = first_line(&mut file, complete).map_err(reading)?;
-        if let Some(first) = first.or(whole_tail)
-            && let Err(err) = parse_record(&first)
+        if let Some(first) = first.as_deref().or(whole_tail)
+            && let Err(err) = parse_record(first)
         {
             bail!(
                 "{} is not a trajectory file this version appends to (its first line is not an \

@@ -189,8 +189,11 @@ fn evaluate(
     // How the episodes ended: an agent that loops runs out of turns, one
     // whose dialogue outgrows its model's context is cut there.
     let mut terminations: BTreeMap<&str, usize> = BTreeMap::new();
-    for (task, seed) in &episodes {
-        let record = &done[&(task.task.id.clone(), *seed)];
+    let played: Vec<&EpisodeRecord> = episodes
+        .iter()
+        .map(|(task, seed)| &done[&(task.task.id.clone(), *seed)])
+        .collect();
+    for ((task, _), record) in episodes.iter().zip(&played) {
         outcomes
             .entry(task.task.id.clone())
             .or_default()
@@ -234,10 +237,6 @@ fn evaluate(
         .map(|(task, trials)| (task, flip_rate(trials)))
         .collect();
     let mean_flip = flips.values().sum::<f64>() / flips.len().max(1) as f64;
-    let played: Vec<&EpisodeRecord> = episodes
-        .iter()
-        .map(|(task, seed)| &done[&(task.task.id.clone(), *seed)])
-        .collect();
     let unjudged = super::unjudged(env, played.iter().copied());
     let report = json!({
         "environment": env.name(),
