@@ -369,6 +369,8 @@ impl<B: Backend> Llama<B> {
     /// every other weight frozen. Their parameter ids follow the weights',
     /// so that a reloaded model matches its saved optimizer state.
     pub fn with_lora(self, lora: &Lora, source: &mut dyn WeightSource) -> Result<Self, LoadError> {
+        lora.check_fits(&self.config)
+            .map_err(LoadError::Unsupported)?;
         let mut model = self.no_grad();
         let device = model.device();
         let mut ids = (tensor_names(&model.config).len() as u64 + 1..).map(ParamId::from);

@@ -101,6 +101,29 @@ impl Lora {
         Ok(())
     }
 
+    /// Fails where the rank exceeds a side of a projection it adapts: an
+    /// update `x·A·B` through more dimensions than the projection has
+    /// learns nothing a full-rank one would not, yet its adapters' memory
+    /// (and the optimizer's) grows with the rank without bound.
+    pub fn check_fits(&self, config: &LlamaConfig) -> Result<(), String> {
+        let narrowest = tensor_names(config)
+            .into_iter()
+            .filter_map(|(name, shape)| {
+                let target = name.strip_suffix(".weight")?.rsplit('.').next()?;
+                let side = *shape.iter().min()?;
+                (self.adapts(target) && shape.len() == 2).then(|| (side, target.to_owned()))
+            })
+            .min();
+        match narrowest {
+            Some((side, target)) if self.rank > side => Err(format!(
+                "lora.rank {} exceeds the {side} dimensions of the model's `{target}` \
+                 projection: pick a rank of at most {side} (8 to 64 is usual)",
+                self.rank
+            )),
+            _ => Ok(()),
+        }
+    }
+
     pub fn adapts(&self, target: &str) -> bool {
         self.enabled() && self.targets.iter().any(|t| t == target)
     }
@@ -448,6 +471,28 @@ mod tests {
         .validate()
         .unwrap_err();
         assert!(err.contains("lora.alpha"), "{err}");
+        // A rank wider than an adapted projection is refused, naming it.
+        let config = LlamaConfig::tiny(32);
+        let ranked = |rank, targets: &[&str]| Lora {
+            rank,
+            ..with(targets)
+        };
+        let err = ranked(33, &["q_proj", "k_proj"])
+            .check_fits(&config)
+            .unwrap_err();
+        assert!(
+            err.contains("exceeds the 32 dimensions of the model's `k_proj`"),
+            "{err}"
+        );
+        assert!(
+            ranked(32, &["q_proj", "k_proj"])
+                .check_fits(&config)
+                .is_ok()
+        );
+        assert!(ranked(64, &["q_proj"]).check_fits(&config).is_ok());
+        let model = Llama::<Cpu>::init(config, 7, &Default::default());
+        let refused = model.with_lora(&ranked(65, &["q_proj"]), &mut FreshAdapters::new(7));
+        assert!(refused.is_err());
         // Off, the targets are not read.
         assert!(
             Lora {

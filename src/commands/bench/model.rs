@@ -8,10 +8,12 @@ use crate::flags::at_least_one;
 use crate::output;
 use anyhow::Result;
 use clap::Args;
+use clap::ValueEnum;
 use forge_trainer::bench::{self, BenchSpec, Measurement, Shape};
 use forge_trainer::train::config::Activations;
 use forge_trainer::train::objective::Passes;
 use forge_trainer::{LlamaConfig, Precision};
+use std::path::Path;
 use std::process::ExitCode;
 use std::str::FromStr;
 
@@ -151,6 +153,7 @@ pub fn run(args: ModelBenchArgs) -> Result<ExitCode> {
         seed: args.seed,
     };
     let json = args.json;
+    let caption = caption(&args.device, spec.weights.as_deref(), &spec);
     let measurements = bench::run(&spec, args.device.accelerator(), &mut |m| {
         if json {
             output::json_line(&serde_json::to_value(m).expect("a measurement serialises"));
@@ -168,9 +171,32 @@ pub fn run(args: ModelBenchArgs) -> Result<ExitCode> {
                 format!("{:.4}", m.seconds),
             ]);
         }
+        println!("{caption}");
         println!("{table}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the table measured, so that a table copied elsewhere still says:
+/// the device, the model, the precision and the adapters.
+fn caption(device: &Device, weights: Option<&Path>, spec: &BenchSpec) -> String {
+    let model = match weights {
+        Some(path) => path.display().to_string(),
+        None => format!("SmolLM2-135M's shape, random weights (seed {})", spec.seed),
+    };
+    let adapters = match spec.lora_rank {
+        0 => "every weight trained".to_owned(),
+        rank => format!("LoRA rank {rank} on every projection"),
+    };
+    format!(
+        "{} on {}: {} products, {adapters}",
+        model,
+        device
+            .to_possible_value()
+            .expect("no device is skipped")
+            .get_name(),
+        spec.precision.name(),
+    )
 }
 
 /// `BATCHxSEQ`, or for decoding the batch, prompt and new tokens.

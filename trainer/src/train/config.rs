@@ -216,6 +216,9 @@ pub struct RlSection {
     pub temperature: f32,
     /// Nucleus sampling: each token is drawn from the smallest set of the
     /// likeliest tokens whose probability reaches `top_p` (1: all of them).
+    /// Below 1 the updates are no longer exactly on-policy: the clipped
+    /// ratio compares the policy's whole distributions, while the tokens
+    /// came from the renormalised nucleus (as in most RL libraries).
     pub top_p: f32,
     /// Most tokens per policy turn.
     pub max_new_tokens: usize,
@@ -364,6 +367,13 @@ pub struct OptimSection {
     /// square.
     pub beta1: f32,
     pub beta2: f32,
+    /// Added to the root of AdamW's running mean of the squared gradient
+    /// before it divides: PyTorch's 1e-8. Clipped to norm 1 over 135M
+    /// weights, a gradient's elements are around 1e-5 and smaller (RL's
+    /// much smaller); an epsilon as large as they are (burn's default,
+    /// 1e-5) would outweigh the root and shrink every step well below the
+    /// learning rate.
+    pub epsilon: f32,
     /// AdamW's decoupled weight decay (each step shrinks every weight by
     /// lr × `weight_decay` of itself).
     pub weight_decay: f32,
@@ -396,6 +406,7 @@ impl Default for OptimSection {
         Self {
             beta1: 0.9,
             beta2: 0.999,
+            epsilon: 1e-8,
             weight_decay: 0.0,
             grad_clip: 1.0,
             warmup_steps: 5,
@@ -633,6 +644,10 @@ impl TrainConfig {
                 "optim.beta1 and optim.beta2 must be in [0, 1)",
             ),
             (
+                optim.epsilon.is_finite() && optim.epsilon > 0.0,
+                "optim.epsilon must be a positive number",
+            ),
+            (
                 at_least_zero(f64::from(optim.weight_decay)),
                 "optim.weight_decay must be a number, at least 0",
             ),
@@ -706,6 +721,7 @@ mod tests {
             ("[rl]\neps = 0.0", "rl.eps"),
             ("[rl]\nmax_new_tokens = 0", "rl.max_new_tokens"),
             ("[optim]\nbeta2 = 1.5", "optim.beta1 and optim.beta2"),
+            ("[optim]\nepsilon = 0.0", "optim.epsilon"),
             ("[optim]\nweight_decay = -0.1", "optim.weight_decay"),
             ("[optim]\ngrad_clip = -1.0", "optim.grad_clip"),
             ("[optim]\nmin_lr_ratio = 2.0", "optim.min_lr_ratio"),

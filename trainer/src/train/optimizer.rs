@@ -26,6 +26,7 @@ pub fn new<B: AutodiffBackend>(optim: &OptimSection) -> AdamOptimizer<B> {
     AdamWConfig::new()
         .with_beta_1(optim.beta1)
         .with_beta_2(optim.beta2)
+        .with_epsilon(optim.epsilon)
         .with_weight_decay(optim.weight_decay)
         .init()
 }
