@@ -10,16 +10,27 @@ use forge_runtime::Task;
 use forge_runtime::trajectory::{ChatMessage, Role};
 
 /// The first stated fact that no user message states: `Some(fact)` means
-/// the user gave wrong or missing information.
+/// the user gave wrong or missing information. Case and runs of white
+/// space do not count: a model user who writes "ava chen" or breaks a
+/// line inside an address has stated the fact.
 pub fn misinformation(task: &Task, messages: &[ChatMessage]) -> Option<String> {
-    let said: Vec<&str> = messages
+    let said: Vec<String> = messages
         .iter()
         .filter(|message| message.role == Role::User)
         .filter_map(|message| message.content.as_deref())
+        .map(normalised)
         .collect();
     task.stated_facts()
         .into_iter()
-        .find(|fact| !said.iter().any(|text| states(text, fact)))
+        .find(|fact| !said.iter().any(|text| states(text, &normalised(fact))))
+}
+
+/// `text` in lower case, each run of white space one space.
+fn normalised(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
 }
 
 /// Whether `text` holds `fact` as a whole: not as part of a longer number
@@ -98,6 +109,11 @@ mod tests {
         assert_eq!(lamp("turn on lamp 87").as_deref(), Some("7"));
         assert_eq!(lamp("turn on lamp 7.").as_deref(), None);
         assert_eq!(lamp("lamp7 please").as_deref(), None);
+        // Case and white space aside, the words must be the same.
+        let loosely = [ChatMessage::user(
+            "i'm AVA  CHEN,\nava@Example.com; returning dune",
+        )];
+        assert_eq!(misinformation(&task(), &loosely), None);
         // Facts the instruction does not state (the phone) are not required.
         assert!(!task().stated_facts().contains(&"555-0000".to_owned()));
     }

@@ -1,27 +1,26 @@
-//! DAPO's dynamic sampling: a task whose valid rollouts all succeed or all
-//! fail carries no learning signal (every advantage is zero), so it is
-//! dropped and the batch refilled from the queue.
+//! DAPO's dynamic sampling: a task whose valid rollouts all earn the same
+//! reward (all succeed, or all fail) carries no learning signal (every
+//! advantage is zero), so it is dropped and the batch refilled from the
+//! queue.
 
 use crate::advantage::Rollout;
 use std::collections::BTreeMap;
 
 /// The (environment, task) pairs worth training on: those whose valid
-/// rollouts have both successes and failures.
+/// rollouts' rewards differ (with rewards of 0 and 1, both successes and
+/// failures; with partial credit, any spread).
 pub fn informative_tasks(rollouts: &[Rollout]) -> Vec<(String, String)> {
-    let mut outcomes: BTreeMap<(&str, &str), (bool, bool)> = BTreeMap::new();
+    let mut spreads: BTreeMap<(&str, &str), (f64, f64)> = BTreeMap::new();
     for rollout in rollouts.iter().filter(|rollout| !rollout.masked) {
-        let entry = outcomes
+        let (least, most) = spreads
             .entry((&rollout.environment, &rollout.task))
-            .or_default();
-        if rollout.reward >= 1.0 {
-            entry.0 = true;
-        } else {
-            entry.1 = true;
-        }
+            .or_insert((rollout.reward, rollout.reward));
+        *least = least.min(rollout.reward);
+        *most = most.max(rollout.reward);
     }
-    outcomes
+    spreads
         .into_iter()
-        .filter(|(_, (succeeded, failed))| *succeeded && *failed)
+        .filter(|(_, (least, most))| least < most)
         .map(|((environment, task), _)| (environment.to_owned(), task.to_owned()))
         .collect()
 }
@@ -46,10 +45,17 @@ mod tests {
             rollout("wrong", 0.0, false),
             rollout("masked-mix", 1.0, false),
             rollout("masked-mix", 0.0, true),
+            rollout("partial", 0.5, false),
+            rollout("partial", 0.25, false),
+            rollout("even", 0.5, false),
+            rollout("even", 0.5, false),
         ];
         assert_eq!(
             informative_tasks(&rollouts),
-            [("e".to_owned(), "mixed".to_owned())]
+            [
+                ("e".to_owned(), "mixed".to_owned()),
+                ("e".to_owned(), "partial".to_owned())
+            ]
         );
     }
 }
