@@ -449,13 +449,20 @@ fn step_error(hub: &Hub, err: StepError) -> Response {
 }
 
 /// `GET /state?episode_id=ID`: that session's state; without an id, the
-/// state of no episode (as OpenEnv answers).
+/// state of no episode (as OpenEnv answers), unless the query names one
+/// under another key (`episodeId`), which would pass for no session.
 async fn state(State(app): State<App>, Query(query): Query<HashMap<String, String>>) -> Response {
     let Some(id) = query
         .get("episode_id")
         .or_else(|| query.get("session_id"))
         .cloned()
     else {
+        if let Some(key) = query.keys().next() {
+            let err = ServeError::BadRequest(format!(
+                "unknown query key {key:?}: `/state` takes `episode_id`"
+            ));
+            return refused(&app.hub, &err);
+        }
         return Json(json!({"episode_id": null, "step_count": 0})).into_response();
     };
     match blocking(&app.hub, move |hub| hub.state(&id)).await {

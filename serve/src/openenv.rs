@@ -33,9 +33,21 @@ impl From<ServeError> for StepError {
 /// The options a reset reads.
 const RESET_OPTIONS: [&str; 5] = ["seed", "episode_id", "env", "task_id", "policy"];
 
-/// A key among `keys` that is a reset option misspelt (`taskid`, `Task-Id`),
-/// with the option meant: ignored as other unknown keys are, it would
-/// reset into another task than the one asked for.
+/// Other names a client may give a reset option (other servers', and the
+/// CLI's `--task`), each with the option meant. (`session_id` is not among
+/// them: MCP clients send it beside an `initialize`'s options.)
+const RESET_ALIASES: [(&str, &str); 5] = [
+    ("task", "task_id"),
+    ("task_name", "task_id"),
+    ("environment", "env"),
+    ("env_name", "env"),
+    ("env_id", "env"),
+];
+
+/// A key among `keys` that is a reset option misspelt (`taskid`, `Task-Id`)
+/// or under another name (`task`, `session_id`), with the option meant:
+/// ignored as other unknown keys are, it would reset into another task
+/// than the one asked for.
 pub fn misspelt_option<'a>(
     keys: impl IntoIterator<Item = &'a str>,
 ) -> Option<(&'a str, &'static str)> {
@@ -45,20 +57,35 @@ pub fn misspelt_option<'a>(
             .map(|c| c.to_ascii_lowercase())
             .collect()
     };
+    let names = RESET_OPTIONS
+        .iter()
+        .map(|option| (*option, *option))
+        .chain(RESET_ALIASES);
     keys.into_iter()
         .filter(|key| !RESET_OPTIONS.contains(key))
         .find_map(|key| {
-            let meant = RESET_OPTIONS
-                .iter()
-                .find(|option| plain(option) == plain(key))?;
-            Some((key, *meant))
+            let (_, meant) = names.clone().find(|(name, _)| plain(name) == plain(key))?;
+            Some((key, meant))
         })
 }
+
+/// The keys an action may have, as OpenEnv's `CallToolAction` (whose
+/// `Action` base forbids others: a misspelt `args` would otherwise call
+/// the tool without its arguments and spend the agent's turn).
+const ACTION_KEYS: [&str; 4] = ["type", "tool_name", "arguments", "metadata"];
 
 /// Reads a reset's options (`seed`, `episode_id`, and Forge's `env`,
 /// `task_id`, `policy`); unknown keys are ignored, as OpenEnv does, unless
 /// they are one of those misspelt.
 pub fn open_request(data: &Value) -> Result<OpenRequest, StepError> {
+    if !(data.is_object() || data.is_null()) {
+        return Err(StepError::Invalid(vec![invalid(
+            "dict_type",
+            &[],
+            "Input should be a valid dictionary (a reset's options are an object)",
+            data,
+        )]));
+    }
     let keys = data
         .as_object()
         .into_iter()
@@ -123,6 +150,30 @@ pub fn step(hub: &Hub, id: &str, action: &Value) -> Result<Value, StepError> {
             &[],
             "Input should be a valid dictionary (an action is an object with a `type`)",
             action,
+        )]));
+    }
+    let allowed: &[&str] = match action.get("type").and_then(Value::as_str) {
+        Some("list_tools") => &["type", "metadata"],
+        _ => &ACTION_KEYS,
+    };
+    let extra = action
+        .as_object()
+        .into_iter()
+        .flat_map(|object| object.keys())
+        .find(|key| !allowed.contains(&key.as_str()));
+    if let Some(key) = extra {
+        let hint = match key.as_str() {
+            "args" | "params" | "parameters" | "input" if allowed.contains(&"arguments") => {
+                " (the call's arguments go in `arguments`)"
+            }
+            "name" | "tool" if allowed.contains(&"tool_name") => " (the tool goes in `tool_name`)",
+            _ => "",
+        };
+        return Err(StepError::Invalid(vec![invalid(
+            "extra_forbidden",
+            &[key],
+            &format!("Extra inputs are not permitted{hint}"),
+            &action[key],
         )]));
     }
     let kind = action.get("type").and_then(Value::as_str);

@@ -306,14 +306,11 @@ impl Hub {
     /// Starts an episode in a new session (or, when the request names an
     /// open session, in that one, ending its episode first).
     pub fn open(&self, request: OpenRequest) -> Result<Observation, ServeError> {
-        // Ids reach the logs and the trajectories as they are: a control
-        // character could forge a log line.
-        if let Some(id) = &request.session_id
-            && (id.is_empty() || id.chars().count() > 128 || id.chars().any(char::is_control))
-        {
-            return Err(ServeError::BadRequest(
-                "a session id has 1 to 128 characters, none of them control characters".into(),
-            ));
+        if let Some(id) = &request.session_id {
+            check_id(id)?;
+        }
+        if let Some(policy) = &request.policy {
+            check_name("a policy name", policy)?;
         }
         // Before the task is drawn, so that a refused reset takes no turn.
         let (bucket, held) = match &request.session_id {
@@ -567,6 +564,7 @@ impl Hub {
 
     /// Closes session `id`, judging its episode if it was still running.
     pub fn close(&self, id: &str) -> Result<(), ServeError> {
+        check_id(id)?;
         let session = self
             .table()
             .remove(id)
@@ -647,6 +645,7 @@ impl Hub {
             true => ServeError::ShuttingDown,
             false => ServeError::UnknownSession(id.into()),
         };
+        check_id(id)?;
         let session = self.table().get(id).cloned().ok_or_else(unknown)?;
         let mut session = match session.try_lock() {
             Ok(session) => session,
@@ -873,4 +872,23 @@ impl TokenBucket {
                 .unwrap_or(Duration::MAX),
         })
     }
+}
+
+/// Refuses a session id no session can have. Ids reach the logs, the
+/// trajectories and error messages as they are: a control character could
+/// forge a log line.
+fn check_id(id: &str) -> Result<(), ServeError> {
+    check_name("a session id", id)
+}
+
+/// Refuses an empty `name`, one over 128 characters, or one holding a
+/// control character (it would split a log line or `forge show`'s header);
+/// `what` names it in the error.
+fn check_name(what: &str, name: &str) -> Result<(), ServeError> {
+    if name.is_empty() || name.chars().count() > 128 || name.chars().any(char::is_control) {
+        return Err(ServeError::BadRequest(format!(
+            "{what} has 1 to 128 characters, none of them control characters"
+        )));
+    }
+    Ok(())
 }

@@ -101,10 +101,14 @@ async fn ws_session(
     // Why the connection ends, when it is not simply closed.
     let mut ending = None;
     let mut idled = false;
+    let mut stopped = false;
     loop {
         let message = tokio::select! {
             biased;
-            _ = stopping.wait_for(|stop| *stop) => break,
+            _ = stopping.wait_for(|stop| *stop) => {
+                stopped = true;
+                break;
+            }
             // A connection silent for the idle timeout ends, as its session
             // would: otherwise it would stay open for good.
             message = tokio::time::timeout(idle, socket.recv()) => match message {
@@ -168,6 +172,15 @@ async fn ws_session(
             let close = CloseFrame {
                 code: close_code::NORMAL,
                 reason: format!("idle for {} s (--idle-timeout)", idle.as_secs()).into(),
+            };
+            end_ws_with(socket, None, close).await;
+        }
+        // 1001, "going away": a client can tell the server's end from a
+        // normal close, and its episode was judged and recorded.
+        None if stopped => {
+            let close = CloseFrame {
+                code: close_code::AWAY,
+                reason: "the server is shutting down".into(),
             };
             end_ws_with(socket, None, close).await;
         }
@@ -284,6 +297,18 @@ fn ws_frame(hub: &Hub, link: &Link, text: &str) -> Option<(String, Option<String
     // none yet. It keeps its id across episodes; an attached one is not
     // brought back once closed.
     let mut open = |request: OpenRequest| -> Result<Observation, ServeError> {
+        if let Some(named) = &request.session_id
+            && link.id.as_ref() != Some(named)
+        {
+            return Err(ServeError::BadRequest(format!(
+                "a WebSocket connection is one session, chosen as it connects \
+                 (`/ws?session_id=ID` attaches to one): a reset cannot name {}",
+                match &link.id {
+                    Some(_) => "another",
+                    None => "one",
+                }
+            )));
+        }
         let observation = hub.open(OpenRequest {
             session_id: link.id.clone(),
             existing_only: !link.owned,
@@ -362,6 +387,7 @@ fn ws_frame(hub: &Hub, link: &Link, text: &str) -> Option<(String, Option<String
             let code = match err {
                 ServeError::UnknownSession(_) => "SESSION_ERROR",
                 ServeError::Full { .. } => "CAPACITY_REACHED",
+                ServeError::BadRequest(_) => "VALIDATION_ERROR",
                 _ => "EXECUTION_ERROR",
             };
             ws_error(code, &err.to_string(), Some(json!({"reason": err.code()})))

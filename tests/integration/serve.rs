@@ -362,6 +362,23 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
         body.to_string().contains("did you mean `task_id`?"),
         "{body}"
     );
+    // So would another server's name for one.
+    let (status, body) = post(&server.url("/reset"), &json!({"task": "shop-05"}));
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body.to_string().contains("did you mean `task_id`?"),
+        "{body}"
+    );
+    // A policy name that would split `forge show`'s header line.
+    let (status, body) = post(&server.url("/reset"), &json!({"policy": "my\nmodel"}));
+    assert_eq!((status, body["code"].as_str()), (422, Some("bad_request")));
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("a policy name has 1 to 128"),
+        "{body}"
+    );
     let (status, body) = post(&server.url("/reset"), &json!({"env": "nowhere"}));
     assert_eq!(status, 404);
     assert!(
@@ -404,6 +421,29 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
             .is_some_and(|msg| msg.contains("an action is an object")),
         "{body}"
     );
+    // A key OpenEnv's actions do not have is refused: ignored, it would
+    // spend the turn on a call without its arguments.
+    let misnamed = json!({"episode_id": id, "action": {"type": "call_tool", "tool_name": "get_user", "args": {"user_id": "u1"}}});
+    let steps = || get(&server.url(&format!("/state?episode_id={id}"))).1["step_count"].clone();
+    let before = steps();
+    let (status, body) = post(&server.url("/step"), &misnamed);
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["detail"][0]["type"], "extra_forbidden", "{body}");
+    assert!(
+        body["detail"][0]["msg"]
+            .as_str()
+            .unwrap()
+            .contains("the call's arguments go in `arguments`"),
+        "{body}"
+    );
+    assert_eq!(steps(), before);
+    // A misspelt key for the session is not taken for no session.
+    let (status, body) = get(&server.url(&format!("/state?episodeid={id}")));
+    assert_eq!((status, body["code"].as_str()), (422, Some("bad_request")));
+    // Nor is an id no session can have looked up, on any route.
+    let forged = json!({"episode_id": "x\nFAKE LOG LINE", "action": {"type": "list_tools"}});
+    let (status, body) = post(&server.url("/step"), &forged);
+    assert_eq!((status, body["code"].as_str()), (422, Some("bad_request")));
     // Arguments nested deeper than a record can hold (and be read back)
     // are refused before the episode records them.
     let deep = (0..70).fold(json!(1), |inner, _| json!([inner]));
@@ -472,6 +512,18 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
     assert_eq!(answer["data"]["code"], "INVALID_JSON", "{answer}");
     let answer = ws.send(&json!({"type": "step"}));
     assert_eq!(answer["data"]["code"], "VALIDATION_ERROR", "{answer}");
+    // A reset's options are an object, and never name another session.
+    let answer = ws.send(&json!({"type": "reset", "data": "shop-03"}));
+    assert_eq!(answer["data"]["code"], "VALIDATION_ERROR", "{answer}");
+    let answer = ws.send(&json!({"type": "reset", "data": {"episode_id": "mine"}}));
+    assert_eq!(answer["data"]["code"], "VALIDATION_ERROR", "{answer}");
+    assert!(
+        answer["data"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("a reset cannot name one"),
+        "{answer}"
+    );
     let answer = ws.send_text(&huge.to_string());
     assert_eq!(answer["data"]["code"], "MESSAGE_TOO_BIG", "{answer}");
     let close = loop {
@@ -556,7 +608,7 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
     assert!(metrics.contains("forge_sessions 2"), "{metrics}");
     assert!(metrics.contains("forge_refused_requests_total{kind=\"rate_limited\"}"));
     // Over HTTP and the WebSocket alike.
-    for (kind, count) in [("bad_json", 2), ("invalid_action", 6)] {
+    for (kind, count) in [("bad_json", 2), ("invalid_action", 9)] {
         let line = format!("forge_refused_requests_total{{kind=\"{kind}\"}} {count}");
         assert!(metrics.lines().any(|at| at == line), "{line} in {metrics}");
     }
