@@ -565,10 +565,16 @@ fn truncate(text: &str) -> String {
     forge_runtime::text::shortened(text, 500)
 }
 
-/// The JSON value in a model's reply: the reply itself, or the contents of
-/// its first fenced code block, or the span from the first `{` to the last `}`.
+/// The JSON value in a model's reply, past any reasoning in
+/// `<think>…</think>` (whose prose may hold braces of its own): the reply
+/// itself, or the contents of its first fenced code block, or the first
+/// object in it that parses whole.
 pub fn extract_json(reply: &str) -> Option<Value> {
-    let trimmed = reply.trim();
+    const THINK_CLOSE: &str = "</think>";
+    let answer = reply
+        .rfind(THINK_CLOSE)
+        .map_or(reply, |end| &reply[end + THINK_CLOSE.len()..]);
+    let trimmed = answer.trim();
     if let Ok(value) = serde_json::from_str(trimmed) {
         return Some(value);
     }
@@ -581,8 +587,12 @@ pub fn extract_json(reply: &str) -> Option<Value> {
             return Some(value);
         }
     }
-    let (start, end) = (trimmed.find('{')?, trimmed.rfind('}')?);
-    serde_json::from_str(&trimmed[start..=end]).ok()
+    trimmed.match_indices('{').find_map(|(start, _)| {
+        serde_json::Deserializer::from_str(&trimmed[start..])
+            .into_iter::<Value>()
+            .next()?
+            .ok()
+    })
 }
 
 #[cfg(test)]
@@ -596,6 +606,8 @@ mod tests {
             "{\"a\": 1}",
             "Here it is:\n```json\n{\"a\": 1}\n```\nDone.",
             "Sure — {\"a\": 1} — enjoy",
+            "<think>The doc needs {collections}; {a} is one.</think>\n{\"a\": 1}",
+            "Fill in {placeholders}: {\"a\": 1} and {more}",
         ] {
             assert_eq!(extract_json(reply), Some(expected.clone()), "{reply}");
         }

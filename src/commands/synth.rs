@@ -351,18 +351,29 @@ fn recover_stopped_syntheses(out: &Path) -> Result<()> {
 }
 
 /// Refuses two docs of one domain (by its name, which names its bundle),
-/// naming both files.
+/// naming both files; and two domains whose names differ in `_` and `-`
+/// alone, whose tools would build as one crate (Cargo's package names do
+/// not tell them apart).
 fn refuse_a_domain_named_twice(paths: &[PathBuf], docs: &[AnyDoc]) -> Result<()> {
-    let mut first: std::collections::BTreeMap<&str, &Path> = Default::default();
+    let mut first: std::collections::BTreeMap<String, (&Path, &str)> = Default::default();
     for (path, doc) in paths.iter().zip(docs) {
-        if let Some(other) = first.insert(doc.name(), path) {
+        let name = doc.name();
+        let Some((other, other_name)) = first.insert(name.replace('_', "-"), (path, name)) else {
+            continue;
+        };
+        if other_name == name {
             bail!(
-                "{} and {} both document the domain `{}`: each bundle is named by its domain",
+                "{} and {} both document the domain `{name}`: each bundle is named by its domain",
                 other.display(),
                 path.display(),
-                doc.name()
             );
         }
+        bail!(
+            "{} and {} document the domains `{other_name}` and `{name}`, whose tools would \
+             build as one crate (`_` and `-` are one in a crate's name): rename one",
+            other.display(),
+            path.display(),
+        );
     }
     Ok(())
 }

@@ -218,7 +218,9 @@ fn write_write_tool(out: &mut String, doc: &DomainDoc, tool: &ToolDoc) -> Result
             "    let mut target = ops::load(db, {coll:?}, {noun:?}, &key)?;"
         )?;
     }
-    writeln!(out, "    let what = format!(\"{noun} {{key}}\");")?;
+    // The noun as a literal argument, not in the format string: a doc's
+    // noun may hold braces or quotes.
+    writeln!(out, "    let what = format!(\"{{}} {{key}}\", {noun:?});")?;
     for param in &tool.params {
         writeln!(out, "    ops::set_from_args(&mut target, args, {param:?});")?;
     }
@@ -250,7 +252,7 @@ fn write_write_tool(out: &mut String, doc: &DomainDoc, tool: &ToolDoc) -> Result
         )?;
         writeln!(
             out,
-            "    let what_{via} = format!(\"{target_noun} {{ref_{via}}}\");"
+            "    let what_{via} = format!(\"{{}} {{ref_{via}}}\", {target_noun:?});"
         )?;
     }
     for condition in &tool.require {

@@ -657,6 +657,9 @@ impl DomainDoc {
     }
 }
 
+/// The longest name a doc may give anything.
+const MAX_NAME: usize = 64;
+
 /// The characters a doc's names may hold, by what each name becomes: domain
 /// and collection names become directory and file names, tool names become
 /// the names agents call, and field names become parts of the generated
@@ -675,7 +678,9 @@ impl Spelling {
             Self::Tool => ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_',
             Self::Field => ch.is_ascii_alphanumeric() || ch == '_',
         };
-        !name.is_empty() && name.chars().all(admits_char)
+        // Names become file names (and, with a prefix, crate names): a
+        // long one would pass here and fail the file system mid-build.
+        (1..=MAX_NAME).contains(&name.len()) && name.chars().all(admits_char)
     }
 }
 
@@ -685,7 +690,8 @@ impl std::fmt::Display for Spelling {
             Self::Domain => "lower-case letters, digits, `-` or `_`",
             Self::Tool => "lower-case letters, digits or `_`",
             Self::Field => "ASCII letters, digits or `_`",
-        })
+        })?;
+        write!(f, ", at most {MAX_NAME} of them")
     }
 }
 

@@ -62,6 +62,60 @@ struct Session<'a> {
     persona_step: Option<usize>,
     sentences: Vec<String>,
     outputs: Vec<String>,
+    /// What answers each output, in the same order.
+    questions: Vec<Question>,
+}
+
+/// A question of the user's, by the read that answers it.
+struct Question {
+    call: ToolCall,
+    reading: Reading,
+}
+
+/// How a question's answer is read from its call's output.
+enum Reading {
+    /// A field of the record.
+    Field(String),
+    /// The total of a numeric field over the records listed.
+    Sum { field: String, integer: bool },
+    /// How many of the records listed have `value` in `field`.
+    Count { field: String, value: Value },
+}
+
+impl Reading {
+    /// The answer, as the user is told to give it.
+    fn answer(&self, output: &Value) -> Option<String> {
+        self.value(output).map(|value| text(&value))
+    }
+
+    fn value(&self, output: &Value) -> Option<Value> {
+        let records = || {
+            output
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_object)
+        };
+        match self {
+            Self::Field(field) => output.get(field).cloned(),
+            Self::Sum { field, integer } => {
+                let total: f64 = records()
+                    .filter_map(|record| record.get(field)?.as_f64())
+                    .sum();
+                let total = (total * 100.0).round() / 100.0;
+                Some(if *integer {
+                    Value::from(total as i64)
+                } else {
+                    Value::from(total)
+                })
+            }
+            Self::Count { field, value } => Some(Value::from(
+                records()
+                    .filter(|record| record.get(field) == Some(value))
+                    .count(),
+            )),
+        }
+    }
 }
 
 impl<'a> Session<'a> {
@@ -237,6 +291,40 @@ impl<'a> Session<'a> {
         self.persona_step = checkpoint.persona_step;
         self.sentences.truncate(checkpoint.sentences);
         self.outputs.truncate(checkpoint.outputs);
+        self.questions.truncate(checkpoint.outputs);
+    }
+
+    /// Asks the user's question `question`, whose answer is `answer`.
+    fn ask(&mut self, question: &str, answer: String, call: ToolCall, reading: Reading) {
+        self.want(&format!("know {question}"));
+        self.outputs.push(answer);
+        self.questions.push(Question { call, reading });
+    }
+
+    /// Whether every question has the same answer in each of `states`
+    /// (where its read can be made at all): the instruction does not say
+    /// whether a question is asked before or after a write, so an answer a
+    /// write changes would fail an agent that reads in another order than
+    /// the gold one (checks the fines, then pays them).
+    fn answers_hold(&mut self, states: &[State]) -> bool {
+        let instance = &mut self.instance;
+        self.questions
+            .iter()
+            .zip(&self.outputs)
+            .all(|(question, answer)| {
+                states.iter().all(|state| {
+                    let Observation::Ok(text) =
+                        execute(instance, state, &question.call).observation
+                    else {
+                        return true;
+                    };
+                    let output = serde_json::from_str(&text).unwrap_or(Value::String(text));
+                    question
+                        .reading
+                        .answer(&output)
+                        .is_none_or(|read| &read == answer)
+                })
+            })
     }
 
     fn unique_in(&self, collection: &str, field: &str, value: &Value) -> bool {
@@ -429,6 +517,7 @@ impl<'a> TaskGenerator<'a> {
             persona_step: None,
             sentences: Vec::new(),
             outputs: Vec::new(),
+            questions: Vec::new(),
         };
         let wanted = match rng.random_range(0..100) {
             0..20 => 1,
@@ -441,6 +530,9 @@ impl<'a> TaskGenerator<'a> {
         let wanted = wanted.min(self.max_requirements);
         let mut used_tools = Vec::new();
         let mut attempts = 0;
+        // The state before the task and after each requirement kept: the
+        // states an agent may read in, whichever order it takes.
+        let mut between = vec![self.initial.clone()];
         while session.sentences.len() < wanted && attempts < 12 {
             attempts += 1;
             let checkpoint = session.checkpoint();
@@ -453,8 +545,11 @@ impl<'a> TaskGenerator<'a> {
             // A question whose answer the instruction now states (given
             // with this requirement or an earlier one) could be answered by
             // echoing it, without a call.
-            let leaks = || session.outputs.iter().any(|output| session.states(output));
-            if done.is_none() || leaks() {
+            let leaks =
+                |session: &Session<'_>| session.outputs.iter().any(|output| session.states(output));
+            between.push(session.state.clone());
+            if done.is_none() || leaks(&session) || !session.answers_hold(&between) {
+                between.pop();
                 session.restore(checkpoint);
                 used_tools.truncate(used);
             }
@@ -705,12 +800,13 @@ impl<'a> TaskGenerator<'a> {
             tool,
             Map::from_iter([(collection.key_field.clone(), Value::String(key))]),
         )?;
-        let answer = text(session.steps[step].output.get(&field)?);
+        let reading = Reading::Field(field);
+        let answer = reading.answer(&session.steps[step].output)?;
         if answer.is_empty() || session.outputs.contains(&answer) {
             return None;
         }
-        session.want(&format!("know {question}"));
-        session.outputs.push(answer);
+        let call = session.steps[step].call.clone();
+        session.ask(&question, answer, call, reading);
         Some(())
     }
 
@@ -753,40 +849,40 @@ impl<'a> TaskGenerator<'a> {
         if records.len() < 2 {
             return None;
         }
-        let (question, answer, reasoning) = match field_doc.kind {
+        let output = &session.steps[step].output;
+        let (question, answer, reasoning, reading) = match field_doc.kind {
             FieldType::Integer | FieldType::Number => {
-                let total: f64 = records
-                    .iter()
-                    .filter_map(|record| record.get(&field)?.as_f64())
-                    .sum();
-                let total = (total * 100.0).round() / 100.0;
-                let answer = if field_doc.kind == FieldType::Integer {
-                    Value::from(total as i64)
-                } else {
-                    Value::from(total)
+                let integer = field_doc.kind == FieldType::Integer;
+                let reading = Reading::Sum {
+                    field: field.clone(),
+                    integer,
                 };
+                let gives = reading.value(output)?;
                 (
                     format!("the total {} of your {noun}s", words(&field)),
-                    text(&answer),
-                    json!({"op": "sum", "field": field, "over_step": step, "gives": answer}),
+                    text(&gives),
+                    json!({"op": "sum", "field": field, "over_step": step, "gives": gives}),
+                    reading,
                 )
             }
             FieldType::String => {
                 let value = records[rng.random_range(0..records.len())]
                     .get(&field)?
                     .clone();
-                let count = records
-                    .iter()
-                    .filter(|record| record.get(&field) == Some(&value))
-                    .count();
+                let reading = Reading::Count {
+                    field: field.clone(),
+                    value: value.clone(),
+                };
+                let gives = reading.value(output)?;
                 (
                     format!(
                         "how many of your {noun}s have {} {}",
                         words(&field),
                         text(&value)
                     ),
-                    count.to_string(),
-                    json!({"op": "count", "field": field, "equals": value, "over_step": step, "gives": count}),
+                    text(&gives),
+                    json!({"op": "count", "field": field, "equals": value, "over_step": step, "gives": gives}),
+                    reading,
                 )
             }
             FieldType::Boolean => return None,
@@ -795,8 +891,8 @@ impl<'a> TaskGenerator<'a> {
             return None;
         }
         session.reasoning.push(reasoning);
-        session.want(&format!("know {question}"));
-        session.outputs.push(answer);
+        let call = session.steps[step].call.clone();
+        session.ask(&question, answer, call, reading);
         Some(())
     }
 
@@ -1032,6 +1128,61 @@ intent = "change your major to {major}"
             writes > 0 && questions > 0,
             "{writes} writes, {questions} questions"
         );
+    }
+
+    /// A question is never asked about what the task's writes change: the
+    /// instruction does not order them, so the answer would depend on
+    /// whether the agent reads before or after writing (checks the fines,
+    /// then pays them).
+    #[test]
+    fn no_answer_depends_on_the_order_of_the_reads_and_writes() {
+        const LIBRARY: &str = include_str!("../../env-templates/domains/library.toml");
+        let doc: DomainDoc = toml::from_str(LIBRARY).unwrap();
+        let (tasks, component, initial) = generated(LIBRARY, crate::MAX_REQUIREMENTS);
+        let mut instance = component.instance();
+        let mut changed = 0;
+        for task in &tasks {
+            let final_state = task
+                .gold_actions
+                .iter()
+                .fold(initial.clone(), |state, call| {
+                    execute(&mut instance, &state, call).state
+                });
+            let reads = task.gold_actions.iter().filter_map(|call| {
+                let tool = doc.tools.iter().find(|tool| tool.name == call.name)?;
+                (tool.kind == ToolKind::Get).then_some((call, tool))
+            });
+            // The values each read's asked fields hold before the task and
+            // after it: one the writes changed is no answer, unless another
+            // read, which they left alone, gives the same (another book's
+            // copies).
+            let (mut moved, mut stable) = (Vec::new(), Vec::new());
+            for (call, tool) in reads {
+                let mut read = |state: &State| match execute(&mut instance, state, call).observation
+                {
+                    Observation::Ok(text) => serde_json::from_str::<Value>(&text).unwrap(),
+                    other => panic!("{call:?}: {other:?}"),
+                };
+                let (before, after) = (read(&initial), read(&final_state));
+                for field in &tool.asks {
+                    let (from, to) = (text(&before[field]), text(&after[field]));
+                    if from == to {
+                        stable.push(from);
+                    } else {
+                        changed += 1;
+                        moved.extend([(field, from), (field, to)]);
+                    }
+                }
+            }
+            for (field, value) in moved {
+                assert!(
+                    stable.contains(&value) || !task.required_outputs.contains(&value),
+                    "{}: asks for the {field} {value}, which the task changes",
+                    task.instruction
+                );
+            }
+        }
+        assert!(changed > 0, "no task reads what it changes");
     }
 
     #[test]

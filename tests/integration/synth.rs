@@ -436,6 +436,22 @@ fn broken_docs_are_refused_naming_the_problem() {
         &output,
         "parking-copy.toml both document the domain `parking`",
     );
+    // Two names one crate's name cannot tell apart.
+    let renamed = |name: &str| PARKING.replace("name = \"parking\"", &format!("name = \"{name}\""));
+    std::fs::write(&doc, renamed("city_parking")).unwrap();
+    std::fs::write(&copy, renamed("city-parking")).unwrap();
+    let output = synth(&[&doc, &copy], &dir.path().join("out"), 5);
+    assert_refused(
+        &output,
+        "document the domains `city_parking` and `city-parking`, whose tools would build as one crate",
+    );
+    // A name too long for a file system is refused before any build.
+    std::fs::write(&doc, renamed(&"p".repeat(65))).unwrap();
+    let output = synth(&[&doc], &dir.path().join("out"), 5);
+    assert_refused(
+        &output,
+        "must be lower-case letters, digits, `-` or `_`, at most 64 of them",
+    );
     std::fs::remove_file(&copy).unwrap();
 
     // A sound bundle first, which the rejected synthesis below replaces.
