@@ -149,17 +149,49 @@ impl PromptStyle {
 
 /// The prompt for the assistant's next turn.
 pub fn render(style: &PromptStyle, tools: &[ToolSpec], transcript: &[ChatMessage]) -> ChatText {
+    render_replies(style, tools, transcript, &[])
+}
+
+/// [`render`], with the transcript's last `replies.len()` assistant
+/// messages written as the model wrote them (`replies`, in order), its
+/// reasoning in `<think>…</think>` included: earlier turns' reasoning stays
+/// in context (where Qwen3's own template drops it), and each prompt goes
+/// on from the last prompt and reply as they were.
+pub fn render_replies(
+    style: &PromptStyle,
+    tools: &[ToolSpec],
+    transcript: &[ChatMessage],
+    replies: &[String],
+) -> ChatText {
     let mut out = beginning();
     out.push(turn(
         "system",
         &with_tools(&style.system, style.tools, tools),
     ));
+    // Assistant messages before the model's own turns (a task's recorded
+    // history) are rendered from what they hold.
+    let assistant = |message: &&ChatMessage| message.role == Role::Assistant;
+    let before_own = transcript
+        .iter()
+        .filter(assistant)
+        .count()
+        .checked_sub(replies.len());
+    let mut assistants: usize = 0;
     for message in transcript {
         let (role, content) = match message.role {
             Role::System => ("system", message.content.clone().unwrap_or_default()),
             Role::User => ("user", message.content.clone().unwrap_or_default()),
             Role::Tool => ("tool", message.content.clone().unwrap_or_default()),
-            Role::Assistant => ("assistant", assistant_text(message)),
+            Role::Assistant => {
+                let own = before_own
+                    .and_then(|before| assistants.checked_sub(before))
+                    .and_then(|at| replies.get(at));
+                assistants += 1;
+                match own {
+                    Some(reply) => ("assistant", reply.clone()),
+                    None => ("assistant", assistant_text(message)),
+                }
+            }
         };
         out.push(turn(role, &content));
     }
@@ -305,6 +337,8 @@ pub struct ModelPolicy<'a> {
     style: PromptStyle,
     sampling: Sampling,
     turns: Vec<Value>,
+    /// The text of each reply, as the model wrote it.
+    replies: Vec<String>,
 }
 
 impl<'a> ModelPolicy<'a> {
@@ -321,13 +355,15 @@ impl<'a> ModelPolicy<'a> {
             style,
             sampling,
             turns: Vec::new(),
+            replies: Vec::new(),
         }
     }
 }
 
 impl Policy for ModelPolicy<'_> {
     fn act(&mut self, transcript: &[ChatMessage], tools: &[ToolSpec]) -> anyhow::Result<Action> {
-        let prompt = render(&self.style, tools, transcript).encode(self.tokenizer)?;
+        let prompt =
+            render_replies(&self.style, tools, transcript, &self.replies).encode(self.tokenizer)?;
         let sampling = Sampling {
             seed: self.sampling.seed.wrapping_add(self.turns.len() as u64),
             ..self.sampling.clone()
@@ -344,7 +380,9 @@ impl Policy for ModelPolicy<'_> {
         self.turns.push(
             json!({"prompt_ids": prompt, "ids": tokens, "logprobs": logprobs, "stopped": stopped}),
         );
-        Ok(parse_reply(&text))
+        let action = parse_reply(&text);
+        self.replies.push(text);
+        Ok(action)
     }
 
     fn trace(&mut self) -> Option<Value> {
@@ -463,6 +501,68 @@ mod tests {
                 "the recorded ids keep the end, which training learns"
             );
         }
+    }
+
+    /// Answers with each of its replies in turn, keeping the prompts.
+    struct Prompted {
+        replies: Vec<Vec<u32>>,
+        prompts: Vec<Vec<u32>>,
+    }
+
+    impl Generator for &mut Prompted {
+        fn generate(&mut self, prompt: &[u32], _: &Sampling) -> anyhow::Result<Generation> {
+            self.prompts.push(prompt.to_vec());
+            let tokens = self.replies.remove(0);
+            Ok(Generation {
+                logprobs: vec![-0.5; tokens.len()],
+                tokens,
+                stopped: true,
+            })
+        }
+    }
+
+    #[test]
+    fn earlier_turns_reasoning_stays_in_context() {
+        let tokenizer = ModelTokenizer::byte_level();
+        let said = |text: &str| completion(text).encode(&tokenizer).unwrap();
+        let thought = "<think>\nThe user wants lamp 3; get_lamp tells.\n</think>\n\n";
+        let call = "<tool_call>{\"name\": \"get_lamp\", \"arguments\": {\"lamp\": 3}}</tool_call>";
+        let mut generator = Prompted {
+            replies: vec![said(&format!("{thought}{call}")), said("Lamp 3 is on.")],
+            prompts: Vec::new(),
+        };
+        let mut policy = ModelPolicy::with_generator(
+            Box::new(&mut generator),
+            &tokenizer,
+            PromptStyle::for_service("Lamps."),
+            Sampling::greedy(),
+        );
+        // A history the task recorded comes first: rendered from its messages.
+        let mut transcript = vec![
+            ChatMessage::user("Hi"),
+            ChatMessage::assistant("Hello!"),
+            ChatMessage::user("Is lamp 3 on?"),
+        ];
+        let Action::Call(call_made) = policy.act(&transcript, &[]).unwrap() else {
+            panic!("a call");
+        };
+        transcript.push(ChatMessage::assistant_call(ChatToolCall {
+            id: "call_0".into(),
+            kind: "function".into(),
+            function: ChatFunction {
+                name: call_made.name.clone(),
+                arguments: call_made.arguments.to_string(),
+            },
+        }));
+        transcript.push(ChatMessage::tool("call_0", "{\"on\": true}"));
+        policy.act(&transcript, &[]).unwrap();
+        drop(policy);
+        let second = tokenizer.decode(&generator.prompts[1]).unwrap();
+        assert!(second.contains("Hello!"), "{second}");
+        // The first turn exactly as the model wrote it, reasoning and all,
+        // so the second prompt goes on from the first prompt and reply.
+        let first_turn = tokenizer.decode(&generator.prompts[0]).unwrap() + thought + call;
+        assert!(second.starts_with(&first_turn), "{second}");
     }
 
     #[test]
