@@ -5,6 +5,7 @@ use crate::commands::train::Device;
 use crate::flags::{
     at_least_one, at_least_one_u64, nucleus_mass, probability, request_timeout, temperature,
 };
+use crate::shutdown::Interrupted;
 use crate::tasks::{PlayArgs, TaskSelection};
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
@@ -27,6 +28,7 @@ use forge_trainer::train::rollout::{Job, USER_SEED};
 use forge_trainer::{Precision, Sampling};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 #[derive(Args, Debug, Clone)]
@@ -582,18 +584,32 @@ impl Agents {
     /// fresh policy, user and judge, in the order they end (in order on one
     /// thread). A failure stops the rest, and the earliest failed
     /// episode's error is the one returned ([`in_parallel`]).
+    ///
+    /// Once `stop` is set no episode starts; the call then fails with
+    /// [`Interrupted`] (a local model's batch stops at its next finished
+    /// episode).
     pub fn play(
         &self,
         env: &Environment,
         episodes: &[(&PreparedTask, u64)],
         max_turns: usize,
         threads: usize,
+        stop: &AtomicBool,
         mut finished: impl FnMut(EpisodeRecord) -> Result<()>,
     ) -> Result<()> {
+        let stopped = || match stop.load(Ordering::Relaxed) {
+            true => Err(anyhow::Error::new(Interrupted)),
+            false => Ok(()),
+        };
         if let Some(local) = &self.local {
+            let mut finished = |record: EpisodeRecord| {
+                finished(record)?;
+                stopped()
+            };
             return self.play_local(local, env, episodes, max_turns, &mut finished);
         }
         let run_one = |(task, seed): (&PreparedTask, u64)| {
+            stopped()?;
             let (mut policy, mut user) = self.make(task, seed)?;
             let mut judge = self.judge(task);
             forge_runtime::run_episode(

@@ -30,6 +30,35 @@ pub async fn signal() {
 /// Exit status of a process stopped by a signal it handled (128 + SIGINT).
 pub const INTERRUPTED: u8 = 130;
 
+/// What work polling a [`flag`] stops with once it is set: told apart
+/// from a failure, so that the command says where it stopped and exits
+/// with [`INTERRUPTED`].
+#[derive(Debug)]
+pub struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted by Ctrl-C or SIGTERM")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// Whether `err` is work stopped by a signal.
+pub fn interrupted(err: &anyhow::Error) -> bool {
+    err.downcast_ref::<Interrupted>().is_some()
+}
+
+/// The [`flag`] of commands that play episodes: no episode starts once it
+/// is set, and those under way finish and are kept.
+pub fn episodes_flag() -> std::io::Result<Arc<AtomicBool>> {
+    flag(|| {
+        eprintln!(
+            "\nstopping: the episodes under way finish and are kept (Ctrl-C again stops at once)"
+        );
+    })
+}
+
 /// A flag that the first Ctrl-C or SIGTERM sets, for synchronous work to
 /// poll at its next safe point; `on_first` runs then (to say what happens
 /// next). A second signal ends the process at once, for when the safe point

@@ -93,6 +93,8 @@ impl Policy for RemotePolicy<'_> {
 /// the string OpenAI specifies (as some servers do) are taken as written.
 fn requested_call(call: &Value) -> ToolCall {
     let arguments = match call.pointer("/function/arguments") {
+        // Some servers send a call without parameters so.
+        Some(Value::String(text)) if text.trim().is_empty() => "{}".to_owned(),
         Some(Value::String(text)) => text.clone(),
         None | Some(Value::Null) => "{}".to_owned(),
         Some(value) => value.to_string(),
@@ -230,5 +232,26 @@ impl User for RemoteUser<'_> {
         Some(UserRef::Model {
             name: format!("openai:{}", self.client.config().model),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::requested_call;
+    use serde_json::json;
+
+    #[test]
+    fn a_call_without_arguments_takes_none_however_the_server_says_so() {
+        for arguments in [json!(""), json!(" "), json!(null), json!("{}")] {
+            let call = json!({"function": {"name": "list", "arguments": arguments}});
+            assert_eq!(requested_call(&call).arguments, json!({}), "{arguments}");
+        }
+        let missing = json!({"function": {"name": "list"}});
+        assert_eq!(requested_call(&missing).arguments, json!({}));
+        // Arguments as JSON itself, and malformed ones, as written.
+        let object = json!({"function": {"name": "get", "arguments": {"id": 1}}});
+        assert_eq!(requested_call(&object).arguments, json!({"id": 1}));
+        let cut = json!({"function": {"name": "get", "arguments": "{\"id\": "}});
+        assert_eq!(requested_call(&cut).arguments, json!("{\"id\": "));
     }
 }

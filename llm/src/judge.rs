@@ -46,12 +46,43 @@ impl Judge for ModelJudge<'_> {
             conversation.join("\n"),
             outcomes.join("\n")
         );
-        let reply = self
-            .client
-            .complete(&[Message::system(INSTRUCTIONS), Message::user(prompt)])
-            .context("asking the judge model")?;
-        verdicts(&reply, assertions.len())
+        let messages = vec![Message::system(INSTRUCTIONS), Message::user(prompt)];
+        ask_until_read(self.client, messages, |reply| {
+            verdicts(reply, assertions.len())
+        })
+        .context("asking the judge model")
     }
+}
+
+/// Answers a judge may give before its reply is taken as unreadable.
+const JUDGE_ATTEMPTS: usize = 3;
+
+/// Asks `messages` of the model and reads its reply with `read`; a reply
+/// that does not read (prose, a result missing) is answered with what is
+/// wrong with it and asked again, up to [`JUDGE_ATTEMPTS`] answers in all:
+/// one slip of a judge's format would otherwise stop a whole evaluation.
+fn ask_until_read<T>(
+    client: &ChatClient,
+    mut messages: Vec<Message>,
+    read: impl Fn(&str) -> Result<T>,
+) -> Result<T> {
+    for attempt in 1.. {
+        let reply = client.complete(&messages)?;
+        match read(&reply) {
+            Ok(read) => return Ok(read),
+            Err(err) if attempt == JUDGE_ATTEMPTS => {
+                return Err(err.context(format!("{JUDGE_ATTEMPTS} answers, none readable")));
+            }
+            Err(err) => {
+                messages.push(Message::assistant(reply));
+                messages.push(Message::user(format!(
+                    "That answer could not be read: {err:#}. Reply again with the JSON object \
+                     alone, as asked."
+                )));
+            }
+        }
+    }
+    unreachable!("the loop returns by its last attempt")
 }
 
 const USER_INSTRUCTIONS: &str = "You check the simulated customer of a conversation with a \
@@ -82,10 +113,8 @@ pub fn user_misinformation(
         facts.join("\n"),
         conversation.join("\n")
     );
-    let reply = client
-        .complete(&[Message::system(USER_INSTRUCTIONS), Message::user(prompt)])
-        .context("asking the masking judge model")?;
-    user_verdict(&reply)
+    let messages = vec![Message::system(USER_INSTRUCTIONS), Message::user(prompt)];
+    ask_until_read(client, messages, user_verdict).context("asking the masking judge model")
 }
 
 /// The reason of an `unreliable` verdict, `None` for a reliable user.
@@ -95,7 +124,7 @@ fn user_verdict(reply: &str) -> Result<Option<String>> {
     };
     let unreliable = answer
         .get("unreliable")
-        .and_then(Value::as_bool)
+        .and_then(boolean)
         .with_context(|| {
             format!("the masking judge's reply has no boolean `unreliable`: {reply}")
         })?;
@@ -106,6 +135,16 @@ fn user_verdict(reply: &str) -> Result<Option<String>> {
             .unwrap_or("the judge model found the user unreliable")
             .to_owned()
     }))
+}
+
+/// A verdict: `true` or `false`, or either quoted (as models write them).
+fn boolean(value: &Value) -> Option<bool> {
+    match value {
+        Value::Bool(verdict) => Some(*verdict),
+        Value::String(text) if text.eq_ignore_ascii_case("true") => Some(true),
+        Value::String(text) if text.eq_ignore_ascii_case("false") => Some(false),
+        _ => None,
+    }
 }
 
 /// One message of the transcript as the judge reads it.
@@ -151,7 +190,7 @@ fn verdicts(reply: &str, expected: usize) -> Result<Vec<bool>> {
         .map(|(index, result)| {
             result
                 .get("metExpectation")
-                .and_then(Value::as_bool)
+                .and_then(boolean)
                 .with_context(|| {
                     format!("the judge's result {index} has no boolean `metExpectation`: {reply}")
                 })
@@ -190,5 +229,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("result 0"), "{error}");
+        // A verdict written as a string is read.
+        let quoted = "{\"results\": [{\"metExpectation\": \"True\"}]}";
+        assert_eq!(verdicts(quoted, 1).unwrap(), vec![true]);
     }
 }

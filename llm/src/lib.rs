@@ -506,13 +506,17 @@ impl ChatClient {
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        let text = response
+        // Bytes first, then text: a reply that is not UTF-8 is the
+        // endpoint's fault, shown with replacement characters, not a
+        // broken connection to retry (ureq's lossy reading of a whole body
+        // still fails on it).
+        let bytes = response
             .body_mut()
             .with_config()
             .limit(MAX_REPLY_BYTES)
-            .lossy_utf8(true)
-            .read_to_string()
+            .read_to_vec()
             .map_err(failed)?;
+        let text = String::from_utf8_lossy(&bytes).into_owned();
         if refused_for_length(status, &text) {
             return Err(ChatError::ContextFull(truncate(&text)));
         }
@@ -719,6 +723,35 @@ mod tests {
         ] {
             assert!(ChatClient::new(ChatConfig::new(url, "m")).is_ok(), "{url}");
         }
+    }
+
+    #[test]
+    fn a_reply_that_is_not_utf8_is_read_with_replacement_characters() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let server = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut request = [0; 4096];
+            let _ = stream.read(&mut request).unwrap();
+            let mut body =
+                br#"{"choices": [{"message": {"role": "assistant", "content": "caf"#.to_vec();
+            body.extend([0xe9, b' ', 0xff]);
+            body.extend(br#""}}]}"#);
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            stream.write_all(head.as_bytes()).unwrap();
+            stream.write_all(&body).unwrap();
+        });
+        let mut config = ChatConfig::new(&url, "m");
+        // Not retried: one connection is all the server takes.
+        config.max_retries = 0;
+        let client = ChatClient::new(config).unwrap();
+        let reply = client.complete(&[Message::user("Hi")]).unwrap();
+        assert_eq!(reply, "caf\u{fffd} \u{fffd}");
+        server.join().unwrap();
     }
 
     #[test]

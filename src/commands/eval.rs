@@ -8,6 +8,7 @@ use crate::envs::EnvArgs;
 use crate::flags::{MOST_TRIALS, at_least_one_u64};
 use crate::metrics::{self, flip_rate, pass_hat_k};
 use crate::output;
+use crate::shutdown;
 use crate::tasks::PlayArgs;
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -164,7 +165,8 @@ fn evaluate(
     progress.inc(resumed as u64);
     let threads = args.concurrency as usize;
     let mut finished = resumed;
-    let result = agents.play(env, &pending, max_turns, threads, |record| {
+    let stop = shutdown::episodes_flag()?;
+    let result = agents.play(env, &pending, max_turns, threads, &stop, |record| {
         writer.write(&record)?;
         progress.inc(1);
         finished += 1;
@@ -172,14 +174,21 @@ fn evaluate(
         Ok(())
     });
     if let Err(err) = result {
-        if finished == 0 {
+        let interrupted = shutdown::interrupted(&err);
+        if finished == 0 && !interrupted {
             return Err(err);
         }
-        return Err(err.context(format!(
+        let stopped = format!(
             "stopped after {finished} of {total} episodes, which {} keeps (the same command \
              resumes there)",
             trajectories.display()
-        )));
+        );
+        if interrupted {
+            progress.finish_and_clear();
+            eprintln!("{stopped}");
+            return Ok(ExitCode::from(shutdown::INTERRUPTED));
+        }
+        return Err(err.context(stopped));
     }
     drop(writer);
     if ran > 0 {

@@ -5,6 +5,7 @@ use crate::envs::EnvArgs;
 use crate::flags::MOST_TRIALS;
 use crate::metrics;
 use crate::output;
+use crate::shutdown;
 use crate::tasks::PlayArgs;
 use anyhow::Result;
 use clap::Args;
@@ -58,8 +59,9 @@ pub fn run(mut args: RunArgs) -> Result<ExitCode> {
     let total = tasks.len() as u64 * args.trials;
     let progress = output::progress(total, args.json);
     let mut records = Vec::with_capacity(episodes.len());
+    let stop = shutdown::episodes_flag()?;
     // On one thread, records come in the order of `episodes`: by task, then trial.
-    let played = agents.play(&env, &episodes, max_turns, 1, |record| {
+    let played = agents.play(&env, &episodes, max_turns, 1, &stop, |record| {
         let trial = records.len() as u64 % args.trials;
         if let Some(writer) = &mut writer {
             writer.write(&record)?;
@@ -76,6 +78,7 @@ pub fn run(mut args: RunArgs) -> Result<ExitCode> {
         Ok(())
     });
     if let Err(err) = played {
+        let interrupted = shutdown::interrupted(&err);
         // A run that failed before its first episode (a model that does not
         // load, an endpoint that does not answer) leaves no empty file behind
         // for the next try to be refused on.
@@ -84,6 +87,10 @@ pub fn run(mut args: RunArgs) -> Result<ExitCode> {
             let _ = std::fs::remove_file(path);
         }
         if records.is_empty() {
+            if interrupted {
+                eprintln!("stopped before an episode finished");
+                return Ok(ExitCode::from(shutdown::INTERRUPTED));
+            }
             return Err(err);
         }
         if !args.json {
@@ -94,10 +101,15 @@ pub fn run(mut args: RunArgs) -> Result<ExitCode> {
             println!("{}", episodes_table(&records));
         }
         let stopped = format!("stopped after {} of {total} episodes", records.len());
-        return Err(err.context(match &args.out {
+        let stopped = match &args.out {
             Some(path) => format!("{stopped}, which {} keeps", path.display()),
             None => stopped,
-        }));
+        };
+        if interrupted {
+            eprintln!("{stopped}");
+            return Ok(ExitCode::from(shutdown::INTERRUPTED));
+        }
+        return Err(err.context(stopped));
     }
     progress.finish_and_clear();
     report(&env, &args, &label, &agents.user_label(), &records);

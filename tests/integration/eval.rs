@@ -62,6 +62,68 @@ fn gold_agent(
     }
 }
 
+/// Ctrl-C lets the episode under way finish and keeps it, starts no
+/// other, and says where the run stopped.
+#[test]
+fn a_run_stopped_by_ctrl_c_keeps_the_episodes_it_finished() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = export_example(dir.path());
+    let delay = std::time::Duration::from_millis(150);
+    let server = StubServer::start_slow(500, delay, gold_agent(gold_by_instruction(&bundle)));
+    let out = dir.path().join("stopped.jsonl");
+    let child = crate::common::forge_command()
+        .args([
+            "run",
+            "--env",
+            bundle.to_str().unwrap(),
+            "--policy",
+            "openai",
+        ])
+        .args([
+            "--base-url",
+            &server.url,
+            "--model",
+            "stub",
+            "--tasks",
+            "first:12",
+        ])
+        .args(["--out", out.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let recorded = || std::fs::read_to_string(&out).map_or(0, |text| text.lines().count());
+    let waited = std::time::Instant::now();
+    while recorded() == 0 {
+        assert!(waited.elapsed().as_secs() < 120, "no episode recorded");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let pid = child.id().to_string();
+    let signalled = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status();
+    assert!(signalled.unwrap().success());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", stderr(&output));
+    let kept = recorded();
+    assert!((1..12).contains(&kept), "{kept} of 12 kept");
+    assert!(
+        stderr(&output).contains(&format!(
+            "stopped after {kept} of 12 episodes, which {} keeps",
+            out.display()
+        )),
+        "{}",
+        stderr(&output)
+    );
+    let replay = forge(&[
+        "replay",
+        out.to_str().unwrap(),
+        "--env",
+        bundle.to_str().unwrap(),
+    ]);
+    assert!(replay.status.success(), "{}", stderr(&replay));
+}
+
 #[test]
 fn eval_with_a_remote_policy_reports_pass_k_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
@@ -694,13 +756,23 @@ fn an_evaluation_counts_the_episodes_whose_nl_assertions_no_judge_evaluated() {
 #[test]
 fn a_judge_model_decides_nl_assertions_and_replays_take_its_verdicts() {
     // τ²-bench retail task 2 counts the database and one NL assertion. The
-    // stub judge meets it in the first episode and not in the second.
+    // stub judge meets it in the first episode and not in the second; its
+    // first answer, in prose, is asked again, saying why.
     let server = StubServer::start(10, |request, index| {
-        let prompt = request["messages"][1]["content"]
-            .as_str()
-            .unwrap_or_default();
+        let messages = request["messages"].as_array().unwrap();
+        let prompt = messages[1]["content"].as_str().unwrap_or_default();
         assert!(prompt.contains("Expected outcomes:\n1. "), "{prompt}");
-        let met = index == 0;
+        if index == 0 {
+            return completion("The agent did what was expected.");
+        }
+        if index == 1 {
+            let told = messages.last().unwrap()["content"].as_str().unwrap();
+            assert!(
+                told.contains("could not be read: the judge's reply is not JSON"),
+                "{told}"
+            );
+        }
+        let met = index == 1;
         completion(&format!(
             "{{\"results\": [{{\"expectedOutcome\": \"x\", \"reasoning\": \"r\", \"metExpectation\": {met}}}]}}"
         ))
@@ -737,7 +809,7 @@ fn a_judge_model_decides_nl_assertions_and_replays_take_its_verdicts() {
     assert_eq!(unmet[0]["reward"], 0.0);
     assert_eq!(unmet[0]["state_match"], true);
     assert_eq!(unmet[0]["nl_assertions_met"], 0);
-    assert_eq!(server.requests.lock().unwrap().len(), 2);
+    assert_eq!(server.requests.lock().unwrap().len(), 3);
     // Replays reproduce both verdicts without asking the judge again.
     for trajectory in [met_trajectory, unmet_trajectory] {
         let output = forge(&[
@@ -750,7 +822,7 @@ fn a_judge_model_decides_nl_assertions_and_replays_take_its_verdicts() {
         ]);
         assert!(output.status.success(), "{}", stderr(&output));
     }
-    assert_eq!(server.requests.lock().unwrap().len(), 2);
+    assert_eq!(server.requests.lock().unwrap().len(), 3);
 }
 
 #[test]
