@@ -116,7 +116,7 @@ pub fn open_request(data: &Value) -> Result<OpenRequest, StepError> {
             StepError::Invalid(vec![invalid(
                 "int_type",
                 &["seed"],
-                "Input should be a non-negative integer",
+                "Input should be a non-negative integer below 2^64",
                 value,
             )])
         })?),

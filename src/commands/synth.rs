@@ -299,6 +299,17 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
             output::count(tasks, "instruction")
         );
     }
+    // A small domain runs out of distinct tasks: said, not only tabled.
+    for report in reports.iter().filter(|report| report.tasks < args.tasks) {
+        eprintln!(
+            "note: `{}` kept {} of the {} asked for: its {} attempts found no more distinct, \
+             solvable tasks (report.md says why each failed)",
+            report.domain,
+            output::count(report.tasks, "task"),
+            args.tasks,
+            report.attempts,
+        );
+    }
     for (domain, reason) in &rejected {
         eprintln!("rejected `{domain}`: {reason}");
     }

@@ -245,7 +245,8 @@ pub fn refine_instructions(client: &ChatClient, tasks: &mut [Task]) -> Result<us
     )?;
     let mut rewritten = 0;
     for (task, rewrite) in tasks.iter_mut().zip(rewrites) {
-        if let Some(rewrite) = rewrite {
+        // A model that echoes the template back has rewritten nothing.
+        if let Some(rewrite) = rewrite.filter(|rewrite| *rewrite != task.instruction) {
             task.instruction = rewrite;
             rewritten += 1;
         }
@@ -288,6 +289,7 @@ pub const TEMPLATES_KEPT: &str =
 pub fn faithful(rewrite: &str, instruction: &str, facts: &[String]) -> bool {
     !rewrite.is_empty()
         && keeps_facts(rewrite, facts)
+        && keeps_requirements(rewrite, instruction)
         && rewrite.len() <= 3 * instruction.len() + 200
         && negations(rewrite) <= negations(instruction)
 }
@@ -295,6 +297,40 @@ pub fn faithful(rewrite: &str, instruction: &str, facts: &[String]) -> bool {
 /// Whether every fact appears verbatim.
 pub fn keeps_facts(text: &str, facts: &[String]) -> bool {
     facts.iter().all(|fact| text.contains(fact.as_str()))
+}
+
+/// Whether every requirement of the templated `instruction` (its sentences
+/// "You want to …", "You also want to …") left a trace in `rewrite`: one
+/// of its words of four letters or more, other than the template's own,
+/// begins a word of the rewrite with its first four letters (so "fines"
+/// finds "fine", "phone" finds "phone's"). A rewrite that drops a
+/// requirement without a fact — "pay all your fines" — would leave its
+/// task asking for a change the instruction no longer mentions.
+fn keeps_requirements(rewrite: &str, instruction: &str) -> bool {
+    const TEMPLATE: [&str; 10] = [
+        "your", "also", "want", "know", "with", "have", "that", "this", "from", "what",
+    ];
+    let words = |text: &str| -> Vec<String> {
+        text.split(|ch: char| !ch.is_alphanumeric())
+            .filter(|word| word.chars().count() >= 4)
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let stem = |word: &str| word.chars().take(4).collect::<String>();
+    let said: Vec<String> = words(rewrite).iter().map(|word| stem(word)).collect();
+    instruction
+        .split_inclusive('.')
+        .map(str::trim)
+        .filter(|sentence| {
+            sentence.starts_with("You want to") || sentence.starts_with("You also want to")
+        })
+        .all(|requirement| {
+            let mut cues = words(requirement)
+                .into_iter()
+                .filter(|word| !TEMPLATE.contains(&word.as_str()))
+                .peekable();
+            cues.peek().is_none() || cues.any(|cue| said.contains(&stem(&cue)))
+        })
 }
 
 /// The words of `text` that negate what follows.
@@ -332,6 +368,27 @@ mod tests {
         );
         assert!(!faithful(&rambling, instruction, &facts));
         assert!(!faithful("", instruction, &[]));
+    }
+
+    #[test]
+    fn a_rewrite_must_keep_every_requirement() {
+        let instruction = "You are Ava Chen. You want to pay all your fines. You also want to \
+                           know your status. You also want to know the copies available of the book \
+                           \"Dune\".";
+        let facts = vec!["Ava Chen".to_owned(), "Dune".to_owned()];
+        assert!(faithful(
+            "I'm Ava Chen: I'd like to pay off my fine, check my account's status and see how \
+             many copies of Dune are in.",
+            instruction,
+            &facts
+        ));
+        // The fines dropped, or the status question.
+        for dropped in [
+            "I'm Ava Chen and I'd like my status and the copies of Dune.",
+            "I'm Ava Chen, I owe fines, and how many copies of Dune are there?",
+        ] {
+            assert!(!faithful(dropped, instruction, &facts), "{dropped}");
+        }
     }
 
     #[test]

@@ -1244,10 +1244,21 @@ fn dropped_clients_and_idle_sessions_leak_nothing_and_shutdown_records_the_rest(
     stalled
         .write_all(b"POST /reset HTTP/1.1\r\nHost: forge\r\nContent-Length: 100\r\n\r\n{")
         .unwrap();
+    // A WebSocket is told the server is going away.
+    let mut watcher = server.ws("");
     // Accepted and being read by now.
     std::thread::sleep(Duration::from_millis(500));
     let stopping = Instant::now();
     assert!(server.terminate().success());
+    let close = loop {
+        match watcher.0.read() {
+            Ok(tungstenite::Message::Close(frame)) => break frame.expect("a close frame"),
+            Ok(_) => continue,
+            Err(err) => panic!("no close frame: {err}"),
+        }
+    };
+    assert_eq!(u16::from(close.code), 1001, "{close:?}");
+    assert_eq!(close.reason.as_str(), "the server is shutting down");
     assert!(
         stopping.elapsed() < Duration::from_secs(60),
         "{:?}",
