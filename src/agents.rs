@@ -585,9 +585,9 @@ impl Agents {
     /// thread). A failure stops the rest, and the earliest failed
     /// episode's error is the one returned ([`in_parallel`]).
     ///
-    /// Once `stop` is set no episode starts; the call then fails with
-    /// [`Interrupted`] (a local model's batch stops at its next finished
-    /// episode).
+    /// Once `stop` is set no episode starts (with a local model, no batch:
+    /// the one under way is played out and every episode of it kept); the
+    /// call then fails with [`Interrupted`].
     pub fn play(
         &self,
         env: &Environment,
@@ -602,9 +602,17 @@ impl Agents {
             false => Ok(()),
         };
         if let Some(local) = &self.local {
+            // A batch hands its records on once all of it is played: the
+            // flag is heeded after a batch's last record, before the next.
+            let batch = local.batch.max(1);
+            let mut handed = 0;
             let mut finished = |record: EpisodeRecord| {
                 finished(record)?;
-                stopped()
+                handed += 1;
+                match handed % batch == 0 && handed < episodes.len() {
+                    true => stopped(),
+                    false => Ok(()),
+                }
             };
             return self.play_local(local, env, episodes, max_turns, &mut finished);
         }

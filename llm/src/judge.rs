@@ -74,9 +74,16 @@ fn ask_until_read<T>(
                 return Err(err.context(format!("{JUDGE_ATTEMPTS} answers, none readable")));
             }
             Err(err) => {
+                // The problem without the reply it quotes, which the model
+                // has just written.
+                let error = err.to_string();
+                let problem = error
+                    .strip_suffix(reply.as_str())
+                    .map_or(error.as_str(), |said| said.trim_end_matches([':', ' ']))
+                    .to_owned();
                 messages.push(Message::assistant(reply));
                 messages.push(Message::user(format!(
-                    "That answer could not be read: {err:#}. Reply again with the JSON object \
+                    "That answer could not be read: {problem}. Reply again with the JSON object \
                      alone, as asked."
                 )));
             }

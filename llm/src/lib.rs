@@ -569,15 +569,18 @@ fn truncate(text: &str) -> String {
     forge_runtime::text::shortened(text, 500)
 }
 
-/// The JSON value in a model's reply, past any reasoning in
-/// `<think>…</think>` (whose prose may hold braces of its own): the reply
-/// itself, or the contents of its first fenced code block, or the first
-/// object in it that parses whole.
+/// The JSON value in a model's reply, past the reasoning a reply may open
+/// with in `<think>…</think>` (whose prose may hold braces of its own): the
+/// reply itself, or the contents of its first fenced code block, or the
+/// first object in it that parses whole (of the first few, so that a long
+/// reply of stray braces costs no more than a few passes).
 pub fn extract_json(reply: &str) -> Option<Value> {
-    const THINK_CLOSE: &str = "</think>";
+    const CANDIDATES: usize = 32;
     let answer = reply
-        .rfind(THINK_CLOSE)
-        .map_or(reply, |end| &reply[end + THINK_CLOSE.len()..]);
+        .trim_start()
+        .strip_prefix("<think>")
+        .and_then(|thought| thought.split_once("</think>"))
+        .map_or(reply, |(_, answer)| answer);
     let trimmed = answer.trim();
     if let Ok(value) = serde_json::from_str(trimmed) {
         return Some(value);
@@ -591,12 +594,15 @@ pub fn extract_json(reply: &str) -> Option<Value> {
             return Some(value);
         }
     }
-    trimmed.match_indices('{').find_map(|(start, _)| {
-        serde_json::Deserializer::from_str(&trimmed[start..])
-            .into_iter::<Value>()
-            .next()?
-            .ok()
-    })
+    trimmed
+        .match_indices('{')
+        .take(CANDIDATES)
+        .find_map(|(start, _)| {
+            serde_json::Deserializer::from_str(&trimmed[start..])
+                .into_iter::<Value>()
+                .next()?
+                .ok()
+        })
 }
 
 #[cfg(test)]
@@ -732,8 +738,22 @@ mod tests {
         let url = format!("http://{}/v1", listener.local_addr().unwrap());
         let server = std::thread::spawn(move || {
             let (mut stream, _) = listener.accept().unwrap();
-            let mut request = [0; 4096];
-            let _ = stream.read(&mut request).unwrap();
+            // The whole request, headers and body, before answering: a
+            // socket closed with unread bytes would be reset.
+            let mut reader = std::io::BufReader::new(&stream);
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                std::io::BufRead::read_line(&mut reader, &mut line).unwrap();
+                if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = value.trim().parse().unwrap();
+                }
+                if line.trim().is_empty() {
+                    break;
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
             let mut body =
                 br#"{"choices": [{"message": {"role": "assistant", "content": "caf"#.to_vec();
             body.extend([0xe9, b' ', 0xff]);

@@ -5,7 +5,7 @@
 //!   pooled over the environment (ERPO), over the task (GRPO) or over the
 //!   batch, for ablations;
 //! - [`sampling`]: dynamic sampling (drop tasks whose valid rollouts all
-//!   succeed or all fail);
+//!   earn the same reward);
 //! - [`judge`]: MEU masking — deciding that the simulated user gave wrong or
 //!   missing information, so the rollout is dropped from advantages and loss.
 

@@ -45,7 +45,7 @@ const RESET_ALIASES: [(&str, &str); 5] = [
 ];
 
 /// A key among `keys` that is a reset option misspelt (`taskid`, `Task-Id`)
-/// or under another name (`task`, `session_id`), with the option meant:
+/// or under another server's name (`task`, `environment`), with the option meant:
 /// ignored as other unknown keys are, it would reset into another task
 /// than the one asked for.
 pub fn misspelt_option<'a>(

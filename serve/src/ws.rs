@@ -297,20 +297,11 @@ fn ws_frame(hub: &Hub, link: &Link, text: &str) -> Option<(String, Option<String
     // none yet. It keeps its id across episodes; an attached one is not
     // brought back once closed.
     let mut open = |request: OpenRequest| -> Result<Observation, ServeError> {
-        if let Some(named) = &request.session_id
-            && link.id.as_ref() != Some(named)
-        {
-            return Err(ServeError::BadRequest(format!(
-                "a WebSocket connection is one session, chosen as it connects \
-                 (`/ws?session_id=ID` attaches to one): a reset cannot name {}",
-                match &link.id {
-                    Some(_) => "another",
-                    None => "one",
-                }
-            )));
-        }
+        // The first reset may name the session (OpenEnv's `episode_id`);
+        // later ones go on in it, whatever they name.
+        let session_id = link.id.clone().or_else(|| request.session_id.clone());
         let observation = hub.open(OpenRequest {
-            session_id: link.id.clone(),
+            session_id,
             existing_only: !link.owned,
             held: true,
             // A connection let in to open its own session holds its place

@@ -85,8 +85,8 @@ pub fn run(mut args: EvalArgs) -> Result<ExitCode> {
         .join(env.content_hash())
         .join(label.replace(['/', ':', ' '], "_"));
     // What this evaluation makes, innermost first: removed again if it
-    // fails before its first episode, so that nothing half-made is taken
-    // for a result (`forge compare`).
+    // fails (or is interrupted) before its first episode, so that nothing
+    // half-made is taken for a result (`forge compare`).
     let made: Vec<PathBuf> = dir
         .ancestors()
         .take_while(|path| !path.as_os_str().is_empty() && !path.exists())
@@ -98,7 +98,8 @@ pub fn run(mut args: EvalArgs) -> Result<ExitCode> {
     // is refused, and left to it.
     let held = hold(&dir)?;
     let outcome = evaluate(&args, &env, &agents, &tasks, &dir);
-    if outcome.is_err() && !played(&dir) {
+    // A finished evaluation has played its episodes.
+    if !played(&dir) {
         leave_as_found(&dir, existed);
         for parent in made.iter().skip(1) {
             let _ = std::fs::remove_dir(parent);
@@ -185,7 +186,10 @@ fn evaluate(
         );
         if interrupted {
             progress.finish_and_clear();
-            eprintln!("{stopped}");
+            match finished {
+                0 => eprintln!("stopped before any episode finished"),
+                _ => eprintln!("{stopped}"),
+            }
             return Ok(ExitCode::from(shutdown::INTERRUPTED));
         }
         return Err(err.context(stopped));

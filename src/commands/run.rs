@@ -88,7 +88,8 @@ pub fn run(mut args: RunArgs) -> Result<ExitCode> {
         }
         if records.is_empty() {
             if interrupted {
-                eprintln!("stopped before an episode finished");
+                progress.finish_and_clear();
+                eprintln!("stopped before any episode finished");
                 return Ok(ExitCode::from(shutdown::INTERRUPTED));
             }
             return Err(err);

@@ -303,7 +303,8 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
     for report in reports.iter().filter(|report| report.tasks < args.tasks) {
         eprintln!(
             "note: `{}` kept {} of the {} asked for: its {} attempts found no more distinct, \
-             solvable tasks (report.md says why each failed)",
+             solvable tasks that the random policy does not solve (report.md counts why the \
+             others were dropped)",
             report.domain,
             output::count(report.tasks, "task"),
             args.tasks,

@@ -595,7 +595,7 @@ pub(crate) fn saved_config(run_dir: &Path) -> Result<TrainConfig> {
     let saved = run_dir.join(CONFIG_FILE);
     let text =
         std::fs::read_to_string(&saved).with_context(|| format!("reading {}", saved.display()))?;
-    toml::from_str(&text).with_context(|| format!("parsing {}", saved.display()))
+    TrainConfig::from_saved(&text).with_context(|| format!("parsing {}", saved.display()))
 }
 
 /// The bundles the run in `run_dir` trains on, as its `envs.json` records them.

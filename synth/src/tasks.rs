@@ -64,12 +64,16 @@ struct Session<'a> {
     outputs: Vec<String>,
     /// What answers each output, in the same order.
     questions: Vec<Question>,
+    /// Requirements kept so far.
+    kept: usize,
 }
 
 /// A question of the user's, by the read that answers it.
 struct Question {
     call: ToolCall,
     reading: Reading,
+    /// Requirements kept before it: the states from there on follow it.
+    after: usize,
 }
 
 /// How a question's answer is read from its call's output.
@@ -298,25 +302,33 @@ impl<'a> Session<'a> {
     fn ask(&mut self, question: &str, answer: String, call: ToolCall, reading: Reading) {
         self.want(&format!("know {question}"));
         self.outputs.push(answer);
-        self.questions.push(Question { call, reading });
+        let after = self.kept;
+        self.questions.push(Question {
+            call,
+            reading,
+            after,
+        });
     }
 
     /// Whether every question has the same answer in each of `states`
-    /// (where its read can be made at all): the instruction does not say
-    /// whether a question is asked before or after a write, so an answer a
-    /// write changes would fail an agent that reads in another order than
-    /// the gold one (checks the fines, then pays them).
+    /// (the state before the task, then after each requirement kept): the
+    /// instruction does not say whether a question is asked before or
+    /// after a write, so an answer a write changes would fail an agent that
+    /// reads in another order than the gold one (checks the fines, then
+    /// pays them). A read may fail in the states before its question (of a
+    /// record the task creates first), never in those after it (of one a
+    /// later requirement deletes).
     fn answers_hold(&mut self, states: &[State]) -> bool {
         let instance = &mut self.instance;
         self.questions
             .iter()
             .zip(&self.outputs)
             .all(|(question, answer)| {
-                states.iter().all(|state| {
+                states.iter().enumerate().all(|(at, state)| {
                     let Observation::Ok(text) =
                         execute(instance, state, &question.call).observation
                     else {
-                        return true;
+                        return at <= question.after;
                     };
                     let output = serde_json::from_str(&text).unwrap_or(Value::String(text));
                     question
@@ -518,6 +530,7 @@ impl<'a> TaskGenerator<'a> {
             sentences: Vec::new(),
             outputs: Vec::new(),
             questions: Vec::new(),
+            kept: 0,
         };
         let wanted = match rng.random_range(0..100) {
             0..20 => 1,
@@ -552,6 +565,8 @@ impl<'a> TaskGenerator<'a> {
                 between.pop();
                 session.restore(checkpoint);
                 used_tools.truncate(used);
+            } else {
+                session.kept += 1;
             }
         }
         if session.sentences.is_empty() {

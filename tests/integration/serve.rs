@@ -111,6 +111,22 @@ impl Ws {
     fn call(&mut self, tool: &str, arguments: Value) -> Value {
         self.step(json!({"type": "call_tool", "tool_name": tool, "arguments": arguments}))
     }
+
+    /// The close frame the server ends the connection with, and the last
+    /// text frame before it.
+    fn closed(&mut self) -> (tungstenite::protocol::CloseFrame, Option<String>) {
+        let mut said = None;
+        loop {
+            match self.0.read() {
+                Ok(tungstenite::Message::Close(frame)) => {
+                    return (frame.expect("a close frame"), said);
+                }
+                Ok(tungstenite::Message::Text(text)) => said = Some(text.to_string()),
+                Ok(_) => continue,
+                Err(err) => panic!("no close frame: {err}"),
+            }
+        }
+    }
 }
 
 fn agent() -> ureq::Agent {
@@ -175,11 +191,15 @@ fn an_openenv_websocket_episode_scores_and_replays_byte_identically() {
     let trajectories = dir.path().join("served.jsonl");
     let server = Server::start(&["--out", trajectories.to_str().unwrap()]);
     let mut ws = server.ws("");
-    let reset = ws.send(&json!({"type": "reset", "data": {"task_id": "shop-02", "seed": 7}}));
+    // The first reset names the session, as OpenEnv's `episode_id` does.
+    let reset = ws.send(
+        &json!({"type": "reset", "data": {"task_id": "shop-02", "seed": 7, "episode_id": "chosen-1"}}),
+    );
     assert_eq!(server.sessions(), 1, "a connection is a session");
     assert_eq!(reset["type"], "observation");
     let metadata = &reset["data"]["observation"]["metadata"];
     assert_eq!(metadata["task_id"], "shop-02");
+    assert_eq!(metadata["session_id"], "chosen-1");
     let task = example_task("shop-02");
     assert_eq!(metadata["messages"][0]["content"], task["instruction"]);
     assert_eq!(reset["data"]["done"], false);
@@ -254,12 +274,12 @@ fn an_openenv_websocket_episode_scores_and_replays_byte_identically() {
     assert_eq!(refused["type"], "error", "{refused}");
     assert_eq!(refused["data"]["reason"], "episode_over");
 
-    // A second episode on the same connection.
-    let again = ws.send(&json!({"type": "reset", "data": {"task_id": "shop-01"}}));
-    assert_eq!(
-        again["data"]["observation"]["metadata"]["task_id"],
-        "shop-01"
-    );
+    // A second episode on the same connection, in the same session.
+    let again =
+        ws.send(&json!({"type": "reset", "data": {"task_id": "shop-01", "episode_id": "other"}}));
+    let metadata = &again["data"]["observation"]["metadata"];
+    assert_eq!(metadata["task_id"], "shop-01");
+    assert_eq!(metadata["session_id"], "chosen-1");
     ws.call("get_product", json!({"product_id": "p2"}));
     ws.0.send(tungstenite::Message::Text(r#"{"type": "close"}"#.into()))
         .unwrap();
@@ -512,27 +532,12 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
     assert_eq!(answer["data"]["code"], "INVALID_JSON", "{answer}");
     let answer = ws.send(&json!({"type": "step"}));
     assert_eq!(answer["data"]["code"], "VALIDATION_ERROR", "{answer}");
-    // A reset's options are an object, and never name another session.
+    // A reset's options are an object.
     let answer = ws.send(&json!({"type": "reset", "data": "shop-03"}));
     assert_eq!(answer["data"]["code"], "VALIDATION_ERROR", "{answer}");
-    let answer = ws.send(&json!({"type": "reset", "data": {"episode_id": "mine"}}));
-    assert_eq!(answer["data"]["code"], "VALIDATION_ERROR", "{answer}");
-    assert!(
-        answer["data"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("a reset cannot name one"),
-        "{answer}"
-    );
     let answer = ws.send_text(&huge.to_string());
     assert_eq!(answer["data"]["code"], "MESSAGE_TOO_BIG", "{answer}");
-    let close = loop {
-        match ws.0.read() {
-            Ok(tungstenite::Message::Close(frame)) => break frame.expect("a close frame"),
-            Ok(_) => continue,
-            Err(err) => panic!("no close frame: {err}"),
-        }
-    };
+    let (close, _) = ws.closed();
     assert_eq!(u16::from(close.code), 1009, "{close:?}");
     // A text frame that is not UTF-8 ends it too, with its own code.
     let mut ws = server.ws("");
@@ -544,15 +549,7 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
         true,
     );
     ws.0.send(tungstenite::Message::Frame(frame)).unwrap();
-    let mut said = None;
-    let close = loop {
-        match ws.0.read() {
-            Ok(tungstenite::Message::Close(frame)) => break frame.expect("a close frame"),
-            Ok(tungstenite::Message::Text(text)) => said = Some(text.to_string()),
-            Ok(_) => continue,
-            Err(err) => panic!("no close frame: {err}"),
-        }
-    };
+    let (close, said) = ws.closed();
     assert_eq!(u16::from(close.code), 1007, "{close:?}");
     assert!(said.is_some_and(|text| text.contains("INVALID_UTF8")));
 
@@ -1250,13 +1247,7 @@ fn dropped_clients_and_idle_sessions_leak_nothing_and_shutdown_records_the_rest(
     std::thread::sleep(Duration::from_millis(500));
     let stopping = Instant::now();
     assert!(server.terminate().success());
-    let close = loop {
-        match watcher.0.read() {
-            Ok(tungstenite::Message::Close(frame)) => break frame.expect("a close frame"),
-            Ok(_) => continue,
-            Err(err) => panic!("no close frame: {err}"),
-        }
-    };
+    let (close, _) = watcher.closed();
     assert_eq!(u16::from(close.code), 1001, "{close:?}");
     assert_eq!(close.reason.as_str(), "the server is shutting down");
     assert!(

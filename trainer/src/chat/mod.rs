@@ -29,7 +29,7 @@ use forge_runtime::episode::{Action, Policy};
 use forge_runtime::schema::ToolSpec;
 use forge_runtime::trajectory::{ChatMessage, Role};
 use serde_json::{Value, json};
-use template::{THINK_CLOSE, THINK_OPEN, empty_thought};
+use template::{THINK_CLOSE, THINK_OPEN, empty_thought, rest_of_turn};
 
 /// What Llama 3.1 and later write before a call.
 const PYTHON_TAG: &str = "<|python_tag|>";
@@ -187,10 +187,17 @@ pub fn render_replies(
                     .and_then(|before| assistants.checked_sub(before))
                     .and_then(|at| replies.get(at));
                 assistants += 1;
-                match own {
-                    Some(reply) => ("assistant", reply.clone()),
-                    None => ("assistant", assistant_text(message)),
+                if let Some(reply) = own {
+                    // As it was prompted: after the empty reasoning its
+                    // prompt ended in, with thinking off.
+                    out.push(reply_opening());
+                    if style.thinking == Thinking::Off {
+                        out.push(empty_thought());
+                    }
+                    out.push(rest_of_turn(reply));
+                    continue;
                 }
+                ("assistant", assistant_text(message))
             }
         };
         out.push(turn(role, &content));
@@ -523,46 +530,65 @@ mod tests {
 
     #[test]
     fn earlier_turns_reasoning_stays_in_context() {
-        let tokenizer = ModelTokenizer::byte_level();
-        let said = |text: &str| completion(text).encode(&tokenizer).unwrap();
-        let thought = "<think>\nThe user wants lamp 3; get_lamp tells.\n</think>\n\n";
-        let call = "<tool_call>{\"name\": \"get_lamp\", \"arguments\": {\"lamp\": 3}}</tool_call>";
-        let mut generator = Prompted {
-            replies: vec![said(&format!("{thought}{call}")), said("Lamp 3 is on.")],
-            prompts: Vec::new(),
-        };
-        let mut policy = ModelPolicy::with_generator(
-            Box::new(&mut generator),
-            &tokenizer,
-            PromptStyle::for_service("Lamps."),
-            Sampling::greedy(),
-        );
-        // A history the task recorded comes first: rendered from its messages.
-        let mut transcript = vec![
-            ChatMessage::user("Hi"),
-            ChatMessage::assistant("Hello!"),
-            ChatMessage::user("Is lamp 3 on?"),
+        // Qwen3's: with thinking off, prompts hold an empty reasoning.
+        let control = [
+            "<|endoftext|>",
+            "<|im_start|>",
+            "<|im_end|>",
+            THINK_OPEN,
+            THINK_CLOSE,
         ];
-        let Action::Call(call_made) = policy.act(&transcript, &[]).unwrap() else {
-            panic!("a call");
-        };
-        transcript.push(ChatMessage::assistant_call(ChatToolCall {
-            id: "call_0".into(),
-            kind: "function".into(),
-            function: ChatFunction {
-                name: call_made.name.clone(),
-                arguments: call_made.arguments.to_string(),
-            },
-        }));
-        transcript.push(ChatMessage::tool("call_0", "{\"on\": true}"));
-        policy.act(&transcript, &[]).unwrap();
-        drop(policy);
-        let second = tokenizer.decode(&generator.prompts[1]).unwrap();
-        assert!(second.contains("Hello!"), "{second}");
-        // The first turn exactly as the model wrote it, reasoning and all,
-        // so the second prompt goes on from the first prompt and reply.
-        let first_turn = tokenizer.decode(&generator.prompts[0]).unwrap() + thought + call;
-        assert!(second.starts_with(&first_turn), "{second}");
+        let tokenizer = ModelTokenizer::byte_level_with(&control, control[1], control[2]);
+        let said = |text: &str| completion(text).encode(&tokenizer).unwrap();
+        let call = "<tool_call>{\"name\": \"get_lamp\", \"arguments\": {\"lamp\": 3}}</tool_call>";
+        for thinking in [Thinking::On, Thinking::Off] {
+            // With thinking off, the prompt holds the empty reasoning.
+            let thought = match thinking {
+                Thinking::On => "<think>\nThe user wants lamp 3; get_lamp tells.\n</think>\n\n",
+                Thinking::Off => "",
+            };
+            let mut generator = Prompted {
+                replies: vec![said(&format!("{thought}{call}")), said("Lamp 3 is on.")],
+                prompts: Vec::new(),
+            };
+            let style = PromptStyle {
+                thinking,
+                ..PromptStyle::for_service("Lamps.")
+            };
+            let mut policy = ModelPolicy::with_generator(
+                Box::new(&mut generator),
+                &tokenizer,
+                style,
+                Sampling::greedy(),
+            );
+            // A history the task recorded comes first: rendered from its messages.
+            let mut transcript = vec![
+                ChatMessage::user("Hi"),
+                ChatMessage::assistant("Hello!"),
+                ChatMessage::user("Is lamp 3 on?"),
+            ];
+            let Action::Call(call_made) = policy.act(&transcript, &[]).unwrap() else {
+                panic!("a call");
+            };
+            transcript.push(ChatMessage::assistant_call(ChatToolCall {
+                id: "call_0".into(),
+                kind: "function".into(),
+                function: ChatFunction {
+                    name: call_made.name.clone(),
+                    arguments: call_made.arguments.to_string(),
+                },
+            }));
+            transcript.push(ChatMessage::tool("call_0", "{\"on\": true}"));
+            policy.act(&transcript, &[]).unwrap();
+            drop(policy);
+            let second = tokenizer.decode(&generator.prompts[1]).unwrap();
+            assert!(second.contains("Hello!"), "{second}");
+            // The first turn exactly as the model wrote it, reasoning and
+            // all, so the second prompt goes on from the first prompt and
+            // reply.
+            let first_turn = tokenizer.decode(&generator.prompts[0]).unwrap() + thought + call;
+            assert!(second.starts_with(&first_turn), "{thinking:?}: {second}");
+        }
     }
 
     #[test]

@@ -384,8 +384,14 @@ pub fn beginning() -> ChatText {
 
 /// One turn: `role`'s `content`, closed.
 pub fn turn(role: &str, content: &str) -> ChatText {
+    let mut turn = ChatText::default().with(Piece::Header(role.to_owned()));
+    turn.push(rest_of_turn(content));
+    turn
+}
+
+/// A turn after its header: `content`, closed.
+pub fn rest_of_turn(content: &str) -> ChatText {
     ChatText::default()
-        .with(Piece::Header(role.to_owned()))
         .with(Piece::Content(content.to_owned()))
         .with(Piece::EndOfTurn)
         .with(Piece::AfterTurn)

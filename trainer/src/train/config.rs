@@ -235,8 +235,8 @@ pub struct RlSection {
     /// Gradient steps on each batch of rollouts (the ratio moves from 1
     /// after the first, which is what the clip bounds).
     pub updates_per_batch: usize,
-    /// Drop tasks whose valid rollouts all succeed or all fail, refilling
-    /// the batch from the queue.
+    /// Drop tasks whose valid rollouts all earn the same reward (all succeed
+    /// or all fail), refilling the batch from the queue.
     pub dynamic_sampling: bool,
     /// Drop rollouts in which the simulated user gave wrong or missing
     /// information (MEU masking) from advantages and loss.
@@ -485,7 +485,29 @@ impl Default for EvalSection {
     }
 }
 
+/// AdamW's epsilon in runs saved before `optim.epsilon` was a setting:
+/// burn's default, which they trained with.
+const PRE_SETTING_EPSILON: f64 = 1e-5;
+
 impl TrainConfig {
+    /// A run's saved config (its `config.toml`, or a checkpoint's copy).
+    /// A setting added since the run was saved takes the value the run
+    /// trained with, not today's default: resumed under the new default,
+    /// it would continue otherwise than it began.
+    pub fn from_saved(text: &str) -> Result<Self, toml::de::Error> {
+        let mut table: toml::Table = toml::from_str(text)?;
+        if let Some(optim) = table
+            .entry("optim")
+            .or_insert_with(|| toml::Table::new().into())
+            .as_table_mut()
+        {
+            optim
+                .entry("epsilon")
+                .or_insert(toml::Value::Float(PRE_SETTING_EPSILON));
+        }
+        toml::Value::Table(table).try_into()
+    }
+
     /// The CPU smoke run: the tiny model, short prompts, minutes on two cores.
     pub fn smoke() -> Self {
         Self {
@@ -704,6 +726,19 @@ mod tests {
         assert!((optim.lr_at(1.0, 11, 12) - 0.1).abs() < 1e-12);
         assert!(optim.lr_at(1.0, 10, 12) > 0.1);
         assert!(optim.lr_at(1.0, 7, 12) < 1.0 && optim.lr_at(1.0, 7, 12) > 0.1);
+    }
+
+    #[test]
+    fn a_saved_config_from_before_a_setting_keeps_what_the_run_trained_with() {
+        let saved = toml::to_string(&TrainConfig::smoke()).unwrap();
+        let mut old: toml::Table = toml::from_str(&saved).unwrap();
+        old["optim"].as_table_mut().unwrap().remove("epsilon");
+        let old = TrainConfig::from_saved(&toml::to_string(&old).unwrap()).unwrap();
+        assert_eq!(old.optim.epsilon, 1e-5);
+        assert_eq!(
+            TrainConfig::from_saved(&saved).unwrap(),
+            TrainConfig::smoke()
+        );
     }
 
     #[test]

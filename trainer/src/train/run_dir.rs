@@ -226,8 +226,8 @@ pub(super) fn check_config(checkpoint: &Path, config: &TrainConfig) -> Result<()
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(err) => return Err(err).with_context(|| format!("reading {}", path.display())),
     };
-    let saved: TrainConfig =
-        toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let saved =
+        TrainConfig::from_saved(&text).with_context(|| format!("parsing {}", path.display()))?;
     let changes = changed_settings(&saved, config)?;
     if changes.is_empty() {
         return Ok(());
