@@ -57,8 +57,9 @@ impl Judge for ModelJudge<'_> {
 /// Answers a judge may give before its reply is taken as unreadable.
 const JUDGE_ATTEMPTS: usize = 3;
 
-/// Asks `messages` of the model and reads its reply with `read`; a reply
-/// that does not read (prose, a result missing) is answered with what is
+/// Asks `messages` of the model and reads its reply with `read` (whose
+/// error says what is wrong with it, without quoting it); a reply that
+/// does not read (prose, a result missing) is answered with what is
 /// wrong with it and asked again, up to [`JUDGE_ATTEMPTS`] answers in all:
 /// one slip of a judge's format would otherwise stop a whole evaluation.
 fn ask_until_read<T>(
@@ -71,19 +72,12 @@ fn ask_until_read<T>(
         match read(&reply) {
             Ok(read) => return Ok(read),
             Err(err) if attempt == JUDGE_ATTEMPTS => {
-                return Err(err.context(format!("{JUDGE_ATTEMPTS} answers, none readable")));
+                bail!("{JUDGE_ATTEMPTS} answers, none readable: {err:#}; the last: {reply}");
             }
             Err(err) => {
-                // The problem without the reply it quotes, which the model
-                // has just written.
-                let error = err.to_string();
-                let problem = error
-                    .strip_suffix(reply.as_str())
-                    .map_or(error.as_str(), |said| said.trim_end_matches([':', ' ']))
-                    .to_owned();
                 messages.push(Message::assistant(reply));
                 messages.push(Message::user(format!(
-                    "That answer could not be read: {problem}. Reply again with the JSON object \
+                    "That answer could not be read: {err:#}. Reply again with the JSON object \
                      alone, as asked."
                 )));
             }
@@ -127,14 +121,12 @@ pub fn user_misinformation(
 /// The reason of an `unreliable` verdict, `None` for a reliable user.
 fn user_verdict(reply: &str) -> Result<Option<String>> {
     let Some(answer) = extract_json(reply) else {
-        bail!("the masking judge's reply is not JSON: {reply}");
+        bail!("the masking judge's reply is not JSON");
     };
     let unreliable = answer
         .get("unreliable")
         .and_then(boolean)
-        .with_context(|| {
-            format!("the masking judge's reply has no boolean `unreliable`: {reply}")
-        })?;
+        .context("the masking judge's reply has no boolean `unreliable`")?;
     Ok(unreliable.then(|| {
         answer
             .get("reasoning")
@@ -179,15 +171,15 @@ fn line(message: &ChatMessage) -> Option<String> {
 /// The judge's `metExpectation`s, one per assertion.
 fn verdicts(reply: &str, expected: usize) -> Result<Vec<bool>> {
     let Some(answer) = extract_json(reply) else {
-        bail!("the judge's reply is not JSON: {reply}");
+        bail!("the judge's reply is not JSON");
     };
     let results = answer
         .get("results")
         .and_then(Value::as_array)
-        .with_context(|| format!("the judge's reply has no `results` list: {reply}"))?;
+        .context("the judge's reply has no `results` list")?;
     if results.len() != expected {
         bail!(
-            "the judge graded {} outcomes, not the {expected} it was given: {reply}",
+            "the judge graded {} outcomes, not the {expected} it was given",
             results.len()
         );
     }
@@ -199,7 +191,7 @@ fn verdicts(reply: &str, expected: usize) -> Result<Vec<bool>> {
                 .get("metExpectation")
                 .and_then(boolean)
                 .with_context(|| {
-                    format!("the judge's result {index} has no boolean `metExpectation`: {reply}")
+                    format!("the judge's result {index} has no boolean `metExpectation`")
                 })
         })
         .collect()

@@ -477,13 +477,7 @@ fn first_line(file: &mut File, complete: u64) -> std::io::Result<Option<Vec<u8>>
     file.seek(SeekFrom::Start(0))?;
     let lines = BufReader::new(Read::take(&mut *file, complete)).split(b'\n');
     for (index, line) in lines.enumerate() {
-        let line = line?;
-        let line = if index == 0 {
-            bom::strip_bytes(&line)
-        } else {
-            &line
-        };
-        if !line.trim_ascii().is_empty() {
+        if let Some(line) = unblank(&line?, index == 0) {
             return Ok(Some(line.to_vec()));
         }
     }
@@ -500,17 +494,22 @@ fn last_line(file: &mut File, complete: u64) -> std::io::Result<Option<Vec<u8>>>
         let mut line = vec![0; (end - 1 - start) as usize];
         file.seek(SeekFrom::Start(start))?;
         file.read_exact(&mut line)?;
-        let line = if start == 0 {
-            bom::strip_bytes(&line)
-        } else {
-            &line
-        };
-        if !line.trim_ascii().is_empty() {
+        if let Some(line) = unblank(&line, start == 0) {
             return Ok(Some(line.to_vec()));
         }
         end = start;
     }
     Ok(None)
+}
+
+/// `line` without the byte-order mark a file may begin with (where it
+/// begins the file), or `None` where it is blank.
+fn unblank(line: &[u8], begins_the_file: bool) -> Option<&[u8]> {
+    let line = match begins_the_file {
+        true => bom::strip_bytes(line),
+        false => line,
+    };
+    (!line.trim_ascii().is_empty()).then_some(line)
 }
 
 /// Where the line that `end` lies in begins: just past the last newline

@@ -86,25 +86,23 @@ pub fn run(mut args: RunArgs) -> Result<ExitCode> {
             drop(writer);
             let _ = std::fs::remove_file(path);
         }
-        if records.is_empty() {
-            if interrupted {
-                progress.finish_and_clear();
-                eprintln!("stopped before any episode finished");
-                return Ok(ExitCode::from(shutdown::INTERRUPTED));
-            }
+        if records.is_empty() && !interrupted {
             return Err(err);
         }
-        if !args.json {
+        progress.finish_and_clear();
+        if !args.json && !records.is_empty() {
             // The finished episodes' table, which the error would otherwise
             // lose (`--json` printed their lines already); no summary, whose
             // rates and pass^k would read as the whole run's.
-            progress.finish_and_clear();
             println!("{}", episodes_table(&records));
         }
-        let stopped = format!("stopped after {} of {total} episodes", records.len());
-        let stopped = match &args.out {
-            Some(path) => format!("{stopped}, which {} keeps", path.display()),
-            None => stopped,
+        let stopped = match (records.len(), &args.out) {
+            (0, _) => "stopped before any episode finished".to_owned(),
+            (kept, Some(path)) => format!(
+                "stopped after {kept} of {total} episodes, which {} keeps",
+                path.display()
+            ),
+            (kept, None) => format!("stopped after {kept} of {total} episodes"),
         };
         if interrupted {
             eprintln!("{stopped}");

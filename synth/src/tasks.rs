@@ -64,15 +64,17 @@ struct Session<'a> {
     outputs: Vec<String>,
     /// What answers each output, in the same order.
     questions: Vec<Question>,
-    /// Requirements kept so far.
-    kept: usize,
+    /// The state before the task and after each requirement kept: the
+    /// states an agent may read in, whichever order it takes.
+    settled: Vec<State>,
 }
 
 /// A question of the user's, by the read that answers it.
 struct Question {
     call: ToolCall,
     reading: Reading,
-    /// Requirements kept before it: the states from there on follow it.
+    /// Requirements kept before it: the settled states past that many
+    /// follow it.
     after: usize,
 }
 
@@ -302,7 +304,7 @@ impl<'a> Session<'a> {
     fn ask(&mut self, question: &str, answer: String, call: ToolCall, reading: Reading) {
         self.want(&format!("know {question}"));
         self.outputs.push(answer);
-        let after = self.kept;
+        let after = self.settled.len() - 1;
         self.questions.push(Question {
             call,
             reading,
@@ -310,16 +312,16 @@ impl<'a> Session<'a> {
         });
     }
 
-    /// Whether every question has the same answer in each of `states`
-    /// (the state before the task, then after each requirement kept): the
-    /// instruction does not say whether a question is asked before or
+    /// Whether every question has the same answer in each settled state
+    /// and the state now: the instruction does not say whether a question is asked before or
     /// after a write, so an answer a write changes would fail an agent that
     /// reads in another order than the gold one (checks the fines, then
     /// pays them). A read may fail in the states before its question (of a
     /// record the task creates first), never in those after it (of one a
     /// later requirement deletes).
-    fn answers_hold(&mut self, states: &[State]) -> bool {
+    fn answers_hold(&mut self) -> bool {
         let instance = &mut self.instance;
+        let states: Vec<&State> = self.settled.iter().chain([&self.state]).collect();
         self.questions
             .iter()
             .zip(&self.outputs)
@@ -530,7 +532,7 @@ impl<'a> TaskGenerator<'a> {
             sentences: Vec::new(),
             outputs: Vec::new(),
             questions: Vec::new(),
-            kept: 0,
+            settled: vec![self.initial.clone()],
         };
         let wanted = match rng.random_range(0..100) {
             0..20 => 1,
@@ -543,9 +545,6 @@ impl<'a> TaskGenerator<'a> {
         let wanted = wanted.min(self.max_requirements);
         let mut used_tools = Vec::new();
         let mut attempts = 0;
-        // The state before the task and after each requirement kept: the
-        // states an agent may read in, whichever order it takes.
-        let mut between = vec![self.initial.clone()];
         while session.sentences.len() < wanted && attempts < 12 {
             attempts += 1;
             let checkpoint = session.checkpoint();
@@ -558,15 +557,12 @@ impl<'a> TaskGenerator<'a> {
             // A question whose answer the instruction now states (given
             // with this requirement or an earlier one) could be answered by
             // echoing it, without a call.
-            let leaks =
-                |session: &Session<'_>| session.outputs.iter().any(|output| session.states(output));
-            between.push(session.state.clone());
-            if done.is_none() || leaks(&session) || !session.answers_hold(&between) {
-                between.pop();
+            let leaks = || session.outputs.iter().any(|output| session.states(output));
+            if done.is_none() || leaks() || !session.answers_hold() {
                 session.restore(checkpoint);
                 used_tools.truncate(used);
             } else {
-                session.kept += 1;
+                session.settled.push(session.state.clone());
             }
         }
         if session.sentences.is_empty() {

@@ -89,6 +89,19 @@ pub fn assert_refused(output: &Output, said: &str) {
     assert!(message.contains(said), "{said:?} not said in: {message}");
 }
 
+/// Asserts that `forge replay` proves the episodes of `file` byte-identical
+/// on the environment bundle `env`.
+#[track_caller]
+pub fn assert_replays(file: &Path, env: &Path) {
+    let output = forge(&[
+        "replay",
+        file.to_str().unwrap(),
+        "--env",
+        env.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
 /// The JSON lines of `--json` output.
 pub fn json_lines(output: &Output) -> Vec<serde_json::Value> {
     stdout(output)

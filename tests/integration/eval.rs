@@ -1,7 +1,9 @@
 //! `forge eval` and remote models (policy and user) against a loopback stub
 //! of an OpenAI-compatible endpoint.
 
-use crate::common::{assert_refused, export_example, forge, json_lines, stderr, stdout};
+use crate::common::{
+    assert_refused, assert_replays, export_example, forge, json_lines, stderr, stdout,
+};
 use crate::llm_stub::{StubServer, completion};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -115,13 +117,7 @@ fn a_run_stopped_by_ctrl_c_keeps_the_episodes_it_finished() {
         "{}",
         stderr(&output)
     );
-    let replay = forge(&[
-        "replay",
-        out.to_str().unwrap(),
-        "--env",
-        bundle.to_str().unwrap(),
-    ]);
-    assert!(replay.status.success(), "{}", stderr(&replay));
+    assert_replays(&out, &bundle);
 }
 
 #[test]

@@ -2,8 +2,8 @@
 //! OpenEnv's HTTP and WebSocket API and MCP, as remote agents drive it.
 
 use crate::common::{
-    assert_refused, export_example, forge, forge_cache_dir, forge_command, guest_component, stderr,
-    stdout,
+    assert_refused, assert_replays, export_example, forge, forge_cache_dir, forge_command,
+    guest_component, stderr, stdout,
 };
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -1270,13 +1270,7 @@ fn dropped_clients_and_idle_sessions_leak_nothing_and_shutdown_records_the_rest(
     let last = records.last().unwrap();
     assert_eq!(last["task_id"], "shop-04");
     assert_eq!(last["steps"].as_array().unwrap().len(), 1);
-    let replay = forge(&[
-        "replay",
-        trajectories.to_str().unwrap(),
-        "--env",
-        example.to_str().unwrap(),
-    ]);
-    assert!(replay.status.success(), "{}", stderr(&replay));
+    assert_replays(&trajectories, &example);
 }
 
 /// Connections let in up to `--max-sessions` all open their sessions however

@@ -4,8 +4,8 @@
 //! model, and the prepared GPU run's script works (on a tiny model).
 
 use crate::common::{
-    assert_refused, export_example, forge, forge_cache_dir, forge_command, forget_hashes,
-    json_lines, stderr, stdout,
+    assert_refused, assert_replays, export_example, forge, forge_cache_dir, forge_command,
+    forget_hashes, json_lines, stderr, stdout,
 };
 use crate::llm_stub::{StubServer, completion};
 use serde_json::{Value, json};
@@ -187,13 +187,7 @@ fn the_smoke_run_trains_sft_then_erpo_on_the_cpu() {
     // An evaluation's episodes replay byte-identically on the run's bundle;
     // on another environment the error says which one to name.
     let evaluated = run.join(format!("episodes/eval-step-{steps:06}.jsonl"));
-    let output = forge(&[
-        "replay",
-        evaluated.to_str().unwrap(),
-        "--env",
-        run.join("envs/lamps").to_str().unwrap(),
-    ]);
-    assert!(output.status.success(), "{}", stderr(&output));
+    assert_replays(&evaluated, &run.join("envs/lamps"));
     let output = forge(&["replay", evaluated.to_str().unwrap()]);
     assert_refused(&output, "naming the `lamps` bundle");
 
@@ -1494,13 +1488,7 @@ fn a_dialogue_that_outgrows_the_model_context_ends_there_and_replays() {
     let bundle = export_example(dir.path());
     let replays = |run: &Path| {
         let episodes = run.join("episodes/rl-step-000001.jsonl");
-        let output = forge(&[
-            "replay",
-            episodes.to_str().unwrap(),
-            "--env",
-            bundle.to_str().unwrap(),
-        ]);
-        assert!(output.status.success(), "{}", stderr(&output));
+        assert_replays(&episodes, &bundle);
     };
     // The prompts the tiny model reads when its context is unbounded.
     let run = short_rl_run(dir.path(), "unbounded", &bundle, "");

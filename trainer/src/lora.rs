@@ -106,13 +106,10 @@ impl Lora {
     /// learns nothing a full-rank one would not, yet its adapters' memory
     /// (and the optimizer's) grows with the rank without bound.
     pub fn check_fits(&self, config: &LlamaConfig) -> Result<(), String> {
-        let narrowest = tensor_names(config)
+        let narrowest = self
+            .adapted(config)
             .into_iter()
-            .filter_map(|(name, shape)| {
-                let target = name.strip_suffix(".weight")?.rsplit('.').next()?;
-                let side = *shape.iter().min()?;
-                (self.adapts(target) && shape.len() == 2).then(|| (side, target.to_owned()))
-            })
+            .map(|(_, target, [out, input])| (out.min(input), target))
             .min();
         match narrowest {
             Some((side, target)) if self.rank > side => Err(format!(
@@ -132,21 +129,31 @@ impl Lora {
     /// in the order of the model's projections: `…lora_A.weight` `[rank, in]`,
     /// then `…lora_B.weight` `[out, rank]`.
     pub fn tensor_names(&self, config: &LlamaConfig) -> Vec<(String, Vec<usize>)> {
+        self.adapted(config)
+            .into_iter()
+            .flat_map(|(projection, _, [out, input])| {
+                let peft = |part: &str| format!("base_model.model.{projection}.{part}.weight");
+                [
+                    (peft("lora_A"), vec![self.rank, input]),
+                    (peft("lora_B"), vec![out, self.rank]),
+                ]
+            })
+            .collect()
+    }
+
+    /// Each projection of a model of `config` that these adapters adapt,
+    /// in the model's order: its name (less `.weight`), its target
+    /// (`q_proj`, …) and its shape `[out, in]`.
+    fn adapted(&self, config: &LlamaConfig) -> Vec<(String, String, [usize; 2])> {
         tensor_names(config)
             .into_iter()
             .filter_map(|(name, shape)| {
                 let projection = name.strip_suffix(".weight")?;
                 let target = projection.rsplit('.').next()?;
-                self.adapts(target).then(|| {
-                    let peft = |part: &str| format!("base_model.model.{projection}.{part}.weight");
-                    let (out, input) = (shape[0], shape[1]);
-                    [
-                        (peft("lora_A"), vec![self.rank, input]),
-                        (peft("lora_B"), vec![out, self.rank]),
-                    ]
-                })
+                let shape = <[usize; 2]>::try_from(shape).ok()?;
+                self.adapts(target)
+                    .then(|| (projection.to_owned(), target.to_owned(), shape))
             })
-            .flatten()
             .collect()
     }
 
