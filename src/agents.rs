@@ -5,6 +5,7 @@ use crate::commands::train::Device;
 use crate::flags::{
     at_least_one, at_least_one_u64, nucleus_mass, probability, request_timeout, temperature,
 };
+use crate::output;
 use crate::shutdown::Interrupted;
 use crate::tasks::{PlayArgs, TaskSelection};
 use anyhow::{Context, Result, bail};
@@ -497,6 +498,14 @@ impl Agents {
 
     pub fn client(&self) -> Option<&ChatClient> {
         self.client.as_ref()
+    }
+
+    /// Tells of the agent's, user's and judge's endpoints' retries above
+    /// `bar` (see [`output::tell_retries`]).
+    pub fn tell_retries(&self, bar: &indicatif::ProgressBar) {
+        for client in self.client.iter().chain(&self.judge) {
+            output::tell_retries(client, bar);
+        }
     }
 
     /// Everything besides the task and the seed that decides how an episode

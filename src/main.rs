@@ -80,7 +80,8 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // Errors quote what files and endpoints hold.
+            eprintln!("error: {}", output::printable(&format!("{err:#}")));
             ExitCode::FAILURE
         }
     }

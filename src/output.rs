@@ -47,6 +47,20 @@ pub fn progress(len: u64, quiet: bool) -> ProgressBar {
     bar
 }
 
+/// Writes each retry of `client`'s requests above `bar` as a warning: a
+/// rate-limited or failing endpoint otherwise only stalls the bar.
+pub fn tell_retries(client: &forge_llm::ChatClient, bar: &ProgressBar) {
+    let bar = bar.downgrade();
+    client.on_retry(move |retrying| {
+        // The error quotes the endpoint's answer.
+        let warn = || eprintln!("warning: {}", printable(&retrying.to_string()));
+        match bar.upgrade() {
+            Some(bar) => bar.suspend(warn),
+            None => warn(),
+        }
+    });
+}
+
 /// Writes `bar`'s place (`[00:01:30] 12/40 message`, as the bar shows it)
 /// to `out` each time `every` has passed in which it moved, and after
 /// [`STILL_LOGGED`] of them in which it did not, until it is finished or

@@ -38,6 +38,29 @@ pub fn color(index: usize) -> RGBColor {
     COLORS[index % COLORS.len()]
 }
 
+/// Refuses `path` as a file to draw into where it holds something other
+/// than a drawing (a trajectory file, a report mistyped as the plot's
+/// name), which drawing would replace.
+pub fn check_drawable(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        anyhow::bail!("{} is a directory, not a file to draw into", path.display());
+    }
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return Ok(());
+    };
+    let mut start = [0; 256];
+    let read = std::io::Read::read(&mut file, &mut start).unwrap_or(0);
+    let start = String::from_utf8_lossy(&start[..read]);
+    let start = start.trim_start_matches('\u{feff}').trim_start();
+    if read > 0 && !start.starts_with("<svg") && !start.starts_with("<?xml") {
+        anyhow::bail!(
+            "{} exists and is not an SVG drawing: not drawing over it (name another file)",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
 /// Draws `panels` side by side into an SVG file at `path`, each over 0 to
 /// the last point of any curve. The value axes run from 0 (or below,
 /// for negative values) to 1 (or above): successes and rewards read on the

@@ -62,7 +62,7 @@ pub fn episodes_flag() -> std::io::Result<Arc<AtomicBool>> {
 /// A flag that the first Ctrl-C or SIGTERM sets, for synchronous work to
 /// poll at its next safe point; `on_first` runs then (to say what happens
 /// next). A second signal ends the process at once, for when the safe point
-/// is too far off.
+/// is too far off, saying so.
 pub fn flag(on_first: impl FnOnce() + Send + 'static) -> std::io::Result<Arc<AtomicBool>> {
     let flag = Arc::new(AtomicBool::new(false));
     let set = Arc::clone(&flag);
@@ -70,6 +70,7 @@ pub fn flag(on_first: impl FnOnce() + Send + 'static) -> std::io::Result<Arc<Ato
         set.store(true, Ordering::Relaxed);
         on_first();
         runtime.block_on(signal());
+        eprintln!("\nstopped at once: what was under way is not kept");
         std::process::exit(i32::from(INTERRUPTED));
     })?;
     Ok(flag)

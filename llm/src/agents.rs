@@ -73,16 +73,21 @@ impl Policy for RemotePolicy<'_> {
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        for call in &calls {
-            self.pending.push_back(Action::Call(requested_call(call)));
-        }
-        if let Some(action) = self.pending.pop_front() {
-            return Ok(action);
-        }
         let text = reply
             .get("content")
             .and_then(Value::as_str)
             .unwrap_or_default();
+        // What the model wrote beside its calls goes with the first.
+        let mut remark = Some(text.to_owned()).filter(|text| !text.trim().is_empty());
+        for call in &calls {
+            self.pending.push_back(Action::Call {
+                call: requested_call(call),
+                remark: remark.take(),
+            });
+        }
+        if let Some(action) = self.pending.pop_front() {
+            return Ok(action);
+        }
         Ok(Action::Say(text.to_owned()))
     }
 }
@@ -205,6 +210,10 @@ fn text_of(reply: &Value) -> String {
 impl User for RemoteUser<'_> {
     fn open(&mut self, tools: &[ToolSpec]) -> anyhow::Result<String> {
         Ok(text_of(&self.reply(&[], tools)?))
+    }
+
+    fn stops_at_opening(&self, opening: &str) -> bool {
+        ends_dialogue(opening)
     }
 
     fn respond(

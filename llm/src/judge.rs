@@ -146,7 +146,9 @@ fn boolean(value: &Value) -> Option<bool> {
     }
 }
 
-/// One message of the transcript as the judge reads it.
+/// One message of the transcript as the judge reads it: what the speaker
+/// said, or its calls, after any remark it wrote beside them (which the
+/// other side did not see).
 fn line(message: &ChatMessage) -> Option<String> {
     let speaker = match message.role {
         Role::Assistant => "assistant",
@@ -154,17 +156,19 @@ fn line(message: &ChatMessage) -> Option<String> {
         Role::Tool => "tool",
         Role::System => return None,
     };
-    match (&message.content, &message.tool_calls) {
-        (Some(content), _) => Some(format!("{speaker}: {content}")),
-        (None, Some(calls)) => Some(format!(
-            "{speaker}: [calls {}]",
-            calls
-                .iter()
-                .map(|call| format!("{}({})", call.function.name, call.function.arguments))
-                .collect::<Vec<_>>()
-                .join(", ")
+    let calls = message.tool_calls.as_ref().map(|calls| {
+        let calls: Vec<String> = calls
+            .iter()
+            .map(|call| format!("{}({})", call.function.name, call.function.arguments))
+            .collect();
+        format!("{speaker}: [calls {}]", calls.join(", "))
+    });
+    match (&message.content, calls) {
+        (Some(remark), Some(calls)) => Some(format!(
+            "{speaker} (to itself, unseen by the other side): {remark}\n{calls}"
         )),
-        (None, None) => None,
+        (Some(content), None) => Some(format!("{speaker}: {content}")),
+        (None, calls) => calls,
     }
 }
 
@@ -200,6 +204,34 @@ fn verdicts(reply: &str, expected: usize) -> Result<Vec<bool>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_is_read_with_the_remark_beside_it_as_unseen() {
+        use forge_runtime::trajectory::{ChatFunction, ChatToolCall};
+        let call = ChatMessage::assistant_call(ChatToolCall {
+            id: "call_0".into(),
+            kind: "function".into(),
+            function: ChatFunction {
+                name: "get_order".into(),
+                arguments: "{\"id\":1}".into(),
+            },
+        });
+        assert_eq!(
+            line(&call).as_deref(),
+            Some("assistant: [calls get_order({\"id\":1})]")
+        );
+        let remarked = ChatMessage {
+            content: Some("Looking it up.".into()),
+            ..call
+        };
+        assert_eq!(
+            line(&remarked).as_deref(),
+            Some(
+                "assistant (to itself, unseen by the other side): Looking it up.\n\
+                 assistant: [calls get_order({\"id\":1})]"
+            )
+        );
+    }
 
     #[test]
     fn a_user_verdict_is_read_and_a_malformed_one_named() {

@@ -340,6 +340,37 @@ pub struct Usage {
     pub completion_tokens: u64,
 }
 
+/// A failed request about to be tried again, as [`ChatClient::on_retry`]
+/// tells of it: a long wait for a rate-limited endpoint is then seen for
+/// what it is.
+#[derive(Debug)]
+pub struct Retrying<'a> {
+    /// Why the request failed.
+    pub error: &'a ChatError,
+    /// Which retry this is (1 for the first).
+    pub retry: u32,
+    /// The most retries taken ([`ChatConfig::max_retries`]).
+    pub max_retries: u32,
+    /// How long until it is sent again.
+    pub wait: Duration,
+}
+
+impl std::fmt::Display for Retrying<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}; retry {} of {} in {:.1} s",
+            self.error,
+            self.retry,
+            self.max_retries,
+            self.wait.as_secs_f64()
+        )
+    }
+}
+
+/// What [`ChatClient::on_retry`] is given.
+type RetryNotice = Box<dyn Fn(&Retrying) + Send + Sync>;
+
 /// A chat-completion client.
 pub struct ChatClient {
     config: ChatConfig,
@@ -347,6 +378,7 @@ pub struct ChatClient {
     usage: Mutex<Usage>,
     in_flight: Mutex<usize>,
     slot_freed: Condvar,
+    on_retry: Mutex<Option<RetryNotice>>,
 }
 
 impl ChatClient {
@@ -365,7 +397,14 @@ impl ChatClient {
             usage: Mutex::new(Usage::default()),
             in_flight: Mutex::new(0),
             slot_freed: Condvar::new(),
+            on_retry: Mutex::new(None),
         })
+    }
+
+    /// Tells `notice` of every retry from now on, before its wait (instead
+    /// of what it was told before).
+    pub fn on_retry(&self, notice: impl Fn(&Retrying) + Send + Sync + 'static) {
+        *lock(&self.on_retry) = Some(Box::new(notice));
     }
 
     pub fn config(&self) -> &ChatConfig {
@@ -403,8 +442,17 @@ impl ChatClient {
         loop {
             match self.request(messages, tools, sampling) {
                 Err(err) if err.retryable() && retries < self.config.max_retries => {
-                    std::thread::sleep(self.wait_before_retry(&err, retries));
+                    let wait = self.wait_before_retry(&err, retries);
                     retries += 1;
+                    if let Some(notice) = &*lock(&self.on_retry) {
+                        notice(&Retrying {
+                            error: &err,
+                            retry: retries,
+                            max_retries: self.config.max_retries,
+                            wait,
+                        });
+                    }
+                    std::thread::sleep(wait);
                 }
                 // A full context ends an episode rather than failing it:
                 // it is told apart by its own variant.

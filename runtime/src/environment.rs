@@ -75,6 +75,17 @@ impl Environment {
             .load(&bundle.wasm)
             .with_context(|| format!("loading the component of environment `{name}`"))?
             .with_argument_checks(bundle.manifest.check_arguments);
+        if let Some(unknown) = bundle
+            .manifest
+            .ending_tools
+            .iter()
+            .find(|tool| component.tool(Actor::Agent, tool).is_none())
+        {
+            bail!(
+                "environment `{name}`: the manifest's `ending_tools` names `{unknown}`, which is \
+                 none of the agent's tools"
+            );
+        }
         let default_state = State::from_json(&bundle.initial_state)
             .with_context(|| format!("the initial state of environment `{name}` is malformed"))?;
         let mut seen = std::collections::BTreeSet::new();

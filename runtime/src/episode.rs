@@ -17,10 +17,22 @@ use std::borrow::Cow;
 /// What the agent does next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    /// Call a tool.
-    Call(ToolCall),
+    /// Call a tool. `remark` is what the agent wrote beside the call (a
+    /// remote model's text beside its tool calls): it stays in the agent's
+    /// context, and the user never sees it.
+    Call {
+        call: ToolCall,
+        remark: Option<String>,
+    },
     /// Say something to the user.
     Say(String),
+}
+
+impl Action {
+    /// A call of `call` with nothing written beside it.
+    pub fn call(call: ToolCall) -> Self {
+        Self::Call { call, remark: None }
+    }
 }
 
 /// The agent. Local models, remote models, scripted and replaying agents all
@@ -74,6 +86,14 @@ pub trait User {
     /// any other's recorded turns.
     fn played_by(&self) -> Option<UserRef> {
         None
+    }
+
+    /// Whether the user's `opening` ends the dialogue before the agent
+    /// acts (a model user that says it is done as it opens; `false`, the
+    /// default: a scripted user opens with its instruction, which may quote
+    /// the ending for a model to say).
+    fn stops_at_opening(&self, _opening: &str) -> bool {
+        false
     }
 }
 
@@ -144,6 +164,8 @@ pub fn run_episode(
 pub struct Episode {
     instance: ToolInstance,
     sync: bool,
+    /// The agent's tools whose call ends the episode.
+    ending_tools: Vec<String>,
     settings: EpisodeSettings,
     progress: Progress,
     /// Agent actions taken so far.
@@ -161,9 +183,15 @@ impl Episode {
         settings: EpisodeSettings,
     ) -> Result<Self> {
         let opening = user.open(env.component().tools_of(Actor::User))?;
+        let termination = match (user.stops_at_opening(&opening), settings.max_turns) {
+            (true, _) => Some(Termination::UserStop),
+            (false, 0) => Some(Termination::MaxTurns),
+            (false, _) => None,
+        };
         Ok(Self {
             instance: env.component().instance(),
             sync: env.bundle().manifest.sync,
+            ending_tools: env.bundle().manifest.ending_tools.clone(),
             settings,
             progress: Progress {
                 state: task.initial.clone(),
@@ -171,7 +199,7 @@ impl Episode {
                 steps: Vec::new(),
             },
             turn: 0,
-            termination: (settings.max_turns == 0).then_some(Termination::MaxTurns),
+            termination,
             user: user.played_by(),
         })
     }
@@ -227,10 +255,17 @@ impl Episode {
         match action {
             // A call of the user's tools (a replayed record of a policy that
             // acted for both sides) runs as the user's.
-            Action::Call(call) => {
+            Action::Call { call, remark } => {
+                let ends = call.actor == Actor::Agent && self.ending_tools.contains(&call.name);
                 let (instance, sync) = (&mut self.instance, self.sync);
                 self.progress
-                    .call(instance, sync, turn, call, ChatMessage::assistant_call);
+                    .call(instance, sync, turn, call, |call| ChatMessage {
+                        content: remark,
+                        ..ChatMessage::assistant_call(call)
+                    });
+                if ends {
+                    self.termination = Some(Termination::AgentEnded);
+                }
             }
             Action::Say(text) => {
                 self.progress.messages.push(ChatMessage::assistant(text));
@@ -318,7 +353,7 @@ impl Episode {
         } = self.progress;
         let agent_said: Vec<&str> = messages
             .iter()
-            .filter(|message| message.role == Role::Assistant)
+            .filter(|message| message.role == Role::Assistant && message.tool_calls.is_none())
             .filter_map(|message| message.content.as_deref())
             .collect();
         let checks = Checks {
@@ -389,7 +424,7 @@ impl Progress {
         sync: bool,
         turn: usize,
         call: ToolCall,
-        message: fn(ChatToolCall) -> ChatMessage,
+        message: impl FnOnce(ChatToolCall) -> ChatMessage,
     ) {
         let call_id = format!("call_{}", self.steps.len());
         self.messages.push(message(ChatToolCall {

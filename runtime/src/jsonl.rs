@@ -15,6 +15,8 @@ use std::path::Path;
 #[derive(Debug)]
 pub struct Records<T> {
     pub records: Vec<T>,
+    /// The line of the file (from 1) each record is on: blank lines hold none.
+    pub lines: Vec<usize>,
     /// A torn last line (a process killed while writing it), left out.
     pub torn_tail: bool,
 }
@@ -27,9 +29,13 @@ pub fn read<T>(
     what: &str,
     mut parse: impl FnMut(&[u8]) -> Result<T>,
 ) -> Result<Records<T>> {
+    if path.is_dir() {
+        anyhow::bail!("{} is a directory, not a file of records", path.display());
+    }
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut reader = BufReader::new(file);
     let mut records = Vec::new();
+    let mut lines = Vec::new();
     // Bytes, not text: a line that is not UTF-8 is refused by the parser,
     // which names it, rather than by the reader, which cannot.
     let mut line = Vec::new();
@@ -42,6 +48,7 @@ pub fn read<T>(
         if read == 0 {
             return Ok(Records {
                 records,
+                lines,
                 torn_tail: false,
             });
         }
@@ -52,6 +59,7 @@ pub fn read<T>(
         if !line.ends_with(b"\n") && !is_json(&line) {
             return Ok(Records {
                 records,
+                lines,
                 torn_tail: true,
             });
         }
@@ -62,13 +70,14 @@ pub fn read<T>(
             .map_err(within_the_line)
             .with_context(|| format!("{} line {number} is not {what}", path.display()))?;
         records.push(record);
+        lines.push(number);
     }
 }
 
 /// A JSON error placed within its line. The record is the line, so the
 /// parser's "at line 1 column 12" (or "line 2 column 0", past the newline
 /// of a line cut short) would read as a line of the file.
-fn within_the_line(err: anyhow::Error) -> anyhow::Error {
+pub(crate) fn within_the_line(err: anyhow::Error) -> anyhow::Error {
     match err.downcast::<serde_json::Error>() {
         Ok(json) => {
             let text = json.to_string();
@@ -114,6 +123,7 @@ mod tests {
     fn a_torn_last_line_is_left_out_and_a_whole_one_kept() {
         let read = read_text(b"1\n\n2\n3").unwrap();
         assert_eq!((read.records, read.torn_tail), (vec![1, 2, 3], false));
+        assert_eq!(read.lines, [1, 3, 4], "records are placed on their lines");
         let read = read_text(b"1\n2\n[3").unwrap();
         assert_eq!((read.records, read.torn_tail), (vec![1, 2], true));
         let error = format!("{:#}", read_text(b"1\n300").unwrap_err());

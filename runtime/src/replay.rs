@@ -33,7 +33,9 @@ impl std::fmt::Display for Divergence {
 pub fn replay_episode(env: &Environment, record: &EpisodeRecord) -> Result<Option<Divergence>> {
     if record.environment.content_hash != env.content_hash() {
         bail!(
-            "the episode was recorded on environment `{}` with content hash {}, but `{}` has {}",
+            "the episode was recorded on environment `{}` with content hash {}, but `{}` has {}: \
+             another version of it (its tools, rules, initial state, tasks or, for a benchmark \
+             suite, the files read from its data directory differ)",
             record.environment.name,
             record.environment.content_hash,
             env.name(),

@@ -24,13 +24,19 @@ use std::path::{Path, PathBuf};
 /// grows with every field or value its records may hold that the one
 /// before did not know, so that a reader of the older one names the format
 /// it cannot read rather than a field it has never heard of.
-pub const FORMAT: &str = "forge.trajectory/3";
+pub const FORMAT: &str = "forge.trajectory/4";
 
 /// The formats this version reads: its own and those before, whose records
-/// are all records of the third: `forge.trajectory/1` without `user` and
+/// are all records of the fourth: `forge.trajectory/1` without `user` and
 /// the `context_full` termination, `forge.trajectory/2` without model users
-/// named in `user`.
-pub const READABLE: [&str; 3] = ["forge.trajectory/1", "forge.trajectory/2", FORMAT];
+/// named in `user`, `forge.trajectory/3` without text beside an agent's
+/// tool calls and the `agent_ended` termination.
+pub const READABLE: [&str; 4] = [
+    "forge.trajectory/1",
+    "forge.trajectory/2",
+    "forge.trajectory/3",
+    FORMAT,
+];
 
 /// An OpenAI chat message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -143,7 +149,8 @@ pub fn user_view(messages: &[ChatMessage]) -> Vec<ChatMessage> {
                 });
             }
             (Role::User, Some(content), None) => seen.push(ChatMessage::assistant(content)),
-            (Role::Assistant, Some(content), _) => seen.push(ChatMessage::user(content)),
+            // What the agent wrote beside its calls is not said to the user.
+            (Role::Assistant, Some(content), None) => seen.push(ChatMessage::user(content)),
             (Role::Tool, Some(_), _)
                 if message
                     .tool_call_id
@@ -240,6 +247,9 @@ pub enum Termination {
     /// the user): it could not take another turn, so the episode ended and
     /// was judged as it stood.
     ContextFull,
+    /// The agent called one of the environment's ending tools (τ-bench's
+    /// `transfer_to_human_agents`): the episode ended with the call.
+    AgentEnded,
 }
 
 impl Termination {
@@ -250,6 +260,7 @@ impl Termination {
             Self::MaxTurns => "max_turns",
             Self::Closed => "closed",
             Self::ContextFull => "context_full",
+            Self::AgentEnded => "agent_ended",
         }
     }
 }
@@ -535,6 +546,8 @@ fn line_start(file: &mut File, end: u64) -> std::io::Result<u64> {
 #[derive(Debug)]
 pub struct TrajectoryFile {
     pub episodes: Vec<EpisodeRecord>,
+    /// The line of the file each episode is on.
+    pub lines: Vec<usize>,
     /// A torn last line (a process killed while writing it), skipped.
     pub torn_tail: bool,
 }
@@ -545,6 +558,7 @@ pub fn read(path: &Path) -> Result<TrajectoryFile> {
     let read = jsonl::read(path, "a trajectory record", parse_record)?;
     Ok(TrajectoryFile {
         episodes: read.records,
+        lines: read.lines,
         torn_tail: read.torn_tail,
     })
 }
@@ -591,7 +605,11 @@ mod tests {
         };
         let messages = vec![
             ChatMessage::user("my data is off"),
-            ChatMessage::assistant_call(call("call_0")),
+            // What the agent wrote beside its call stays on its side.
+            ChatMessage {
+                content: Some("Let me check your line.".into()),
+                ..ChatMessage::assistant_call(call("call_0"))
+            },
             ChatMessage::tool("call_0", "line L1"),
             ChatMessage::assistant("please toggle your data"),
             ChatMessage::user_call(call("call_1")),
@@ -757,8 +775,8 @@ mod tests {
         assert!(
             error.contains(
                 "line 2 is not a trajectory record: the format is `forge.trajectory/9`; this \
-                 version reads `forge.trajectory/1`, `forge.trajectory/2` and \
-                 `forge.trajectory/3`"
+                 version reads `forge.trajectory/1`, `forge.trajectory/2`, \
+                 `forge.trajectory/3` and `forge.trajectory/4`"
             ),
             "{error}"
         );

@@ -90,16 +90,23 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
     });
     let stopping = app.stopping.clone();
+    let records = hub.records();
     let recorded = tokio::spawn(async move {
         shutdown.await;
-        tracing::info!("shutting down: recording every open episode");
+        match records {
+            true => tracing::info!("shutting down: recording every open episode"),
+            false => tracing::info!("shutting down: ending every open episode"),
+        }
         let _ = stop.send(true);
         tokio::task::spawn_blocking(move || hub.shut_down()).await
     });
     connections::accept(listener, router(app), &options, stopping).await;
     reaper.abort();
     let ended = recorded.await??;
-    tracing::info!(sessions = ended, "shut down; every episode recorded");
+    match records {
+        true => tracing::info!(sessions = ended, "shut down; every episode recorded"),
+        false => tracing::info!(sessions = ended, "shut down"),
+    }
     Ok(())
 }
 
@@ -333,21 +340,61 @@ async fn schema() -> Json<Value> {
 }
 
 async fn openapi() -> Json<Value> {
-    let paths: serde_json::Map<String, Value> = [
-        "/reset",
-        "/step",
-        "/state",
-        "/health",
-        "/healthz",
-        "/metrics",
-        "/metadata",
-        "/schema",
-        "/mcp",
-        "/ws",
-    ]
-    .into_iter()
-    .map(|path| (path.to_owned(), json!({})))
-    .collect();
+    let routes = [
+        ("/reset", "post", "Start an episode (a session) of a task"),
+        (
+            "/step",
+            "post",
+            "Take an action in a session: a tool call or a message to the user",
+        ),
+        (
+            "/state",
+            "get",
+            "A session's episode: its state, messages and steps",
+        ),
+        (
+            "/health",
+            "get",
+            "Whether the server is up (OpenEnv's check)",
+        ),
+        (
+            "/healthz",
+            "get",
+            "Whether the server is up and takes new sessions",
+        ),
+        ("/metrics", "get", "Prometheus metrics"),
+        (
+            "/metadata",
+            "get",
+            "The environments served, their content hashes and task counts",
+        ),
+        (
+            "/schema",
+            "get",
+            "The JSON schemas of actions, observations and states",
+        ),
+        (
+            "/mcp",
+            "post",
+            "A Model Context Protocol message (Streamable HTTP)",
+        ),
+        (
+            "/mcp",
+            "delete",
+            "End the MCP session the Mcp-Session-Id header names",
+        ),
+        ("/ws", "get", "OpenEnv's WebSocket protocol (an upgrade)"),
+    ];
+    let mut paths = serde_json::Map::new();
+    for (path, method, summary) in routes {
+        let operation = json!({"summary": summary, "responses": {"200": {"description": "OK"}}});
+        paths
+            .entry(path)
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+            .expect("a path item is an object")
+            .insert(method.to_owned(), operation);
+    }
     Json(json!({
         "openapi": "3.1.0",
         "info": {"title": "Forge environment API (OpenEnv)", "version": "1.0.0"},
@@ -535,6 +582,7 @@ async fn mcp_post(
     match reply {
         Reply::Accepted => StatusCode::ACCEPTED.into_response(),
         Reply::Response(response) => Json(response).into_response(),
+        Reply::Sessionless(response) => (StatusCode::BAD_REQUEST, Json(response)).into_response(),
         Reply::Opened {
             response,
             session_id,

@@ -33,6 +33,9 @@ pub enum Reply {
     Opened { response: Value, session_id: String },
     /// A notification or a client's response: nothing to answer.
     Accepted,
+    /// The error response to a request that needs a session and named
+    /// none, which MCP's HTTP transport answers with 400.
+    Sessionless(Value),
 }
 
 /// Refuses environments whose own tools would be shadowed by [`MESSAGE_TOOL`].
@@ -82,7 +85,8 @@ pub fn parse_error(hub: &Hub, detail: &str) -> Value {
 /// refused request, as over the other transports.
 pub fn handle(hub: &Hub, session: Option<&str>, open: &OpenRequest, message: &Value) -> Reply {
     let reply = answer(hub, session, open, message);
-    if let Reply::Response(response) | Reply::Opened { response, .. } = &reply
+    if let Reply::Response(response) | Reply::Opened { response, .. } | Reply::Sessionless(response) =
+        &reply
         && let Some(error) = response.get("error")
     {
         hub.metrics().refuse(refusal_kind(error));
@@ -132,23 +136,15 @@ fn answer(hub: &Hub, session: Option<&str>, open: &OpenRequest, message: &Value)
     let params = object.get("params").cloned().unwrap_or_else(|| json!({}));
     // OpenEnv's clients name the session in the parameters.
     let session = session.or_else(|| params.get("session_id").and_then(Value::as_str));
-    let needs_session = |answer: &dyn Fn(&str) -> Value| match session {
-        Some(session) => answer(session),
-        None => error(
-            &id,
-            INVALID_REQUEST,
-            "no session: send `initialize` first (or name a `session_id`)",
-        ),
-    };
-    Reply::Response(match method {
-        "initialize" if session.is_some() => error(
+    Reply::Response(match (method, session) {
+        ("initialize", Some(_)) => error(
             &id,
             INVALID_REQUEST,
             "this session is initialized already; close it (`openenv/session/close`, or DELETE over HTTP) to start another",
         ),
-        "initialize" => return initialize(hub, open, &id, &params),
+        ("initialize", None) => return initialize(hub, open, &id, &params),
         // OpenEnv's `MCPToolClient` makes its session so.
-        "openenv/session/create" => match openenv::open_request(&params) {
+        ("openenv/session/create", _) => match openenv::open_request(&params) {
             Ok(request) => match hub.open(OpenRequest {
                 session_id: None,
                 held: true,
@@ -164,16 +160,23 @@ fn answer(hub: &Hub, session: Option<&str>, open: &OpenRequest, message: &Value)
             ),
             Err(StepError::Refused(err)) => refused(&id, &err),
         },
-        "ping" => success(&id, json!({})),
-        "tools/list" => needs_session(&|session| match hub.tools(session) {
+        ("ping", _) => success(&id, json!({})),
+        ("tools/list", Some(session)) => match hub.tools(session) {
             Ok(tools) => success(&id, json!({ "tools": tool_entries(&tools, "inputSchema") })),
             Err(err) => refused(&id, &err),
-        }),
-        "tools/call" => needs_session(&|session| call(hub, session, &id, &params)),
-        "openenv/session/close" => needs_session(&|session| match hub.close(session) {
+        },
+        ("tools/call", Some(session)) => call(hub, session, &id, &params),
+        ("openenv/session/close", Some(session)) => match hub.close(session) {
             Ok(()) => success(&id, json!({"session_id": session, "closed": true})),
             Err(err) => refused(&id, &err),
-        }),
+        },
+        ("tools/list" | "tools/call" | "openenv/session/close", None) => {
+            return Reply::Sessionless(error(
+                &id,
+                INVALID_REQUEST,
+                "no session: send `initialize` first (or name a `session_id`)",
+            ));
+        }
         _ => error(
             &id,
             METHOD_NOT_FOUND,

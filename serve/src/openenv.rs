@@ -248,7 +248,7 @@ pub fn to_action(tool: &str, arguments: Value) -> Result<Action, StepError> {
                 &Value::Null,
             )]));
         }
-        return Ok(Action::Call(call));
+        return Ok(Action::call(call));
     }
     match arguments.get("message").and_then(Value::as_str) {
         Some(text) => Ok(Action::Say(text.to_owned())),

@@ -470,7 +470,7 @@ impl Hub {
             };
             session.bucket.take(id)?;
             let known = match &action {
-                Action::Call(call) => Some(
+                Action::Call { call, .. } => Some(
                     session
                         .task
                         .env
@@ -608,6 +608,11 @@ impl Hub {
             self.metrics.sessions.dec();
         }
         idle.len()
+    }
+
+    /// Whether episodes are written (`forge serve --out`).
+    pub fn records(&self) -> bool {
+        self.recorder.is_some()
     }
 
     /// Refuses new sessions and ends every open one (their episodes are

@@ -53,7 +53,7 @@ fn answer(
         };
         let response = match reply {
             Reply::Accepted => continue,
-            Reply::Response(response) => response,
+            Reply::Response(response) | Reply::Sessionless(response) => response,
             Reply::Opened {
                 response,
                 session_id,

@@ -347,7 +347,9 @@ fn ws_frame(hub: &Hub, link: &Link, text: &str) -> Option<(String, Option<String
             .map_err(StepError::Refused),
         Some("mcp") => session().map_err(StepError::Refused).map(|id| {
             let reply = match mcp::handle(hub, Some(&id), &OpenRequest::default(), &data) {
-                Reply::Response(response) | Reply::Opened { response, .. } => response,
+                Reply::Response(response)
+                | Reply::Opened { response, .. }
+                | Reply::Sessionless(response) => response,
                 Reply::Accepted => Value::Null,
             };
             json!({"type": "mcp", "data": reply})

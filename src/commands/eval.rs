@@ -156,6 +156,7 @@ fn evaluate(
     let mut writer = super::append_trajectories(&trajectories)?;
     let total = tasks.len() as u64 * args.trials;
     let progress = output::progress(total, args.json);
+    agents.tell_retries(&progress);
     let episodes = agents.episodes(&args.play, tasks, args.trials)?;
     let pending: Vec<(&PreparedTask, u64)> = episodes
         .iter()

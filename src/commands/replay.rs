@@ -38,7 +38,7 @@ pub struct ReplayArgs {
 /// diverging step otherwise.
 pub fn run(args: ReplayArgs) -> Result<ExitCode> {
     let file = super::read_trajectory_file(&args.file)?;
-    let (episodes, torn_tail) = (file.episodes, file.torn_tail);
+    let (episodes, lines, torn_tail) = (file.episodes, file.lines, file.torn_tail);
     if episodes.is_empty() {
         bail!(
             "{} holds no episode, so there is nothing to replay",
@@ -48,8 +48,7 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
     let sandbox = Sandbox::with_defaults()?;
     let envs = load_all(&args.env, &args.suite, args.data.as_deref(), &sandbox)?;
     let mut diverged = 0;
-    for (index, record) in episodes.iter().enumerate() {
-        let line = index + 1;
+    for (record, &line) in episodes.iter().zip(&lines) {
         let recorded_on = &record.environment;
         // The very environment it was recorded on, else one of its name
         // (whose other version the replay names).
@@ -86,10 +85,11 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
                 "divergence": divergence,
             }));
         } else if let Some(divergence) = &divergence {
-            println!(
+            let said = format!(
                 "line {line} (task {}) diverged: {divergence}",
                 record.task_id
             );
+            println!("{}", output::printable(&said));
         }
         diverged += usize::from(divergence.is_some());
     }

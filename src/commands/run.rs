@@ -58,6 +58,7 @@ pub fn run(mut args: RunArgs) -> Result<ExitCode> {
 
     let total = tasks.len() as u64 * args.trials;
     let progress = output::progress(total, args.json);
+    agents.tell_retries(&progress);
     let mut records = Vec::with_capacity(episodes.len());
     let stop = shutdown::episodes_flag()?;
     // On one thread, records come in the order of `episodes`: by task, then trial.

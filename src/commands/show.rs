@@ -35,14 +35,16 @@ pub struct ShowArgs {
 }
 
 pub fn run(args: ShowArgs) -> Result<ExitCode> {
-    let records = super::read_trajectories(&args.file)?;
+    let file = super::read_trajectory_file(&args.file)?;
+    let (records, lines) = (file.episodes, file.lines);
     let episodes = records.len();
-    if episodes == 0 {
+    let (Some(first), Some(last)) = (lines.first(), lines.last()) else {
         bail!("{} holds no episode to show", args.file.display());
-    }
-    if let Some(line) = args.line.filter(|line| !(1..=episodes).contains(line)) {
+    };
+    if let Some(line) = args.line.filter(|line| !lines.contains(line)) {
         bail!(
-            "--line {line}: {} holds {} (lines 1 to {episodes})",
+            "--line {line}: no episode is on that line of {}, which holds {} (on lines {first} \
+             to {last})",
             args.file.display(),
             output::count(episodes, "episode")
         );
@@ -58,7 +60,11 @@ pub fn run(args: ShowArgs) -> Result<ExitCode> {
         );
     }
     if let Some(line) = args.line {
-        let task = &records[line - 1].task_id;
+        let at = lines
+            .iter()
+            .position(|&at| at == line)
+            .expect("checked above");
+        let task = &records[at].task_id;
         if !args.tasks.is_empty() && !args.tasks.contains(task) {
             bail!(
                 "--line {line} is an episode of task `{task}`, not of --task {}",
@@ -66,22 +72,22 @@ pub fn run(args: ShowArgs) -> Result<ExitCode> {
             );
         }
     }
-    let scores = update_scores(&args.file, episodes);
+    let scores = update_scores(&args.file, &records);
     let most = (!args.full).then_some(SHOWN);
     let shown = records
         .iter()
+        .zip(&lines)
         .enumerate()
-        .map(|(index, record)| (index + 1, record))
-        .filter(|(line, record)| {
-            args.line.is_none_or(|wanted| wanted == *line)
+        .filter(|(_, (record, line))| {
+            args.line.is_none_or(|wanted| wanted == **line)
                 && (args.tasks.is_empty() || args.tasks.contains(&record.task_id))
         });
-    for (position, (line, record)) in shown.enumerate() {
+    for (position, (index, (record, &line))) in shown.enumerate() {
         if position > 0 {
             println!();
         }
         print!("{}", output::printable(&dialogue(line, record, most)));
-        if let Some(score) = scores.as_ref().map(|scores| &scores[line - 1]) {
+        if let Some(score) = scores.as_ref().map(|scores| &scores[index]) {
             print!("{}", entry("update", &update(score)));
         }
     }
@@ -90,23 +96,42 @@ pub fn run(args: ShowArgs) -> Result<ExitCode> {
 
 /// What the update made of each of the `episodes` of the RL step saved in
 /// `file`, where its scores file is beside it; one that cannot be read, or
-/// does not hold a score per episode, is named and left out.
-fn update_scores(file: &Path, episodes: usize) -> Option<Vec<RolloutScore>> {
+/// does not hold a score of each episode's task in turn, is named and left
+/// out.
+fn update_scores(file: &Path, episodes: &[EpisodeRecord]) -> Option<Vec<RolloutScore>> {
     let path = scores::beside(file);
     if !path.exists() {
         return None;
     }
+    let other_task = |scores: &[RolloutScore]| {
+        scores
+            .iter()
+            .zip(episodes)
+            .position(|(score, record)| score.task_id != record.task_id)
+    };
     match scores::read(&path) {
-        Ok(scores) if scores.len() == episodes => Some(scores),
-        Ok(scores) => {
+        Ok(scores) if scores.len() != episodes.len() => {
             eprintln!(
                 "warning: {} holds {} for {}: left out",
                 path.display(),
                 output::count(scores.len(), "score"),
-                output::count(episodes, "episode")
+                output::count(episodes.len(), "episode")
             );
             None
         }
+        Ok(scores) => match other_task(&scores) {
+            None => Some(scores),
+            Some(at) => {
+                eprintln!(
+                    "warning: {}: score {} is of task `{}`, its episode of `{}`: left out",
+                    path.display(),
+                    at + 1,
+                    scores[at].task_id,
+                    episodes[at].task_id
+                );
+                None
+            }
+        },
         Err(err) => {
             eprintln!("warning: {err:#}: left out");
             None
@@ -116,15 +141,16 @@ fn update_scores(file: &Path, episodes: usize) -> Option<Vec<RolloutScore>> {
 
 /// An RL episode's part in its step's update.
 fn update(score: &RolloutScore) -> String {
-    match (score.advantage, score.masked, score.kept) {
+    match (score.advantage, score.masked, score.kept, score.overlong) {
         (Some(advantage), ..) => format!("advantage {advantage:+.3}"),
-        (None, true, _) => {
+        (None, true, ..) => {
             "masked (the user gave wrong or missing information): not trained on".into()
         }
-        (None, false, false) => {
+        (None, false, false, _) => {
             "its task's rollouts all scored alike (dynamic sampling): not trained on".into()
         }
-        (None, false, true) => "masked as overlong (rl.mask_overlong): not trained on".into(),
+        (None, false, true, true) => "masked as overlong (rl.mask_overlong): not trained on".into(),
+        (None, false, true, false) => "not trained on (its score gives no reason)".into(),
     }
 }
 
@@ -151,6 +177,10 @@ fn dialogue(line: usize, record: &EpisodeRecord, most: Option<usize>) -> String 
     for message in &record.messages {
         match (message.role, &message.tool_calls) {
             (Role::Assistant | Role::User, Some(calls)) => {
+                // What the agent wrote beside its calls, which the user did not see.
+                if let Some(remark) = message.content.as_deref().filter(|text| !text.is_empty()) {
+                    out += &entry(speaker(message), &format!("({})", cut(remark)));
+                }
                 for call in calls {
                     let call = ToolCall::new(&call.function.name, call.function.parsed_arguments());
                     out += &entry(speaker(message), &format!("→ {}", cut(&call.to_string())));

@@ -194,6 +194,9 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
     let sandbox = Sandbox::with_defaults()?;
     let compiler = Compiler::new(None)?;
     let progress = output::progress(docs.len() as u64, args.json);
+    if let Some(client) = &client {
+        output::tell_retries(client, &progress);
+    }
     progress.set_message(match (&model, plain.is_empty()) {
         (None, _) => "compiling the generated tools",
         (Some(_), true) => "compiling the tools; then the model rewrites the instructions",
@@ -242,6 +245,9 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
             "domains": reports.len(),
             "rejected": rejected.len(),
             "tasks": tasks,
+            // Per domain: a report whose `tasks` falls short of it ran out
+            // of distinct tasks (see the note without `--json`).
+            "tasks_asked": args.tasks,
             "seconds": seconds,
             "llm_usage": usage,
         }));

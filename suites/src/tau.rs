@@ -10,8 +10,8 @@
 //!
 //! Each table becomes a collection of the initial state, each task a Forge
 //! task named `<split>/<index>` with the reference's gold actions (a
-//! `transfer_to_human_agents` included: it changes nothing) and required
-//! outputs.
+//! `transfer_to_human_agents` included: it changes nothing, and ends the
+//! episode, as the reference's `terminate_tools` do) and required outputs.
 
 use crate::{parse_task, read_json};
 use anyhow::{Context, Result, bail};
@@ -150,6 +150,8 @@ pub fn load(domain: &Domain, data: &Path) -> Result<Bundle> {
             sync: false,
             user_guidelines: None,
             splits,
+            // As the reference's `terminate_tools`.
+            ending_tools: vec!["transfer_to_human_agents".into()],
         },
         wasm: Arc::from(domain.component),
         initial_state: Value::Object(state),

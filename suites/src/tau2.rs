@@ -501,6 +501,8 @@ pub fn load(domain: &Domain, data: &Path) -> Result<Bundle> {
             sync: domain.sync,
             user_guidelines: user_guidelines(data, domain.user_tools)?,
             splits: read_splits(&dir)?,
+            // The reference's agents transfer by a tool and then a message.
+            ending_tools: Vec::new(),
         },
         wasm: Arc::from(domain.component),
         initial_state,

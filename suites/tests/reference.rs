@@ -413,6 +413,36 @@ fn banking_grep_counts_and_ranks_as_the_reference() {
     }
 }
 
+/// τ-bench airline's certificate says its amount as the reference's
+/// f-string does, a string amount without quotes.
+#[test]
+fn a_certificate_says_its_amount_as_python_formats_it() {
+    let sandbox = Sandbox::with_defaults().expect("a sandbox");
+    let bundle = Suite::TauAirline
+        .load(&data_dir())
+        .expect("the suite loads");
+    let env = Environment::load(&sandbox, bundle).expect("every gold action runs");
+    let mut instance = env.component().instance();
+    let initial = &env.tasks()[0].initial;
+    for (amount, said) in [
+        (json!(100), "100"),
+        (json!("100"), "100"),
+        (json!(2.5), "2.5"),
+    ] {
+        let call = forge_runtime::ToolCall::new(
+            "send_certificate".to_owned(),
+            json!({"user_id": "mia_li_3668", "amount": amount}),
+        );
+        let answer = forge_runtime::environment::execute(&mut instance, initial, &call)
+            .observation
+            .content();
+        assert!(
+            answer.ends_with(&format!("with amount {said}.")),
+            "{amount}: {answer}"
+        );
+    }
+}
+
 /// A copy of the retail data in a temporary directory, to break.
 fn retail_copy() -> tempfile::TempDir {
     let copy = tempfile::tempdir().expect("a temporary directory");

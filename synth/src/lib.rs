@@ -462,6 +462,7 @@ fn write_domain(
         sync: false,
         user_guidelines: None,
         splits: Default::default(),
+        ending_tools: Vec::new(),
     };
     let tasks: Vec<Task> = kept.into_iter().map(|generated| generated.task).collect();
     let bundle = Bundle {

@@ -112,14 +112,19 @@ fn replay_proves_a_recorded_run_identical() {
         assert!(stdout(&output).contains("replayed byte-identically"));
     }
     // Records of the earlier formats replay as identical as they were
-    // written: `/2` is `/3` without model users, `/1` names no user.
+    // written: `/3` is `/4` without text beside calls, `/2` is `/3`
+    // without model users, `/1` names no user.
     let path = dir.path().join("gold.jsonl");
     let records: Vec<Value> = std::fs::read_to_string(&path)
         .unwrap()
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
-    for format in ["forge.trajectory/2", "forge.trajectory/1"] {
+    for format in [
+        "forge.trajectory/3",
+        "forge.trajectory/2",
+        "forge.trajectory/1",
+    ] {
         let older: String = records
             .iter()
             .map(|record| {
@@ -1570,10 +1575,44 @@ fn show_prints_episodes_as_dialogues_and_names_what_it_cannot_find() {
     assert!(both.contains("task shop-02 ·") && both.contains("task shop-05 ·"));
     assert_eq!(both.matches("── line").count(), 2);
 
-    assert_refused(&forge(&["show", file, "--line", "29"]), "--line 29: ");
     assert_refused(
         &forge(&["show", file, "--line", "29"]),
-        "holds 28 episodes (lines 1 to 28)",
+        "--line 29: no episode is on that line of ",
+    );
+    assert_refused(
+        &forge(&["show", file, "--line", "29"]),
+        "holds 28 episodes (on lines 1 to 28)",
+    );
+    // Lines are the file's, blank ones included, as replay names them.
+    let spaced = dir.path().join("spaced.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&spaced, text.replacen('\n', "\n\n", 1)).unwrap();
+    let spaced = spaced.to_str().unwrap();
+    let output = forge(&["show", spaced, "--line", "4"]);
+    assert!(
+        stdout(&output).starts_with("── line 4 · task shop-03 ·"),
+        "{}",
+        stdout(&output)
+    );
+    assert_refused(
+        &forge(&["show", spaced, "--line", "2"]),
+        "--line 2: no episode",
+    );
+    let edited = text.replacen(
+        "\"task_id\":\"shop-03\"",
+        "\"task_id\":\"shop-03\\u001b[2J\"",
+        1,
+    );
+    std::fs::write(
+        dir.path().join("spaced.jsonl"),
+        edited.replacen('\n', "\n\n", 1),
+    )
+    .unwrap();
+    let output = forge(&["replay", spaced]);
+    assert!(
+        stderr(&output).contains("line 4 of ") && stderr(&output).contains("shop-03\\u{1b}[2J"),
+        "the file's line, its control characters escaped: {}",
+        stderr(&output)
     );
     assert_refused(
         &forge(&["show", file, "--task", "shop-99"]),

@@ -102,6 +102,15 @@ pub fn assert_replays(file: &Path, env: &Path) {
     assert!(output.status.success(), "{}", stderr(&output));
 }
 
+/// The JSON lines of a file.
+pub fn jsonl(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
 /// The JSON lines of `--json` output.
 pub fn json_lines(output: &Output) -> Vec<serde_json::Value> {
     stdout(output)

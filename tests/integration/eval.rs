@@ -2,7 +2,7 @@
 //! of an OpenAI-compatible endpoint.
 
 use crate::common::{
-    assert_refused, assert_replays, export_example, forge, json_lines, stderr, stdout,
+    assert_refused, assert_replays, export_example, forge, json_lines, jsonl, stderr, stdout,
 };
 use crate::llm_stub::{StubServer, completion};
 use serde_json::{Value, json};
@@ -22,8 +22,8 @@ fn gold_by_instruction(bundle: &std::path::Path) -> BTreeMap<String, Value> {
 
 /// A stub agent that knows the gold actions: it calls them one by one (as
 /// OpenAI tool calls, every other one with its arguments as JSON itself,
-/// as some servers send them, rather than a string), then tells the user
-/// the required outputs.
+/// as some servers send them, rather than a string; the first with a
+/// remark beside it), then tells the user the required outputs.
 fn gold_agent(
     tasks: BTreeMap<String, Value>,
 ) -> impl Fn(&Value, usize) -> (u16, String) + Send + 'static {
@@ -51,7 +51,8 @@ fn gold_agent(
                 _ => action["arguments"].clone(),
             };
             let call = json!({"id": format!("x{done}"), "type": "function", "function": {"name": action["name"], "arguments": arguments}});
-            let body = json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [call]}}]});
+            let remark = (done == 0).then_some(REMARK);
+            let body = json!({"choices": [{"message": {"role": "assistant", "content": remark, "tool_calls": [call]}}]});
             return (200, body.to_string());
         }
         let outputs: Vec<&str> = task["required_outputs"]
@@ -63,6 +64,9 @@ fn gold_agent(
         completion(&format!("Done: {}", outputs.join(", ")))
     }
 }
+
+/// What [`gold_agent`] writes beside its first call.
+const REMARK: &str = "Let me look that up.";
 
 /// Ctrl-C lets the episode under way finish and keeps it, starts no
 /// other, and says where the run stopped.
@@ -165,6 +169,27 @@ fn eval_with_a_remote_policy_reports_pass_k_and_resumes() {
     ] {
         assert!(results.join(file).is_file(), "{file}");
     }
+    // The remark beside the first call is kept with it, and the model sees
+    // it again in its next request; the user does not, and it replays.
+    let records = jsonl(&results.join("trajectories.jsonl"));
+    for record in &records {
+        let first_call = record["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|message| message["tool_calls"].is_array())
+            .unwrap();
+        assert_eq!(first_call["content"], REMARK, "{record}");
+    }
+    let requests = server.requests.lock().unwrap().clone();
+    assert!(requests.iter().any(|request| {
+        request["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|message| message["content"] == REMARK && message["tool_calls"].is_array())
+    }));
+    assert_replays(&results.join("trajectories.jsonl"), &bundle);
 
     // Running again resumes: nothing new is asked of the model.
     let before = server.requests.lock().unwrap().len();
@@ -355,11 +380,54 @@ fn a_remote_model_can_play_the_user() {
     );
 }
 
+/// A model user that ends the dialogue as it opens it ends the episode
+/// there: the agent takes no turn.
+#[test]
+fn a_user_that_stops_at_once_ends_the_episode_before_the_agent_acts() {
+    let server = StubServer::start(10, |_, _| completion("###STOP###"));
+    let dir = tempfile::tempdir().unwrap();
+    let trajectory = dir.path().join("t.jsonl");
+    let output = forge(&[
+        "run",
+        "--policy",
+        "openai",
+        "--user",
+        "openai",
+        "--base-url",
+        &server.url,
+        "--model",
+        "stub",
+        "--tasks",
+        "shop-03",
+        "--out",
+        trajectory.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let record = &jsonl(&trajectory)[0];
+    assert_eq!(record["termination"], "user_stop");
+    assert_eq!(record["messages"].as_array().unwrap().len(), 1, "{record}");
+    assert_eq!(server.requests.lock().unwrap().len(), 1, "the user's alone");
+    assert!(
+        forge(&["replay", trajectory.to_str().unwrap()])
+            .status
+            .success()
+    );
+}
+
 #[test]
 fn remote_agents_and_users_sample_as_asked_with_seeds_drawn_from_the_episode() {
-    // Agent and user both say a line and the user then ends the dialogue;
-    // the agent is the one offered tools.
-    let server = StubServer::start(200, |_, _| completion("Fine. ###STOP###"));
+    // The user opens, the agent (the one offered tools) says a line, and
+    // the user then ends the dialogue.
+    let server = StubServer::start(200, |request, _| {
+        match (
+            request.get("tools").is_some(),
+            request["messages"].as_array().unwrap().len(),
+        ) {
+            (true, _) => completion("Fine."),
+            (false, ..=2) => completion("Hello, I need help."),
+            (false, _) => completion("Fine. ###STOP###"),
+        }
+    });
     let dir = tempfile::tempdir().unwrap();
     let sent = |sampling: &[&str], out: &str| -> (Vec<Value>, Vec<Value>) {
         let before = server.requests.lock().unwrap().len();
@@ -551,6 +619,47 @@ fn a_remote_policy_without_an_endpoint_is_a_clear_error() {
     assert_refused(
         &output,
         "`127.0.0.1:8000/v1` is not an http:// or https:// URL with a host",
+    );
+}
+
+/// A failure that may clear is retried, and each retry is told of as it
+/// waits.
+#[test]
+fn a_failing_endpoint_is_retried_and_each_retry_told_of() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = export_example(dir.path());
+    let agent = gold_agent(gold_by_instruction(&bundle));
+    let server = StubServer::start(50, move |request, index| match index {
+        0 => (503, "{\"error\": \"overloaded\"}".to_owned()),
+        _ => agent(request, index),
+    });
+    let output = forge(&[
+        "run",
+        "--env",
+        bundle.to_str().unwrap(),
+        "--policy",
+        "openai",
+        "--base-url",
+        &server.url,
+        "--model",
+        "stub",
+        "--tasks",
+        "shop-01",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(&format!(
+            "warning: {}/chat/completions answered HTTP 503: {{\"error\": \"overloaded\"}}; \
+             retry 1 of 6 in 1.0 s",
+            server.url
+        )),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        stdout(&output).contains("success rate 1/1"),
+        "{}",
+        stdout(&output)
     );
 }
 
@@ -1022,6 +1131,24 @@ fn compare_measures_evaluations_against_a_baseline_task_by_task() {
         text.contains("openai_stub does worse than gold on: shop-02, shop-04, shop-06"),
         "{text}"
     );
+    // The curves are drawn into a new file or over a drawing, never over
+    // anything else (a file of the evaluations compared).
+    let plot = dir.path().join("curves.svg");
+    for _ in 0..2 {
+        let output = forge(&[&["compare", "--plot", plot.to_str().unwrap()][..], &dirs].concat());
+        assert!(output.status.success(), "{}", stderr(&output));
+    }
+    let trajectories = gold.join("trajectories.jsonl");
+    let kept = std::fs::read(&trajectories).unwrap();
+    let output = forge(
+        &[
+            &["compare", "--plot", trajectories.to_str().unwrap()][..],
+            &dirs,
+        ]
+        .concat(),
+    );
+    assert_refused(&output, "exists and is not an SVG drawing");
+    assert_eq!(std::fs::read(&trajectories).unwrap(), kept);
 
     // A seed sets evaluations apart too (one directory keeps several
     // seeds' episodes: the report's is compared).

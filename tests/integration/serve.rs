@@ -613,6 +613,11 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
     for path in ["/health", "/metadata", "/schema", "/openapi.json"] {
         assert_eq!(get(&server.url(path)).0, 200, "{path}");
     }
+    // The API description names each route's methods.
+    let (_, api) = get(&server.url("/openapi.json"));
+    for (path, method) in [("/reset", "post"), ("/state", "get"), ("/mcp", "delete")] {
+        assert!(api["paths"][path][method]["summary"].is_string(), "{api}");
+    }
 }
 
 #[test]
@@ -805,6 +810,15 @@ fn mcp_clients_list_and_call_an_episodes_tools() {
         (status, parse["error"]["code"].as_i64()),
         (200, Some(-32700))
     );
+    // A request that needs a session and names none is a bad request.
+    let (status, sessionless) = answer(
+        agent()
+            .post(server.url("/mcp"))
+            .content_type("application/json")
+            .send(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}).to_string()),
+    );
+    assert_eq!(status, 400, "{sessionless}");
+    assert_eq!(sessionless["error"]["code"], -32600, "{sessionless}");
 
     let deleted = agent()
         .delete(server.url("/mcp"))
@@ -823,6 +837,7 @@ fn mcp_clients_list_and_call_an_episodes_tools() {
     for (kind, count) in [
         ("invalid_params", 4),
         ("method_not_found", 1),
+        ("bad_request", 1),
         ("bad_json", 1),
         ("unknown_session", 1),
     ] {

@@ -57,6 +57,44 @@ fn gold_runs_solve_suite_tasks_and_report_pass_k() {
     assert_eq!(summary["pass_hat_k"][1]["value"], 1.0);
 }
 
+/// τ-bench ends an episode at the agent's transfer to a human, judged as
+/// it stands then.
+#[test]
+fn a_transfer_to_a_human_ends_a_tau_bench_episode() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.jsonl");
+    let output = forge(&[
+        "run",
+        "--suite",
+        "tau-bench/retail",
+        "--data",
+        DATA,
+        "--policy",
+        "gold",
+        "--tasks",
+        "test/10",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let episode = &json_lines(&output)[0];
+    assert_eq!(episode["termination"], "agent_ended", "{episode}");
+    assert_eq!(episode["reward"], 1.0, "{episode}");
+    let record: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let last = record["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["role"], "tool", "nothing follows the transfer: {last}");
+    let output = forge(&[
+        "replay",
+        out.to_str().unwrap(),
+        "--suite",
+        "tau-bench/retail",
+        "--data",
+        DATA,
+    ]);
+    assert!(output.status.success(), "{}", stdout(&output));
+}
+
 #[test]
 fn gold_runs_on_a_suite_with_user_tools_are_judged_by_the_tasks_basis() {
     let output = forge(&[

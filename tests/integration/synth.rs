@@ -267,8 +267,10 @@ fn max_requirements_gives_one_call_tasks_for_the_training_doc() {
         doc.to_str().unwrap(),
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
-    let report = &json_lines(&output)[0];
+    let lines = json_lines(&output);
+    let report = &lines[0];
     assert_eq!(report["tasks"], 16);
+    assert_eq!(lines[1]["tasks_asked"], 16, "{}", lines[1]);
     assert_eq!(report["max_tool_calls"], 1);
     assert_eq!(report["gold_success"], 1.0);
     assert_eq!(report["random_success"], 0.0);

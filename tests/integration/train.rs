@@ -5,7 +5,7 @@
 
 use crate::common::{
     assert_refused, assert_replays, export_example, forge, forge_cache_dir, forge_command,
-    forget_hashes, json_lines, stderr, stdout,
+    forget_hashes, json_lines, jsonl, stderr, stdout,
 };
 use crate::llm_stub::{StubServer, completion};
 use serde_json::{Value, json};
@@ -22,15 +22,6 @@ fn train(args: &[&str]) -> std::process::Output {
 fn summary(output: &std::process::Output) -> Value {
     assert!(output.status.success(), "{}", stderr(output));
     json_lines(output).pop().expect("a summary line")
-}
-
-/// The JSON lines of a file.
-fn jsonl(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
 }
 
 /// The share of `episodes` whose first tool call is the task's gold tool.

@@ -91,13 +91,17 @@ impl User for ModelUser<'_> {
         Ok(after_thinking(&text).trim().to_owned())
     }
 
+    fn stops_at_opening(&self, opening: &str) -> bool {
+        ends_dialogue(opening)
+    }
+
     fn respond(
         &mut self,
         transcript: &[ChatMessage],
         tools: &[ToolSpec],
     ) -> anyhow::Result<UserTurn> {
         let text = self.reply(transcript, tools)?;
-        if let (false, Action::Call(call)) = (tools.is_empty(), parse_reply(&text)) {
+        if let (false, Action::Call { call, .. }) = (tools.is_empty(), parse_reply(&text)) {
             return Ok(UserTurn::Call(ToolCall {
                 actor: Actor::User,
                 ..call

@@ -24,7 +24,7 @@ impl GoldPolicy {
             .chunk_by(|a, b| a.actor == b.actor)
             .flat_map(|run| match run[0].actor {
                 Actor::User => vec![Action::Say(request(run))],
-                Actor::Agent => run.iter().cloned().map(Action::Call).collect(),
+                Actor::Agent => run.iter().cloned().map(Action::call).collect(),
             })
             .collect();
         let closing = if task.required_outputs.is_empty() {

@@ -7,6 +7,10 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Map, Value};
 
+/// The deepest schema a random value is drawn for (a recursive `$ref` ends
+/// there, in null).
+const MAX_DEPTH: usize = 16;
+
 /// Makes schema-valid tool calls with seeded random arguments, then says
 /// something random to the user. Strings are drawn from what the episode has
 /// shown so far (the user's words, values in tool results), so its calls can
@@ -30,7 +34,32 @@ impl RandomPolicy {
         (!items.is_empty()).then(|| &items[self.rng.random_range(0..items.len())])
     }
 
-    fn value(&mut self, schema: &Value, pool: &Pool) -> Value {
+    /// A value of `schema`, a part of the tool's parameters `root` (which
+    /// its `$ref`s point into), `depth` schemas down.
+    fn value(&mut self, schema: &Value, root: &Value, depth: usize, pool: &Pool) -> Value {
+        if depth > MAX_DEPTH {
+            return Value::Null;
+        }
+        // τ²-bench's pydantic schemas name their models' (`$ref` into
+        // `$defs`) and optional fields' (`anyOf` with null) types so.
+        if let Some(target) = schema
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|path| root.pointer(path.strip_prefix('#')?))
+        {
+            return self.value(target, root, depth + 1, pool);
+        }
+        if let Some(Value::Array(alternatives)) =
+            schema.get("anyOf").or_else(|| schema.get("oneOf"))
+        {
+            let typed: Vec<&Value> = alternatives
+                .iter()
+                .filter(|alternative| alternative.get("type") != Some(&Value::from("null")))
+                .collect();
+            if let Some(alternative) = self.pick(&typed) {
+                return self.value(alternative, root, depth + 1, pool);
+            }
+        }
         if let Some(Value::Array(choices)) = schema.get("enum")
             && let Some(choice) = self.pick(choices)
         {
@@ -74,15 +103,19 @@ impl RandomPolicy {
                     .max(low);
                 let len = self.rng.random_range(low..=high);
                 let item = schema.get("items").cloned().unwrap_or(Value::Null);
-                Value::Array((0..len).map(|_| self.value(&item, pool)).collect())
+                Value::Array(
+                    (0..len)
+                        .map(|_| self.value(&item, root, depth + 1, pool))
+                        .collect(),
+                )
             }
-            "object" => self.object(schema, pool),
+            "object" => self.object(schema, root, depth, pool),
             "null" => Value::Null,
             _ => Value::String(self.pick(&pool.strings).cloned().unwrap_or_default()),
         }
     }
 
-    fn object(&mut self, schema: &Value, pool: &Pool) -> Value {
+    fn object(&mut self, schema: &Value, root: &Value, depth: usize, pool: &Pool) -> Value {
         let required: Vec<&str> = schema
             .get("required")
             .and_then(Value::as_array)
@@ -94,7 +127,7 @@ impl RandomPolicy {
         if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
             for (name, property) in properties {
                 if required.contains(&name.as_str()) || self.rng.random_bool(0.5) {
-                    let value = self.value(property, pool);
+                    let value = self.value(property, root, depth + 1, pool);
                     object.insert(name.clone(), value);
                 }
             }
@@ -109,8 +142,8 @@ impl Policy for RandomPolicy {
         if self.calls_left > 0 && !tools.is_empty() {
             self.calls_left -= 1;
             let tool = &tools[self.rng.random_range(0..tools.len())];
-            let arguments = self.object(&tool.parameters, &pool);
-            return Ok(Action::Call(ToolCall::new(tool.name.clone(), arguments)));
+            let arguments = self.object(&tool.parameters, &tool.parameters, 0, &pool);
+            return Ok(Action::call(ToolCall::new(tool.name.clone(), arguments)));
         }
         let words: Vec<String> = (0..3)
             .filter_map(|_| self.pick(&pool.strings).cloned())
@@ -169,6 +202,62 @@ impl Pool {
             Value::Array(items) => items.iter().for_each(|item| self.add_value(item)),
             Value::Object(map) => map.values().for_each(|item| self.add_value(item)),
             Value::Null | Value::Bool(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn values_follow_refs_and_alternatives_into_the_schemas_they_name() {
+        let parameters = json!({
+            "type": "object",
+            "properties": {
+                "flights": {"type": "array", "items": {"$ref": "#/$defs/Flight"}},
+                "insurance": {"anyOf": [{"type": "null"}, {"type": "boolean"}]},
+                "next": {"$ref": "#/$defs/Loop"},
+            },
+            "required": ["flights", "insurance", "next"],
+            "$defs": {
+                "Flight": {
+                    "type": "object",
+                    "properties": {"flight_number": {"type": "string"}, "seats": {"type": "integer"}},
+                    "required": ["flight_number", "seats"],
+                },
+                "Loop": {"anyOf": [{"$ref": "#/$defs/Loop"}]},
+            },
+        });
+        let tool = ToolSpec {
+            name: "book".into(),
+            description: String::new(),
+            parameters,
+        };
+        let transcript = [ChatMessage::user("book HAT001 please")];
+        for seed in 0..20 {
+            let Action::Call { call, .. } = RandomPolicy::new(seed)
+                .act(&transcript, std::slice::from_ref(&tool))
+                .unwrap()
+            else {
+                panic!("a call first");
+            };
+            let flights = call.arguments["flights"].as_array().unwrap();
+            assert!(
+                flights
+                    .iter()
+                    .all(|flight| flight["flight_number"].is_string() && flight["seats"].is_i64()),
+                "{}",
+                call.arguments
+            );
+            assert!(
+                call.arguments["insurance"].is_boolean(),
+                "{}",
+                call.arguments
+            );
+            // A schema that names itself ends in null.
+            assert!(call.arguments["next"].is_null(), "{}", call.arguments);
         }
     }
 }

@@ -29,17 +29,23 @@ impl ReplayPolicy {
                 continue;
             }
             match (&message.tool_calls, &message.content) {
-                (Some(calls), _) => {
+                (Some(calls), remark) => {
+                    // What the agent wrote beside its calls went with the first.
+                    let mut remark = remark.clone();
                     for call in calls {
                         let arguments = serde_json::from_str(&call.function.arguments)
                             .with_context(|| {
                                 format!("message {index}: tool call arguments are not JSON")
                             })?;
-                        actions.push_back(Action::Call(ToolCall {
+                        let call = ToolCall {
                             name: call.function.name.clone(),
                             arguments,
                             actor: actors.get(call.id.as_str()).copied().unwrap_or_default(),
-                        }));
+                        };
+                        actions.push_back(Action::Call {
+                            call,
+                            remark: remark.take(),
+                        });
                     }
                 }
                 (None, Some(text)) => actions.push_back(Action::Say(text.clone())),
@@ -90,6 +96,8 @@ pub struct ReplayUser {
     termination: Termination,
     /// Who the record says played the user.
     played_by: Option<UserRef>,
+    /// The record ended as its user opened.
+    stopped_at_opening: bool,
 }
 
 impl ReplayUser {
@@ -117,6 +125,8 @@ impl ReplayUser {
             turns,
             termination: record.termination,
             played_by: record.user.clone(),
+            stopped_at_opening: record.termination == Termination::UserStop
+                && record.messages.len() == 1,
         }
     }
 }
@@ -141,6 +151,10 @@ impl User for ReplayUser {
 
     fn played_by(&self) -> Option<UserRef> {
         self.played_by.clone()
+    }
+
+    fn stops_at_opening(&self, _: &str) -> bool {
+        self.stopped_at_opening
     }
 }
 

@@ -41,6 +41,9 @@ pub struct CompareArgs {
 }
 
 pub fn run(args: CompareArgs) -> Result<ExitCode> {
+    if let Some(path) = &args.plot {
+        plot::check_drawable(path)?;
+    }
     let kinds = args
         .dirs
         .iter()
@@ -112,6 +115,9 @@ enum Kind {
 
 impl Kind {
     fn of(dir: &Path) -> Result<Self> {
+        if !dir.exists() {
+            bail!("{} does not exist", dir.display());
+        }
         if !dir.is_dir() {
             bail!("{} is not a directory", dir.display());
         }

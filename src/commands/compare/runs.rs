@@ -367,7 +367,12 @@ impl Row {
             ),
             logprob_gap_max: maximum(rl.iter().filter_map(|line| line.logprob_gap)),
             grad_norm_max: maximum(steps.iter().filter_map(|line| line.grad_norm)),
-            seconds: run.metrics.iter().filter_map(|line| line.seconds).sum(),
+            // Folded from +0: an empty sum of floats is -0, printed so.
+            seconds: run
+                .metrics
+                .iter()
+                .filter_map(|line| line.seconds)
+                .fold(0.0, |sum, seconds| sum + seconds),
         }
     }
 }

@@ -12,7 +12,7 @@
 use forge_tau_guest::airline::{AIRPORTS, NOW};
 use forge_tau_guest::{
     Data, Kwargs, Num, Tool, calculate, dumps, field, field_mut, list_mut, next_day, num,
-    num_field, set, str_field, think, transfer_to_human_agents, type_name,
+    num_field, py_str, set, str_field, think, transfer_to_human_agents, type_name,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -414,7 +414,8 @@ fn send_certificate(data: &mut Data<'_>, kwargs: &Kwargs) -> Result<String, Stri
                 json!({"source": "certificate", "amount": amount, "id": payment_id}),
             );
             data.put("users", user_id, &user)?;
-            let amount = num(amount).map_or_else(|_| amount.to_string(), Num::to_python_string);
+            // As the reference's f-string shows it: a string without quotes.
+            let amount = num(amount).map_or_else(|_| py_str(amount), Num::to_python_string);
             return Ok(format!(
                 "Certificate {payment_id} added to user {user_id} with amount {amount}."
             ));

@@ -231,23 +231,25 @@ pub fn with_tools(system: &str, listing: ToolListing, tools: &[ToolSpec]) -> Str
     system
 }
 
-/// An assistant message as the model writes it: its text, or its tool calls
-/// in Forge's format. A completion is this followed by the end of the turn.
+/// An assistant message as the model writes it: its text, then its tool
+/// calls in Forge's format. A completion is this followed by the end of the
+/// turn.
 pub fn assistant_text(message: &ChatMessage) -> String {
-    match &message.tool_calls {
-        Some(calls) => calls
-            .iter()
-            .map(|call| {
-                let arguments = call.function.parsed_arguments();
-                format!(
-                    "{CALL_OPEN}{}{CALL_CLOSE}",
-                    json!({"name": call.function.name, "arguments": arguments})
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        None => message.content.clone().unwrap_or_default(),
-    }
+    let calls = message.tool_calls.iter().flatten().map(|call| {
+        let arguments = call.function.parsed_arguments();
+        format!(
+            "{CALL_OPEN}{}{CALL_CLOSE}",
+            json!({"name": call.function.name, "arguments": arguments})
+        )
+    });
+    message
+        .content
+        .iter()
+        .filter(|text| !text.is_empty())
+        .cloned()
+        .chain(calls)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// `name(param, …): description`, required parameters first as the schema lists them.
@@ -259,15 +261,22 @@ fn compact(tool: &ToolSpec) -> String {
     format!("{}({}): {}", tool.name, params.join(", "), tool.description)
 }
 
-/// What the model's reply asks for: a call in Forge's format or in Llama
-/// 3's own, else a message to the user. Reasoning a thinking model writes
-/// first is not part of it.
+/// What the model's reply asks for: a call in Forge's format (with what it
+/// wrote before the call as its remark) or in Llama 3's own, else a message
+/// to the user. Reasoning a thinking model writes first is not part of it.
 pub fn parse_reply(reply: &str) -> Action {
     let reply = after_thinking(reply).trim();
     let Some(start) = reply.find(CALL_OPEN) else {
         return llama3_call(reply).unwrap_or_else(|| Action::Say(reply.to_owned()));
     };
-    let body = &reply[start + CALL_OPEN.len()..];
+    let remark = Some(reply[..start].trim_end().to_owned()).filter(|text| !text.is_empty());
+    let call = call_in(&reply[start + CALL_OPEN.len()..]);
+    Action::Call { call, remark }
+}
+
+/// The call written after [`CALL_OPEN`] in `body`: malformed, a call whose
+/// arguments are the text as written, which the host answers as such.
+fn call_in(body: &str) -> ToolCall {
     let body = body
         .find(CALL_CLOSE)
         .map_or(body, |end| &body[..end])
@@ -288,12 +297,12 @@ pub fn parse_reply(reply: &str) -> Action {
                 Value::String(text) => serde_json::from_str(&text).unwrap_or(Value::String(text)),
                 other => other,
             };
-            Action::Call(ToolCall::new(name, arguments))
+            ToolCall::new(name, arguments)
         }
-        _ => Action::Call(ToolCall::new(
+        _ => ToolCall::new(
             quoted_after(body, "\"name\"").unwrap_or_default(),
             Value::String(body.to_owned()),
-        )),
+        ),
     }
 }
 
@@ -321,7 +330,7 @@ fn llama3_call(reply: &str) -> Option<Action> {
     let arguments = call.get("parameters").or_else(|| call.get("arguments"))?;
     arguments
         .is_object()
-        .then(|| Action::Call(ToolCall::new(name, arguments.clone())))
+        .then(|| Action::call(ToolCall::new(name, arguments.clone())))
 }
 
 /// The string value after `key` in malformed JSON, if one can be read.
@@ -413,7 +422,7 @@ mod tests {
         );
         assert_eq!(
             call,
-            Action::Call(ToolCall::new("get_user", json!({"user_id": "u1"})))
+            Action::call(ToolCall::new("get_user", json!({"user_id": "u1"})))
         );
         let stringly = parse_reply(
             "<tool_call>{\"name\": \"get_user\", \"arguments\": \"{\\\"user_id\\\": \\\"u1\\\"}\"}",
@@ -425,11 +434,15 @@ mod tests {
         match parse_reply(
             "<tool_call>{\"name\": \"get_user\", \"arguments\": {\"user_id\": </tool_call>",
         ) {
-            Action::Call(ToolCall {
-                name,
-                arguments: Value::String(raw),
+            Action::Call {
+                call:
+                    ToolCall {
+                        name,
+                        arguments: Value::String(raw),
+                        ..
+                    },
                 ..
-            }) => {
+            } => {
                 assert_eq!(name, "get_user");
                 assert!(raw.contains("user_id"));
             }
@@ -458,6 +471,28 @@ mod tests {
             parse_reply(&format!("{thought}Hello!")),
             Action::Say("Hello!".into())
         );
+        // What the model wrote before its call is kept as its remark, and
+        // written before the call again.
+        let remarked = parse_reply(
+            "I will look u1 up.\n<tool_call>{\"name\": \"get_user\", \"arguments\": {\"user_id\": \"u1\"}}</tool_call>",
+        );
+        let Action::Call { call: made, remark } = &remarked else {
+            panic!("a call: {remarked:?}");
+        };
+        assert_eq!(remark.as_deref(), Some("I will look u1 up."));
+        assert_eq!(Action::call(made.clone()), call);
+        let message = ChatMessage {
+            content: remark.clone(),
+            ..ChatMessage::assistant_call(ChatToolCall {
+                id: "call_0".into(),
+                kind: "function".into(),
+                function: ChatFunction {
+                    name: made.name.clone(),
+                    arguments: made.arguments.to_string(),
+                },
+            })
+        };
+        assert_eq!(parse_reply(&assistant_text(&message)), remarked);
         assert_eq!(
             parse_reply("<think>Let me call <tool_call>{\"name\": \"drop\""),
             Action::Say(String::new()),
@@ -567,7 +602,10 @@ mod tests {
                 ChatMessage::assistant("Hello!"),
                 ChatMessage::user("Is lamp 3 on?"),
             ];
-            let Action::Call(call_made) = policy.act(&transcript, &[]).unwrap() else {
+            let Action::Call {
+                call: call_made, ..
+            } = policy.act(&transcript, &[]).unwrap()
+            else {
                 panic!("a call");
             };
             transcript.push(ChatMessage::assistant_call(ChatToolCall {
