@@ -18,8 +18,8 @@ use std::borrow::Cow;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// Call a tool. `remark` is what the agent wrote beside the call (a
-    /// remote model's text beside its tool calls): it stays in the agent's
-    /// context, and the user never sees it.
+    /// model's text beside or before it): it stays in the agent's context,
+    /// and the user never sees it.
     Call {
         call: ToolCall,
         remark: Option<String>,

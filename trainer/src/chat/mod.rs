@@ -274,8 +274,9 @@ pub fn parse_reply(reply: &str) -> Action {
     Action::Call { call, remark }
 }
 
-/// The call written after [`CALL_OPEN`] in `body`: malformed, a call whose
-/// arguments are the text as written, which the host answers as such.
+/// The call `body` writes (what follows [`CALL_OPEN`], up to
+/// [`CALL_CLOSE`]); a malformed one is a call whose arguments are its text
+/// as written, which the host answers as such.
 fn call_in(body: &str) -> ToolCall {
     let body = body
         .find(CALL_CLOSE)
