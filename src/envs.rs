@@ -24,20 +24,23 @@ pub struct EnvArgs {
 }
 
 impl EnvArgs {
-    pub fn bundle(&self) -> Result<Bundle> {
-        match (&self.env, self.suite, &self.data) {
-            (Some(dir), _, _) => Source::Dir(dir.clone()).read(),
-            (None, Some(suite), Some(data)) => Source::Suite {
-                suite,
-                data: data.clone(),
-            }
-            .read(),
-            _ => Ok(builtin::example_bundle()),
+    pub fn load(&self, sandbox: &Sandbox) -> Result<Environment> {
+        match self.source() {
+            Some(source) => source.load(sandbox, source.read()?),
+            None => Environment::load(sandbox, builtin::example_bundle()),
         }
     }
 
-    pub fn load(&self, sandbox: &Sandbox) -> Result<Environment> {
-        Environment::load(sandbox, self.bundle()?)
+    /// Where the environment comes from (`None`: the built-in example).
+    fn source(&self) -> Option<Source> {
+        match (&self.env, self.suite, &self.data) {
+            (Some(dir), _, _) => Some(Source::Dir(dir.clone())),
+            (None, Some(suite), Some(data)) => Some(Source::Suite {
+                suite,
+                data: data.clone(),
+            }),
+            _ => None,
+        }
     }
 }
 
@@ -58,13 +61,19 @@ pub fn load_all(
             data: data.to_owned(),
         });
     }
-    let bundles = match sources.is_empty() {
-        true => vec![builtin::example_bundle()],
-        false => sources.iter().map(Source::read).collect::<Result<_>>()?,
-    };
-    bundles
-        .into_iter()
-        .map(|bundle| Environment::load(sandbox, bundle))
+    if sources.is_empty() {
+        return Ok(vec![Environment::load(sandbox, builtin::example_bundle())?]);
+    }
+    // Every bundle read before any is loaded (which takes longer): a
+    // missing one is said at once.
+    let bundles = sources
+        .iter()
+        .map(Source::read)
+        .collect::<Result<Vec<_>>>()?;
+    sources
+        .iter()
+        .zip(bundles)
+        .map(|(source, bundle)| source.load(sandbox, bundle))
         .collect()
 }
 
@@ -82,6 +91,15 @@ impl Source {
                 .with_context(|| format!("reading the environment bundle {}", dir.display())),
             Self::Suite { suite, data } => suite.load(data),
         }
+    }
+
+    /// Loads `bundle`, read from here: what is wrong with it (a task id
+    /// given twice, a gold action that fails) says where it came from.
+    pub fn load(&self, sandbox: &Sandbox, bundle: Bundle) -> Result<Environment> {
+        Environment::load(sandbox, bundle).with_context(|| match self {
+            Self::Dir(dir) => format!("loading the environment bundle {}", dir.display()),
+            Self::Suite { suite, .. } => format!("loading the suite {suite}"),
+        })
     }
 }
 

@@ -80,8 +80,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            // Errors quote what files and endpoints hold.
-            eprintln!("error: {}", output::printable(&format!("{err:#}")));
+            output::error(&err);
             ExitCode::FAILURE
         }
     }

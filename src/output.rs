@@ -47,18 +47,30 @@ pub fn progress(len: u64, quiet: bool) -> ProgressBar {
     bar
 }
 
+/// Writes `err` and its causes to stderr as the one line `error: …`.
+pub fn error(err: &anyhow::Error) {
+    // Errors quote what files and endpoints hold.
+    eprintln!("error: {}", printable(&format!("{err:#}")));
+}
+
 /// Writes each retry of `client`'s requests above `bar` as a warning: a
 /// rate-limited or failing endpoint otherwise only stalls the bar.
 pub fn tell_retries(client: &forge_llm::ChatClient, bar: &ProgressBar) {
+    client.on_retry(retry_warnings(bar));
+}
+
+/// What [`tell_retries`] tells a client: a warning above `bar` (or, once
+/// it is gone, on its own line) for each retry.
+pub fn retry_warnings(bar: &ProgressBar) -> impl Fn(&forge_llm::Retrying) + Send + Sync + 'static {
     let bar = bar.downgrade();
-    client.on_retry(move |retrying| {
+    move |retrying| {
         // The error quotes the endpoint's answer.
         let warn = || eprintln!("warning: {}", printable(&retrying.to_string()));
         match bar.upgrade() {
             Some(bar) => bar.suspend(warn),
             None => warn(),
         }
-    });
+    }
 }
 
 /// Writes `bar`'s place (`[00:01:30] 12/40 message`, as the bar shows it)

@@ -28,20 +28,11 @@ impl std::fmt::Display for Divergence {
 }
 
 /// Replays `record` on `env`: `Ok(None)` when every step, message, hash and
-/// the verdict are identical. Errors when the record belongs to another
-/// environment.
+/// the verdict are identical. Errors when it cannot be replayed there: the
+/// record belongs to another environment, names a task `env` lacks, or
+/// holds no calls a policy could make again.
 pub fn replay_episode(env: &Environment, record: &EpisodeRecord) -> Result<Option<Divergence>> {
-    if record.environment.content_hash != env.content_hash() {
-        bail!(
-            "the episode was recorded on environment `{}` with content hash {}, but `{}` has {}: \
-             another version of it (its tools, rules, initial state, tasks or, for a benchmark \
-             suite, the files read from its data directory differ)",
-            record.environment.name,
-            record.environment.content_hash,
-            env.name(),
-            env.content_hash()
-        );
-    }
+    check_recorded_on(env, record)?;
     let Some(task) = env.task(&record.task_id) else {
         bail!(
             "environment `{}` has no task `{}`",
@@ -104,6 +95,23 @@ pub fn replay_episode(env: &Environment, record: &EpisodeRecord) -> Result<Optio
         ..replayed
     };
     Ok(first_difference(record, &replayed))
+}
+
+/// Refuses `env` for `record` unless it is the very environment the
+/// episode was recorded on (its content hash).
+pub fn check_recorded_on(env: &Environment, record: &EpisodeRecord) -> Result<()> {
+    if record.environment.content_hash != env.content_hash() {
+        bail!(
+            "the episode was recorded on environment `{}` with content hash {}, but `{}` has {}: \
+             another version of it (its tools, rules, initial state, tasks or, for a benchmark \
+             suite, the files read from its data directory differ)",
+            record.environment.name,
+            record.environment.content_hash,
+            env.name(),
+            env.content_hash()
+        );
+    }
+    Ok(())
 }
 
 /// A replay that could not go on: why, and the episode as far as it got

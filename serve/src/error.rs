@@ -30,6 +30,11 @@ pub enum ServeError {
     EpisodeOver(String),
     #[error("session `{0}` is busy with another request; send one at a time")]
     Busy(String),
+    #[error(
+        "session `{0}` is held by another connection, whose episode a reset would end; \
+         reset under another `episode_id` (or none, for a fresh one)"
+    )]
+    Held(String),
     #[error("{0}")]
     BadRequest(String),
     #[error("{0}")]
@@ -46,7 +51,7 @@ impl ServeError {
             Self::UnknownSession(_) | Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::Full { .. } | Self::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::EpisodeOver(_) | Self::Busy(_) => StatusCode::CONFLICT,
+            Self::EpisodeOver(_) | Self::Busy(_) | Self::Held(_) => StatusCode::CONFLICT,
             Self::BadRequest(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -69,6 +74,7 @@ impl ServeError {
             Self::RateLimited { .. } => "rate_limited",
             Self::EpisodeOver(_) => "episode_over",
             Self::Busy(_) => "session_busy",
+            Self::Held(_) => "session_held",
             Self::BadRequest(_) => "bad_request",
             Self::NotFound(_) => "not_found",
             Self::ShuttingDown => "shutting_down",

@@ -12,7 +12,7 @@ use crate::sessions::{Hub, OpenRequest};
 use crate::ws;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Query, RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -413,9 +413,27 @@ async fn method_not_allowed() -> impl IntoResponse {
     (StatusCode::METHOD_NOT_ALLOWED, Json(body))
 }
 
+/// The refusal of a query on `route`, which takes its options in its JSON
+/// body: ignored, `?task_id=…` would reset into another task than the one
+/// it names.
+fn refuse_query(route: &str, query: Option<String>, hub: &Hub) -> Option<Response> {
+    let query = query.filter(|query| !query.is_empty())?;
+    let err = ServeError::BadRequest(format!(
+        "`{route}` takes its options in the JSON body, not in the query (`?{query}`)"
+    ));
+    Some(refused(hub, &err))
+}
+
 /// `POST /reset`: starts an episode in a session — the one `episode_id`
 /// names (made so, or restarted), else a new one.
-async fn reset(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn reset(
+    State(app): State<App>,
+    RawQuery(query): RawQuery,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    if let Some(refusal) = refuse_query("/reset", query, &app.hub) {
+        return refusal;
+    }
     let data = match json_body(body, &app.options) {
         Ok(data) => data,
         Err(refusal) => return refusal.answer(&app.hub),
@@ -433,7 +451,14 @@ async fn reset(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> R
 /// `POST /step`: `{"action", "episode_id"}` — unlike OpenEnv's own
 /// stateless `/step`, Forge's episodes live in sessions, so a step names the
 /// session its reset made.
-async fn step(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn step(
+    State(app): State<App>,
+    RawQuery(query): RawQuery,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    if let Some(refusal) = refuse_query("/step", query, &app.hub) {
+        return refusal;
+    }
     let data = match json_body(body, &app.options) {
         Ok(data) => data,
         Err(refusal) => return refusal.answer(&app.hub),
@@ -510,7 +535,7 @@ async fn state(State(app): State<App>, Query(query): Query<HashMap<String, Strin
             ));
             return refused(&app.hub, &err);
         }
-        return Json(json!({"episode_id": null, "step_count": 0})).into_response();
+        return Json(openenv::no_state()).into_response();
     };
     match blocking(&app.hub, move |hub| hub.state(&id)).await {
         Ok(state) => Json(openenv::state(&state)).into_response(),

@@ -285,10 +285,25 @@ pub fn tool_entries(tools: &[forge_runtime::schema::ToolSpec], schema_key: &str)
     entries
 }
 
+/// The keys of `tools/call`'s params: MCP's, and the session OpenEnv's
+/// clients name there.
+const CALL_KEYS: [&str; 4] = ["name", "arguments", "_meta", "session_id"];
+
 fn call(hub: &Hub, session: &str, id: &Value, params: &Value) -> Value {
     let Some(name) = params.get("name").and_then(Value::as_str) else {
         return error(id, INVALID_PARAMS, "`tools/call` needs a tool `name`");
     };
+    // A misspelt `args`, ignored, would spend the agent's turn on a call
+    // without its arguments.
+    if let Some(key) = params
+        .as_object()
+        .into_iter()
+        .flat_map(|params| params.keys())
+        .find(|key| !CALL_KEYS.contains(&key.as_str()))
+    {
+        let said = format!("`tools/call` takes `name`, `arguments` and `_meta`, not `{key}`");
+        return error(id, INVALID_PARAMS, &said);
+    }
     let action = match openenv::call_arguments(params.get("arguments"))
         .and_then(|arguments| openenv::to_action(name, arguments))
     {

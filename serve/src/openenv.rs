@@ -217,6 +217,12 @@ pub fn state(state: &SessionState) -> Value {
     serde_json::to_value(state).expect("a state serialises")
 }
 
+/// The state where there is no episode (OpenEnv's `State` defaults):
+/// asking for it opens none.
+pub fn no_state() -> Value {
+    json!({"episode_id": null, "step_count": 0})
+}
+
 /// A call's `arguments`: an object, or none (`{}`).
 pub fn call_arguments(arguments: Option<&Value>) -> Result<Value, StepError> {
     match arguments {

@@ -77,6 +77,11 @@ pub struct OpenRequest {
     /// their episode ends (see [`SessionLimits::finished_linger`]). A reset
     /// of a held session keeps it held.
     pub held: bool,
+    /// The WebSocket connection asking (see [`Hub::connection_id`]), if
+    /// any. A session opened by a connection is that connection's: a reset
+    /// of it from anywhere else is refused ([`ServeError::Held`]), as it
+    /// would end the connection's episode and leave it acting in another.
+    pub connection: Option<u64>,
     /// The client asking holds one of the places counted in
     /// [`Hub::waiting`] (a WebSocket connection let in before its first
     /// reset), which this session takes: opened, it is counted out of
@@ -182,9 +187,21 @@ struct Session {
     last_active: Instant,
     bucket: TokenBucket,
     held: bool,
+    /// The WebSocket connection whose session this is.
+    connection: Option<u64>,
     /// Taken out of the table: a request that got hold of it before then
     /// finds it gone.
     closed: bool,
+}
+
+/// What a reset keeps of the open session it restarts.
+struct Reopened {
+    /// The session as the reset found it: replaced only if it is still
+    /// the one in the table.
+    session: Arc<Mutex<Session>>,
+    bucket: TokenBucket,
+    held: bool,
+    connection: Option<u64>,
 }
 
 /// The sessions of one server.
@@ -209,6 +226,8 @@ pub struct Hub {
     /// Places promised to connections that have yet to open their session:
     /// they count against `--max-sessions` for every other opening.
     waiting: Arc<AtomicUsize>,
+    /// Connections named so far ([`Hub::connection_id`]).
+    connections: AtomicU64,
 }
 
 impl Hub {
@@ -236,6 +255,7 @@ impl Hub {
             closing: AtomicBool::new(false),
             shutting_down: Mutex::new(()),
             waiting: Arc::default(),
+            connections: AtomicU64::new(0),
         }
     }
 
@@ -313,11 +333,24 @@ impl Hub {
             check_name("a policy name", policy)?;
         }
         // Before the task is drawn, so that a refused reset takes no turn.
-        let (bucket, held) = match &request.session_id {
-            Some(id) => self.charge_reset(id, request.existing_only)?,
+        let open = match &request.session_id {
+            Some(id) => self.charge_reset(id, &request)?,
             None => None,
-        }
-        .unwrap_or_else(|| (TokenBucket::new(self.limits.steps_per_second), false));
+        };
+        let (seen, bucket, held, connection) = match open {
+            Some(Reopened {
+                session,
+                bucket,
+                held,
+                connection,
+            }) => (Some(session), bucket, held, connection),
+            None => (
+                None,
+                TokenBucket::new(self.limits.steps_per_second),
+                false,
+                request.connection,
+            ),
+        };
         // Checked again when the session is put in the table; here so that
         // a reset refused for want of a place takes no turn either.
         if let Some(full) = self.no_place(
@@ -351,6 +384,7 @@ impl Hub {
             last_active: Instant::now(),
             bucket,
             held: held || request.held,
+            connection,
             closed: false,
         };
         let mut observation = self.observe(&id, &mut session, None);
@@ -363,9 +397,15 @@ impl Hub {
             if self.closing.load(Ordering::Relaxed) {
                 return Err(ServeError::ShuttingDown);
             }
-            // Again under the lock: the session may have closed meanwhile.
+            // Again under the lock: the session may have closed meanwhile,
+            // or another client opened it.
             if request.existing_only && !table.contains_key(&id) {
                 return Err(ServeError::UnknownSession(id));
+            }
+            let replacing = table.get(&id);
+            if replacing.is_some_and(|now| seen.as_ref().is_none_or(|seen| !Arc::ptr_eq(seen, now)))
+            {
+                return Err(ServeError::Busy(id));
             }
             if let Some(full) = self.no_place(&table, Some(&id), request.reserved) {
                 return Err(full);
@@ -407,29 +447,46 @@ impl Hub {
         Ok(observation)
     }
 
-    /// What a reset of session `id` keeps of it when it is open: its rate,
-    /// from which the reset spends (a reset is one of its requests, and
-    /// waits its turn), and whether a connection holds it. `None` when no
-    /// such session is open (refused when `existing_only`).
+    /// What `request`'s reset of session `id` keeps of it when it is open
+    /// ([`Reopened`]), its rate charged for the reset (a reset is one of its
+    /// requests, and waits its turn). `None` when no such session is open
+    /// (refused when `existing_only`).
     fn charge_reset(
         &self,
         id: &str,
-        existing_only: bool,
-    ) -> Result<Option<(TokenBucket, bool)>, ServeError> {
+        request: &OpenRequest,
+    ) -> Result<Option<Reopened>, ServeError> {
         let open = self.table().get(id).cloned();
         let Some(open) = open else {
-            return match existing_only {
+            return match request.existing_only {
                 true => Err(ServeError::UnknownSession(id.into())),
                 false => Ok(None),
             };
         };
-        let mut open = match open.try_lock() {
-            Ok(open) => open,
+        let mut session = match open.try_lock() {
+            Ok(session) => session,
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
             Err(TryLockError::WouldBlock) => return Err(ServeError::Busy(id.into())),
         };
-        open.bucket.take(id)?;
-        Ok(Some((open.bucket.clone(), open.held)))
+        if session
+            .connection
+            .is_some_and(|owner| request.connection != Some(owner))
+        {
+            return Err(ServeError::Held(id.into()));
+        }
+        session.bucket.take(id)?;
+        Ok(Some(Reopened {
+            bucket: session.bucket.clone(),
+            held: session.held,
+            connection: session.connection,
+            session: Arc::clone(&open),
+        }))
+    }
+
+    /// A fresh id for a WebSocket connection, to name it in
+    /// [`OpenRequest::connection`].
+    pub(crate) fn connection_id(&self) -> u64 {
+        self.connections.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Counts a new connection among those promised a place, and says

@@ -12,6 +12,7 @@ use crate::sessions::{Hub, Observation, OpenRequest};
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{Query, State};
 use axum::response::Response;
+use futures_util::SinkExt;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -54,6 +55,9 @@ struct Link {
     id: Option<String>,
     /// Whether the connection opens its session (and closes it at the end).
     owned: bool,
+    /// The connection's own id ([`Hub::connection_id`]): the session it
+    /// opens is its, which no one else may reset.
+    connection: u64,
 }
 
 /// A connection, attached to the session `attach` names or to open its own
@@ -76,12 +80,18 @@ async fn ws_session(
         }
         .to_string();
         let error = ws_error("CAPACITY_REACHED", &full, Some(extra));
-        return end_ws(socket, Some(error)).await;
+        // 1013, "try again later": a refusal, told apart from a normal end.
+        let close = CloseFrame {
+            code: close_code::AGAIN,
+            reason: "the server is full (--max-sessions)".into(),
+        };
+        return end_ws_with(socket, Some(error), close).await;
     };
     let mut link = match attach {
         Some(id) if hub.contains(&id) => Link {
             id: Some(id),
             owned: false,
+            connection: hub.connection_id(),
         },
         Some(id) => {
             let error = ws_error("SESSION_ERROR", &format!("Unknown session_id: {id}"), None);
@@ -94,6 +104,7 @@ async fn ws_session(
         None => Link {
             id: None,
             owned: true,
+            connection: hub.connection_id(),
         },
     };
     let idle = hub.limits().idle_timeout;
@@ -102,6 +113,7 @@ async fn ws_session(
     let mut ending = None;
     let mut idled = false;
     let mut stopped = false;
+    let mut closed_by_client = false;
     loop {
         let message = tokio::select! {
             biased;
@@ -130,7 +142,11 @@ async fn ws_session(
                 continue;
             }
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-            Some(Ok(Message::Close(_))) | None => break,
+            Some(Ok(Message::Close(_))) => {
+                closed_by_client = true;
+                break;
+            }
+            None => break,
             Some(Err(err)) => {
                 ending = unreadable(err, app.options.max_request_bytes);
                 if let Some(Unreadable { kind, .. }) = &ending {
@@ -183,6 +199,11 @@ async fn ws_session(
                 reason: "the server is shutting down".into(),
             };
             end_ws_with(socket, None, close).await;
+        }
+        // The answering close frame is queued as the client's arrives,
+        // and goes out with a flush: sending another would be refused.
+        None if closed_by_client => {
+            let _ = socket.flush().await;
         }
         None => end_ws(socket, None).await,
     }
@@ -304,6 +325,7 @@ fn ws_frame(hub: &Hub, link: &Link, text: &str) -> Option<(String, Option<String
             session_id,
             existing_only: !link.owned,
             held: true,
+            connection: Some(link.connection),
             // A connection let in to open its own session holds its place
             // until it has.
             reserved: link.owned && link.id.is_none(),
@@ -341,10 +363,13 @@ fn ws_frame(hub: &Hub, link: &Link, text: &str) -> Option<(String, Option<String
             .map_err(StepError::Refused)
             .and_then(|id| openenv::step(hub, &id, &data))
             .map(|result| json!({"type": "observation", "data": result})),
-        Some("state") => session()
-            .and_then(|id| hub.state(&id))
-            .map(|state| json!({"type": "state", "data": openenv::state(&state)}))
-            .map_err(StepError::Refused),
+        Some("state") => match &link.id {
+            None => Ok(json!({"type": "state", "data": openenv::no_state()})),
+            Some(id) => hub
+                .state(id)
+                .map(|state| json!({"type": "state", "data": openenv::state(&state)}))
+                .map_err(StepError::Refused),
+        },
         Some("mcp") => session().map_err(StepError::Refused).map(|id| {
             let reply = match mcp::handle(hub, Some(&id), &OpenRequest::default(), &data) {
                 Reply::Response(response)
@@ -378,7 +403,7 @@ fn ws_frame(hub: &Hub, link: &Link, text: &str) -> Option<(String, Option<String
         Err(StepError::Refused(err)) => {
             hub.metrics().refuse(err.code());
             let code = match err {
-                ServeError::UnknownSession(_) => "SESSION_ERROR",
+                ServeError::UnknownSession(_) | ServeError::Held(_) => "SESSION_ERROR",
                 ServeError::Full { .. } => "CAPACITY_REACHED",
                 ServeError::BadRequest(_) => "VALIDATION_ERROR",
                 _ => "EXECUTION_ERROR",

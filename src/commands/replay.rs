@@ -4,14 +4,19 @@ use crate::envs::load_all;
 use crate::output;
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
-use forge_runtime::Sandbox;
-use forge_runtime::replay::replay_episode;
+use forge_runtime::replay::{check_recorded_on, replay_episode};
+use forge_runtime::trajectory::EpisodeRecord;
+use forge_runtime::{Environment, Sandbox};
 use forge_suites::Suite;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
+#[command(
+    after_help = "Exit status: 0 when every episode replays identically, 1 when any \
+                        diverged, 2 when none did but some could not be replayed"
+)]
 pub struct ReplayArgs {
     /// The trajectory file (JSONL) to replay.
     file: PathBuf,
@@ -34,9 +39,23 @@ pub struct ReplayArgs {
     json: bool,
 }
 
-/// Exits 0 when every episode replays identically, 1 naming the first
-/// diverging step otherwise.
+/// What `forge replay` exits with, as `diff` does: 0 when every episode
+/// replays identically; 1 when any diverged; 2 when none diverged but it
+/// could not replay them all: the file unreadable, an environment not
+/// given, an episode its environment cannot play (a task it lacks, calls
+/// whose arguments are not JSON).
+const TROUBLE: u8 = 2;
+
 pub fn run(args: ReplayArgs) -> Result<ExitCode> {
+    Ok(replay(args).unwrap_or_else(|err| {
+        output::error(&err);
+        ExitCode::from(TROUBLE)
+    }))
+}
+
+/// Replays every episode of the file, saying of each one that is not
+/// identical how it diverged or why it could not be replayed.
+fn replay(args: ReplayArgs) -> Result<ExitCode> {
     let file = super::read_trajectory_file(&args.file)?;
     let (episodes, lines, torn_tail) = (file.episodes, file.lines, file.torn_tail);
     if episodes.is_empty() {
@@ -47,69 +66,107 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
     }
     let sandbox = Sandbox::with_defaults()?;
     let envs = load_all(&args.env, &args.suite, args.data.as_deref(), &sandbox)?;
-    let mut diverged = 0;
-    for (record, &line) in episodes.iter().zip(&lines) {
-        let recorded_on = &record.environment;
-        // The very environment it was recorded on, else one of its name
-        // (whose other version the replay names).
-        let env = envs
-            .iter()
-            .find(|env| env.content_hash() == recorded_on.content_hash)
-            .or_else(|| envs.iter().find(|env| env.name() == recorded_on.name));
-        let divergence = match env {
-            Some(env) => replay_episode(env, record),
-            None => Err(anyhow!(
-                "it was recorded on environment `{}`, which is not given (given: {}); replay it \
-                 with {}",
-                recorded_on.name,
-                envs.iter()
-                    .map(|env| format!("`{}`", env.name()))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                match Suite::of_environment(&recorded_on.name) {
-                    Some(suite) => format!("`--suite {suite} --data DIR`"),
-                    None => format!(
-                        "`--env DIR` naming the `{}` bundle (a `forge train` run lists its \
-                         bundles in envs.json)",
-                        recorded_on.name
-                    ),
-                }
-            )),
-        }
-        .map_err(|err| anyhow!("line {line} of {}: {err:#}", args.file.display()))?;
+    // Found before any episode is replayed: a file that needs an
+    // environment not given says so once, not once an episode.
+    let recorded_on = episodes
+        .iter()
+        .zip(&lines)
+        .map(|(record, &line)| {
+            environment_of(&envs, record)
+                .map_err(|err| anyhow!("line {line} of {}: {err:#}", args.file.display()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let (mut diverged, mut unreplayable) = (0, 0);
+    for ((record, &line), env) in episodes.iter().zip(&lines).zip(recorded_on) {
+        let outcome = replay_episode(env, record);
         if args.json {
-            output::json_line(&json!({
-                "line": line,
-                "task_id": record.task_id,
-                "identical": divergence.is_none(),
-                "divergence": divergence,
-            }));
-        } else if let Some(divergence) = &divergence {
-            let said = format!(
-                "line {line} (task {}) diverged: {divergence}",
-                record.task_id
-            );
-            println!("{}", output::printable(&said));
+            let mut said = json!({"line": line, "task_id": record.task_id});
+            match &outcome {
+                Ok(divergence) => {
+                    said["identical"] = json!(divergence.is_none());
+                    said["divergence"] = json!(divergence);
+                }
+                Err(err) => {
+                    said["identical"] = Value::Null;
+                    said["error"] = json!(format!("{err:#}"));
+                }
+            }
+            output::json_line(&said);
+        } else {
+            let said = match &outcome {
+                Ok(None) => None,
+                Ok(Some(divergence)) => Some(format!("diverged: {divergence}")),
+                Err(err) => Some(format!("could not be replayed: {err:#}")),
+            };
+            if let Some(said) = said {
+                let said = format!("line {line} (task {}) {said}", record.task_id);
+                println!("{}", output::printable(&said));
+            }
         }
-        diverged += usize::from(divergence.is_some());
+        match outcome {
+            Ok(None) => {}
+            Ok(Some(_)) => diverged += 1,
+            Err(_) => unreplayable += 1,
+        }
     }
     let episodes = episodes.len();
     if args.json {
-        output::json_line(
-            &json!({"summary": true, "episodes": episodes, "identical": episodes - diverged, "diverged": diverged, "torn_tail_skipped": torn_tail}),
-        );
-    } else if diverged == 0 {
+        output::json_line(&json!({
+            "summary": true,
+            "episodes": episodes,
+            "identical": episodes - diverged - unreplayable,
+            "diverged": diverged,
+            "unreplayable": unreplayable,
+            "torn_tail_skipped": torn_tail,
+        }));
+    } else if diverged + unreplayable == 0 {
         println!(
             "{} replayed byte-identically ({})",
             output::count(episodes, "episode"),
             args.file.display()
         );
     } else {
-        println!("{diverged} of {episodes} episodes diverged");
+        let unreplayable = match unreplayable {
+            0 => String::new(),
+            n => format!(", {n} could not be replayed"),
+        };
+        println!("{diverged} of {episodes} episodes diverged{unreplayable}");
     }
-    Ok(if diverged == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+    Ok(match (diverged, unreplayable) {
+        (0, 0) => ExitCode::SUCCESS,
+        (0, _) => ExitCode::from(TROUBLE),
+        _ => ExitCode::FAILURE,
     })
+}
+
+/// The environment `record` was recorded on, of those given: the very one
+/// (its content hash), else an error naming what to give instead.
+fn environment_of<'e>(envs: &'e [Environment], record: &EpisodeRecord) -> Result<&'e Environment> {
+    let recorded_on = &record.environment;
+    if let Some(env) = envs
+        .iter()
+        .find(|env| env.content_hash() == recorded_on.content_hash)
+    {
+        return Ok(env);
+    }
+    if let Some(env) = envs.iter().find(|env| env.name() == recorded_on.name) {
+        // Another version of it: the check names both.
+        return check_recorded_on(env, record).map(|()| env);
+    }
+    bail!(
+        "it was recorded on environment `{}`, which is not given (given: {}); replay it with {}",
+        recorded_on.name,
+        envs.iter()
+            .map(|env| format!("`{}`", env.name()))
+            .collect::<Vec<_>>()
+            .join(", "),
+        match Suite::of_environment(&recorded_on.name) {
+            Some(suite) => format!("`--suite {suite} --data DIR`"),
+            None => format!(
+                "`--env DIR` naming the `{}` bundle (a `forge train` run lists its bundles in \
+                 envs.json)",
+                recorded_on.name
+            ),
+        }
+    )
 }

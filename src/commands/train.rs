@@ -16,7 +16,8 @@ use forge_trainer::accelerator::Accelerator;
 use forge_trainer::train::config::TrainConfig;
 use forge_trainer::train::config::UserKind;
 use forge_trainer::train::{
-    CONFIG_FILE, METRICS_FILE, Metrics, Observer, RunSpec, check_resumable, read_metrics, train,
+    CONFIG_FILE, METRICS_FILE, Metrics, Observer, RunSpec, check_resumable, read_metrics,
+    resumes_with_own_weights, train,
 };
 use indicatif::ProgressBar;
 use std::path::{Path, PathBuf};
@@ -70,8 +71,9 @@ pub struct TrainArgs {
     /// checkpoint to continue from.
     #[arg(long, requires = "run_dir")]
     resume: bool,
-    /// Stop after this many steps (with a checkpoint to `--resume` from):
-    /// long runs in bounded jobs.
+    /// Stop after this many more steps, counted from where the run starts
+    /// or resumes (with a checkpoint to `--resume` from): long runs in
+    /// bounded jobs.
     #[arg(long, value_name = "N", value_parser = at_least_one_u64)]
     max_steps: Option<u64>,
     /// Stop once the next step, if it took as long as the last, would end
@@ -247,8 +249,8 @@ impl Stop {
         let flag = shutdown::flag(move || match told.get() {
             Some(bar) => bar.suspend(|| {
                 eprintln!(
-                    "stopping after this step, with a checkpoint to --resume from (again to \
-                     quit at once)"
+                    "stopping after this step (an evaluation, at once), with a checkpoint to \
+                     --resume from (again to quit at once)"
                 )
             }),
             None => eprintln!("stopping before the run begins (again to quit at once)"),
@@ -344,10 +346,11 @@ fn start(args: &TrainArgs, mut config: TrainConfig, stop: &Stop) -> Result<ExitC
     let bundles = bundles(args, &config)?;
     let envs = bundles
         .into_iter()
-        .map(|bundle| Environment::load(&sandbox, bundle))
+        .map(|(source, bundle)| source.load(&sandbox, bundle))
         .collect::<Result<Vec<_>>>()?;
     let init = match config.model.init.as_str() {
         "tiny" => None,
+        _ if args.resume && resumes_with_own_weights(run_dir, &config)? => None,
         name => Some(crate::commands::model::resolve(name).context("model.init")?),
     };
     if init.as_deref().is_some_and(pretrained_sized) && args.device == Device::Cpu {
@@ -385,6 +388,7 @@ fn start(args: &TrainArgs, mut config: TrainConfig, stop: &Stop) -> Result<ExitC
         time_limit: args.time_limit,
         interrupt: Some(&stop.flag),
         accelerator: args.device.accelerator(),
+        on_retry: Some(Arc::new(output::retry_warnings(&observer.bar))),
     };
     let summary = train(spec, &mut observer)?;
     observer.bar.finish_and_clear();
@@ -407,7 +411,10 @@ fn start(args: &TrainArgs, mut config: TrainConfig, stop: &Stop) -> Result<ExitC
         );
     } else {
         let evaluated = match summary.heldout_success_after {
-            None => "no task held out".to_owned(),
+            None if summary.heldout_tasks == 0 => "no task held out".to_owned(),
+            None => "held-out success not measured: its evaluation was stopped (`--resume` \
+                     makes it)"
+                .to_owned(),
             Some(after) => {
                 let before = summary
                     .heldout_success_before
@@ -460,9 +467,20 @@ fn effective_config(args: &TrainArgs) -> Result<TrainConfig> {
         if !args.config.is_empty() || args.stage != Stage::All {
             bail!("--resume continues with the run's own {CONFIG_FILE}; drop --config and --stage");
         }
-        let config = saved_config(args.run_dir()).context("resuming the run")?;
-        check_resumable(args.run_dir(), &config)
-            .with_context(|| format!("resuming with {}", saved.display()))?;
+        let run_dir = args.run_dir();
+        if !saved.is_file() {
+            let what = match run_dir.is_dir() {
+                true => format!("holds no run to resume (no {CONFIG_FILE})"),
+                false if run_dir.exists() => "is not a directory".to_owned(),
+                false => "does not exist".to_owned(),
+            };
+            bail!(
+                "{} {what}: a new run goes without --resume",
+                run_dir.display()
+            );
+        }
+        let config = saved_config(run_dir).context("resuming the run")?;
+        check_resumable(run_dir, &config).context("resuming the run")?;
         return Ok(config);
     }
     let preset = match args.preset {
@@ -515,7 +533,7 @@ fn merge(base: &mut toml::Table, overlay: toml::Table) {
 /// their content hashes, where `--resume` finds them again and refuses one
 /// that has changed: its tasks (and so the held-out split) would no longer
 /// be the run's.
-fn bundles(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<Bundle>> {
+fn bundles(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<(Source, Bundle)>> {
     let run_dir = args.run_dir();
     let record = run_dir.join(ENVS_FILE);
     if args.resume {
@@ -564,7 +582,7 @@ fn bundles(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<Bundle>> {
     }
     let absolute_run_dir = std::path::absolute(run_dir)?;
     let recorded: Vec<RecordedBundle> = sources
-        .into_iter()
+        .iter()
         .zip(&bundles)
         .map(|(source, bundle)| {
             let content_hash = Some(bundle.content_hash());
@@ -578,7 +596,7 @@ fn bundles(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<Bundle>> {
                 },
                 Source::Suite { suite, data } => RecordedBundle::Suite {
                     suite: suite.to_string(),
-                    data,
+                    data: data.clone(),
                     content_hash,
                 },
             }
@@ -586,7 +604,7 @@ fn bundles(args: &TrainArgs, config: &TrainConfig) -> Result<Vec<Bundle>> {
         .collect();
     std::fs::write(&record, serde_json::to_string_pretty(&recorded)?)
         .with_context(|| format!("writing {}", record.display()))?;
-    Ok(bundles)
+    Ok(sources.into_iter().zip(bundles).collect())
 }
 
 /// The config the run in `run_dir` was started with, as its `config.toml`
@@ -622,7 +640,7 @@ pub(crate) fn heldout_tasks(run_dir: &Path, env: &Environment) -> Result<Vec<usi
                 content_hash: Some(hash),
                 ..
             } => hash,
-            recorded => recorded.read(run_dir)?.content_hash(),
+            recorded => recorded.read(run_dir)?.1.content_hash(),
         });
     }
     if !hashes.iter().any(|hash| hash == env.content_hash()) {
@@ -665,8 +683,8 @@ enum RecordedBundle {
 }
 
 impl RecordedBundle {
-    /// The bundle, as it was when the run started.
-    fn read(&self, run_dir: &Path) -> Result<Bundle> {
+    /// The bundle, as it was when the run started, and where it is read from.
+    fn read(&self, run_dir: &Path) -> Result<(Source, Bundle)> {
         let (source, content_hash) = match self {
             Self::Dir { dir, content_hash } => (Source::Dir(run_dir.join(dir)), content_hash),
             Self::Path(dir) => (Source::Dir(run_dir.join(dir)), &None),
@@ -700,7 +718,7 @@ impl RecordedBundle {
                 output::short_hash(&bundle.content_hash())
             );
         }
-        Ok(bundle)
+        Ok((source, bundle))
     }
 }
 
@@ -817,6 +835,15 @@ impl Observer for Progress {
             );
         }
         self.bar.set_message(message);
+    }
+
+    fn evaluating(&mut self, tasks: usize) {
+        // Held-out episodes of a large model take a while: the bar says
+        // what it waits for.
+        self.bar.set_message(format!(
+            "evaluating on {}…",
+            output::count(tasks, "held-out task")
+        ));
     }
 
     fn checkpoint(&mut self, dir: &Path) {

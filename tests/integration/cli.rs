@@ -218,6 +218,59 @@ fn replay_names_the_step_where_a_changed_result_diverges() {
     );
 }
 
+/// An episode that cannot be replayed is named with why and the others
+/// are replayed; the exit status is `diff`'s: 1 for a divergence, 2 where
+/// there is none but the replay was in trouble.
+#[test]
+fn replay_goes_past_an_episode_it_cannot_play() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = record(dir.path(), "gold");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let mut episode: Value = serde_json::from_str(&lines[0]).unwrap();
+    episode["task_id"] = "no-such-task".into();
+    lines[0] = episode.to_string();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+
+    let output = forge(&["replay", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let report = stdout(&output);
+    assert!(
+        report.contains(
+            "line 1 (task no-such-task) could not be replayed: environment `shop` has no task \
+             `no-such-task`"
+        ) && report.contains(&format!(
+            "0 of {} episodes diverged, 1 could not be replayed",
+            lines.len()
+        )),
+        "{report}"
+    );
+    let output = forge(&["replay", "--json", path.to_str().unwrap()]);
+    let said = json_lines(&output);
+    assert_eq!(said[0]["identical"], Value::Null);
+    assert!(said[0]["error"].as_str().unwrap().contains("has no task"));
+    assert_eq!(said[1]["identical"], true, "the next episode is replayed");
+    let summary = summary(&said);
+    assert_eq!(summary["unreplayable"], 1);
+    assert_eq!(summary["identical"], lines.len() - 1);
+
+    // A divergence besides decides the status.
+    let mut episode: Value = serde_json::from_str(&lines[1]).unwrap();
+    episode["steps"][0]["fuel"] = json!(1);
+    lines[1] = episode.to_string();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let output = forge(&["replay", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains(&format!(
+            "1 of {} episodes diverged, 1 could not be replayed",
+            lines.len()
+        )),
+        "{}",
+        stdout(&output)
+    );
+}
+
 #[test]
 fn a_file_of_several_environments_replays_given_them_all() {
     let dir = tempfile::tempdir().unwrap();
@@ -263,6 +316,7 @@ fn a_file_of_several_environments_replays_given_them_all() {
         stdout(&output)
     );
     let output = forge(&["replay", both, "--env", shop]);
+    assert_eq!(output.status.code(), Some(2), "trouble, not a divergence");
     assert_refused(&output, "line 3 of");
     assert_refused(
         &output,
@@ -607,8 +661,12 @@ fn bad_input_gets_errors_that_name_the_problem() {
     std::fs::write(&manifest_path, manifest.to_string()).unwrap();
     let output = forge(&["run", "--env", bundle.to_str().unwrap()]);
     assert!(
-        stderr(&output).contains("the manifest's `name`: \"../shop\" is not an environment name"),
-        "{}",
+        stderr(&output).contains(&format!(
+            "loading the environment bundle {}: the manifest's `name`: \"../shop\" is not an \
+             environment name",
+            bundle.display()
+        )),
+        "the bundle is named, then what is wrong with it: {}",
         stderr(&output)
     );
     // A verify rule whose collection no state holds (misspelt) would apply
@@ -1610,9 +1668,9 @@ fn show_prints_episodes_as_dialogues_and_names_what_it_cannot_find() {
     .unwrap();
     let output = forge(&["replay", spaced]);
     assert!(
-        stderr(&output).contains("line 4 of ") && stderr(&output).contains("shop-03\\u{1b}[2J"),
+        stdout(&output).contains("line 4 (task shop-03\\u{1b}[2J) could not be replayed"),
         "the file's line, its control characters escaped: {}",
-        stderr(&output)
+        stdout(&output)
     );
     assert_refused(
         &forge(&["show", file, "--task", "shop-99"]),

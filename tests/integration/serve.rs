@@ -773,6 +773,18 @@ fn mcp_clients_list_and_call_an_episodes_tools() {
     let (_, unknown) =
         rpc(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "nope"}}));
     assert_eq!(unknown["error"]["code"], -32602);
+    // A misspelt `arguments` is refused, not a call without them.
+    let (_, misspelt) = rpc(
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "get_order", "args": {"order_id": "o1"}}}),
+    );
+    assert_eq!(misspelt["error"]["code"], -32602, "{misspelt}");
+    assert!(
+        misspelt["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not `args`"),
+        "{misspelt}"
+    );
     let (_, missing) = rpc(json!({"jsonrpc": "2.0", "id": 6, "method": "resources/list"}));
     assert_eq!(missing["error"]["code"], -32601);
     // Malformed parameters are protocol errors that take no turn, and say
@@ -835,7 +847,7 @@ fn mcp_clients_list_and_call_an_episodes_tools() {
     let (_, metrics) = get(&server.url("/metrics"));
     let metrics = metrics.as_str().unwrap();
     for (kind, count) in [
-        ("invalid_params", 4),
+        ("invalid_params", 5),
         ("method_not_found", 1),
         ("bad_request", 1),
         ("bad_json", 1),
@@ -1341,6 +1353,8 @@ fn sessions_open_on_reset_pay_for_resets_and_give_way_once_finished() {
         other => panic!("not an error frame: {other:?}"),
     };
     assert_eq!(refused["data"]["code"], "CAPACITY_REACHED", "{refused}");
+    let (close, _) = second.closed();
+    assert_eq!(u16::from(close.code), 1013, "try again later: {close:?}");
     // Nor does an HTTP reset take it.
     let (status, body) = post(&server.url("/reset"), &json!({}));
     assert_eq!(
@@ -1435,6 +1449,83 @@ fn sessions_open_on_reset_pay_for_resets_and_give_way_once_finished() {
     let refused = ws.send(&reset);
     assert_eq!(refused["data"]["code"], "SESSION_ERROR", "{refused}");
     assert_eq!(server.sessions(), 0);
+}
+
+/// A session a connection holds is its own: another client's reset of its
+/// id is refused, as it would end that connection's episode; its own
+/// resets go on in it. Asking for the state opens nothing, and a client's
+/// close frame is answered.
+#[test]
+fn a_held_session_is_reset_by_its_connection_alone() {
+    let server = Server::start(&[]);
+    let mut owner = server.ws("");
+    let state = owner.send(&json!({"type": "state"}));
+    assert_eq!(state["data"], json!({"episode_id": null, "step_count": 0}));
+    assert_eq!(server.sessions(), 0, "asking for the state opens nothing");
+    let reset =
+        |task: &str| json!({"type": "reset", "data": {"episode_id": "ep-0", "task_id": task}});
+    let opened = owner.send(&reset("shop-03"));
+    assert_eq!(opened["type"], "observation", "{opened}");
+    owner.call("get_user", json!({"user_id": "u1"}));
+
+    let mut other = server.ws("");
+    let refused = other.send(&reset("shop-02"));
+    assert_eq!(
+        (&refused["data"]["code"], &refused["data"]["reason"]),
+        (&json!("SESSION_ERROR"), &json!("session_held")),
+        "{refused}"
+    );
+    let (status, body) = post(&server.url("/reset"), &json!({"episode_id": "ep-0"}));
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("session_held")),
+        "{body}"
+    );
+    // Nor may a connection attached to it.
+    let mut attached = server.ws("?session_id=ep-0");
+    let refused = attached.send(&reset("shop-02"));
+    assert_eq!(refused["data"]["reason"], "session_held", "{refused}");
+    let state = owner.send(&json!({"type": "state"}));
+    assert_eq!(
+        (&state["data"]["task_id"], &state["data"]["step_count"]),
+        (&json!("shop-03"), &json!(1)),
+        "the owner's episode goes on: {state}"
+    );
+    let again = owner.send(&reset("shop-02"));
+    assert_eq!(
+        again["data"]["observation"]["metadata"]["task_id"],
+        "shop-02"
+    );
+
+    // Over plain HTTP, which holds nothing, a session is reset by id.
+    for _ in 0..2 {
+        let (status, body) = post(&server.url("/reset"), &json!({"episode_id": "http-0"}));
+        assert_eq!(status, 200, "{body}");
+    }
+    // Options go in the body: a query would be ignored.
+    let (status, body) = post(&server.url("/reset?task_id=shop-07"), &json!({}));
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (422, Some("bad_request")),
+        "{body}"
+    );
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("`?task_id=shop-07`"),
+        "{body}"
+    );
+
+    owner.0.close(None).expect("sending a close frame");
+    loop {
+        match owner.0.read() {
+            Ok(tungstenite::Message::Close(_)) => break,
+            Ok(_) => continue,
+            Err(err) => panic!("the close was not answered: {err}"),
+        }
+    }
+    wait_until("the owner's session closes", || server.sessions() == 1);
 }
 
 /// OpenEnv's and MCP's own Python clients (`tests/python/requirements.txt`,

@@ -371,7 +371,16 @@ fn a_run_resumes_only_from_what_it_saved() {
     std::fs::write(&config, &saved).unwrap();
     // Weights or optimizer state damaged in place still parse: the
     // checkpoint's seal tells.
-    for file in ["model.safetensors", "optimizer.bin"] {
+    for (file, damaged_part) in [
+        (
+            "model.safetensors",
+            "its model files (the weights, model.safetensors,",
+        ),
+        (
+            "optimizer.bin",
+            "its optimizer state (optimizer.bin) changed",
+        ),
+    ] {
         let path = run.join("checkpoints/step-000001").join(file);
         let good = std::fs::read(&path).unwrap();
         let mut damaged = good.clone();
@@ -380,10 +389,15 @@ fn a_run_resumes_only_from_what_it_saved() {
         std::fs::write(&path, &damaged).unwrap();
         assert_refused(
             &resume(),
-            "step-000001 is damaged: its files are not those written with it",
+            &format!("step-000001 is damaged: {damaged_part}"),
         );
         std::fs::write(&path, &good).unwrap();
     }
+    let weights = run.join("checkpoints/step-000001/model.safetensors");
+    let good = std::fs::read(&weights).unwrap();
+    std::fs::remove_file(&weights).unwrap();
+    assert_refused(&resume(), "its weights, model.safetensors, are missing");
+    std::fs::write(&weights, &good).unwrap();
     // Metrics cut short lose the steps the checkpoint holds: the run goes
     // on, saying so.
     let first_line = metrics.split(|&byte| byte == b'\n').next().unwrap();
@@ -419,6 +433,85 @@ fn a_run_that_diverges_stops_at_the_first_gradient_that_is_no_number() {
     assert!(said.contains("SFT step "), "{said}");
     // The steps before it are kept: they were recorded.
     assert!(run.join("metrics.jsonl").is_file());
+}
+
+/// `forge train` with `args`, sent SIGINT (Ctrl-C) once `ready`.
+fn interrupted(args: &[String], ready: impl Fn() -> bool) -> std::process::Output {
+    let mut child = forge_command()
+        .arg("train")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    while !ready() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended unsignalled"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    child.wait_with_output().unwrap()
+}
+
+/// Ctrl-C during an evaluation stops it at once, its episodes unkept: the
+/// run stops with a checkpoint, and resumed, makes that evaluation first.
+#[test]
+fn a_signal_stops_an_evaluation_which_a_resumed_run_makes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("long-eval.toml");
+    // Long held-out episodes: the signal comes while they are played.
+    std::fs::write(
+        &config,
+        "[sft]\nsteps = 1\n[rl]\nsteps = 0\n[tasks]\nmax_turns = 12\n[eval]\nat_start = true\n\
+         max_new_tokens = 800\n",
+    )
+    .unwrap();
+    let run = dir.path().join("run");
+    // The run has begun once its config is written: its first evaluation
+    // follows.
+    let output = interrupted(&smoke_args(config.to_str().unwrap(), &run), || {
+        run.join("config.toml").exists()
+    });
+    assert_eq!(output.status.code(), Some(130), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("the evaluation at step 0 was stopped unfinished"),
+        "{}",
+        stderr(&output)
+    );
+    let metrics = run.join("metrics.jsonl");
+    assert!(
+        std::fs::read_to_string(&metrics)
+            .unwrap_or_default()
+            .is_empty(),
+        "nothing of the stopped evaluation is recorded"
+    );
+    let latest = std::fs::read_to_string(run.join("checkpoints/latest")).unwrap();
+    assert_eq!(latest, "step-000000");
+
+    let resume = ["--run-dir", run.to_str().unwrap(), "--resume", "--json"];
+    assert_eq!(summary(&train(&resume))["complete"], true);
+    let logged: Vec<(String, u64)> = jsonl(&metrics)
+        .iter()
+        .map(|line| {
+            let kind = line["kind"].as_str().unwrap().to_owned();
+            (kind, line["step"].as_u64().unwrap())
+        })
+        .collect();
+    let expected =
+        [("eval", 0), ("sft", 1), ("eval", 1)].map(|(kind, step)| (kind.to_owned(), step));
+    assert_eq!(
+        logged, expected,
+        "the evaluation at the start is made once, first"
+    );
 }
 
 #[test]
@@ -516,30 +609,10 @@ fn an_interrupted_run_resumes_exactly() {
     // under way, with a checkpoint and exit status 130; resuming finishes
     // it with the same weights.
     let signalled = dir.path().join("signalled");
-    let mut child = forge_command()
-        .arg("train")
-        .args(args(&signalled))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     let metrics = signalled.join("metrics.jsonl");
-    while !std::fs::read_to_string(&metrics).is_ok_and(|text| text.contains("\"sft\"")) {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the run ended unsignalled"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let pid = child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let output = child.wait_with_output().unwrap();
+    let output = interrupted(&args(&signalled), || {
+        std::fs::read_to_string(&metrics).is_ok_and(|text| text.contains("\"sft\""))
+    });
     assert_eq!(output.status.code(), Some(130), "{}", stderr(&output));
     assert!(stderr(&output).contains("--resume"), "{}", stderr(&output));
     let stopped = json_lines(&output).pop().expect("a summary line");
@@ -982,9 +1055,12 @@ fn bad_configs_and_run_directories_are_refused_clearly() {
         std::fs::read_to_string(busy.join("metrics.jsonl")).unwrap(),
         "mine\n"
     );
+    // Nor is it a run to resume.
+    let output = train(&["--run-dir", busy.to_str().unwrap(), "--resume"]);
+    assert_refused(&output, "holds no run to resume (no config.toml)");
 
     let output = train(&["--run-dir", run, "--resume"]);
-    assert_refused(&output, "config.toml");
+    assert_refused(&output, "does not exist: a new run goes without --resume");
     // A resumed run keeps its own preset, as its own config and bundles.
     let output = train(&["--run-dir", run, "--resume", "--preset", "smoke"]);
     assert_refused(&output, "--preset");
@@ -1375,6 +1451,12 @@ fn compare_pairs_a_run_stopped_unevaluated_through_its_continuations_first_evalu
     let compared: Value = serde_json::from_str(&stdout(&output)).unwrap();
     let against = &compared["against_first"][0];
     assert!(against["shared_tasks"].as_u64().unwrap() > 0, "{against}");
+
+    // The RL run's weights are in its checkpoints: the model it started
+    // from may move away.
+    std::fs::rename(&sft, dir.path().join("sft-moved")).unwrap();
+    let resume = ["--run-dir", rl.to_str().unwrap(), "--resume", "--json"];
+    assert_eq!(summary(&train(&resume))["complete"], true);
 }
 
 #[test]
@@ -1418,21 +1500,31 @@ fn shop_with_user_facts(dir: &Path) -> (PathBuf, std::collections::BTreeMap<Stri
 /// One short RL step of the tiny policy on `env` with `extra` config, its
 /// rollouts saved; returns the run directory.
 fn short_rl_run(dir: &Path, name: &str, env: &Path, extra: &str) -> PathBuf {
+    short_rl_run_told(dir, name, env, extra).0
+}
+
+/// [`short_rl_run`], with what it wrote to stderr.
+fn short_rl_run_told(dir: &Path, name: &str, env: &Path, extra: &str) -> (PathBuf, String) {
     let config = format!(
         "[sft]\nsteps = 0\n[tasks]\nmax_turns = 2\n[rl]\nsteps = 1\ntasks_per_step = 2\n\
          rollouts = 2\nmax_new_tokens = 6\ndynamic_sampling = false\nsave_rollouts = true\n\
          [eval]\nat_start = false\nmax_new_tokens = 4\n{extra}"
     );
-    rl_run(dir, name, env, &config)
+    rl_run_told(dir, name, env, &config)
 }
 
 /// A smoke-preset run named `name` in `dir` on `env` with `config` (TOML)
 /// over the preset; returns the run directory.
 fn rl_run(dir: &Path, name: &str, env: &Path, config: &str) -> PathBuf {
+    rl_run_told(dir, name, env, config).0
+}
+
+/// [`rl_run`], with what it wrote to stderr.
+fn rl_run_told(dir: &Path, name: &str, env: &Path, config: &str) -> (PathBuf, String) {
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, config).unwrap();
     let run = dir.join(name);
-    summary(&train(&[
+    let output = train(&[
         "--preset",
         "smoke",
         "--config",
@@ -1442,8 +1534,9 @@ fn rl_run(dir: &Path, name: &str, env: &Path, config: &str) -> PathBuf {
         "--run-dir",
         run.to_str().unwrap(),
         "--json",
-    ]));
-    run
+    ]);
+    summary(&output);
+    (run, stderr(&output))
 }
 
 fn rl_step(run: &Path) -> (Value, Vec<Value>) {
@@ -1643,11 +1736,16 @@ fn rollouts_are_played_against_model_users_and_judged_by_a_model() {
     let (_, again) = rl_step(&short_rl_run(dir.path(), "local-again", &shop, local));
     assert_eq!(again, rollouts, "the same seed plays the same episodes");
 
-    // A remote model plays the user and another judges it.
-    let server = StubServer::start(200, |request, _| {
+    // A remote model plays the user and another judges it, which fails
+    // its first request once.
+    let judge_failed = std::sync::atomic::AtomicBool::new(false);
+    let server = StubServer::start(200, move |request, _| {
         let messages = request["messages"].as_array().unwrap();
         let system = messages[0]["content"].as_str().unwrap_or_default();
         if request["model"] == "judge-model" {
+            if !judge_failed.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                return (503, "{\"error\": \"overloaded\"}".to_owned());
+            }
             return completion("{\"reasoning\": \"stub\", \"unreliable\": true}");
         }
         if messages.len() > 2 {
@@ -1666,7 +1764,16 @@ fn rollouts_are_played_against_model_users_and_judged_by_a_model() {
          [judge]\nkind = \"openai\"\nbase_url = \"{url}\"\nmodel = \"judge-model\"\n",
         url = server.url
     );
-    let (step, rollouts) = rl_step(&short_rl_run(dir.path(), "remote", &shop, &remote));
+    let (run, told) = short_rl_run_told(dir.path(), "remote", &shop, &remote);
+    assert!(
+        told.contains(&format!(
+            "warning: {}/chat/completions answered HTTP 503: {{\"error\": \"overloaded\"}}; \
+             retry 1 of 6 in 1.0 s",
+            server.url
+        )),
+        "the judge's retry is told of: {told}"
+    );
+    let (step, rollouts) = rl_step(&run);
     for episode in &rollouts {
         let task = episode["task_id"].as_str().unwrap();
         assert!(
@@ -1684,7 +1791,10 @@ fn rollouts_are_played_against_model_users_and_judged_by_a_model() {
         .iter()
         .filter(|request| request["model"] == "judge-model")
         .count();
-    assert_eq!(judged, 4, "one verdict per rollout");
+    assert_eq!(
+        judged, 5,
+        "one verdict per rollout, one of them asked twice"
+    );
     assert!(
         requests
             .iter()

@@ -3,6 +3,7 @@
 //! script, a local model, a remote one) and who judges whether it misled
 //! the agent (a rule or a remote model).
 
+use super::RetryNotice;
 use super::config::{JudgeKind, JudgeSection, TrainConfig, UserKind, UserSection};
 use super::rollout::{MaskJudge, Users};
 use crate::checkpoint;
@@ -13,6 +14,7 @@ use burn::tensor::backend::Backend;
 use forge_llm::{ChatClient, ChatConfig};
 use forge_model::tokenizer::ModelTokenizer;
 use std::path::Path;
+use std::sync::Arc;
 
 /// The seed of a `tiny` user model is apart from the policy's.
 const TINY_USER_SEED: u64 = 0x05e4_7111;
@@ -106,6 +108,15 @@ impl<B: Backend> Counterparts<B> {
 
     pub fn user_model(&self) -> Option<&Llama<B>> {
         self.user_model.as_ref().map(|(model, _)| model)
+    }
+
+    /// Tells `notice` of each retry of the remote user's and judge's
+    /// requests: a rate-limited endpoint otherwise only slows the steps.
+    pub fn tell_retries(&self, notice: &RetryNotice) {
+        for client in self.user_client.iter().chain(&self.judge_client) {
+            let notice = Arc::clone(notice);
+            client.on_retry(move |retrying| notice(retrying));
+        }
     }
 
     /// The masking judge (`None` when masking is off).

@@ -45,7 +45,7 @@ use forge_runtime::trajectory::TrajectoryWriter;
 pub use metrics::{Metrics, read_metrics};
 use objective::{LossStats, Scored, Sequence, Surrogate};
 use optimizer::AdamOptimizer;
-use rollout::{Job, Play, Rollout, Script, Users};
+use rollout::{Interrupted, Job, Play, Rollout, Script, Users};
 use run_dir::{
     CHECKPOINTS, EPISODES, LATEST, METRICS, OPTIMIZER, POSITION, Position, REFERENCE, check_config,
     check_seal, checkpoint_name, read_latest, read_position, save_config, seal,
@@ -59,6 +59,7 @@ pub use run_dir::{
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -83,6 +84,8 @@ pub enum Stage {
 pub trait Observer {
     /// A step or an evaluation finished (its line is already in `metrics.jsonl`).
     fn metrics(&mut self, metrics: &Metrics, total_steps: usize);
+    /// An evaluation of `tasks` held-out tasks begins (its metrics follow).
+    fn evaluating(&mut self, _tasks: usize) {}
     /// A checkpoint was written.
     fn checkpoint(&mut self, _dir: &Path) {}
     /// Something about the run that does not stop it but that its user
@@ -141,7 +144,12 @@ pub struct RunSpec<'a> {
     /// with a checkpoint.
     pub interrupt: Option<&'a AtomicBool>,
     pub accelerator: Accelerator,
+    /// Told of each retry of a remote user's or judge's requests.
+    pub on_retry: Option<RetryNotice>,
 }
+
+/// What a run tells of its remote counterparts' retries.
+pub type RetryNotice = Arc<dyn Fn(&forge_llm::Retrying) + Send + Sync>;
 
 /// Refuses to resume the run in `dir` under `config` when that is not the
 /// config of its latest checkpoint. Resuming checks this too; checked first,
@@ -152,6 +160,14 @@ pub fn check_resumable(dir: &Path, config: &TrainConfig) -> Result<()> {
         Some(checkpoint) => check_config(&checkpoint, config),
         None => Ok(()),
     }
+}
+
+/// Whether resuming the run in `dir` under `config` takes the weights
+/// from its latest checkpoint alone, needing no `model.init`: a full
+/// fine-tuning run with a checkpoint (LoRA's checkpoints hold only the
+/// adapters). The model a run started from may have moved since.
+pub fn resumes_with_own_weights(dir: &Path, config: &TrainConfig) -> Result<bool> {
+    Ok(!config.lora.enabled() && read_latest(dir)?.is_some())
 }
 
 /// Starts or resumes `spec`'s run and runs it: the backends are
@@ -168,6 +184,7 @@ pub fn train(spec: RunSpec<'_>, observer: &mut dyn Observer) -> Result<Summary> 
         time_limit,
         interrupt,
         accelerator,
+        on_retry,
     } = spec;
     let models = Models { init, user_model };
     let limits = Limits {
@@ -184,6 +201,7 @@ pub fn train(spec: RunSpec<'_>, observer: &mut dyn Observer) -> Result<Summary> 
         resume,
         observer,
         limits,
+        on_retry,
     };
     accelerator::on(accelerator, work)
 }
@@ -197,21 +215,25 @@ struct Training<'a, 'o> {
     resume: bool,
     observer: &'o mut dyn Observer,
     limits: Limits<'a>,
+    on_retry: Option<RetryNotice>,
 }
 
 impl OnBackend for Training<'_, '_> {
     type Output = Summary;
 
     fn run<B: AutodiffBackend>(self, device: B::Device) -> Result<Summary> {
-        Trainer::<B>::new(
+        let mut trainer = Trainer::<B>::new(
             self.config,
             self.dir,
             self.envs,
             self.models,
             self.resume,
             device,
-        )?
-        .run(self.observer, self.limits)
+        )?;
+        if let Some(notice) = &self.on_retry {
+            trainer.counterparts.tell_retries(notice);
+        }
+        trainer.run(self.observer, self.limits)
     }
 }
 
@@ -447,14 +469,15 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         } else {
             Vec::new()
         };
-        // A run resumed from a checkpoint at step 0 (stopped before its
-        // first step) kept the evaluation it made then.
-        if self.position.step == 0 && self.config.eval.at_start && self.checkpointed.is_none() {
-            self.evaluate(observer)?;
-        }
+        // An evaluation due where the run starts that it does not hold (a
+        // new run's first, or one a stop cut short) is made first.
         let mut interrupted = false;
+        let step = self.position.step;
+        if self.evaluation_due(step) && !self.evaluated_at(step)? {
+            interrupted = !self.evaluate(observer, limits)?;
+        }
         while self.position.step < total {
-            interrupted = limits.interrupted();
+            interrupted |= limits.interrupted();
             if interrupted || stop_at == Some(self.position.step) {
                 self.save_checkpoint(observer)?;
                 break;
@@ -478,10 +501,6 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             self.record(&metrics, observer)?;
             let done = self.position.step;
             let stage_end = done == sft_steps || done == total;
-            let stage_step = match stage {
-                Stage::Sft => done,
-                Stage::Rl => done - sft_steps,
-            };
             let out_of_time = done < total
                 && limits
                     .deadline
@@ -490,11 +509,11 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 // The checkpoint first: it is what a resumed run needs, should
                 // the process be stopped from outside during the evaluation.
                 self.save_checkpoint(observer)?;
-                self.evaluate(observer)?;
+                interrupted = !self.evaluate(observer, limits)?;
                 break;
             }
-            if stage_end || every(stage_step, self.config.eval.every) {
-                self.evaluate(observer)?;
+            if self.evaluation_due(done) {
+                interrupted = !self.evaluate(observer, limits)?;
             }
             if stage_end || every(done, self.config.checkpoint_every) {
                 self.save_checkpoint(observer)?;
@@ -842,12 +861,35 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         Ok(norm)
     }
 
+    /// Whether the config evaluates the policy once `step` steps are done:
+    /// at the start (`eval.at_start`), at the end of each stage, and every
+    /// `eval.every` steps of one.
+    fn evaluation_due(&self, step: usize) -> bool {
+        let (sft_steps, every_steps) = (self.config.sft.steps, self.config.eval.every);
+        match step {
+            0 => self.config.eval.at_start,
+            _ if step == sft_steps || step == self.total_steps() => true,
+            _ if step < sft_steps => every(step, every_steps),
+            _ => every(step - sft_steps, every_steps),
+        }
+    }
+
+    /// Whether the run's metrics hold an evaluation at `step`.
+    fn evaluated_at(&self, step: usize) -> Result<bool> {
+        Ok(read_metrics(&self.dir.join(METRICS))?
+            .iter()
+            .any(|metrics| metrics.kind == "eval" && metrics.step == step))
+    }
+
     /// Greedy episodes of every held-out task; logs the success share. With
     /// none held out (`tasks.heldout_fraction = 0`), there is nothing to log.
-    fn evaluate(&mut self, observer: &mut dyn Observer) -> Result<()> {
+    /// `false` when `limits`' interrupt stopped it first: nothing of it is
+    /// kept.
+    fn evaluate(&mut self, observer: &mut dyn Observer, limits: Limits) -> Result<bool> {
         if self.heldout_tasks() == 0 {
-            return Ok(());
+            return Ok(true);
         }
+        observer.evaluating(self.heldout_tasks());
         let started = Instant::now();
         let policy = self.model.valid().fold_adapters();
         let play = Play::new(
@@ -866,7 +908,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 judge: None,
                 nl_judge: None,
             },
-        );
+        )
+        .stopped_by(limits.interrupt);
         let jobs: Vec<Job<'_>> = self
             .workloads
             .iter()
@@ -879,11 +922,22 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 })
             })
             .collect();
-        let records: Vec<_> = play
-            .episodes(&jobs)?
-            .into_iter()
-            .map(|rollout| rollout.record)
-            .collect();
+        let records: Vec<_> = match play.episodes(&jobs) {
+            Ok(rollouts) => rollouts.into_iter().map(|rollout| rollout.record).collect(),
+            Err(err) if err.is::<Interrupted>() => {
+                let step = self.position.step;
+                // One a time limit added is not made again.
+                let again = match self.evaluation_due(step) {
+                    true => ": a resumed run makes it",
+                    false => "",
+                };
+                observer.notice(&format!(
+                    "the evaluation at step {step} was stopped unfinished{again}"
+                ));
+                return Ok(false);
+            }
+            Err(err) => return Err(err),
+        };
         // (successes, episodes), over all and by environment.
         let mut overall = (0, 0);
         let mut by_environment: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
@@ -917,7 +971,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             seconds: Some(started.elapsed().as_secs_f64()),
             ..Metrics::default()
         };
-        self.record(&metrics, observer)
+        self.record(&metrics, observer)?;
+        Ok(true)
     }
 
     fn record(&self, metrics: &Metrics, observer: &mut dyn Observer) -> Result<()> {

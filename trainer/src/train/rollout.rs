@@ -22,6 +22,7 @@ use forge_runtime::{Environment, PreparedTask};
 use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
 /// One finished episode of the policy.
@@ -73,6 +74,9 @@ pub struct Play<'a, B: Backend> {
     /// The model playing the user, with [`Users::Model`].
     user_model: Option<&'a Llama<B>>,
     script: Script<'a>,
+    /// Set from outside to stop the episodes at their next model turns
+    /// ([`Play::stopped_by`]).
+    interrupt: Option<&'a AtomicBool>,
     /// What the latest episodes read of their first prompts, the agent's
     /// and the user model's: the next batch's episodes begin from there.
     first_prompts: RefCell<[PrefixPool<B>; 2]>,
@@ -210,8 +214,17 @@ impl<'a, B: Backend> Play<'a, B> {
             model,
             user_model,
             script,
+            interrupt: None,
             first_prompts: RefCell::new([PrefixPool::new(0), PrefixPool::new(0)]),
         }
+    }
+
+    /// Stops the episodes once `interrupt` is set, at their next model
+    /// turns, and [`Play::episodes`] fails with [`Interrupted`]: episodes
+    /// whose results nothing keeps (an evaluation's) need not hold up a
+    /// stop.
+    pub fn stopped_by(self, interrupt: Option<&'a AtomicBool>) -> Self {
+        Self { interrupt, ..self }
     }
 
     /// Plays `jobs`, each episode on its own thread (tools run in parallel),
@@ -260,6 +273,7 @@ impl<'a, B: Backend> Play<'a, B> {
             drop(requests);
             let mut live = jobs.len();
             let mut read = HashMap::new();
+            let mut interrupted = false;
             while live > 0 {
                 let mut pending = Vec::new();
                 while pending.len() < live {
@@ -273,6 +287,16 @@ impl<'a, B: Backend> Play<'a, B> {
                         Err(_) => live = 0,
                     }
                 }
+                // Once every episode is over, there is nothing to stop.
+                interrupted |= !pending.is_empty()
+                    && self
+                        .interrupt
+                        .is_some_and(|flag| flag.load(Ordering::Relaxed));
+                if interrupted {
+                    // Unanswered, each turn ends its episode ("the batcher
+                    // stopped"), until none is left.
+                    continue;
+                }
                 pending.sort_by_key(|turn| turn.row);
                 let (agents, users): (Vec<_>, Vec<_>) = pending
                     .into_iter()
@@ -285,17 +309,26 @@ impl<'a, B: Backend> Play<'a, B> {
                     decode(model, users, &user_stop, &mut read, user_prompts);
                 }
             }
-            threads
+            let played: Vec<Result<Rollout>> = threads
                 .into_iter()
                 .map(|thread| {
                     thread
                         .join()
                         .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
                 })
-                .collect()
+                .collect();
+            if interrupted {
+                return Err(Interrupted.into());
+            }
+            played.into_iter().collect()
         })
     }
 }
+
+/// [`Play::episodes`] stopped by its interrupt.
+#[derive(Debug, thiserror::Error)]
+#[error("the episodes were stopped by an interrupt")]
+pub struct Interrupted;
 
 /// Decodes `turns` with `model` as one batch and answers each, going on
 /// from what each speaker has `read` of its episode (which the batch

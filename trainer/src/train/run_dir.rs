@@ -137,17 +137,51 @@ pub(super) fn check_seal(checkpoint: &Path) -> Result<()> {
         return Ok(());
     };
     let with_optimizer = sealed.contains(OPTIMIZER_SEALED);
-    if sealed.trim() != checkpoint_digest(checkpoint, with_optimizer)? {
+    let now = checkpoint_digest(checkpoint, with_optimizer)?;
+    if sealed.trim() != now {
         bail!(
-            "{} is damaged: its files are not those written with it ({SEAL} holds another \
-             sha256), so the run cannot resume from it (an earlier checkpoint in {} may do: \
-             name it in {})",
+            "{} is damaged: {} ({SEAL} holds another sha256), so the run cannot resume from it (an earlier checkpoint in {} may do: name it in {})",
             checkpoint.display(),
+            damaged_part(checkpoint, sealed.trim(), &now),
             checkpoint.parent().unwrap_or(checkpoint).display(),
             checkpoint.with_file_name(LATEST).display()
         );
     }
     Ok(())
+}
+
+/// What of `checkpoint` changed since it was sealed, as a seal's parts
+/// tell: its model files, its adapters, or its optimizer state.
+fn damaged_part(checkpoint: &Path, sealed: &str, now: &str) -> String {
+    let parts = |digest: &str| {
+        let (files, optimizer) = match digest.split_once(OPTIMIZER_SEALED) {
+            Some((files, optimizer)) => (files, Some(optimizer.to_owned())),
+            None => (digest, None),
+        };
+        let mut files = files.split(' ').map(str::to_owned);
+        (files.next(), files.next(), optimizer)
+    };
+    let (sealed_model, sealed_adapters, sealed_optimizer) = parts(sealed);
+    let (model, adapters, optimizer) = parts(now);
+    let weights = crate::checkpoint::WEIGHTS;
+    if sealed_model != model {
+        match checkpoint.join(weights).exists() {
+            true => format!(
+                "its model files (the weights, {weights}, its config or tokenizer) changed since \
+                 it was written"
+            ),
+            false => format!("its weights, {weights}, are missing"),
+        }
+    } else if sealed_adapters != adapters {
+        let adapters = crate::checkpoint::ADAPTER_DIR;
+        format!("its LoRA adapters ({adapters}/) changed since it was written")
+    } else if sealed_optimizer != optimizer {
+        let state = super::optimizer::state_file(&checkpoint.join(OPTIMIZER));
+        let name = state.file_name().unwrap_or_default().display().to_string();
+        format!("its optimizer state ({name}) changed since it was written")
+    } else {
+        "its files changed since it was written".to_owned()
+    }
 }
 
 /// What precedes the optimizer state's sha256 in a seal.
