@@ -16,8 +16,8 @@ use forge_trainer::accelerator::Accelerator;
 use forge_trainer::train::config::TrainConfig;
 use forge_trainer::train::config::UserKind;
 use forge_trainer::train::{
-    CONFIG_FILE, METRICS_FILE, Metrics, Observer, RunSpec, check_resumable, read_metrics,
-    resumes_with_own_weights, train,
+    CONFIG_FILE, METRICS_FILE, Metrics, Observer, RunSpec, check_resumable, own_weights_to_resume,
+    read_metrics, train,
 };
 use indicatif::ProgressBar;
 use std::path::{Path, PathBuf};
@@ -348,12 +348,17 @@ fn start(args: &TrainArgs, mut config: TrainConfig, stop: &Stop) -> Result<ExitC
         .into_iter()
         .map(|(source, bundle)| source.load(&sandbox, bundle))
         .collect::<Result<Vec<_>>>()?;
+    let own_weights = match args.resume {
+        true => own_weights_to_resume(run_dir, &config)?,
+        false => None,
+    };
     let init = match config.model.init.as_str() {
         "tiny" => None,
-        _ if args.resume && resumes_with_own_weights(run_dir, &config)? => None,
+        _ if own_weights.is_some() => None,
         name => Some(crate::commands::model::resolve(name).context("model.init")?),
     };
-    if init.as_deref().is_some_and(pretrained_sized) && args.device == Device::Cpu {
+    let weights = init.as_deref().or(own_weights.as_deref());
+    if weights.is_some_and(pretrained_sized) && args.device == Device::Cpu {
         // Said before the minutes it takes to get there: a machine short
         // of memory ends the run without a word.
         eprintln!(

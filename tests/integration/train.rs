@@ -1786,6 +1786,10 @@ fn rollouts_are_played_against_model_users_and_judged_by_a_model() {
         step["masked_share"], 1.0,
         "the judge model, not the rule (which finds every email stated), decides: {step}"
     );
+    assert!(
+        told.contains("note: the RL step had nothing to learn from"),
+        "every rollout masked, the run says it learned nothing: {told}"
+    );
     let requests = server.requests.lock().unwrap();
     let judged = requests
         .iter()

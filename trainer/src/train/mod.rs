@@ -162,12 +162,15 @@ pub fn check_resumable(dir: &Path, config: &TrainConfig) -> Result<()> {
     }
 }
 
-/// Whether resuming the run in `dir` under `config` takes the weights
-/// from its latest checkpoint alone, needing no `model.init`: a full
-/// fine-tuning run with a checkpoint (LoRA's checkpoints hold only the
-/// adapters). The model a run started from may have moved since.
-pub fn resumes_with_own_weights(dir: &Path, config: &TrainConfig) -> Result<bool> {
-    Ok(!config.lora.enabled() && read_latest(dir)?.is_some())
+/// The checkpoint whose weights resuming the run in `dir` under `config`
+/// takes, needing no `model.init`: a full fine-tuning run's latest (LoRA's
+/// checkpoints hold only the adapters). The model a run started from may
+/// have moved since.
+pub fn own_weights_to_resume(dir: &Path, config: &TrainConfig) -> Result<Option<PathBuf>> {
+    match config.lora.enabled() {
+        true => Ok(None),
+        false => read_latest(dir),
+    }
 }
 
 /// Starts or resumes `spec`'s run and runs it: the backends are
@@ -472,6 +475,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         // An evaluation due where the run starts that it does not hold (a
         // new run's first, or one a stop cut short) is made first.
         let mut interrupted = false;
+        // RL steps this call ran, and those with nothing to learn.
+        let mut rl_steps = (0, 0);
         let step = self.position.step;
         if self.evaluation_due(step) && !self.evaluated_at(step)? {
             interrupted = !self.evaluate(observer, limits)?;
@@ -497,6 +502,11 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 Stage::Rl => self.rl_step(step - sft_steps)?,
             };
             let step_time = step_started.elapsed();
+            if stage == Stage::Rl {
+                rl_steps.0 += 1;
+                // No loss: no rollout had an advantage to learn from.
+                rl_steps.1 += usize::from(metrics.loss.is_none());
+            }
             self.position.step += 1;
             self.record(&metrics, observer)?;
             let done = self.position.step;
@@ -518,6 +528,18 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             if stage_end || every(done, self.config.checkpoint_every) {
                 self.save_checkpoint(observer)?;
             }
+        }
+        if rl_steps.0 > 0 && rl_steps.1 == rl_steps.0 {
+            let steps = match rl_steps.0 {
+                1 => "the RL step had nothing".to_owned(),
+                run => format!("none of the {run} RL steps had anything"),
+            };
+            observer.notice(&format!(
+                "{steps} to learn from: in every task's group the rollouts that counted (not \
+                 masked) earned the same reward, all right or all wrong, which gives no \
+                 advantage; more rollouts (rl.rollouts), a higher rl.temperature, or SFT first \
+                 (sft.steps) make them differ"
+            ));
         }
         let complete = self.position.step == total;
         let final_model = self.dir.join(run_dir::FINAL);
