@@ -402,9 +402,13 @@ impl Hub {
             if request.existing_only && !table.contains_key(&id) {
                 return Err(ServeError::UnknownSession(id));
             }
-            let replacing = table.get(&id);
-            if replacing.is_some_and(|now| seen.as_ref().is_none_or(|seen| !Arc::ptr_eq(seen, now)))
-            {
+            // Another session of this id than the one the reset found.
+            let taken = match (table.get(&id), &seen) {
+                (Some(now), Some(seen)) => !Arc::ptr_eq(now, seen),
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            if taken {
                 return Err(ServeError::Busy(id));
             }
             if let Some(full) = self.no_place(&table, Some(&id), request.reserved) {

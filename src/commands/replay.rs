@@ -13,10 +13,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
-#[command(
-    after_help = "Exit status: 0 when every episode replays identically, 1 when any \
-                        diverged, 2 when none did but some could not be replayed"
-)]
+#[command(after_help = "Exit status: 0 when every episode replays identically, \
+    1 when any diverged, 2 when none did but some could not be replayed")]
 pub struct ReplayArgs {
     /// The trajectory file (JSONL) to replay.
     file: PathBuf,
