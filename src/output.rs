@@ -56,7 +56,7 @@ pub fn error(err: &anyhow::Error) {
 /// Writes each retry of `client`'s requests above `bar` as a warning: a
 /// rate-limited or failing endpoint otherwise only stalls the bar.
 pub fn tell_retries(client: &forge_llm::ChatClient, bar: &ProgressBar) {
-    client.on_retry(retry_warnings(bar));
+    client.on_retry(std::sync::Arc::new(retry_warnings(bar)));
 }
 
 /// What [`tell_retries`] tells a client: a warning above `bar` (or, once

@@ -15,7 +15,7 @@ pub mod judge;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// How the endpoint is asked to sample a reply. The default is greedy
@@ -368,8 +368,9 @@ impl std::fmt::Display for Retrying<'_> {
     }
 }
 
-/// What [`ChatClient::on_retry`] is given.
-type RetryNotice = Box<dyn Fn(&Retrying) + Send + Sync>;
+/// What [`ChatClient::on_retry`] is given: shared, so that one notice can
+/// serve several clients (an agent's, a user's, a judge's).
+pub type RetryNotice = Arc<dyn Fn(&Retrying) + Send + Sync>;
 
 /// A chat-completion client.
 pub struct ChatClient {
@@ -403,8 +404,8 @@ impl ChatClient {
 
     /// Tells `notice` of every retry from now on, before its wait (instead
     /// of what it was told before).
-    pub fn on_retry(&self, notice: impl Fn(&Retrying) + Send + Sync + 'static) {
-        *lock(&self.on_retry) = Some(Box::new(notice));
+    pub fn on_retry(&self, notice: RetryNotice) {
+        *lock(&self.on_retry) = Some(notice);
     }
 
     pub fn config(&self) -> &ChatConfig {
@@ -444,7 +445,10 @@ impl ChatClient {
                 Err(err) if err.retryable() && retries < self.config.max_retries => {
                     let wait = self.wait_before_retry(&err, retries);
                     retries += 1;
-                    if let Some(notice) = &*lock(&self.on_retry) {
+                    // Told outside the lock: other requests' retries are
+                    // told meanwhile.
+                    let notice = lock(&self.on_retry).clone();
+                    if let Some(notice) = notice {
                         notice(&Retrying {
                             error: &err,
                             retry: retries,

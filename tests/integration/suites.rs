@@ -2,7 +2,7 @@
 //! with `--suite` (the suites' exactness against the reference is tested in
 //! `suites/tests/reference.rs`).
 
-use crate::common::{assert_refused, forge, json_lines, stderr, stdout};
+use crate::common::{assert_refused, forge, json_lines, jsonl, stderr, stdout};
 use serde_json::{Value, json};
 
 const DATA: &str = "../shared/benchmarks";
@@ -81,7 +81,7 @@ fn a_transfer_to_a_human_ends_a_tau_bench_episode() {
     let episode = &json_lines(&output)[0];
     assert_eq!(episode["termination"], "agent_ended", "{episode}");
     assert_eq!(episode["reward"], 1.0, "{episode}");
-    let record: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let record = &jsonl(&out)[0];
     let last = record["messages"].as_array().unwrap().last().unwrap();
     assert_eq!(last["role"], "tool", "nothing follows the transfer: {last}");
     let output = forge(&[

@@ -3,7 +3,6 @@
 //! script, a local model, a remote one) and who judges whether it misled
 //! the agent (a rule or a remote model).
 
-use super::RetryNotice;
 use super::config::{JudgeKind, JudgeSection, TrainConfig, UserKind, UserSection};
 use super::rollout::{MaskJudge, Users};
 use crate::checkpoint;
@@ -11,7 +10,7 @@ use crate::config::LlamaConfig;
 use crate::llama::Llama;
 use anyhow::{Context, Result};
 use burn::tensor::backend::Backend;
-use forge_llm::{ChatClient, ChatConfig};
+use forge_llm::{ChatClient, ChatConfig, RetryNotice};
 use forge_model::tokenizer::ModelTokenizer;
 use std::path::Path;
 use std::sync::Arc;
@@ -114,8 +113,7 @@ impl<B: Backend> Counterparts<B> {
     /// requests: a rate-limited endpoint otherwise only slows the steps.
     pub fn tell_retries(&self, notice: &RetryNotice) {
         for client in self.user_client.iter().chain(&self.judge_client) {
-            let notice = Arc::clone(notice);
-            client.on_retry(move |retrying| notice(retrying));
+            client.on_retry(Arc::clone(notice));
         }
     }
 

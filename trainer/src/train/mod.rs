@@ -37,6 +37,7 @@ use burn::tensor::backend::AutodiffBackend;
 use config::TrainConfig;
 use counterparts::Counterparts;
 use data::{TaskQueue, Workload};
+use forge_llm::RetryNotice;
 use forge_model::tokenizer::ModelTokenizer;
 use forge_rl::advantage::{self, Rollout as Scorable};
 use forge_runtime::Environment;
@@ -59,7 +60,6 @@ pub use run_dir::{
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -147,9 +147,6 @@ pub struct RunSpec<'a> {
     /// Told of each retry of a remote user's or judge's requests.
     pub on_retry: Option<RetryNotice>,
 }
-
-/// What a run tells of its remote counterparts' retries.
-pub type RetryNotice = Arc<dyn Fn(&forge_llm::Retrying) + Send + Sync>;
 
 /// Refuses to resume the run in `dir` under `config` when that is not the
 /// config of its latest checkpoint. Resuming checks this too; checked first,
