@@ -8,6 +8,7 @@ use crate::ServeError;
 use crate::connections;
 use crate::mcp::{self, Reply};
 use crate::openenv::{self, StepError};
+use crate::origin::AllowedOrigins;
 use crate::sessions::{Hub, OpenRequest};
 use crate::ws;
 use axum::body::Bytes;
@@ -45,6 +46,9 @@ pub struct HttpOptions {
     /// they are serving before it drops them: a client that stalls or
     /// trickles its request cannot hold the server up.
     pub shutdown_grace: Duration,
+    /// The web pages whose browsers may use the server (a request with no
+    /// `Origin`, as agents and trainers send, always may).
+    pub allowed_origins: AllowedOrigins,
 }
 
 impl Default for HttpOptions {
@@ -55,6 +59,7 @@ impl Default for HttpOptions {
             max_connections: 1024,
             // Well within the 30 s a container is given to stop.
             shutdown_grace: Duration::from_secs(10),
+            allowed_origins: AllowedOrigins::Local,
         }
     }
 }
@@ -131,6 +136,10 @@ fn router(app: App) -> Router {
             app.clone(),
             refuse_oversized,
         ))
+        .layer(middleware::from_fn_with_state(
+            app.clone(),
+            refuse_foreign_origin,
+        ))
         .with_state(app)
 }
 
@@ -146,6 +155,29 @@ async fn refuse_oversized(State(app): State<App>, request: Request, next: Next) 
         return too_large(limit).answer(&app.hub);
     }
     next.run(request).await
+}
+
+/// Refuses a request a browser sends for a page the server does not allow
+/// ([`crate::origin`]): 403, as MCP's transport asks.
+async fn refuse_foreign_origin(State(app): State<App>, request: Request, next: Next) -> Response {
+    let allowed = &app.options.allowed_origins;
+    let foreign = request
+        .headers()
+        .get(header::ORIGIN)
+        .map(|origin| String::from_utf8_lossy(origin.as_bytes()).into_owned())
+        .filter(|origin| !allowed.allows(origin));
+    match foreign {
+        Some(origin) => Refusal {
+            status: StatusCode::FORBIDDEN,
+            code: "origin_not_allowed",
+            detail: format!(
+                "requests from pages of {origin} are refused: this server serves {allowed} \
+                 (`--allow-origin` adds others)"
+            ),
+        }
+        .answer(&app.hub),
+        None => next.run(request).await,
+    }
 }
 
 /// Closes idle sessions every so often (a quarter of the idle timeout,

@@ -9,6 +9,7 @@ pub mod http;
 pub mod mcp;
 pub mod metrics;
 pub mod openenv;
+pub mod origin;
 pub mod sessions;
 pub mod stdio;
 mod ws;

@@ -9,6 +9,7 @@ use forge_runtime::policy::scripted_user;
 use forge_runtime::{Environment, Limits, Sandbox, TrajectoryWriter};
 use forge_serve::catalog::Catalog;
 use forge_serve::http::HttpOptions;
+use forge_serve::origin::{AllowedOrigins, parse_origin};
 use forge_serve::{Hub, OpenRequest, SessionLimits, UserFactory};
 use forge_suites::Suite;
 use std::io::IsTerminal;
@@ -41,7 +42,7 @@ pub struct ServeArgs {
     /// opened by `initialize`; `--task` picks its task).
     #[arg(
         long,
-        conflicts_with_all = ["host", "port", "max_sessions", "idle_timeout", "read_timeout", "max_connections"]
+        conflicts_with_all = ["host", "port", "max_sessions", "idle_timeout", "read_timeout", "max_connections", "allow_origin"]
     )]
     stdio: bool,
     /// With `--stdio`: the task of every episode (`env/task`, or its id);
@@ -70,6 +71,12 @@ pub struct ServeArgs {
     /// WebSocket leaves the count once upgraded (`--max-sessions` caps those).
     #[arg(long, default_value_t = HttpOptions::default().max_connections, value_parser = at_least_one)]
     max_connections: usize,
+    /// A web page's origin (`https://app.example.com`) whose browsers may
+    /// use the server, besides this machine's pages; `*` allows every page.
+    /// Others are refused (403), against DNS rebinding; agents and trainers
+    /// send no origin and are always served.
+    #[arg(long, value_name = "ORIGIN", value_parser = parse_origin)]
+    allow_origin: Vec<String>,
     /// Most agent actions per episode.
     #[arg(long, default_value_t = SessionLimits::default().max_turns, value_parser = at_least_one)]
     max_turns: usize,
@@ -155,6 +162,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             max_request_bytes: args.max_request_bytes,
             read_timeout: Duration::from_secs(args.read_timeout),
             max_connections: args.max_connections,
+            allowed_origins: AllowedOrigins::from_flags(args.allow_origin),
             ..HttpOptions::default()
         },
         args.log_format,

@@ -357,6 +357,70 @@ fn resets_take_the_tasks_in_turn_and_a_refused_or_named_one_takes_none() {
 }
 
 #[test]
+fn pages_of_other_sites_are_refused_and_allowed_ones_served() {
+    let server = Server::start(&["--allow-origin", "https://app.example.com"]);
+    let reset = |origin: &str| {
+        answer(
+            agent()
+                .post(&server.url("/reset"))
+                .header("Origin", origin)
+                .content_type("application/json")
+                .send("{}"),
+        )
+    };
+    // A page elsewhere (or one rebinding its name to this machine) cannot
+    // open a session, nor reach the MCP endpoint or the WebSocket.
+    let (status, body) = reset("http://evil.example");
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (403, Some("origin_not_allowed")),
+        "{body}"
+    );
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("`--allow-origin`"),
+        "{body}"
+    );
+    let (status, _) = answer(
+        agent()
+            .post(&server.url("/mcp"))
+            .header("Origin", "null")
+            .content_type("application/json")
+            .send(r#"{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}"#),
+    );
+    assert_eq!(status, 403);
+    let mut request = tungstenite::client::IntoClientRequest::into_client_request(format!(
+        "{}/ws",
+        server.base.replace("http://", "ws://")
+    ))
+    .unwrap();
+    request
+        .headers_mut()
+        .insert("Origin", "http://evil.example".parse().unwrap());
+    match tungstenite::connect(request) {
+        Err(tungstenite::Error::Http(response)) => assert_eq!(response.status(), 403),
+        other => panic!("a WebSocket from another site was not refused: {other:?}"),
+    }
+    assert_eq!(server.sessions(), 0);
+    // This machine's pages and the allowed site are served; so is a
+    // client that sends no origin, as agents do.
+    for origin in [
+        "http://localhost:5173",
+        "http://127.0.0.1",
+        "https://app.example.com",
+    ] {
+        let (status, body) = reset(origin);
+        assert_eq!(status, 200, "{origin}: {body}");
+    }
+    assert_eq!(post(&server.url("/reset"), &json!({})).0, 200);
+
+    let output = forge(&["serve", "--allow-origin", "app.example.com/"]);
+    assert_refused(&output, "is not an origin");
+}
+
+#[test]
 fn http_requests_that_cannot_be_served_get_clear_errors() {
     let server = Server::start(&[
         "--max-sessions",

@@ -1017,6 +1017,49 @@ fn bad_configs_and_run_directories_are_refused_clearly() {
         let output = train(&["--config", config.to_str().unwrap(), "--run-dir", run]);
         assert_refused(&output, key);
     }
+    // Of several files, the one that set the wrong key is named, and the
+    // value is told in the words of the docs; a misspelt key, its meaning.
+    let good = dir.path().join("good.toml");
+    std::fs::write(&good, "[rl]\nsteps = 3\n").unwrap();
+    for (text, said) in [
+        (
+            "[sft]\nsteps = -1\n",
+            "bad.toml: sft.steps: invalid value: integer `-1`, expected a whole number, 0 or more",
+        ),
+        (
+            "[rl]\nstepz = 2\n",
+            "bad.toml: rl.stepz: unknown key (did you mean `steps`?)",
+        ),
+    ] {
+        std::fs::write(&config, text).unwrap();
+        let output = train(&[
+            "--config",
+            config.to_str().unwrap(),
+            "--config",
+            good.to_str().unwrap(),
+            "--run-dir",
+            run,
+        ]);
+        assert_refused(&output, said);
+        assert!(
+            !stderr(&output).contains("good.toml"),
+            "{}",
+            stderr(&output)
+        );
+    }
+    // A stage whose steps are none would train nothing.
+    std::fs::write(&config, "[sft]\nsteps = 0\n").unwrap();
+    let output = train(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--stage",
+        "sft",
+        "--print-config",
+    ]);
+    assert_refused(
+        &output,
+        "--stage sft trains for sft.steps, which is 0: nothing to train",
+    );
 
     // Settings the model or the machine cannot honour — bf16 products need
     // the GPU backend, the smoke run's tiny model has no `<think>` to leave

@@ -11,6 +11,10 @@ use forge_model::tokenizer::ModelTokenizer;
 use forge_rl::advantage::Scaling;
 use serde::{Deserialize, Serialize};
 
+mod read;
+
+pub use read::KeyError;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TrainConfig {
@@ -494,7 +498,7 @@ impl TrainConfig {
     /// A setting added since the run was saved takes the value the run
     /// trained with, not today's default: resumed under the new default,
     /// it would continue otherwise than it began.
-    pub fn from_saved(text: &str) -> Result<Self, toml::de::Error> {
+    pub fn from_saved(text: &str) -> anyhow::Result<Self> {
         let mut table: toml::Table = toml::from_str(text)?;
         if let Some(optim) = table
             .entry("optim")
@@ -505,7 +509,7 @@ impl TrainConfig {
                 .entry("epsilon")
                 .or_insert(toml::Value::Float(PRE_SETTING_EPSILON));
         }
-        toml::Value::Table(table).try_into()
+        Ok(Self::from_table(table)?)
     }
 
     /// The CPU smoke run: the tiny model, short prompts, minutes on two cores.
@@ -579,6 +583,11 @@ impl TrainConfig {
             &self.optim,
         );
         let checks: &[(bool, &str)] = &[
+            (
+                sft.steps > 0 || rl.steps > 0,
+                "sft.steps and rl.steps are both 0: there is nothing to train \
+                 (`forge eval` measures a model as it is)",
+            ),
             (optim.micro_batch > 0, "optim.micro_batch must be positive"),
             (
                 (0.0..1.0).contains(&tasks.heldout_fraction),
@@ -598,8 +607,12 @@ impl TrainConfig {
                 "sft.task_fraction must be in (0, 1]",
             ),
             (
-                rl.steps == 0 || (rl.tasks_per_step > 0 && rl.rollouts > 1),
-                "rl.tasks_per_step must be positive and rl.rollouts at least 2",
+                rl.steps == 0 || rl.tasks_per_step > 0,
+                "rl.tasks_per_step must be positive",
+            ),
+            (
+                rl.steps == 0 || rl.rollouts > 1,
+                "rl.rollouts must be at least 2 (ERPO compares a task's rollouts with their mean)",
             ),
             (
                 rl.steps == 0 || positive(rl.lr),

@@ -27,8 +27,10 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+mod config;
+
 /// The tiny domain of the smoke run: one call per task, short prompts.
-const SMOKE_DOC: &str = include_str!("../../env-templates/train/lamps.toml");
+const SMOKE_DOC: &str = include_str!("../../../env-templates/train/lamps.toml");
 
 #[derive(Args, Debug)]
 pub struct TrainArgs {
@@ -492,44 +494,7 @@ fn effective_config(args: &TrainArgs) -> Result<TrainConfig> {
         Preset::Default => TrainConfig::default(),
         Preset::Smoke => TrainConfig::smoke(),
     };
-    let mut merged = toml::Table::try_from(&preset)?;
-    for path in &args.config {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let overlay: toml::Table =
-            toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-        merge(&mut merged, overlay);
-    }
-    let files = args
-        .config
-        .iter()
-        .map(|path| path.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ");
-    let mut config: TrainConfig = toml::Value::Table(merged)
-        .try_into()
-        .with_context(|| format!("{files}: invalid training config"))?;
-    match args.stage {
-        Stage::All => {}
-        Stage::Sft => config.rl.steps = 0,
-        Stage::Rl => config.sft.steps = 0,
-    }
-    config
-        .validate()
-        .map_err(|message| anyhow::anyhow!("{files}: {message}"))?;
-    Ok(config)
-}
-
-/// `overlay`'s keys replace `base`'s, tables merged key by key.
-fn merge(base: &mut toml::Table, overlay: toml::Table) {
-    for (key, value) in overlay {
-        match (base.get_mut(&key), value) {
-            (Some(toml::Value::Table(base)), toml::Value::Table(overlay)) => merge(base, overlay),
-            (_, value) => {
-                base.insert(key, value);
-            }
-        }
-    }
+    config::layered(&preset, &args.config, args.stage)
 }
 
 /// The bundles to train on: `--env` and `--suite`, or the preset's
