@@ -29,6 +29,7 @@ use forge_trainer::train::rollout::{Job, USER_SEED};
 use forge_trainer::{Precision, Sampling};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -141,16 +142,20 @@ const API_KEY_ENV: &str = "OPENAI_API_KEY";
 
 impl AgentArgs {
     /// A client of `model` at the endpoint `url`, with the key, the
-    /// requests in flight and the timeout asked for; `flags` name them in
-    /// a refusal.
-    fn endpoint(&self, url: &str, model: &str, flags: &str) -> Result<ChatClient> {
+    /// requests in flight and the timeout asked for; `flags` name them (the
+    /// URL's, the model's) in a refusal.
+    fn endpoint(&self, url: &str, model: &str, flags: [&'static str; 2]) -> Result<ChatClient> {
         let key = self.api_key_env.as_deref().unwrap_or(API_KEY_ENV);
         let mut config = ChatConfig::new(url, model).key_from_env(key);
         config.max_in_flight = self.max_requests.unwrap_or(MAX_REQUESTS) as usize;
         if let Some(seconds) = self.request_timeout {
             config.timeout = Duration::from_secs(seconds);
         }
-        ChatClient::new(config).context(flags.to_owned())
+        let [url_flag, model_flag] = flags;
+        ChatClient::new(config).context(match model.trim().is_empty() {
+            true => model_flag,
+            false => url_flag,
+        })
     }
 
     /// Refuses a flag the chosen agent, user and judge would not use: the
@@ -409,10 +414,17 @@ impl Agents {
         let client = match (needs_model, &args.base_url, &args.model) {
             (false, _, _) => None,
             (true, Some(url), Some(model)) => {
-                Some(args.endpoint(url, model, "--base-url, --model")?)
+                Some(args.endpoint(url, model, ["--base-url", "--model"])?)
             }
-            (true, _, _) => {
-                bail!("`--policy openai` and `--user openai` need --base-url and --model")
+            (true, url, model) => {
+                let missing = [(url.is_none(), "--base-url"), (model.is_none(), "--model")]
+                    .into_iter()
+                    .filter_map(|(missing, flag)| missing.then_some(flag))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                bail!(
+                    "`--policy openai` and `--user openai` need --base-url and --model (missing: {missing})"
+                )
             }
         };
         let judge = match (
@@ -424,8 +436,8 @@ impl Agents {
                 url,
                 model,
                 match args.judge_base_url {
-                    Some(_) => "--judge-base-url, --judge-model",
-                    None => "--base-url, --judge-model",
+                    Some(_) => ["--judge-base-url", "--judge-model"],
+                    None => ["--base-url", "--judge-model"],
                 },
             )?),
             (Some(_), None) => bail!("`--judge-model` needs --judge-base-url or --base-url"),
@@ -596,14 +608,16 @@ impl Agents {
     ///
     /// Once `stop` is set no episode starts (with a local model, no batch:
     /// the one under way is played out and every episode of it kept); the
-    /// call then fails with [`Interrupted`].
+    /// call then fails with [`Interrupted`]. A failed request to an
+    /// endpoint is no longer retried then, and an episode that fails
+    /// after it is set is one stopped, not kept, rather than a failure.
     pub fn play(
         &self,
         env: &Environment,
         episodes: &[(&PreparedTask, u64)],
         max_turns: usize,
         threads: usize,
-        stop: &AtomicBool,
+        stop: &Arc<AtomicBool>,
         mut finished: impl FnMut(EpisodeRecord) -> Result<()>,
     ) -> Result<()> {
         let stopped = || match stop.load(Ordering::Relaxed) {
@@ -625,6 +639,9 @@ impl Agents {
             };
             return self.play_local(local, env, episodes, max_turns, &mut finished);
         }
+        for client in self.client.iter().chain(&self.judge) {
+            client.give_up_when(Arc::clone(stop));
+        }
         let run_one = |(task, seed): (&PreparedTask, u64)| {
             stopped()?;
             let (mut policy, mut user) = self.make(task, seed)?;
@@ -639,6 +656,11 @@ impl Agents {
                 EpisodeSettings { max_turns, seed },
             )
             .with_context(|| format!("task `{}`", task.task.id))
+            .map_err(|err| match stop.load(Ordering::Relaxed) {
+                // Its failure may be a request the stop cut short.
+                true => anyhow::Error::new(Interrupted),
+                false => err,
+            })
         };
         in_parallel(episodes, threads, run_one, finished)
     }

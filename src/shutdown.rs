@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 /// Ctrl-C or SIGTERM, whichever comes first.
 pub async fn signal() {
@@ -26,6 +27,10 @@ pub async fn signal() {
         _ = terminate => {}
     }
 }
+
+/// How soon after the first signal another is taken for the same one
+/// delivered twice ([`flag`]).
+const ECHO: Duration = Duration::from_millis(250);
 
 /// Exit status of a process stopped by a signal it handled (128 + SIGINT).
 pub const INTERRUPTED: u8 = 130;
@@ -62,14 +67,24 @@ pub fn episodes_flag() -> std::io::Result<Arc<AtomicBool>> {
 /// A flag that the first Ctrl-C or SIGTERM sets, for synchronous work to
 /// poll at its next safe point; `on_first` runs then (to say what happens
 /// next). A second signal ends the process at once, for when the safe point
-/// is too far off, saying so.
+/// is too far off, saying so — unless it comes within [`ECHO`] of the
+/// first: `timeout` and some supervisors send a signal to the command and
+/// again to its process group, one request delivered twice.
 pub fn flag(on_first: impl FnOnce() + Send + 'static) -> std::io::Result<Arc<AtomicBool>> {
     let flag = Arc::new(AtomicBool::new(false));
     let set = Arc::clone(&flag);
     on_signal(move |runtime| {
+        let first = Instant::now();
         set.store(true, Ordering::Relaxed);
         on_first();
-        runtime.block_on(signal());
+        runtime.block_on(async {
+            loop {
+                signal().await;
+                if first.elapsed() >= ECHO {
+                    break;
+                }
+            }
+        });
         eprintln!("\nstopped at once: what was under way is not kept");
         std::process::exit(i32::from(INTERRUPTED));
     })?;

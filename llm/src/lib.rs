@@ -15,6 +15,7 @@ pub mod judge;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -106,18 +107,19 @@ impl ChatConfig {
         }
     }
 
-    /// Refuses an endpoint no request could reach: a base URL that is not
-    /// `http://` or `https://` with a host, or no model name.
+    /// Refuses an endpoint no request could reach: no model name, or a
+    /// base URL that is not `http://` or `https://` with a host (a refusal
+    /// of a config with a model is one of its URL).
     pub fn check(&self) -> Result<(), ChatError> {
-        if let Err(problem) = reachable(&self.completions_url()) {
-            return Err(ChatError::Endpoint(format!(
-                "`{}` {problem} (an API base such as http://127.0.0.1:8000/v1)",
-                self.base_url
-            )));
-        }
         if self.model.trim().is_empty() {
             return Err(ChatError::Endpoint(format!(
                 "no model named to ask at {}",
+                self.base_url
+            )));
+        }
+        if let Err(problem) = reachable(&self.completions_url()) {
+            return Err(ChatError::Endpoint(format!(
+                "`{}` {problem} (an API base such as http://127.0.0.1:8000/v1)",
                 self.base_url
             )));
         }
@@ -380,6 +382,7 @@ pub struct ChatClient {
     in_flight: Mutex<usize>,
     slot_freed: Condvar,
     on_retry: Mutex<Option<RetryNotice>>,
+    give_up: Mutex<Option<Arc<AtomicBool>>>,
 }
 
 impl ChatClient {
@@ -399,6 +402,7 @@ impl ChatClient {
             in_flight: Mutex::new(0),
             slot_freed: Condvar::new(),
             on_retry: Mutex::new(None),
+            give_up: Mutex::new(None),
         })
     }
 
@@ -406,6 +410,36 @@ impl ChatClient {
     /// of what it was told before).
     pub fn on_retry(&self, notice: RetryNotice) {
         *lock(&self.on_retry) = Some(notice);
+    }
+
+    /// Once `stop` is set, a failed request is retried no more and a
+    /// retry's wait is cut short: the request fails with its last error at
+    /// once, so that a command asked to stop does not wait out a backoff
+    /// of a minute or more first.
+    pub fn give_up_when(&self, stop: Arc<AtomicBool>) {
+        *lock(&self.give_up) = Some(stop);
+    }
+
+    fn stopping(&self) -> bool {
+        lock(&self.give_up)
+            .as_ref()
+            .is_some_and(|stop| stop.load(Ordering::Relaxed))
+    }
+
+    /// Sleeps for `wait`, or until [`Self::give_up_when`]'s flag is set:
+    /// whether it slept it all.
+    fn wait_unless_stopped(&self, wait: Duration) -> bool {
+        let until = Instant::now() + wait;
+        loop {
+            if self.stopping() {
+                return false;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(50)));
+        }
     }
 
     pub fn config(&self) -> &ChatConfig {
@@ -442,7 +476,9 @@ impl ChatClient {
         let mut retries = 0;
         loop {
             match self.request(messages, tools, sampling) {
-                Err(err) if err.retryable() && retries < self.config.max_retries => {
+                Err(err)
+                    if err.retryable() && retries < self.config.max_retries && !self.stopping() =>
+                {
                     let wait = self.wait_before_retry(&err, retries);
                     retries += 1;
                     // Told outside the lock: other requests' retries are
@@ -456,7 +492,13 @@ impl ChatClient {
                             wait,
                         });
                     }
-                    std::thread::sleep(wait);
+                    if !self.wait_unless_stopped(wait) {
+                        return Err(ChatError::GaveUp {
+                            attempts: retries,
+                            elapsed: started.elapsed(),
+                            last: Box::new(err),
+                        });
+                    }
                 }
                 // A full context ends an episode rather than failing it:
                 // it is told apart by its own variant.

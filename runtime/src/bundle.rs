@@ -350,7 +350,9 @@ impl Bundle {
             ] {
                 if &sha256_hex(bytes) != hash {
                     bail!(
-                        "{} does not match the sha256 recorded in {MANIFEST_FILE} (corrupted, or edited without updating the manifest)",
+                        "{} does not match the sha256 recorded in {MANIFEST_FILE}: corrupted, or edited \
+                         (a bundle edited on purpose drops `hashes` from {MANIFEST_FILE}; episodes \
+                         recorded before the edit no longer replay on it)",
                         dir.join(name).display()
                     );
                 }

@@ -29,8 +29,17 @@ impl ToolSpec {
         })
     }
 
-    /// Checks `args` against the parameter schema; the error names the argument.
+    /// Checks `args` against the parameter schema; the error names the
+    /// argument. Arguments a model wrote as text that is no JSON (a call
+    /// cut short) are told so, with where the JSON breaks.
     pub fn validate(&self, args: &Value) -> Result<(), String> {
+        if let Value::String(text) = args
+            && let Err(err) = serde_json::from_str::<Value>(text)
+        {
+            return Err(format!(
+                "arguments must be a JSON object, and these are not JSON: {err}"
+            ));
+        }
         if !args.is_object() {
             return Err("arguments must be a JSON object".to_owned());
         }
@@ -280,6 +289,10 @@ mod tests {
     fn names_the_offending_argument() {
         let cases = [
             (json!([]), "arguments must be a JSON object"),
+            (
+                json!("{\"user_id\": \"u1\""),
+                "arguments must be a JSON object, and these are not JSON: EOF while parsing an object at line 1 column 16",
+            ),
             (json!({"items": []}), "missing required argument `user_id`"),
             (
                 json!({"user_id": 3, "items": []}),

@@ -66,12 +66,19 @@ fn replay(args: ReplayArgs) -> Result<ExitCode> {
     let envs = load_all(&args.env, &args.suite, args.data.as_deref(), &sandbox)?;
     // Found before any episode is replayed: a file that needs an
     // environment not given says so once, not once an episode.
+    let builtin = args.env.is_empty() && args.suite.is_empty();
     let recorded_on = episodes
         .iter()
         .zip(&lines)
         .map(|(record, &line)| {
-            environment_of(&envs, record)
-                .map_err(|err| anyhow!("line {line} of {}: {err:#}", args.file.display()))
+            environment_of(&envs, record).map_err(|err| {
+                // An environment of the example's name, not the example.
+                let hint = match builtin && envs.iter().any(|env| env.name() == record.environment.name) {
+                    true => "; without --env the built-in example is tried: replay it with `--env DIR` naming the bundle it was recorded on",
+                    false => "",
+                };
+                anyhow!("line {line} of {}: {err:#}{hint}", args.file.display())
+            })
         })
         .collect::<Result<Vec<_>>>()?;
     let (mut diverged, mut unreplayable) = (0, 0);

@@ -107,7 +107,10 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
         .map(|(url, model)| {
             let mut config = ChatConfig::new(url, model).key_from_env(&args.api_key_env);
             config.timeout = Duration::from_secs(args.request_timeout);
-            ChatClient::new(config).context("--llm-url, --model")
+            ChatClient::new(config).context(match model.trim().is_empty() {
+                true => "--model",
+                false => "--llm-url",
+            })
         })
         .transpose()?;
     let model = client.as_ref().map(|client| Llm {
@@ -297,9 +300,9 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
             false => "",
         };
         println!(
-            "model: {} requests, {} prompt and {} completion tokens; {rewritten} of {} \
+            "model: {}, {} prompt and {} completion tokens; {rewritten} of {} \
              rewritten{kept}",
-            usage.requests,
+            output::count(usage.requests, "request"),
             usage.prompt_tokens,
             usage.completion_tokens,
             output::count(tasks, "instruction")

@@ -389,7 +389,13 @@ impl DomainDoc {
                     }
                 }
                 let distinct = match (&field.choices, field.kind) {
-                    (Some(choices), _) => Some(choices.len()),
+                    (Some(choices), _) => Some(
+                        choices
+                            .iter()
+                            .enumerate()
+                            .filter(|(at, choice)| !choices[..*at].contains(choice))
+                            .count(),
+                    ),
                     (None, FieldType::Boolean) => Some(2),
                     _ => None,
                 };
@@ -408,13 +414,30 @@ impl DomainDoc {
                         at(),
                         crate::values::GENERATORS.join(", ")
                     );
+                    ensure!(
+                        field.kind == FieldType::String,
+                        "{}: generators make strings, and the field is {}",
+                        at(),
+                        field.kind.json_schema_type()
+                    );
                 }
+                ensure!(
+                    (field.min.is_none() && field.max.is_none())
+                        || matches!(field.kind, FieldType::Integer | FieldType::Number),
+                    "{}: `min` and `max` bound numbers, and the field is {}",
+                    at(),
+                    field.kind.json_schema_type()
+                );
                 if let (Some(min), Some(max)) = (field.min, field.max) {
                     ensure!(min <= max, "{}: min is above max", at());
                 }
             }
         }
         self.generation_order()?;
+        ensure!(
+            !self.tools.is_empty(),
+            "the doc defines no tools: an environment is its tools"
+        );
         let mut seen = std::collections::BTreeSet::new();
         for tool in &self.tools {
             ensure!(
@@ -919,6 +942,27 @@ description = "Find a driver."
             "fields.zone = { type = \"boolean\", unique = true }",
             "unique, but it takes only 2 values for 5 records",
         );
+        refused(
+            zone,
+            "fields.zone = { type = \"string\", enum = [\"A\", \"A\", \"B\", \"B\", \"C\"], unique = true }",
+            "unique, but it takes only 3 values for 5 records",
+        );
+        // What would be ignored is refused: a generator of strings for a
+        // number, bounds on a string.
+        refused(
+            zone,
+            "fields.zone = { type = \"integer\", generator = \"email\" }",
+            "field `zone`: generators make strings, and the field is integer",
+        );
+        refused(
+            zone,
+            "fields.zone = { type = \"string\", min = 1, max = 3 }",
+            "field `zone`: `min` and `max` bound numbers, and the field is string",
+        );
+        let tools = BASE.find("[[tools]]").unwrap();
+        let doc: DomainDoc = toml::from_str(&format!("tools = []\n{}", &BASE[..tools])).unwrap();
+        let message = format!("{:#}", doc.check().unwrap_err());
+        assert!(message.contains("the doc defines no tools"), "{message}");
         refused(
             "count = 5\nfields.driver_id",
             "count = 100000\nfields.driver_id",

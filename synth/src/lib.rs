@@ -322,7 +322,8 @@ fn repair(
 
 /// Synthesizes one domain into `dir`, which it replaces once the outcome is
 /// known: a bundle, or a rejection with its report. A failure without a
-/// report (an I/O error, a model that stops answering) leaves `dir` as it was.
+/// report (an I/O error, a model that stops answering while annotating)
+/// leaves `dir` as it was.
 fn synthesize_domain(
     doc: &DomainDoc,
     source: &compile::GuestSource,
@@ -429,11 +430,7 @@ fn write_domain(
             failed += 1;
             continue;
         };
-        let identity = forge_runtime::canonical::to_string(&json!([
-            generated.task.gold_actions,
-            generated.task.required_outputs
-        ]));
-        if !seen.insert(identity) {
+        if !seen.insert(identity(&generated.task)) {
             duplicate += 1;
             continue;
         }
@@ -485,9 +482,32 @@ fn write_domain(
         )?;
         bail!("{why} (see {})", dir.join(REPORT_FILE).display());
     }
-    let instructions_rewritten = model
+    let instructions_rewritten = match model
         .map(|model| llm::refine_instructions(model.client, &mut bundle.tasks))
-        .transpose()?;
+        .transpose()
+    {
+        Ok(rewritten) => rewritten,
+        Err(err) => {
+            // The doc is sound (its tasks were made and verified): what the
+            // model annotated is kept for a synthesis without it.
+            write(
+                REPORT_FILE,
+                format!(
+                    "# {} — rejected\n\nThe endpoint failed while rewriting the task \
+                     instructions: {err:#}.\n\n`{DOC_FILE}` holds the doc the environment was \
+                     made from: `forge synth {}` makes it again without the model (its \
+                     instructions as templates).\n",
+                    doc.domain.name,
+                    dir.join(DOC_FILE).display()
+                )
+                .as_bytes(),
+            )?;
+            return Err(err.context(format!(
+                "rewriting the instructions (see {})",
+                dir.join(REPORT_FILE).display()
+            )));
+        }
+    };
     bundle.write_dir(staged)?;
 
     let tasks = &bundle.tasks;
@@ -535,6 +555,21 @@ struct Verification {
     reserve_unused: usize,
     random_success: Option<f64>,
     gold_success: f64,
+}
+
+/// What makes two tasks the same: the same calls, answers and final state,
+/// whatever the order the instruction asks for them in (an agent that does
+/// one does the other).
+fn identity(task: &Task) -> String {
+    let mut calls: Vec<String> = task
+        .gold_actions
+        .iter()
+        .map(|call| forge_runtime::canonical::to_string(&json!(call)))
+        .collect();
+    calls.sort_unstable();
+    let mut outputs = task.required_outputs.clone();
+    outputs.sort_unstable();
+    forge_runtime::canonical::to_string(&json!([calls, outputs, task.gold_final_state_sha256]))
 }
 
 /// Stage 8: loads the bundle (which replays every task's gold actions and
@@ -735,6 +770,24 @@ mod tests {
             ..SynthConfig::default()
         };
         assert_eq!(serde_json::to_value(capped).unwrap()["max_requirements"], 1);
+    }
+
+    #[test]
+    fn tasks_asking_the_same_in_another_order_are_one() {
+        let task = |calls: [&str; 2], output: &str| {
+            serde_json::from_value::<Task>(json!({
+                "id": "t",
+                "instruction": format!("Do {} then {}.", calls[0], calls[1]),
+                "gold_actions": calls.map(|name| json!({"name": name, "arguments": {"id": 1}})),
+                "required_outputs": [output, "7"],
+                "gold_final_state_sha256": "ab",
+            }))
+            .unwrap()
+        };
+        let first = task(["freeze", "rename"], "3");
+        assert_eq!(identity(&first), identity(&task(["rename", "freeze"], "3")));
+        assert_ne!(identity(&first), identity(&task(["rename", "freeze"], "4")));
+        assert_ne!(identity(&first), identity(&task(["rename", "close"], "3")));
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //!   the user must state (names, emails, titles, new values) is refused and
 //!   the template kept.
 
-use crate::doc::DomainDoc;
+use crate::doc::{DomainDoc, ToolDoc};
 use anyhow::{Context, Result, bail};
 use forge_llm::{ChatClient, ChatError, Message, extract_json};
 use forge_runtime::bundle::Task;
@@ -85,6 +85,12 @@ impl AnyDoc {
                 // problem: an annotated doc has collections. Text that is
                 // no JSON or TOML at all is in neither.
                 let (err, format) = match (plain, has_collections(&text, json)) {
+                    (Ok(plain), _) if plain.tools.is_empty() => {
+                        bail!(
+                            "{} documents no tools: an environment is its tools",
+                            path.display()
+                        )
+                    }
                     (Ok(plain), _) => return Ok(Self::Plain(plain)),
                     (Err(_), Some(true)) => (annotated_err, " (an annotated doc)"),
                     (Err(plain_err), Some(false)) => {
@@ -190,8 +196,65 @@ impl<'a> Annotator<'a> {
         if !missing.is_empty() {
             bail!("documented tools are missing: {}", missing.join(", "));
         }
+        let invented: Vec<&str> = doc
+            .tools
+            .iter()
+            .map(|tool| tool.name.as_str())
+            .filter(|name| !self.plain.tools.iter().any(|tool| tool.name == *name))
+            .collect();
+        if !invented.is_empty() {
+            bail!(
+                "tools the doc does not document: {} (annotate the documented tools alone)",
+                invented.join(", ")
+            );
+        }
+        for plain in &self.plain.tools {
+            let tool = doc.tools.iter().find(|tool| tool.name == plain.name);
+            if let (Some(tool), Some(schema)) = (tool, &plain.parameters) {
+                check_parameters(&doc, tool, schema)?;
+            }
+        }
         Ok(doc)
     }
+}
+
+/// Refuses an annotated `tool` whose arguments are not those its plain doc's
+/// JSON `schema` documents: one it invents, or a required one it drops,
+/// would make an environment of another API than the one documented. (An
+/// optional one may go: the format has optional arguments for lists alone.)
+fn check_parameters(doc: &DomainDoc, tool: &ToolDoc, schema: &Value) -> Result<()> {
+    let Some(documented) = schema.get("properties").and_then(Value::as_object) else {
+        return Ok(());
+    };
+    let required = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str);
+    let annotated = crate::codegen::parameters(doc, tool);
+    let taken = annotated["properties"]
+        .as_object()
+        .expect("parameters are an object schema");
+    let invented: Vec<&str> = taken
+        .keys()
+        .map(String::as_str)
+        .filter(|name| !documented.contains_key(*name))
+        .collect();
+    let dropped: Vec<&str> = required.filter(|name| !taken.contains_key(*name)).collect();
+    if invented.is_empty() && dropped.is_empty() {
+        return Ok(());
+    }
+    let names = |names: Vec<&str>| match names.is_empty() {
+        true => "none".to_owned(),
+        false => names.join(", "),
+    };
+    bail!(
+        "tool `{}` must take the documented arguments ({}), but takes {}",
+        tool.name,
+        names(documented.keys().map(String::as_str).collect()),
+        names(taken.keys().map(String::as_str).collect())
+    )
 }
 
 /// "the model's one answer", "the model's 3 answers": what a bound on
@@ -272,8 +335,30 @@ pub fn refine_instruction(
         Message::user(instruction),
     ];
     let rewrite = client.complete(&messages)?;
-    let rewrite = rewrite.trim();
+    let rewrite = unwrapped(&rewrite);
     Ok(faithful(rewrite, instruction, facts).then(|| rewrite.to_owned()))
+}
+
+/// A reply without what models often wrap a text in: a code fence
+/// (```` ```text … ``` ````), or quotation marks around the whole of it.
+fn unwrapped(reply: &str) -> &str {
+    let mut text = reply.trim();
+    if let Some(fenced) = text.strip_prefix("```")
+        && let Some((_, body)) = fenced.split_once('\n')
+        && let Some(body) = body.trim_end().strip_suffix("```")
+    {
+        text = body.trim();
+    }
+    for (open, close) in [('"', '"'), ('\u{201c}', '\u{201d}')] {
+        if let Some(inner) = text
+            .strip_prefix(open)
+            .and_then(|rest| rest.strip_suffix(close))
+            && !inner.contains([open, close])
+        {
+            return inner.trim();
+        }
+    }
+    text
 }
 
 /// Said of the instructions whose rewrite was not [`faithful`].
@@ -344,7 +429,7 @@ fn negations(text: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::{faithful, keeps_facts};
+    use super::{faithful, keeps_facts, unwrapped};
 
     #[test]
     fn a_rewrite_that_turns_the_task_round_or_rambles_is_not_faithful() {
@@ -368,6 +453,26 @@ mod tests {
         );
         assert!(!faithful(&rambling, instruction, &facts));
         assert!(!faithful("", instruction, &[]));
+    }
+
+    #[test]
+    fn a_rewrite_loses_the_fence_or_quotes_a_model_wraps_it_in() {
+        let text = "You are Ana. You want to renew \"Dune\".";
+        for reply in [
+            format!("```\n{text}\n```"),
+            format!("```text\n{text}\n```\n"),
+            format!("  {text}  "),
+        ] {
+            assert_eq!(unwrapped(&reply), text, "{reply}");
+        }
+        assert_eq!(unwrapped("\"You want a book.\""), "You want a book.");
+        assert_eq!(
+            unwrapped("\u{201c}You want a book.\u{201d}"),
+            "You want a book."
+        );
+        // Quotes that open and close parts of it stay.
+        let quoted = "\"Dune\" and \"Emma\"";
+        assert_eq!(unwrapped(quoted), quoted);
     }
 
     #[test]

@@ -37,7 +37,7 @@ use forge_runtime::{State, Task};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Map, Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One executed gold call.
 struct Step {
@@ -341,6 +341,35 @@ impl<'a> Session<'a> {
             })
     }
 
+    /// Whether every write requirement kept, and the one just made, leaves
+    /// its mark on the state now: a value it wrote that is still there and
+    /// was not there before the task. One that a later requirement undoes
+    /// (suspend a line, then reactivate it) or overwrites is one an agent
+    /// that skips both fulfils as well: the final state cannot tell.
+    fn writes_show(&self) -> bool {
+        let initial = &self.settled[0];
+        let now = &self.state;
+        let last = self.settled.last().expect("the initial state is settled");
+        self.settled
+            .windows(2)
+            .map(|pair| (&pair[0], &pair[1]))
+            .chain([(last, now)])
+            .all(|(before, after)| {
+                let changed = before.changed_records(after);
+                changed.is_empty()
+                    || changed.iter().any(|(collection, key)| {
+                        let record = |state: &State| {
+                            state
+                                .get(collection, key)
+                                .map(|record| record.value().clone())
+                        };
+                        let [initial, before, after, now] =
+                            [initial, before, after, now].map(record);
+                        marks(&initial, &before, &after, &now)
+                    })
+            })
+    }
+
     fn unique_in(&self, collection: &str, field: &str, value: &Value) -> bool {
         self.state.collection(collection).is_some_and(|records| {
             records
@@ -406,6 +435,34 @@ fn know(facts: &mut Map<String, Value>, key: String, value: &Value) {
 
 /// Whether `text` holds `word` between characters that are no part of a
 /// word (or its ends).
+/// Whether a write that took a record from `before` to `after` shows in it
+/// `now`: its being made or removed, or a field it set, is as the write left
+/// it and not as it was at the start (`initial`).
+fn marks(
+    initial: &Option<Value>,
+    before: &Option<Value>,
+    after: &Option<Value>,
+    now: &Option<Value>,
+) -> bool {
+    let present = |record: &Option<Value>| record.is_some();
+    if present(before) != present(after)
+        && present(now) == present(after)
+        && present(now) != present(initial)
+    {
+        return true;
+    }
+    let field = |record: &Option<Value>, name: &str| record.as_ref()?.get(name).cloned();
+    let names: BTreeSet<&String> = [before, after]
+        .into_iter()
+        .filter_map(|record| record.as_ref()?.as_object())
+        .flat_map(Map::keys)
+        .collect();
+    names.into_iter().any(|name| {
+        let value = |record| field(record, name);
+        value(before) != value(after) && value(now) == value(after) && value(now) != value(initial)
+    })
+}
+
 fn holds_word(text: &str, word: &str) -> bool {
     !word.is_empty()
         && text.match_indices(word).any(|(at, _)| {
@@ -558,7 +615,7 @@ impl<'a> TaskGenerator<'a> {
             // with this requirement or an earlier one) could be answered by
             // echoing it, without a call.
             let leaks = || session.outputs.iter().any(|output| session.states(output));
-            if done.is_none() || leaks() || !session.answers_hold() {
+            if done.is_none() || leaks() || !session.answers_hold() || !session.writes_show() {
                 session.restore(checkpoint);
                 used_tools.truncate(used);
             } else {
@@ -1075,6 +1132,58 @@ description = "Change a student's major."
 intent = "change your major to {major}"
 "#;
 
+    /// A member can freeze their account and unfreeze it again: asked for
+    /// both, the final state would not tell an agent that did neither.
+    const FREEZER: &str = r#"
+[domain]
+name = "freezer"
+description = "Members whose accounts can be frozen."
+persona = "members"
+
+[collections.members]
+key_field = "member_id"
+key_prefix = "m"
+noun = "member"
+count = 6
+fields.name = { type = "string", generator = "person_name", user_knows = true }
+fields.email = { type = "string", generator = "email", unique = true, user_knows = true }
+fields.status = { type = "string", enum = ["open", "frozen"] }
+fields.nickname = { type = "string", enum = ["ace", "bee", "cat", "dot"] }
+
+[[tools]]
+name = "find_member_by_email"
+kind = "find"
+collection = "members"
+by = "email"
+description = "Find a member's id from their email."
+
+[[tools]]
+name = "freeze"
+kind = "update"
+collection = "members"
+set = { status = "frozen" }
+require = [{ field = "status", op = "==", value = "open" }]
+description = "Freeze an open account."
+intent = "freeze your account"
+
+[[tools]]
+name = "unfreeze"
+kind = "update"
+collection = "members"
+set = { status = "open" }
+require = [{ field = "status", op = "==", value = "frozen" }]
+description = "Unfreeze a frozen account."
+intent = "unfreeze your account"
+
+[[tools]]
+name = "rename"
+kind = "update"
+collection = "members"
+params = ["nickname"]
+description = "Change a member's nickname."
+intent = "change your nickname to {nickname}"
+"#;
+
     /// The tasks `doc` generates for seeds 0..40, with the component and
     /// initial state they were generated on.
     fn generated(doc: &str, max_requirements: usize) -> (Vec<Task>, ToolComponent, State) {
@@ -1194,6 +1303,66 @@ intent = "change your major to {major}"
             }
         }
         assert!(changed > 0, "no task reads what it changes");
+    }
+
+    #[test]
+    fn no_write_is_asked_for_that_a_later_one_undoes() {
+        let (tasks, component, initial) = generated(FREEZER, crate::MAX_REQUIREMENTS);
+        let mut instance = component.instance();
+        // The final state of `calls`, if every one of them succeeds.
+        let mut play = |calls: Vec<&ToolCall>| {
+            calls.into_iter().try_fold(initial.clone(), |state, call| {
+                let executed = execute(&mut instance, &state, call);
+                matches!(executed.observation, Observation::Ok(_)).then_some(executed.state)
+            })
+        };
+        let mut pairs = 0;
+        for task in &tasks {
+            let gold = play(task.gold_actions.iter().collect()).expect("gold succeeds");
+            let writes: Vec<usize> = (0..task.gold_actions.len())
+                .filter(|&at| task.gold_actions[at].name != "find_member_by_email")
+                .collect();
+            // No write, nor two, can be left out for the same final state.
+            for (first, &skipped) in writes.iter().enumerate() {
+                for &also in &writes[first..] {
+                    pairs += 1;
+                    let rest = task
+                        .gold_actions
+                        .iter()
+                        .enumerate()
+                        .filter(|(at, _)| *at != skipped && *at != also)
+                        .map(|(_, call)| call)
+                        .collect();
+                    assert!(
+                        play(rest).is_none_or(|state| state.sha256() != gold.sha256()),
+                        "{}: done without calls {skipped} and {also}",
+                        task.instruction
+                    );
+                }
+            }
+        }
+        assert!(
+            pairs > 20 && tasks.len() > 10,
+            "{pairs} pairs in {} tasks",
+            tasks.len()
+        );
+    }
+
+    #[test]
+    fn marks_of_a_write_are_what_it_set_and_kept() {
+        let record = |status: &str| Some(json!({"status": status}));
+        let (open, frozen) = (record("open"), record("frozen"));
+        // Set and kept.
+        assert!(marks(&open, &open, &frozen, &frozen));
+        // Undone: open again at the end.
+        assert!(!marks(&open, &open, &frozen, &open));
+        // An undoing itself leaves nothing the start lacked.
+        assert!(!marks(&open, &frozen, &open, &open));
+        // Overwritten by a later write.
+        assert!(!marks(&open, &open, &frozen, &record("closed")));
+        // Made, then removed; removed and kept so.
+        assert!(!marks(&None, &None, &open, &None));
+        assert!(marks(&open, &open, &None, &None));
     }
 
     #[test]

@@ -124,6 +124,79 @@ fn a_run_stopped_by_ctrl_c_keeps_the_episodes_it_finished() {
     assert_replays(&out, &bundle);
 }
 
+/// Ctrl-C while an endpoint's failures are being retried stops the run
+/// at once rather than after the backoff (a minute), as one Ctrl-C even
+/// when delivered twice, as `timeout` delivers it.
+#[test]
+fn ctrl_c_cuts_an_endpoints_retries_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = export_example(dir.path());
+    let server = StubServer::start(100, |_, _| (500, "overloaded".to_owned()));
+    let mut child = crate::common::forge_command()
+        .args([
+            "run",
+            "--env",
+            bundle.to_str().unwrap(),
+            "--policy",
+            "openai",
+        ])
+        .args([
+            "--base-url",
+            &server.url,
+            "--model",
+            "stub",
+            "--tasks",
+            "first:3",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let said = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let mut stderr_pipe = child.stderr.take().unwrap();
+    let reader = {
+        let said = said.clone();
+        std::thread::spawn(move || {
+            let mut chunk = [0; 4096];
+            while let Ok(read @ 1..) = std::io::Read::read(&mut stderr_pipe, &mut chunk) {
+                said.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&chunk[..read]));
+            }
+        })
+    };
+    let waited = std::time::Instant::now();
+    while !said.lock().unwrap().contains("retry 2 of") {
+        assert!(
+            waited.elapsed().as_secs() < 60,
+            "no retry: {}",
+            said.lock().unwrap()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let signalled = std::time::Instant::now();
+    let pid = child.id().to_string();
+    for _ in 0..2 {
+        let kill = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status();
+        assert!(kill.unwrap().success());
+    }
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    let said = said.lock().unwrap();
+    assert_eq!(status.code(), Some(130), "{said}");
+    assert!(
+        signalled.elapsed().as_secs() < 20,
+        "the retries' backoff was waited out: {said}"
+    );
+    assert!(
+        said.contains("stopped before any episode finished"),
+        "{said}"
+    );
+    assert!(!said.contains("stopped at once"), "{said}");
+}
+
 #[test]
 fn eval_with_a_remote_policy_reports_pass_k_and_resumes() {
     let dir = tempfile::tempdir().unwrap();

@@ -540,6 +540,10 @@ fn a_plain_doc_is_annotated_by_a_model_with_errors_fed_back() {
         .as_array_mut()
         .unwrap()
         .retain(|tool| tool["name"] != "cancel_permit");
+    // Drivers keyed by `id`: `get_driver` would take another argument
+    // than the documented `driver_id`.
+    let mut renamed: Value = serde_json::from_str(&annotated).unwrap();
+    renamed["collections"]["drivers"]["key_field"] = "id".into();
     let annotations = std::sync::Mutex::new(0);
     // Slow enough for the rewrites, asked at once, to overlap.
     let delay = std::time::Duration::from_millis(100);
@@ -552,6 +556,7 @@ fn a_plain_doc_is_annotated_by_a_model_with_errors_fed_back() {
                 1 => crate::llm_stub::completion("I would model parking with drivers and zones."),
                 2 => (500, "{\"error\": \"overloaded\"}".to_owned()),
                 3 => crate::llm_stub::completion(&incomplete.to_string()),
+                4 => crate::llm_stub::completion(&renamed.to_string()),
                 _ => {
                     crate::llm_stub::completion(&format!("Here you go:\n```json\n{annotated}\n```"))
                 }
@@ -577,6 +582,8 @@ fn a_plain_doc_is_annotated_by_a_model_with_errors_fed_back() {
         "--json",
         "--tasks",
         "10",
+        "--llm-rounds",
+        "4",
         "--llm-url",
         &server.url,
         "--model",
@@ -615,6 +622,12 @@ fn a_plain_doc_is_annotated_by_a_model_with_errors_fed_back() {
     assert!(
         transcript.contains("documented tools are missing: cancel_permit"),
         "check errors are fed back"
+    );
+    assert!(
+        transcript.contains(
+            "tool `get_driver` must take the documented arguments (driver_id), but takes id"
+        ),
+        "{transcript}"
     );
 
     let bundle = out.join("parking");
@@ -750,16 +763,39 @@ fn an_endpoint_that_fails_is_not_fed_back_to_the_model_as_a_problem_with_its_doc
         "{}",
         stdout(&output)
     );
+    // What the model annotated is not lost: the rejected domain keeps the
+    // doc, which makes the environment again without the model.
+    let rejected = dir.path().join("out/parking");
+    let report = std::fs::read_to_string(rejected.join("report.md")).unwrap();
+    assert!(
+        report.contains("The endpoint failed while rewriting the task instructions"),
+        "{report}"
+    );
+    assert!(!rejected.join("manifest.json").exists());
+    let again = dir.path().join("again");
+    let output = forge(&[
+        "synth",
+        "--tasks",
+        "3",
+        "--out",
+        again.to_str().unwrap(),
+        rejected.join("doc.json").to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(success_rate(&again.join("parking"), "gold"), 1.0);
 
-    // An endpoint no request could reach is refused before any work.
-    for (url, problem) in [
+    // An endpoint no request could reach is refused before any work: the
+    // flag at fault is named.
+    for (url, model, problem) in [
         (
             "127.0.0.1:8000/v1",
-            "`127.0.0.1:8000/v1` is not an http:// or https:// URL with a host",
+            "stub",
+            "--llm-url: `127.0.0.1:8000/v1` is not an http:// or https:// URL with a host",
         ),
         (
             "http://127.0.0.1:8000/v1",
-            "no model named to ask at http://127.0.0.1:8000/v1",
+            " ",
+            "--model: no model named to ask at http://127.0.0.1:8000/v1",
         ),
     ] {
         let output = forge(&[
@@ -767,7 +803,7 @@ fn an_endpoint_that_fails_is_not_fed_back_to_the_model_as_a_problem_with_its_doc
             "--llm-url",
             url,
             "--model",
-            " ",
+            model,
             "--out",
             dir.path().join("never").to_str().unwrap(),
             doc.to_str().unwrap(),

@@ -55,7 +55,9 @@ pub struct ModelBenchArgs {
     /// "recomputed"`): less memory, more compute.
     #[arg(long)]
     recompute_activations: bool,
-    /// Decoding batch sizes, or `none` [default: 1,32,256 on cuda; 1,4 elsewhere].
+    /// Decoding batch sizes, or `none` [default: 1,32,256 on cuda; 1,4
+    /// elsewhere]. Its tokens/s are those sampled over the whole time,
+    /// the prompt's pass included, as a rollout spends it.
     #[arg(long, value_name = "SIZES")]
     decode: Option<List<usize>>,
     /// Prompt tokens per decoded row.
@@ -173,6 +175,14 @@ pub fn run(args: ModelBenchArgs) -> Result<ExitCode> {
         }
         println!("{caption}");
         println!("{table}");
+        let sampling = [
+            bench::Phase::Decode,
+            bench::Phase::Turns,
+            bench::Phase::TurnsReread,
+        ];
+        if measurements.iter().any(|m| sampling.contains(&m.phase)) {
+            println!("decode and turns: tokens sampled per second, the prompts' passes included");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -184,12 +194,13 @@ fn caption(device: &Device, weights: Option<&Path>, spec: &BenchSpec) -> String 
         Some(path) => path.display().to_string(),
         None => format!("SmolLM2-135M's shape, random weights (seed {})", spec.seed),
     };
-    let adapters = match spec.lora_rank {
-        0 => "every weight trained".to_owned(),
-        rank => format!("LoRA rank {rank} on every projection"),
+    let adapters = match (spec.lora_rank, spec.train.is_empty()) {
+        (0, true) => String::new(),
+        (0, false) => ", every weight trained".to_owned(),
+        (rank, _) => format!(", LoRA rank {rank} on every projection"),
     };
     format!(
-        "{} on {}: {} products, {adapters}",
+        "{} on {}: {} products{adapters}",
         model,
         device
             .to_possible_value()

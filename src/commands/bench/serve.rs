@@ -437,10 +437,14 @@ async fn exchange(socket: &mut Socket, frame: &str) -> Result<(Value, Duration)>
 /// The server's open sessions (`/healthz`).
 async fn sessions(base: &str) -> Result<u64> {
     let url = format!("{base}/healthz");
+    let asked = url.clone();
     let health: Value = tokio::task::spawn_blocking(move || -> Result<Value> {
         Ok(ureq::get(&url).call()?.body_mut().read_json()?)
     })
-    .await??;
+    .await?
+    .with_context(|| {
+        format!("asking {asked} for the open sessions (--url is a forge server's base URL, as http://127.0.0.1:8000)")
+    })?;
     health["sessions"]
         .as_u64()
         .context("/healthz has no session count")
