@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use forge_llm::agents::{RemotePolicy, RemoteUser};
 use forge_llm::judge::ModelJudge;
-use forge_llm::{ChatClient, ChatConfig};
+use forge_llm::{ChatClient, ChatConfig, ChatError};
 use forge_runtime::episode::{EpisodeSettings, Judge, Policy, User};
 use forge_runtime::parallel::in_parallel;
 use forge_runtime::policy::{
@@ -609,8 +609,8 @@ impl Agents {
     /// Once `stop` is set no episode starts (with a local model, no batch:
     /// the one under way is played out and every episode of it kept); the
     /// call then fails with [`Interrupted`]. A failed request to an
-    /// endpoint is no longer retried then, and an episode that fails
-    /// after it is set is one stopped, not kept, rather than a failure.
+    /// endpoint is no longer retried then, and an episode that fails for
+    /// want of the retry is one stopped, not kept, rather than a failure.
     pub fn play(
         &self,
         env: &Environment,
@@ -623,6 +623,13 @@ impl Agents {
         let stopped = || match stop.load(Ordering::Relaxed) {
             true => Err(anyhow::Error::new(Interrupted)),
             false => Ok(()),
+        };
+        for client in self.client.iter().chain(&self.judge) {
+            client.give_up_when(Arc::clone(stop));
+        }
+        let unretried = |err: anyhow::Error| match ChatError::stopped_in(&err) {
+            true => anyhow::Error::new(Interrupted),
+            false => err,
         };
         if let Some(local) = &self.local {
             // A batch hands its records on once all of it is played: the
@@ -637,10 +644,9 @@ impl Agents {
                     false => Ok(()),
                 }
             };
-            return self.play_local(local, env, episodes, max_turns, &mut finished);
-        }
-        for client in self.client.iter().chain(&self.judge) {
-            client.give_up_when(Arc::clone(stop));
+            return self
+                .play_local(local, env, episodes, max_turns, &mut finished)
+                .map_err(unretried);
         }
         let run_one = |(task, seed): (&PreparedTask, u64)| {
             stopped()?;
@@ -656,11 +662,7 @@ impl Agents {
                 EpisodeSettings { max_turns, seed },
             )
             .with_context(|| format!("task `{}`", task.task.id))
-            .map_err(|err| match stop.load(Ordering::Relaxed) {
-                // Its failure may be a request the stop cut short.
-                true => anyhow::Error::new(Interrupted),
-                false => err,
-            })
+            .map_err(unretried)
         };
         in_parallel(episodes, threads, run_one, finished)
     }

@@ -268,6 +268,19 @@ pub enum ChatError {
     },
     #[error("{0}")]
     Endpoint(String),
+    /// A failure left unretried because the command is stopping
+    /// ([`ChatClient::give_up_when`]).
+    #[error("{last} (not retried: stopping)")]
+    Stopped { last: Box<ChatError> },
+}
+
+impl ChatError {
+    /// Whether `err` holds a request left unretried because the command
+    /// is stopping: the work it failed was stopped, not failed.
+    pub fn stopped_in(err: &anyhow::Error) -> bool {
+        err.chain()
+            .any(|cause| matches!(cause.downcast_ref(), Some(ChatError::Stopped { .. })))
+    }
 }
 
 /// A 404's likely cause where the base URL lacks the usual `/v1`; with it,
@@ -292,7 +305,8 @@ impl ChatError {
             | Self::Malformed(_)
             | Self::ContextFull(_)
             | Self::GaveUp { .. }
-            | Self::Endpoint(_) => false,
+            | Self::Endpoint(_)
+            | Self::Stopped { .. } => false,
         }
     }
 }
@@ -413,9 +427,9 @@ impl ChatClient {
     }
 
     /// Once `stop` is set, a failed request is retried no more and a
-    /// retry's wait is cut short: the request fails with its last error at
-    /// once, so that a command asked to stop does not wait out a backoff
-    /// of a minute or more first.
+    /// retry's wait is cut short: the request fails at once with
+    /// [`ChatError::Stopped`], so that a command asked to stop does not
+    /// wait out a backoff of a minute or more first.
     pub fn give_up_when(&self, stop: Arc<AtomicBool>) {
         *lock(&self.give_up) = Some(stop);
     }
@@ -476,9 +490,12 @@ impl ChatClient {
         let mut retries = 0;
         loop {
             match self.request(messages, tools, sampling) {
-                Err(err)
-                    if err.retryable() && retries < self.config.max_retries && !self.stopping() =>
-                {
+                Err(err) if err.retryable() && self.stopping() => {
+                    return Err(ChatError::Stopped {
+                        last: Box::new(err),
+                    });
+                }
+                Err(err) if err.retryable() && retries < self.config.max_retries => {
                     let wait = self.wait_before_retry(&err, retries);
                     retries += 1;
                     // Told outside the lock: other requests' retries are
@@ -493,9 +510,7 @@ impl ChatClient {
                         });
                     }
                     if !self.wait_unless_stopped(wait) {
-                        return Err(ChatError::GaveUp {
-                            attempts: retries,
-                            elapsed: started.elapsed(),
+                        return Err(ChatError::Stopped {
                             last: Box::new(err),
                         });
                     }

@@ -14,7 +14,7 @@ use crate::ws;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Query, RawQuery, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -136,10 +136,7 @@ fn router(app: App) -> Router {
             app.clone(),
             refuse_oversized,
         ))
-        .layer(middleware::from_fn_with_state(
-            app.clone(),
-            refuse_foreign_origin,
-        ))
+        .layer(middleware::from_fn_with_state(app.clone(), guard_origin))
         .with_state(app)
 }
 
@@ -157,27 +154,59 @@ async fn refuse_oversized(State(app): State<App>, request: Request, next: Next) 
     next.run(request).await
 }
 
-/// Refuses a request a browser sends for a page the server does not allow
-/// ([`crate::origin`]): 403, as MCP's transport asks.
-async fn refuse_foreign_origin(State(app): State<App>, request: Request, next: Next) -> Response {
+/// Guards the server against web pages of other sites ([`crate::origin`])
+/// and lets allowed ones read its answers: a request a browser sends for a
+/// page not allowed is refused (403, as MCP's transport asks); one for an
+/// allowed page is answered with CORS headers, its preflight at once.
+async fn guard_origin(State(app): State<App>, request: Request, next: Next) -> Response {
+    let Some(origin) = request.headers().get(header::ORIGIN).cloned() else {
+        return next.run(request).await;
+    };
     let allowed = &app.options.allowed_origins;
-    let foreign = request
-        .headers()
-        .get(header::ORIGIN)
-        .map(|origin| String::from_utf8_lossy(origin.as_bytes()).into_owned())
-        .filter(|origin| !allowed.allows(origin));
-    match foreign {
-        Some(origin) => Refusal {
+    let page = String::from_utf8_lossy(origin.as_bytes()).into_owned();
+    if !allowed.allows(&page) {
+        return Refusal {
             status: StatusCode::FORBIDDEN,
             code: "origin_not_allowed",
             detail: format!(
-                "requests from pages of {origin} are refused: this server serves {allowed} \
+                "requests from pages of {page} are refused: this server serves {allowed} \
                  (`--allow-origin` adds others)"
             ),
         }
-        .answer(&app.hub),
-        None => next.run(request).await,
+        .answer(&app.hub);
     }
+    let preflight = request.method() == Method::OPTIONS
+        && request
+            .headers()
+            .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+    let mut response = match preflight {
+        true => {
+            let mut response = StatusCode::NO_CONTENT.into_response();
+            let headers = response.headers_mut();
+            headers.insert(
+                header::ACCESS_CONTROL_ALLOW_METHODS,
+                HeaderValue::from_static("GET, POST, DELETE"),
+            );
+            headers.insert(
+                header::ACCESS_CONTROL_ALLOW_HEADERS,
+                HeaderValue::from_static("content-type, mcp-session-id, mcp-protocol-version"),
+            );
+            headers.insert(
+                header::ACCESS_CONTROL_MAX_AGE,
+                HeaderValue::from_static("600"),
+            );
+            response
+        }
+        false => next.run(request).await,
+    };
+    let headers = response.headers_mut();
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    headers.insert(
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        HeaderValue::from_static("mcp-session-id, retry-after"),
+    );
+    headers.append(header::VARY, HeaderValue::from_static("origin"));
+    response
 }
 
 /// Closes idle sessions every so often (a quarter of the idle timeout,

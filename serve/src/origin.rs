@@ -69,7 +69,13 @@ pub fn parse_origin(text: &str) -> Result<String, String> {
     let uri: Uri = text.parse().map_err(|_| shape())?;
     let web = matches!(uri.scheme_str(), Some("http" | "https"));
     let bare = uri.path() == "/" && uri.query().is_none();
-    match web && uri.host().is_some() && bare && !text.ends_with('/') {
+    // As a browser sends it: no credentials or wildcard, no default port.
+    let plain = !text.contains(['@', '*', '#'])
+        && !matches!(
+            (uri.scheme_str(), uri.port_u16()),
+            (Some("http"), Some(80)) | (Some("https"), Some(443))
+        );
+    match web && uri.host().is_some() && bare && plain && !text.ends_with('/') {
         true => Ok(text.to_owned()),
         false => Err(shape()),
     }
@@ -151,6 +157,9 @@ mod tests {
             "https://app.example.com/ui",
             "ftp://x.example",
             "",
+            "https://app.example.com:443",
+            "https://*.example.com",
+            "https://user@app.example.com",
         ] {
             let err = parse_origin(wrong).unwrap_err();
             assert!(err.contains("is not an origin"), "{wrong}: {err}");

@@ -44,6 +44,11 @@ pub struct ReplayArgs {
 /// whose arguments are not JSON).
 const TROUBLE: u8 = 2;
 
+/// Said of an episode of an environment named as the built-in example
+/// but not it, replayed without `--env`.
+const NOT_THE_EXAMPLE: &str = "; without --env the built-in example is tried: replay it with \
+     `--env DIR` naming the bundle it was recorded on";
+
 pub fn run(args: ReplayArgs) -> Result<ExitCode> {
     Ok(replay(args).unwrap_or_else(|err| {
         output::error(&err);
@@ -73,9 +78,11 @@ fn replay(args: ReplayArgs) -> Result<ExitCode> {
         .map(|(record, &line)| {
             environment_of(&envs, record).map_err(|err| {
                 // An environment of the example's name, not the example.
-                let hint = match builtin && envs.iter().any(|env| env.name() == record.environment.name) {
-                    true => "; without --env the built-in example is tried: replay it with `--env DIR` naming the bundle it was recorded on",
-                    false => "",
+                let named = envs.iter().any(|env| env.name() == record.environment.name);
+                let hint = if builtin && named {
+                    NOT_THE_EXAMPLE
+                } else {
+                    ""
                 };
                 anyhow!("line {line} of {}: {err:#}{hint}", args.file.display())
             })

@@ -322,7 +322,7 @@ fn repair(
 
 /// Synthesizes one domain into `dir`, which it replaces once the outcome is
 /// known: a bundle, or a rejection with its report. A failure without a
-/// report (an I/O error, a model that stops answering while annotating)
+/// report (an I/O error; an endpoint failing where `dir` holds a bundle)
 /// leaves `dir` as it was.
 fn synthesize_domain(
     doc: &DomainDoc,
@@ -487,6 +487,9 @@ fn write_domain(
         .transpose()
     {
         Ok(rewritten) => rewritten,
+        // An environment made before stays in place: the endpoint's
+        // failure says nothing against it.
+        Err(err) if dir.join(forge_runtime::bundle::MANIFEST_FILE).is_file() => return Err(err),
         Err(err) => {
             // The doc is sound (its tasks were made and verified): what the
             // model annotated is kept for a synthesis without it.
@@ -788,6 +791,11 @@ mod tests {
         assert_eq!(identity(&first), identity(&task(["rename", "freeze"], "3")));
         assert_ne!(identity(&first), identity(&task(["rename", "freeze"], "4")));
         assert_ne!(identity(&first), identity(&task(["rename", "close"], "3")));
+        let elsewhere = Task {
+            gold_final_state_sha256: Some("cd".to_owned()),
+            ..first.clone()
+        };
+        assert_ne!(identity(&first), identity(&elsewhere));
     }
 
     #[test]

@@ -128,7 +128,8 @@ impl<'a> Annotator<'a> {
              # The format\n\n{FORMAT}\n\n# An example (TOML)\n\n{EXAMPLE}\n\n\
              Reply with only the annotated doc as one JSON object with the same structure \
              (`domain`, `collections`, `tools`). Keep the domain name and implement every documented \
-             tool under its documented name."
+             tool, and no other, under its documented name, taking the arguments its `parameters` \
+             document under their names."
         );
         let user = format!(
             "The plain documentation:\n\n{}",
@@ -223,8 +224,12 @@ impl<'a> Annotator<'a> {
 /// would make an environment of another API than the one documented. (An
 /// optional one may go: the format has optional arguments for lists alone.)
 fn check_parameters(doc: &DomainDoc, tool: &ToolDoc, schema: &Value) -> Result<()> {
-    let Some(documented) = schema.get("properties").and_then(Value::as_object) else {
-        return Ok(());
+    // An object schema without properties documents a tool of none.
+    let none = serde_json::Map::new();
+    let documented = match schema.get("properties").and_then(Value::as_object) {
+        Some(documented) => documented,
+        None if schema.get("type").and_then(Value::as_str) == Some("object") => &none,
+        None => return Ok(()),
     };
     let required = schema
         .get("required")

@@ -176,12 +176,11 @@ fn ctrl_c_cuts_an_endpoints_retries_short() {
     }
     let signalled = std::time::Instant::now();
     let pid = child.id().to_string();
-    for _ in 0..2 {
-        let kill = std::process::Command::new("kill")
-            .args(["-INT", &pid])
-            .status();
-        assert!(kill.unwrap().success());
-    }
+    // Twice at once, as `timeout` sends it: to the command and to its group.
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &pid, &pid])
+        .status();
+    assert!(kill.unwrap().success());
     let status = child.wait().unwrap();
     reader.join().unwrap();
     let said = said.lock().unwrap();

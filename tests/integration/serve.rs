@@ -415,6 +415,44 @@ fn pages_of_other_sites_are_refused_and_allowed_ones_served() {
         assert_eq!(status, 200, "{origin}: {body}");
     }
     assert_eq!(post(&server.url("/reset"), &json!({})).0, 200);
+    // An allowed page may read the answers (CORS), its preflight answered.
+    let response = agent()
+        .options(&server.url("/mcp"))
+        .header("Origin", "https://app.example.com")
+        .header("Access-Control-Request-Method", "POST")
+        .header("Access-Control-Request-Headers", "content-type")
+        .call()
+        .unwrap();
+    assert_eq!(response.status(), 204);
+    let header = |response: &ureq::http::Response<ureq::Body>, name: &str| {
+        let value = response.headers().get(name);
+        value.map(|value| value.to_str().unwrap().to_owned())
+    };
+    assert_eq!(
+        header(&response, "access-control-allow-origin").as_deref(),
+        Some("https://app.example.com")
+    );
+    assert!(
+        header(&response, "access-control-allow-headers")
+            .unwrap()
+            .contains("content-type")
+    );
+    let response = agent()
+        .post(&server.url("/reset"))
+        .header("Origin", "https://app.example.com")
+        .content_type("application/json")
+        .send("{}")
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        header(&response, "access-control-allow-origin").as_deref(),
+        Some("https://app.example.com")
+    );
+    assert!(
+        header(&response, "access-control-expose-headers")
+            .unwrap()
+            .contains("mcp-session-id")
+    );
 
     let output = forge(&["serve", "--allow-origin", "app.example.com/"]);
     assert_refused(&output, "is not an origin");

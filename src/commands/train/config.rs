@@ -27,7 +27,11 @@ pub(super) fn layered(
         Err(problem) => problem,
     };
     // The last file whose keys alone, over the preset, have the problem;
-    // every file, where it comes of them together.
+    // none where the preset has it (with `--stage`); every file, where it
+    // comes of them together.
+    if checked(&base, [], stage).err().as_ref() == Some(&problem) {
+        bail!("{problem}");
+    }
     let blamed = overlays
         .iter()
         .rev()

@@ -8,8 +8,8 @@ use super::TrainConfig;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}{problem}", key_prefix(.key))]
 pub struct KeyError {
-    /// The dotted path of the key (or of the table holding an unknown
-    /// key); empty at the top level.
+    /// The dotted path of the key (an unknown one included); empty where
+    /// the whole config is at fault.
     pub key: String,
     /// What is wrong with it.
     pub problem: String,
@@ -36,13 +36,10 @@ impl TrainConfig {
 /// Serde's `message` about `key`, its Rust types in words, with a
 /// suggestion for an unknown key close to a known one.
 fn plain(message: &str, key: &str) -> String {
-    const TYPES: [(&str, &str); 8] = [
+    // The types of the config's fields.
+    const TYPES: [(&str, &str); 4] = [
         ("expected usize", "expected a whole number, 0 or more"),
         ("expected u64", "expected a whole number, 0 or more"),
-        ("expected u32", "expected a whole number, 0 or more"),
-        ("expected u16", "expected a whole number, 0 or more"),
-        ("expected u8", "expected a whole number, 0 or more"),
-        ("expected i64", "expected a whole number"),
         ("expected f64", "expected a number"),
         ("expected f32", "expected a number"),
     ];
