@@ -140,6 +140,18 @@ const MAX_REQUESTS: u64 = 8;
 /// `--api-key-env` when not given.
 const API_KEY_ENV: &str = "OPENAI_API_KEY";
 
+/// A client of the endpoint `config` names, or a refusal naming the flag
+/// at fault of `flags` (the URL's, the model's): [`ChatConfig::check`]
+/// refuses a config without a model before one with a bad URL.
+pub(crate) fn client(config: ChatConfig, flags: [&'static str; 2]) -> Result<ChatClient> {
+    let [url_flag, model_flag] = flags;
+    let flag = match config.model.trim().is_empty() {
+        true => model_flag,
+        false => url_flag,
+    };
+    ChatClient::new(config).context(flag)
+}
+
 impl AgentArgs {
     /// A client of `model` at the endpoint `url`, with the key, the
     /// requests in flight and the timeout asked for; `flags` name them (the
@@ -151,11 +163,7 @@ impl AgentArgs {
         if let Some(seconds) = self.request_timeout {
             config.timeout = Duration::from_secs(seconds);
         }
-        let [url_flag, model_flag] = flags;
-        ChatClient::new(config).context(match model.trim().is_empty() {
-            true => model_flag,
-            false => url_flag,
-        })
+        client(config, flags)
     }
 
     /// Refuses a flag the chosen agent, user and judge would not use: the

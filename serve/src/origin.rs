@@ -66,8 +66,7 @@ pub fn parse_origin(text: &str) -> Result<String, String> {
             "`{text}` is not an origin: write `*` or scheme://host[:port], as `https://app.example.com`"
         )
     };
-    let uri: Uri = text.parse().map_err(|_| shape())?;
-    let web = matches!(uri.scheme_str(), Some("http" | "https"));
+    let uri = web_uri(text).ok_or_else(shape)?;
     let bare = uri.path() == "/" && uri.query().is_none();
     // As a browser sends it: no credentials or wildcard, no default port.
     let plain = !text.contains(['@', '*', '#'])
@@ -75,7 +74,7 @@ pub fn parse_origin(text: &str) -> Result<String, String> {
             (uri.scheme_str(), uri.port_u16()),
             (Some("http"), Some(80)) | (Some("https"), Some(443))
         );
-    match web && uri.host().is_some() && bare && plain && !text.ends_with('/') {
+    match uri.host().is_some() && bare && plain && !text.ends_with('/') {
         true => Ok(text.to_owned()),
         false => Err(shape()),
     }
@@ -84,12 +83,9 @@ pub fn parse_origin(text: &str) -> Result<String, String> {
 /// Whether `origin` is a page served by this machine: its host is
 /// `localhost` or a loopback address.
 fn is_local(origin: &str) -> bool {
-    let Ok(uri) = origin.parse::<Uri>() else {
+    let Some(uri) = web_uri(origin) else {
         return false;
     };
-    if !matches!(uri.scheme_str(), Some("http" | "https")) {
-        return false;
-    }
     match uri.host() {
         Some(host) if host.eq_ignore_ascii_case("localhost") => true,
         Some(host) => host
@@ -99,6 +95,12 @@ fn is_local(origin: &str) -> bool {
             .is_ok_and(|address| address.is_loopback()),
         None => false,
     }
+}
+
+/// `text` as a URI of the web (`http` or `https`).
+fn web_uri(text: &str) -> Option<Uri> {
+    let uri: Uri = text.parse().ok()?;
+    matches!(uri.scheme_str(), Some("http" | "https")).then_some(uri)
 }
 
 #[cfg(test)]

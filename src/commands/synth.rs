@@ -107,10 +107,7 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
         .map(|(url, model)| {
             let mut config = ChatConfig::new(url, model).key_from_env(&args.api_key_env);
             config.timeout = Duration::from_secs(args.request_timeout);
-            ChatClient::new(config).context(match model.trim().is_empty() {
-                true => "--model",
-                false => "--llm-url",
-            })
+            crate::agents::client(config, ["--llm-url", "--model"])
         })
         .transpose()?;
     let model = client.as_ref().map(|client| Llm {

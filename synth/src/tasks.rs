@@ -359,14 +359,9 @@ impl<'a> Session<'a> {
                 let changed = before.changed_records(after);
                 changed.is_empty()
                     || changed.iter().any(|(collection, key)| {
-                        let record = |state: &State| {
-                            state
-                                .get(collection, key)
-                                .map(|record| record.value().clone())
-                        };
-                        let [initial, before, after, now] =
-                            [initial, before, after, now].map(record);
-                        marks(&initial, &before, &after, &now)
+                        let [initial, before, after, now] = [initial, before, after, now]
+                            .map(|state| state.get(collection, key).map(|record| record.value()));
+                        marks(initial, before, after, now)
                     })
             })
     }
@@ -438,25 +433,27 @@ fn know(facts: &mut Map<String, Value>, key: String, value: &Value) {
 /// `now`: its being made or removed, or a field it set, is as the write left
 /// it and not as it was at the start (`initial`).
 fn marks(
-    initial: &Option<Value>,
-    before: &Option<Value>,
-    after: &Option<Value>,
-    now: &Option<Value>,
+    initial: Option<&Value>,
+    before: Option<&Value>,
+    after: Option<&Value>,
+    now: Option<&Value>,
 ) -> bool {
-    let present = |record: &Option<Value>| record.is_some();
-    if present(before) != present(after)
-        && present(now) == present(after)
-        && present(now) != present(initial)
+    if before.is_some() != after.is_some()
+        && now.is_some() == after.is_some()
+        && now.is_some() != initial.is_some()
     {
         return true;
     }
-    let field = |record: &Option<Value>, name: &str| record.as_ref()?.get(name).cloned();
     let names: BTreeSet<&String> = [before, after]
         .into_iter()
-        .filter_map(|record| record.as_ref()?.as_object())
+        .flatten()
+        .filter_map(Value::as_object)
         .flat_map(Map::keys)
         .collect();
     names.into_iter().any(|name| {
+        fn field<'v>(record: Option<&'v Value>, name: &str) -> Option<&'v Value> {
+            record?.get(name)
+        }
         let value = |record| field(record, name);
         value(before) != value(after) && value(now) == value(after) && value(now) != value(initial)
     })
@@ -1354,19 +1351,20 @@ intent = "change your nickname to {nickname}"
 
     #[test]
     fn marks_of_a_write_are_what_it_set_and_kept() {
-        let record = |status: &str| Some(json!({"status": status}));
-        let (open, frozen) = (record("open"), record("frozen"));
+        let [open, frozen, closed] =
+            ["open", "frozen", "closed"].map(|status| json!({"status": status}));
+        let (open, frozen, closed) = (Some(&open), Some(&frozen), Some(&closed));
         // Set and kept.
-        assert!(marks(&open, &open, &frozen, &frozen));
+        assert!(marks(open, open, frozen, frozen));
         // Undone: open again at the end.
-        assert!(!marks(&open, &open, &frozen, &open));
+        assert!(!marks(open, open, frozen, open));
         // An undoing itself leaves nothing the start lacked.
-        assert!(!marks(&open, &frozen, &open, &open));
+        assert!(!marks(open, frozen, open, open));
         // Overwritten by a later write.
-        assert!(!marks(&open, &open, &frozen, &record("closed")));
+        assert!(!marks(open, open, frozen, closed));
         // Made, then removed; removed and kept so.
-        assert!(!marks(&None, &None, &open, &None));
-        assert!(marks(&open, &open, &None, &None));
+        assert!(!marks(None, None, open, None));
+        assert!(marks(open, open, None, None));
     }
 
     #[test]
