@@ -31,7 +31,7 @@ pub enum ServeError {
     #[error("session `{0}` is busy with another request; send one at a time")]
     Busy(String),
     #[error(
-        "session `{0}` is held by another connection, whose episode a reset would end; \
+        "session `{0}` is held by another connection, whose episode this would step or end; \
          reset under another `episode_id` (or none, for a fresh one)"
     )]
     Held(String),

@@ -8,7 +8,7 @@ use crate::ServeError;
 use crate::connections;
 use crate::mcp::{self, Reply};
 use crate::openenv::{self, StepError};
-use crate::origin::AllowedOrigins;
+use crate::origin::{AllowedHosts, AllowedOrigins};
 use crate::sessions::{Hub, OpenRequest};
 use crate::ws;
 use axum::body::Bytes;
@@ -49,6 +49,8 @@ pub struct HttpOptions {
     /// The web pages whose browsers may use the server (a request with no
     /// `Origin`, as agents and trainers send, always may).
     pub allowed_origins: AllowedOrigins,
+    /// The names requests may address the server by (`Host`).
+    pub allowed_hosts: AllowedHosts,
 }
 
 impl Default for HttpOptions {
@@ -60,6 +62,7 @@ impl Default for HttpOptions {
             // Well within the 30 s a container is given to stop.
             shutdown_grace: Duration::from_secs(10),
             allowed_origins: AllowedOrigins::Local,
+            allowed_hosts: AllowedHosts::Local,
         }
     }
 }
@@ -128,7 +131,9 @@ fn router(app: App) -> Router {
         .route("/step", post(step))
         .route("/state", get(state))
         .route("/ws", get(ws::websocket))
-        .route("/mcp", post(mcp_post).get(mcp_get).delete(mcp_delete))
+        // No GET: the server opens no stream of its own, and MCP clients
+        // go on without one when refused it (405).
+        .route("/mcp", post(mcp_post).delete(mcp_delete))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
@@ -137,6 +142,7 @@ fn router(app: App) -> Router {
             refuse_oversized,
         ))
         .layer(middleware::from_fn_with_state(app.clone(), guard_origin))
+        .layer(middleware::from_fn_with_state(app.clone(), guard_host))
         .with_state(app)
 }
 
@@ -150,6 +156,29 @@ async fn refuse_oversized(State(app): State<App>, request: Request, next: Next) 
     let limit = app.options.max_request_bytes;
     if announced.is_some_and(|length| length > limit as u64) {
         return too_large(limit).answer(&app.hub);
+    }
+    next.run(request).await
+}
+
+/// Refuses a request addressed to a name the server does not answer to
+/// ([`crate::origin`]): a page of another site that rebinds its name to
+/// this machine, reading a GET route without sending an `Origin`.
+async fn guard_host(State(app): State<App>, request: Request, next: Next) -> Response {
+    let allowed = &app.options.allowed_hosts;
+    // HTTP/1.1 asks for a `Host`, and browsers always send it.
+    let host = request.headers().get(header::HOST);
+    if let Some(host) = host.map(|host| String::from_utf8_lossy(host.as_bytes()))
+        && !allowed.allows(&host)
+    {
+        return Refusal {
+            status: StatusCode::FORBIDDEN,
+            code: "host_not_allowed",
+            detail: format!(
+                "requests addressed to {host} are refused: this server answers to {allowed} \
+                 (`--allow-host` adds others, as for a proxy in front of it)"
+            ),
+        }
+        .answer(&app.hub);
     }
     next.run(request).await
 }
@@ -411,7 +440,7 @@ async fn openapi() -> Json<Value> {
         (
             "/state",
             "get",
-            "A session's episode: its state, messages and steps",
+            "A session's episode: its task, steps taken, state hash and, once over, reward",
         ),
         (
             "/health",
@@ -421,7 +450,7 @@ async fn openapi() -> Json<Value> {
         (
             "/healthz",
             "get",
-            "Whether the server is up and takes new sessions",
+            "Whether the server is up, and how many sessions it holds",
         ),
         ("/metrics", "get", "Prometheus metrics"),
         (
@@ -539,7 +568,7 @@ async fn step(
         Ok(id) => id,
         Err(invalid) => return step_error(&app.hub, StepError::Invalid(vec![invalid])),
     };
-    match blocking(&app.hub, move |hub| openenv::step(hub, &id, &action)).await {
+    match blocking(&app.hub, move |hub| openenv::step(hub, &id, None, &action)).await {
         Ok(result) => Json(result).into_response(),
         Err(err) => step_error(&app.hub, err),
     }
@@ -689,14 +718,6 @@ fn mcp_session(headers: &HeaderMap) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// No server-initiated stream: MCP clients go on without one.
-async fn mcp_get() -> impl IntoResponse {
-    (
-        StatusCode::METHOD_NOT_ALLOWED,
-        [(header::ALLOW, "POST, DELETE")],
-    )
-}
-
 /// Ends the MCP session the header names (its episode is judged and recorded).
 async fn mcp_delete(State(app): State<App>, headers: HeaderMap) -> Response {
     let Some(id) = mcp_session(&headers) else {
@@ -707,7 +728,7 @@ async fn mcp_delete(State(app): State<App>, headers: HeaderMap) -> Response {
             "no Mcp-Session-Id header",
         );
     };
-    match blocking(&app.hub, move |hub| hub.close(&id)).await {
+    match blocking(&app.hub, move |hub| hub.close(&id, None)).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(err) => refused(&app.hub, &err),
     }

@@ -165,8 +165,8 @@ fn answer(hub: &Hub, session: Option<&str>, open: &OpenRequest, message: &Value)
             Ok(tools) => success(&id, json!({ "tools": tool_entries(&tools, "inputSchema") })),
             Err(err) => refused(&id, &err),
         },
-        ("tools/call", Some(session)) => call(hub, session, &id, &params),
-        ("openenv/session/close", Some(session)) => match hub.close(session) {
+        ("tools/call", Some(session)) => call(hub, session, open.connection, &id, &params),
+        ("openenv/session/close", Some(session)) => match hub.close(session, open.connection) {
             Ok(()) => success(&id, json!({"session_id": session, "closed": true})),
             Err(err) => refused(&id, &err),
         },
@@ -289,7 +289,7 @@ pub fn tool_entries(tools: &[forge_runtime::schema::ToolSpec], schema_key: &str)
 /// clients name there.
 const CALL_KEYS: [&str; 4] = ["name", "arguments", "_meta", "session_id"];
 
-fn call(hub: &Hub, session: &str, id: &Value, params: &Value) -> Value {
+fn call(hub: &Hub, session: &str, by: Option<u64>, id: &Value, params: &Value) -> Value {
     let Some(name) = params.get("name").and_then(Value::as_str) else {
         return error(id, INVALID_PARAMS, "`tools/call` needs a tool `name`");
     };
@@ -314,7 +314,7 @@ fn call(hub: &Hub, session: &str, id: &Value, params: &Value) -> Value {
         Err(StepError::Refused(err)) => return refused(id, &err),
     };
     // An unknown tool is an error of the protocol, and a turn of the episode.
-    match hub.step(session, action) {
+    match hub.step(session, by, action) {
         Ok(observation)
             if observation
                 .result

@@ -142,8 +142,9 @@ pub fn reset_result(observation: &Observation) -> Value {
     step_result(json!({}), observation)
 }
 
-/// Takes one action in session `id`.
-pub fn step(hub: &Hub, id: &str, action: &Value) -> Result<Value, StepError> {
+/// Takes one action in session `id`, for the WebSocket connection `by` (if
+/// any).
+pub fn step(hub: &Hub, id: &str, by: Option<u64>, action: &Value) -> Result<Value, StepError> {
     if !action.is_object() {
         return Err(StepError::Invalid(vec![invalid(
             "dict_type",
@@ -197,7 +198,7 @@ pub fn step(hub: &Hub, id: &str, action: &Value) -> Result<Value, StepError> {
                 )]));
             };
             let arguments = call_arguments(action.get("arguments"))?;
-            let observation = hub.step(id, to_action(tool, arguments)?)?;
+            let observation = hub.step(id, by, to_action(tool, arguments)?)?;
             Ok(step_result(
                 call_observation(tool, &observation),
                 &observation,

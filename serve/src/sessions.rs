@@ -521,10 +521,17 @@ impl Hub {
         table.len() - lingering
     }
 
-    /// Takes the agent's next action in session `id`.
-    pub fn step(&self, id: &str, action: Action) -> Result<Observation, ServeError> {
+    /// Takes the agent's next action in session `id`, for the WebSocket
+    /// connection `by` (if any: see [`OpenRequest::connection`]).
+    pub fn step(
+        &self,
+        id: &str,
+        by: Option<u64>,
+        action: Action,
+    ) -> Result<Observation, ServeError> {
         let started = Instant::now();
         self.with_session(id, |session| {
+            session.refuse_others(id, by)?;
             // An ended episode is said to be over however fast it is asked.
             let Phase::Running(episode) = &mut session.phase else {
                 return Err(ServeError::EpisodeOver(id.into()));
@@ -623,13 +630,27 @@ impl Hub {
         })
     }
 
-    /// Closes session `id`, judging its episode if it was still running.
-    pub fn close(&self, id: &str) -> Result<(), ServeError> {
+    /// Closes session `id` for the WebSocket connection `by` (if any),
+    /// judging its episode if it was still running.
+    pub fn close(&self, id: &str, by: Option<u64>) -> Result<(), ServeError> {
         check_id(id)?;
-        let session = self
-            .table()
-            .remove(id)
-            .ok_or_else(|| ServeError::UnknownSession(id.into()))?;
+        let unknown = || ServeError::UnknownSession(id.into());
+        let found = self.table().get(id).cloned().ok_or_else(unknown)?;
+        // Its owner is read after the request it is serving: the table is
+        // not held meanwhile.
+        found
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .refuse_others(id, by)?;
+        let session = {
+            let mut table = self.table();
+            match table.get(id) {
+                Some(now) if Arc::ptr_eq(now, &found) => table.remove(id),
+                // Closed, or opened again, meanwhile.
+                _ => None,
+            }
+        }
+        .ok_or_else(unknown)?;
         self.end(&session, "closed");
         self.metrics.sessions.dec();
         Ok(())
@@ -885,6 +906,16 @@ impl Session {
     /// connection holds it.
     fn lingers(&self) -> bool {
         !self.held && !matches!(self.phase, Phase::Running(_))
+    }
+
+    /// Refuses the WebSocket connection `by` (none: a client that holds
+    /// nothing) acting in this session when another connection holds it:
+    /// it would step, or end, that connection's episode.
+    fn refuse_others(&self, id: &str, by: Option<u64>) -> Result<(), ServeError> {
+        match self.connection {
+            Some(owner) if by != Some(owner) => Err(ServeError::Held(id.into())),
+            _ => Ok(()),
+        }
     }
 }
 

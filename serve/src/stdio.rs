@@ -1,6 +1,6 @@
 //! MCP over stdio (`forge serve --stdio`): one JSON-RPC message per line on
 //! stdin and stdout, an episode at a time (each `initialize` opens one once
-//! the last is closed). Nothing but protocol messages goes to stdout; logs
+//! the last is over or closed). Nothing but protocol messages goes to stdout; logs
 //! go to stderr.
 
 use crate::mcp::{self, Reply};
@@ -47,6 +47,13 @@ fn answer(
             Line::Whole => serde_json::from_slice(&line).map_err(|err| err.to_string()),
             Line::TooLong => Err(format!("the line is longer than {max_line_bytes} bytes")),
         };
+        if let (Ok(message), Some(id)) = (&message, &session)
+            && next_episode(hub, id, message)
+        {
+            // Its episode is judged and recorded already.
+            let _ = hub.close(id, None);
+            session = None;
+        }
         let reply = match message {
             Ok(message) => mcp::handle(hub, session.as_deref(), open, &message),
             Err(detail) => Reply::Response(mcp::parse_error(hub, &detail)),
@@ -72,6 +79,14 @@ fn answer(
         output.flush().context("writing stdout")?;
     }
     Ok(())
+}
+
+/// Whether `message` is an `initialize` after session `id`'s episode is
+/// over: it opens the next episode, as MCP hosts, which know nothing of
+/// closing sessions, would start one.
+fn next_episode(hub: &Hub, id: &str, message: &serde_json::Value) -> bool {
+    message.get("method").and_then(serde_json::Value::as_str) == Some("initialize")
+        && hub.outcome(id).is_ok_and(|(over, _)| over)
 }
 
 /// How much of a line [`next_line`] kept.

@@ -176,7 +176,8 @@ async fn ws_session(
         }
     }
     if let (true, Some(id)) = (link.owned, link.id) {
-        let _ = blocking(&hub, move |hub| hub.close(&id)).await;
+        let by = Some(link.connection);
+        let _ = blocking(&hub, move |hub| hub.close(&id, by)).await;
     }
     // Its place is free before the client hears the connection end, as its
     // session is: a client that connects again at once finds it free.
@@ -238,6 +239,13 @@ fn unreadable(err: axum::Error, limit: usize) -> Option<Unreadable> {
             close_code::INVALID,
             "text frame not UTF-8".to_owned(),
         ),
+        // A client gone without a close frame ends its session as one
+        // that closed: nothing was refused.
+        tungstenite::Error::Protocol(
+            tungstenite::error::ProtocolError::ResetWithoutClosingHandshake,
+        ) => {
+            return None;
+        }
         tungstenite::Error::Protocol(violation) => (
             "bad_request",
             "PROTOCOL_ERROR",
@@ -361,7 +369,7 @@ fn ws_frame(hub: &Hub, link: &Link, text: &str) -> Option<(String, Option<String
         }
         Some("step") => session()
             .map_err(StepError::Refused)
-            .and_then(|id| openenv::step(hub, &id, &data))
+            .and_then(|id| openenv::step(hub, &id, Some(link.connection), &data))
             .map(|result| json!({"type": "observation", "data": result})),
         Some("state") => match &link.id {
             None => Ok(json!({"type": "state", "data": openenv::no_state()})),
@@ -371,7 +379,11 @@ fn ws_frame(hub: &Hub, link: &Link, text: &str) -> Option<(String, Option<String
                 .map_err(StepError::Refused),
         },
         Some("mcp") => session().map_err(StepError::Refused).map(|id| {
-            let reply = match mcp::handle(hub, Some(&id), &OpenRequest::default(), &data) {
+            let by = OpenRequest {
+                connection: Some(link.connection),
+                ..OpenRequest::default()
+            };
+            let reply = match mcp::handle(hub, Some(&id), &by, &data) {
                 Reply::Response(response)
                 | Reply::Opened { response, .. }
                 | Reply::Sessionless(response) => response,

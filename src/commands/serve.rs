@@ -9,7 +9,7 @@ use forge_runtime::policy::scripted_user;
 use forge_runtime::{Environment, Limits, Sandbox, TrajectoryWriter};
 use forge_serve::catalog::Catalog;
 use forge_serve::http::HttpOptions;
-use forge_serve::origin::{AllowedOrigins, parse_origin};
+use forge_serve::origin::{AllowedHosts, AllowedOrigins, parse_host, parse_origin};
 use forge_serve::{Hub, OpenRequest, SessionLimits, UserFactory};
 use forge_suites::Suite;
 use std::io::IsTerminal;
@@ -42,7 +42,7 @@ pub struct ServeArgs {
     /// opened by `initialize`; `--task` picks its task).
     #[arg(
         long,
-        conflicts_with_all = ["host", "port", "max_sessions", "idle_timeout", "read_timeout", "max_connections", "allow_origin"]
+        conflicts_with_all = ["host", "port", "max_sessions", "idle_timeout", "read_timeout", "max_connections", "allow_origin", "allow_host"]
     )]
     stdio: bool,
     /// With `--stdio`: the task of every episode (`env/task`, or its id);
@@ -77,6 +77,13 @@ pub struct ServeArgs {
     /// send no origin and are always served.
     #[arg(long, value_name = "ORIGIN", value_parser = parse_origin)]
     allow_origin: Vec<String>,
+    /// A name requests may address the server by (`Host`), besides this
+    /// machine's (`localhost`, loopback addresses), as for a proxy that
+    /// passes its own name on; `*` allows any. On loopback others are
+    /// refused (403), against DNS rebinding; listening beyond it, any name
+    /// is served unless some are given.
+    #[arg(long, value_name = "NAME", value_parser = parse_host)]
+    allow_host: Vec<String>,
     /// Most agent actions per episode.
     #[arg(long, default_value_t = SessionLimits::default().max_turns, value_parser = at_least_one)]
     max_turns: usize,
@@ -163,6 +170,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             read_timeout: Duration::from_secs(args.read_timeout),
             max_connections: args.max_connections,
             allowed_origins: AllowedOrigins::from_flags(args.allow_origin),
+            allowed_hosts: AllowedHosts::from_flags(args.host, args.allow_host),
             ..HttpOptions::default()
         },
         args.log_format,

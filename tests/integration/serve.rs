@@ -358,7 +358,12 @@ fn resets_take_the_tasks_in_turn_and_a_refused_or_named_one_takes_none() {
 
 #[test]
 fn pages_of_other_sites_are_refused_and_allowed_ones_served() {
-    let server = Server::start(&["--allow-origin", "https://app.example.com"]);
+    let server = Server::start(&[
+        "--allow-origin",
+        "https://app.example.com",
+        "--allow-host",
+        "forge.example.com",
+    ]);
     let reset = |origin: &str| {
         answer(
             agent()
@@ -454,8 +459,34 @@ fn pages_of_other_sites_are_refused_and_allowed_ones_served() {
             .contains("mcp-session-id")
     );
 
+    // A page that rebinds its name to this machine sends no `Origin` with
+    // a GET, but its browser names the page's site as the host.
+    let metadata = |host: &str| {
+        answer(
+            agent()
+                .get(&server.url("/metadata"))
+                .header("Host", host)
+                .call(),
+        )
+    };
+    let (status, body) = metadata("evil.example:8000");
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (403, Some("host_not_allowed")),
+        "{body}"
+    );
+    assert!(
+        body["detail"].as_str().unwrap().contains("`--allow-host`"),
+        "{body}"
+    );
+    for host in ["forge.example.com", "localhost:8000", "[::1]"] {
+        assert_eq!(metadata(host).0, 200, "{host}");
+    }
+
     let output = forge(&["serve", "--allow-origin", "app.example.com/"]);
     assert_refused(&output, "is not an origin");
+    let output = forge(&["serve", "--allow-host", "https://forge.example.com"]);
+    assert_refused(&output, "is not a host name");
 }
 
 #[test]
@@ -607,7 +638,9 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
     // A body announced over the limit is refused at once, not awaited.
     let mut announced = TcpStream::connect(server.base.trim_start_matches("http://")).unwrap();
     announced
-        .write_all(b"POST /reset HTTP/1.1\r\nHost: forge\r\nContent-Length: 99999999999\r\n\r\n")
+        .write_all(
+            b"POST /reset HTTP/1.1\r\nHost: localhost\r\nContent-Length: 99999999999\r\n\r\n",
+        )
         .unwrap();
     announced
         .set_read_timeout(Some(Duration::from_secs(10)))
@@ -701,6 +734,24 @@ fn http_requests_that_cannot_be_served_get_clear_errors() {
         (status, body["code"].as_str()),
         (405, Some("method_not_allowed"))
     );
+    // MCP's stream of the server's own messages is not offered: refused
+    // as any method a route lacks, saying which it takes.
+    for method in ["GET", "PATCH"] {
+        let request = ureq::http::Request::builder()
+            .method(method)
+            .uri(server.url("/mcp"))
+            .body(())
+            .unwrap();
+        let mut response = agent().run(request).unwrap();
+        assert_eq!(response.status(), 405, "{method}");
+        let allow = response.headers().get("allow").unwrap().to_str().unwrap();
+        assert_eq!(allow.replace(' ', ""), "POST,DELETE", "{method}");
+        let body = response.body_mut().read_to_string().unwrap();
+        assert!(
+            body.contains("\"code\":\"method_not_allowed\""),
+            "{method}: {body}"
+        );
+    }
     let (status, metrics) = get(&server.url("/metrics"));
     assert_eq!(status, 200);
     let metrics = metrics.as_str().unwrap().to_owned();
@@ -731,11 +782,11 @@ fn clients_that_stall_lose_their_connections_while_others_are_served() {
     // that says nothing (as an idle keep-alive one does).
     let mut headers = connect();
     headers
-        .write_all(b"GET /health HTTP/1.1\r\nHost: forge\r\n")
+        .write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n")
         .unwrap();
     let mut body = connect();
     body.write_all(
-        b"POST /reset HTTP/1.1\r\nHost: forge\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+        b"POST /reset HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
     )
     .unwrap();
     let silent = connect();
@@ -767,7 +818,7 @@ fn clients_that_stall_lose_their_connections_while_others_are_served() {
     let holder = TcpStream::connect(&addr).unwrap();
     let mut waiting = TcpStream::connect(&addr).unwrap();
     waiting
-        .write_all(b"GET /health HTTP/1.1\r\nHost: forge\r\nConnection: close\r\n\r\n")
+        .write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
         .unwrap();
     waiting
         .set_read_timeout(Some(Duration::from_millis(500)))
@@ -1000,6 +1051,9 @@ fn mcp_over_stdio_serves_an_episode_at_a_time_and_records_them() {
     again["params"]["task_id"] = json!("shop-02");
     let mut misspelt = again.clone();
     misspelt["params"]["taskid"] = json!("shop-03");
+    let mut third = again.clone();
+    third["id"] = json!(7);
+    third["params"]["task_id"] = json!("shop-03");
     let call = |id: u64, name: &str, arguments: Value| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
             .to_string()
@@ -1036,6 +1090,10 @@ fn mcp_over_stdio_serves_an_episode_at_a_time_and_records_them() {
             misspelt.to_string().into_bytes(),
             again.to_string().into_bytes(),
             call(6, "send_message_to_user", json!({"message": "Done."})),
+            // Once the episode is over, `initialize` opens the next, as an
+            // MCP host that knows nothing of closing sessions starts one.
+            third.to_string().into_bytes(),
+            call(8, "send_message_to_user", json!({"message": "Done."})),
         ],
     );
     assert!(output.status.success(), "{}", stderr(&output));
@@ -1043,8 +1101,14 @@ fn mcp_over_stdio_serves_an_episode_at_a_time_and_records_them() {
         .lines()
         .map(|line| serde_json::from_str(line).expect("stdout carries only JSON-RPC"))
         .collect();
-    assert_eq!(replies.len(), 10, "the notification gets no answer");
-    for reply in [&replies[6], &replies[8], &replies[9]] {
+    assert_eq!(replies.len(), 12, "the notification gets no answer");
+    for reply in [
+        &replies[6],
+        &replies[8],
+        &replies[9],
+        &replies[10],
+        &replies[11],
+    ] {
         assert!(reply["result"].is_object(), "{reply}");
     }
     assert_eq!(replies[7]["error"]["code"], -32602, "{}", replies[7]);
@@ -1057,12 +1121,15 @@ fn mcp_over_stdio_serves_an_episode_at_a_time_and_records_them() {
         replies[7]
     );
     let episodes = std::fs::read_to_string(&trajectories).unwrap();
-    assert_eq!(episodes.lines().count(), 2, "{episodes}");
+    assert_eq!(episodes.lines().count(), 3, "{episodes}");
     let tasks: Vec<Value> = episodes
         .lines()
         .map(|line| serde_json::from_str::<Value>(line).unwrap()["task_id"].clone())
         .collect();
-    assert_eq!(tasks, [json!("shop-01"), json!("shop-02")]);
+    assert_eq!(
+        tasks,
+        [json!("shop-01"), json!("shop-02"), json!("shop-03")]
+    );
     let codes: Vec<Option<i64>> = replies[1..4]
         .iter()
         .map(|reply| reply["error"]["code"].as_i64())
@@ -1326,6 +1393,12 @@ fn dropped_clients_and_idle_sessions_leak_nothing_and_shutdown_records_the_rest(
     wait_until("dropped connections end their sessions", || {
         server.sessions() == 0
     });
+    // A client gone without a close frame was refused nothing.
+    let (_, metrics) = get(&server.url("/metrics"));
+    assert!(
+        !metrics.as_str().unwrap().contains("kind=\"bad_request\""),
+        "{metrics}"
+    );
     let mut silent = server.ws("");
     // HTTP sessions nobody closes expire.
     let (_, opened) = post(&server.url("/reset"), &json!({"task_id": "shop-03"}));
@@ -1368,7 +1441,7 @@ fn dropped_clients_and_idle_sessions_leak_nothing_and_shutdown_records_the_rest(
     // grace, not for the read timeout.
     let mut stalled = TcpStream::connect(server.base.trim_start_matches("http://")).unwrap();
     stalled
-        .write_all(b"POST /reset HTTP/1.1\r\nHost: forge\r\nContent-Length: 100\r\n\r\n{")
+        .write_all(b"POST /reset HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{")
         .unwrap();
     // A WebSocket is told the server is going away.
     let mut watcher = server.ws("");
@@ -1553,12 +1626,12 @@ fn sessions_open_on_reset_pay_for_resets_and_give_way_once_finished() {
     assert_eq!(server.sessions(), 0);
 }
 
-/// A session a connection holds is its own: another client's reset of its
-/// id is refused, as it would end that connection's episode; its own
-/// resets go on in it. Asking for the state opens nothing, and a client's
+/// A session a connection holds is its own: another client's reset, step
+/// or close of it is refused, as it would step or end that connection's
+/// episode; its own resets go on in it. Asking for the state opens nothing, and a client's
 /// close frame is answered.
 #[test]
-fn a_held_session_is_reset_by_its_connection_alone() {
+fn a_held_session_is_reset_stepped_and_closed_by_its_connection_alone() {
     let server = Server::start(&[]);
     let mut owner = server.ws("");
     let state = owner.send(&json!({"type": "state"}));
@@ -1583,10 +1656,41 @@ fn a_held_session_is_reset_by_its_connection_alone() {
         (409, Some("session_held")),
         "{body}"
     );
-    // Nor may a connection attached to it.
+    // Nor may a connection attached to it; nor may anyone else step it or
+    // close it, over the WebSocket, HTTP or MCP.
     let mut attached = server.ws("?session_id=ep-0");
     let refused = attached.send(&reset("shop-02"));
     assert_eq!(refused["data"]["reason"], "session_held", "{refused}");
+    let action =
+        json!({"type": "call_tool", "tool_name": "get_user", "arguments": {"user_id": "u1"}});
+    let refused = attached.send(&json!({"type": "step", "data": action}));
+    assert_eq!(refused["data"]["reason"], "session_held", "{refused}");
+    let (status, body) = post(
+        &server.url("/step"),
+        &json!({"episode_id": "ep-0", "action": action}),
+    );
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("session_held")),
+        "{body}"
+    );
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "get_user", "arguments": {"user_id": "u1"}}});
+    let (_, body) = answer(
+        agent()
+            .post(server.url("/mcp"))
+            .header("mcp-session-id", "ep-0")
+            .content_type("application/json")
+            .send(call.to_string()),
+    );
+    assert_eq!(body["error"]["data"]["code"], "session_held", "{body}");
+    let (status, _) = answer(
+        agent()
+            .delete(server.url("/mcp"))
+            .header("mcp-session-id", "ep-0")
+            .call(),
+    );
+    assert_eq!(status, 409);
     let state = owner.send(&json!({"type": "state"}));
     assert_eq!(
         (&state["data"]["task_id"], &state["data"]["step_count"]),
