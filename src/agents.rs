@@ -323,6 +323,14 @@ pub enum UserKind {
     Model,
 }
 
+/// What the remote models of a command cost: reports give the agent's and
+/// user's endpoint as `llm_usage` and the judge's as `judge_usage`, each
+/// null where none is used.
+pub struct RemoteUsage {
+    pub agent: Option<forge_llm::Usage>,
+    pub judge: Option<forge_llm::Usage>,
+}
+
 /// Makes a fresh policy and user for each episode.
 pub struct Agents {
     policy: PolicyKind,
@@ -516,8 +524,27 @@ impl Agents {
         }
     }
 
-    pub fn client(&self) -> Option<&ChatClient> {
-        self.client.as_ref()
+    /// What the remote models cost so far.
+    pub fn usage(&self) -> RemoteUsage {
+        RemoteUsage {
+            agent: self.client.as_ref().map(ChatClient::usage),
+            judge: self.judge.as_ref().map(ChatClient::usage),
+        }
+    }
+
+    /// The summary lines of [`Self::usage`] (none where no remote model is
+    /// used).
+    pub fn usage_lines(&self) -> Vec<String> {
+        let line = |what: &str, client: &ChatClient| {
+            format!(
+                "{what} {}: {}",
+                client.config().model,
+                crate::output::usage(&client.usage())
+            )
+        };
+        let agent = self.client.as_ref().map(|client| line("model", client));
+        let judge = self.judge.as_ref().map(|client| line("judge", client));
+        agent.into_iter().chain(judge).collect()
     }
 
     /// Tells of the agent's, user's and judge's endpoints' retries above

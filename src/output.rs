@@ -124,6 +124,17 @@ pub fn count(n: impl std::fmt::Display, noun: &str) -> String {
     format!("{n} {noun}{plural}")
 }
 
+/// What a remote model cost, as a summary line says it: "12 requests, 3400
+/// prompt and 560 completion tokens".
+pub fn usage(usage: &forge_llm::Usage) -> String {
+    format!(
+        "{}, {} prompt and {} completion tokens",
+        count(usage.requests, "request"),
+        usage.prompt_tokens,
+        usage.completion_tokens
+    )
+}
+
 /// A content hash's first 12 hex digits, as messages show one (whole where
 /// a hash is shorter, as a hand-edited record's may be).
 pub fn short_hash(hash: &str) -> &str {

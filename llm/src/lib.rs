@@ -7,7 +7,9 @@
 //! backoff (or the wait an endpoint's `Retry-After` asks for) on what
 //! retrying can fix (connection errors, rate limits, servers' failures), and at most
 //! `max_in_flight` requests out at once. A timeout is not retried: a reply
-//! that took longer than the limit would take as long again. Token usage is
+//! that took longer than the limit would take as long again. Nor is a
+//! refused connection to an endpoint that has not answered yet: nothing
+//! listens there. Token usage is
 //! summed for the caller to report.
 
 pub mod agents;
@@ -397,6 +399,10 @@ pub struct ChatClient {
     slot_freed: Condvar,
     on_retry: Mutex<Option<RetryNotice>>,
     give_up: Mutex<Option<Arc<AtomicBool>>>,
+    /// Whether the endpoint has answered any request: until it has, a
+    /// refused connection means nothing listens at the address (a wrong
+    /// port, a server not started), which waiting will not mend.
+    answered: AtomicBool,
 }
 
 impl ChatClient {
@@ -417,6 +423,7 @@ impl ChatClient {
             slot_freed: Condvar::new(),
             on_retry: Mutex::new(None),
             give_up: Mutex::new(None),
+            answered: AtomicBool::new(false),
         })
     }
 
@@ -595,6 +602,16 @@ impl ChatClient {
                 timeout: self.config.timeout,
             },
             ureq::Error::BodyExceedsLimit(_) => ChatError::TooLarge,
+            err if refused(&err) && !self.answered.load(Ordering::Relaxed) => {
+                ChatError::Transport {
+                    url: url.clone(),
+                    reason: format!(
+                        "{err} (nothing listens there: is the server running, and is the \
+                         address right?)"
+                    ),
+                    retryable: false,
+                }
+            }
             err => ChatError::Transport {
                 url: url.clone(),
                 retryable: matches!(
@@ -608,6 +625,7 @@ impl ChatClient {
             },
         };
         let mut response = request.send(body.to_string()).map_err(failed)?;
+        self.answered.store(true, Ordering::Relaxed);
         let status = response.status().as_u16();
         let retry_after = response
             .headers()
@@ -665,6 +683,11 @@ impl ChatClient {
             .unwrap_or(0);
         Ok(message)
     }
+}
+
+/// Whether `err` is a refused connection: nothing listening at the address.
+fn refused(err: &ureq::Error) -> bool {
+    matches!(err, ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused)
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -840,8 +863,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_reply_that_is_not_utf8_is_read_with_replacement_characters() {
+    /// A server at the returned URL that answers one request with `status`
+    /// and `body`, then goes away.
+    fn answer_once(status: u16, body: Vec<u8>) -> (String, std::thread::JoinHandle<()>) {
         use std::io::{Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/v1", listener.local_addr().unwrap());
@@ -861,19 +885,25 @@ mod tests {
                     break;
                 }
             }
-            let mut body = vec![0; length];
-            reader.read_exact(&mut body).unwrap();
-            let mut body =
-                br#"{"choices": [{"message": {"role": "assistant", "content": "caf"#.to_vec();
-            body.extend([0xe9, b' ', 0xff]);
-            body.extend(br#""}}]}"#);
+            let mut request = vec![0; length];
+            reader.read_exact(&mut request).unwrap();
             let head = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                "HTTP/1.1 {status} Answer\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
                 body.len()
             );
             stream.write_all(head.as_bytes()).unwrap();
             stream.write_all(&body).unwrap();
         });
+        (url, server)
+    }
+
+    #[test]
+    fn a_reply_that_is_not_utf8_is_read_with_replacement_characters() {
+        let mut body =
+            br#"{"choices": [{"message": {"role": "assistant", "content": "caf"#.to_vec();
+        body.extend([0xe9, b' ', 0xff]);
+        body.extend(br#""}}]}"#);
+        let (url, server) = answer_once(200, body);
         let mut config = ChatConfig::new(&url, "m");
         // Not retried: one connection is all the server takes.
         config.max_retries = 0;
@@ -881,6 +911,36 @@ mod tests {
         let reply = client.complete(&[Message::user("Hi")]).unwrap();
         assert_eq!(reply, "caf\u{fffd} \u{fffd}");
         server.join().unwrap();
+    }
+
+    #[test]
+    fn a_refused_connection_is_retried_only_once_the_endpoint_has_answered() {
+        let patient = |url: &str| {
+            let mut config = ChatConfig::new(url, "m");
+            config.max_retries = 2;
+            config.backoff = Duration::from_millis(1);
+            ChatClient::new(config).unwrap()
+        };
+        // Nothing listens on a port just let go: a wrong address, not a
+        // passing fault.
+        let url = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("http://{}/v1", listener.local_addr().unwrap())
+        };
+        let client = patient(&url);
+        let err = client.complete(&[Message::user("Hi")]).unwrap_err();
+        assert!(err.to_string().contains("nothing listens there"), "{err}");
+        assert_eq!(client.usage().requests, 1);
+        // An endpoint that has answered and then goes away (restarting)
+        // is waited for.
+        let (url, server) = answer_once(503, b"busy".to_vec());
+        let client = patient(&url);
+        let err = client.complete(&[Message::user("Hi")]).unwrap_err();
+        server.join().unwrap();
+        assert!(
+            matches!(err, ChatError::GaveUp { attempts: 3, .. }),
+            "{err}"
+        );
     }
 
     #[test]

@@ -27,13 +27,23 @@ pub struct Records<T> {
 pub fn read<T>(
     path: &Path,
     what: &str,
-    mut parse: impl FnMut(&[u8]) -> Result<T>,
+    parse: impl FnMut(&[u8]) -> Result<T>,
 ) -> Result<Records<T>> {
     if path.is_dir() {
         anyhow::bail!("{} is a directory, not a file of records", path.display());
     }
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let mut reader = BufReader::new(file);
+    read_from(BufReader::new(file), path, what, parse)
+}
+
+/// As [`read`], of the file at `path` already opened as `reader`: for a
+/// writer that checks the file it holds before appending to it.
+pub fn read_from<T>(
+    mut reader: impl BufRead,
+    path: &Path,
+    what: &str,
+    mut parse: impl FnMut(&[u8]) -> Result<T>,
+) -> Result<Records<T>> {
     let mut records = Vec::new();
     let mut lines = Vec::new();
     // Bytes, not text: a line that is not UTF-8 is refused by the parser,
@@ -66,7 +76,11 @@ pub fn read<T>(
         if line.trim_ascii().is_empty() {
             continue;
         }
-        let record = parse(&line)
+        // Without its line ending: a line cut short is told so, not as a
+        // string broken by a control character.
+        let content = line.strip_suffix(b"\n").unwrap_or(&line);
+        let content = content.strip_suffix(b"\r").unwrap_or(content);
+        let record = parse(content)
             .map_err(within_the_line)
             .with_context(|| format!("{} line {number} is not {what}", path.display()))?;
         records.push(record);
@@ -75,8 +89,7 @@ pub fn read<T>(
 }
 
 /// A JSON error placed within its line. The record is the line, so the
-/// parser's "at line 1 column 12" (or "line 2 column 0", past the newline
-/// of a line cut short) would read as a line of the file.
+/// parser's "at line 1 column 12" would read as a line of the file.
 pub(crate) fn within_the_line(err: anyhow::Error) -> anyhow::Error {
     match err.downcast::<serde_json::Error>() {
         Ok(json) => {
@@ -84,10 +97,10 @@ pub(crate) fn within_the_line(err: anyhow::Error) -> anyhow::Error {
             let message = text
                 .rsplit_once(" at line ")
                 .map_or(text.as_str(), |(message, _)| message);
-            match (json.line(), json.column()) {
-                (0, _) | (1, 0) => anyhow::anyhow!("{message}"),
-                (1, column) => anyhow::anyhow!("{message} at column {column}"),
-                _ => anyhow::anyhow!("{message} at the end of the line"),
+            match (json.is_eof(), json.line(), json.column()) {
+                (true, ..) => anyhow::anyhow!("{message} at the end of the line"),
+                (false, 0, _) | (false, _, 0) => anyhow::anyhow!("{message}"),
+                (false, _, column) => anyhow::anyhow!("{message} at column {column}"),
             }
         }
         Err(other) => other,
@@ -139,7 +152,10 @@ mod tests {
         assert!(error.contains("line 2 is not a number"), "{error}");
         // The parser's position is within the line, not the file.
         let error = format!("{:#}", read_text(b"1\n\"ab\n3\n").unwrap_err());
-        assert!(error.ends_with("at the end of the line"), "{error}");
+        assert!(
+            error.ends_with("EOF while parsing a string at the end of the line"),
+            "a line cut short is said to be: {error}"
+        );
         assert!(!error.contains("line 2 column"), "{error}");
         let error = format!("{:#}", read_text(b"1\n2 x\n").unwrap_err());
         assert!(

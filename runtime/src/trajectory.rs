@@ -17,7 +17,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// The `format` of every record this version writes. A format's number
@@ -334,9 +334,10 @@ impl TrajectoryWriter {
     /// Opens `path` for appending (creating it). A torn last line left by a
     /// killed process (the beginning of a record) is cut off first; a last
     /// record that only lacks its newline (an edited file) is kept and
-    /// ended. A file whose first or last line (past a byte-order mark and
-    /// blank lines, as [`read`] reads it) is no trajectory record is refused
-    /// rather than appended to or cut.
+    /// ended. A file with any other line (past a byte-order mark and blank
+    /// lines, as [`read`] reads it) that is no trajectory record is refused
+    /// rather than appended to or cut: episodes after it would be
+    /// unreadable with it.
     pub fn append(path: &Path) -> Result<Self> {
         refuse_directory(path)?;
         let mut file = OpenOptions::new()
@@ -362,18 +363,6 @@ impl TrajectoryWriter {
         // Blank space after the last newline is cut as a torn line is.
         let torn = !tail.is_empty() && !jsonl::is_json(&tail);
         let blank = tail.trim_ascii().is_empty();
-        // The first line may be the last too, lacking its newline.
-        let whole_tail = (!torn && !blank).then_some(tail.as_slice());
-        let first = first_line(&mut file, complete).map_err(reading)?;
-        if let Some(first) = first.as_deref().or(whole_tail)
-            && let Err(err) = parse_record(first)
-        {
-            bail!(
-                "{} is not a trajectory file this version appends to (its first line is not an \
-                 episode record: {err:#}): refusing to append to it",
-                path.display()
-            );
-        }
         // Only what is a line of episodes can be cut off as a torn one:
         // the beginning of a record, written when a process was killed.
         if torn && !blank && !begins_a_record(&tail) {
@@ -383,31 +372,21 @@ impl TrajectoryWriter {
                 path.display()
             );
         }
-        // Episodes appended after a line that is no record would be
-        // unreadable with it.
-        if let Some(last) = last_line(&mut file, complete).map_err(reading)?
-            && let Err(err) = parse_record(&last)
-        {
-            bail!(
-                "{}: its last line is not an episode record ({err:#}): refusing to append to it",
-                path.display()
-            );
-        }
+        // Every line is read as reading the file will, through what this
+        // writer holds and no further than its length now.
+        file.seek(SeekFrom::Start(0)).map_err(reading)?;
+        let held = BufReader::new(Read::take(&mut file, len));
+        jsonl::read_from(held, path, "a trajectory record", |line| {
+            parse_record(line).map(drop)
+        })
+        .map_err(|err| anyhow::anyhow!("{err:#}; refusing to append to it"))?;
         let mut torn_tail_cut = 0;
         if torn {
             file.set_len(complete)
                 .with_context(|| format!("cutting the torn last line off {}", path.display()))?;
             torn_tail_cut = len - complete;
         } else if !tail.is_empty() {
-            // A whole line that only lacks its newline; appending to a file
-            // whose last line is no record is refused, as reading it is.
-            if let Err(err) = parse_record(&tail) {
-                bail!(
-                    "{}: the last line is not an episode record ({err:#}): refusing to append \
-                     to it",
-                    path.display()
-                );
-            }
+            // A whole record that only lacks its newline.
             file.write_all(b"\n")
                 .with_context(|| format!("writing to {}", path.display()))?;
         }
@@ -480,47 +459,6 @@ const RECORD_BEGINS: &[u8] = br#"{"format":"forge.trajectory/"#;
 fn begins_a_record(tail: &[u8]) -> bool {
     let tail = tail.trim_ascii();
     tail.starts_with(RECORD_BEGINS) || RECORD_BEGINS.starts_with(tail)
-}
-
-/// The first line of the file's first `complete` bytes that is not blank,
-/// without a byte-order mark; `None` where there is none.
-fn first_line(file: &mut File, complete: u64) -> std::io::Result<Option<Vec<u8>>> {
-    file.seek(SeekFrom::Start(0))?;
-    let lines = BufReader::new(Read::take(&mut *file, complete)).split(b'\n');
-    for (index, line) in lines.enumerate() {
-        if let Some(line) = unblank(&line?, index == 0) {
-            return Ok(Some(line.to_vec()));
-        }
-    }
-    Ok(None)
-}
-
-/// The last line of the file's first `complete` bytes (whole lines) that
-/// is not blank; `None` where there is none.
-fn last_line(file: &mut File, complete: u64) -> std::io::Result<Option<Vec<u8>>> {
-    let mut end = complete;
-    while end > 0 {
-        // Past the line's newline, to where it begins.
-        let start = line_start(file, end - 1)?;
-        let mut line = vec![0; (end - 1 - start) as usize];
-        file.seek(SeekFrom::Start(start))?;
-        file.read_exact(&mut line)?;
-        if let Some(line) = unblank(&line, start == 0) {
-            return Ok(Some(line.to_vec()));
-        }
-        end = start;
-    }
-    Ok(None)
-}
-
-/// `line` without the byte-order mark a file may begin with (where it
-/// begins the file), or `None` where it is blank.
-fn unblank(line: &[u8], begins_the_file: bool) -> Option<&[u8]> {
-    let line = match begins_the_file {
-        true => bom::strip_bytes(line),
-        false => line,
-    };
-    (!line.trim_ascii().is_empty()).then_some(line)
 }
 
 /// Where the line that `end` lies in begins: just past the last newline
@@ -705,15 +643,26 @@ mod tests {
         assert_eq!(append_one(&format!("\u{feff}{compact}")).unwrap(), (0, 2));
         // A file of one line that is no record, torn or whole, is left as
         // it was.
-        for text in ["my notes", "{\"a\": 1}", "{\"a\": "] {
+        for text in ["my notes", "{\"a\": "] {
             let error = format!("{:#}", append_one(text).unwrap_err());
             assert!(error.contains("is not a trajectory file"), "{error}");
             assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
         }
-        // Nor is a file whose last line is no record, whole or cut short.
-        for text in [format!("{line}hello"), format!("{line}hello\n\n")] {
+        // Nor is a file with any line that is no record, first, last or
+        // amid records, whole or cut short: reading it would stop there.
+        for (text, at) in [
+            ("{\"a\": 1}".to_owned(), 1),
+            (format!("{line}hello"), 0),
+            (format!("{line}hello\n\n"), 2),
+            (format!("{line}\n{{\"a\": 1}}\n{line}"), 3),
+            (format!("{line}{}\n{line}", &compact[..40]), 2),
+        ] {
             let error = format!("{:#}", append_one(&text).unwrap_err());
             assert!(error.contains("refusing to append"), "{error}");
+            if at > 0 {
+                let named = format!("t.jsonl line {at} is not a trajectory record");
+                assert!(error.contains(&named), "{error}");
+            }
             assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
         }
     }

@@ -252,6 +252,7 @@ fn evaluate(
         .collect();
     let mean_flip = flips.values().sum::<f64>() / flips.len().max(1) as f64;
     let unjudged = super::unjudged(env, played.iter().copied());
+    let usage = agents.usage();
     let report = json!({
         "environment": env.name(),
         "content_hash": env.content_hash(),
@@ -274,7 +275,8 @@ fn evaluate(
         // (`forge compare`).
         "outcomes": outcomes,
         "terminations": terminations,
-        "llm_usage": agents.client().map(forge_llm::ChatClient::usage),
+        "llm_usage": usage.agent,
+        "judge_usage": usage.judge,
     });
     std::fs::write(dir.join(REPORT), serde_json::to_vec_pretty(&report)?)?;
     std::fs::write(
@@ -310,6 +312,9 @@ fn evaluate(
         );
         if unjudged > 0 {
             println!("{}", super::unjudged_note(unjudged, played.len()));
+        }
+        for line in agents.usage_lines() {
+            println!("{line}");
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -112,7 +112,7 @@ pub fn run(mut args: RunArgs) -> Result<ExitCode> {
         return Err(err.context(stopped));
     }
     progress.finish_and_clear();
-    report(&env, &args, &label, &agents.user_label(), &records);
+    report(&env, &args, &label, &agents, &records);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -173,9 +173,11 @@ fn report(
     env: &Environment,
     args: &RunArgs,
     label: &str,
-    user: &str,
+    agents: &Agents,
     records: &[(u64, EpisodeRecord)],
 ) {
+    let user = agents.user_label();
+    let usage = agents.usage();
     let episodes = records.len();
     let run_seed = (args.agents.policy != PolicyKind::Replay).then_some(args.play.seed);
     let successes = records
@@ -216,15 +218,20 @@ fn report(
         .collect();
     // Episodes whose task has NL assertions that no judge evaluated.
     let unevaluated = super::unjudged(env, records.iter().map(|(_, record)| record));
-    let context_full = records
-        .iter()
-        .filter(|(_, record)| record.termination == Termination::ContextFull)
-        .count();
+    let ended = |termination| {
+        records
+            .iter()
+            .filter(|(_, record)| record.termination == termination)
+            .count()
+    };
+    let context_full = ended(Termination::ContextFull);
+    let out_of_turns = ended(Termination::MaxTurns);
     if args.json {
         output::json_line(&json!({
             "summary": true,
             "episodes_with_unevaluated_checks": unevaluated,
             "episodes_context_full": context_full,
+            "episodes_max_turns": out_of_turns,
             "masked_share": masked_share,
             "unmasked_success_rate": unmasked_success_rate,
             "environment": env.name(),
@@ -242,6 +249,8 @@ fn report(
                 .iter()
                 .map(|(k, value)| json!({"k": k, "value": value}))
                 .collect::<Vec<_>>(),
+            "llm_usage": usage.agent,
+            "judge_usage": usage.judge,
         }));
         return;
     }
@@ -264,6 +273,20 @@ fn report(
              (`context_full`), judged as they stood"
         );
     }
+    if out_of_turns > 0 {
+        // The limit is each episode's own (a replay's, as recorded).
+        let limits: std::collections::BTreeSet<usize> = records
+            .iter()
+            .filter(|(_, record)| record.termination == Termination::MaxTurns)
+            .map(|(_, record)| record.max_turns)
+            .collect();
+        let limits: Vec<String> = limits.iter().map(ToString::to_string).collect();
+        println!(
+            "{out_of_turns} of {episodes} episodes ran out of turns (`max_turns`: {} agent \
+             actions; `--max-turns` sets the limit)",
+            limits.join(" or ")
+        );
+    }
     if args.trials > 1 {
         let values: Vec<String> = pass_hat_k
             .iter()
@@ -280,6 +303,9 @@ fn report(
             "the user gave wrong or missing facts in {} ({masked_share:.3}); success rate without them {unmasked_success_rate:.3}",
             output::count(masked_count, "episode")
         );
+    }
+    for line in agents.usage_lines() {
+        println!("{line}");
     }
     if let Some(path) = &args.out {
         println!("trajectories: {}", path.display());

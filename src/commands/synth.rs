@@ -297,11 +297,8 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
             false => "",
         };
         println!(
-            "model: {}, {} prompt and {} completion tokens; {rewritten} of {} \
-             rewritten{kept}",
-            output::count(usage.requests, "request"),
-            usage.prompt_tokens,
-            usage.completion_tokens,
+            "model: {}; {rewritten} of {} rewritten{kept}",
+            output::usage(&usage),
             output::count(tasks, "instruction")
         );
     }

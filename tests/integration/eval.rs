@@ -982,11 +982,16 @@ fn a_judge_model_decides_nl_assertions_and_replays_take_its_verdicts() {
     assert_eq!(met[0]["reward"], 1.0);
     assert_eq!(met[0]["nl_assertions_judged"], 1);
     assert_eq!(met.last().unwrap()["episodes_with_unevaluated_checks"], 0);
+    // The gold agent asks no model; the judge's requests are counted.
+    assert_eq!(met.last().unwrap()["llm_usage"], Value::Null);
+    let judged = met.last().unwrap()["judge_usage"]["requests"].as_u64();
     let (unmet, unmet_trajectory) = run("unmet.jsonl");
     assert_eq!(unmet[0]["reward"], 0.0);
     assert_eq!(unmet[0]["state_match"], true);
     assert_eq!(unmet[0]["nl_assertions_met"], 0);
     assert_eq!(server.requests.lock().unwrap().len(), 3);
+    let judged_again = unmet.last().unwrap()["judge_usage"]["requests"].as_u64();
+    assert_eq!(judged.zip(judged_again).map(|(a, b)| a + b), Some(3));
     // Replays reproduce both verdicts without asking the judge again.
     for trajectory in [met_trajectory, unmet_trajectory] {
         let output = forge(&[

@@ -398,12 +398,19 @@ fn a_run_resumes_only_from_what_it_saved() {
     std::fs::remove_file(&weights).unwrap();
     assert_refused(&resume(), "its weights, model.safetensors, are missing");
     std::fs::write(&weights, &good).unwrap();
-    // Metrics cut short lose the steps the checkpoint holds: the run goes
-    // on, saying so.
+    // Metrics cut short lose the steps the checkpoint holds, and a seal
+    // deleted leaves the files unchecked: the run goes on, saying so.
     let first_line = metrics.split(|&byte| byte == b'\n').next().unwrap();
     std::fs::write(run.join("metrics.jsonl"), [first_line, b"\n"].concat()).unwrap();
+    std::fs::remove_file(run.join("checkpoints/step-000001/checkpoint.sha256")).unwrap();
     let output = resume();
     assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output)
+            .contains("has no checkpoint.sha256: its files are taken as they are, unchecked"),
+        "{}",
+        stderr(&output)
+    );
     assert!(
         stderr(&output).contains(
             "note: metrics.jsonl ends at step 0, before the checkpoint's step 1 (it was cut \

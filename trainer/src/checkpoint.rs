@@ -232,7 +232,11 @@ fn tokenizer_settings(tokenizer: &ModelTokenizer) -> serde_json::Value {
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     use anyhow::Context;
     let staged = PathBuf::from(format!("{}.partial", path.display()));
-    std::fs::write(&staged, bytes).with_context(|| format!("writing {}", staged.display()))?;
+    if let Err(err) = std::fs::write(&staged, bytes) {
+        // What was written of it (up to a full disk) is no use to anyone.
+        let _ = std::fs::remove_file(&staged);
+        return Err(err).with_context(|| format!("writing {}", staged.display()));
+    }
     std::fs::rename(&staged, path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }

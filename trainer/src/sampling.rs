@@ -4,6 +4,7 @@
 use forge_model::tokenizer::ModelTokenizer;
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How tokens are chosen.
 #[derive(Debug, Clone, PartialEq)]
@@ -254,6 +255,7 @@ pub struct Stop<'a> {
     tokens: &'a [u32],
     strings: &'a [String],
     tokenizer: Option<&'a ModelTokenizer>,
+    interrupt: Option<&'a AtomicBool>,
 }
 
 impl<'a> Stop<'a> {
@@ -263,7 +265,21 @@ impl<'a> Stop<'a> {
             tokens,
             strings: &[],
             tokenizer: None,
+            interrupt: None,
         }
+    }
+
+    /// Also stops every row, cut short, once `interrupt` is set: a batch
+    /// whose turns will be thrown away (an evaluation being stopped) need
+    /// not be decoded to its end.
+    pub fn or_interrupted(self, interrupt: Option<&'a AtomicBool>) -> Self {
+        Self { interrupt, ..self }
+    }
+
+    /// Whether the batch is to stop now, every row cut short.
+    pub fn interrupted(&self) -> bool {
+        self.interrupt
+            .is_some_and(|flag| flag.load(Ordering::Relaxed))
     }
 
     /// Also stop once the generated text, decoded with `tokenizer`, contains

@@ -163,7 +163,7 @@ impl<B: Backend> Llama<B> {
                 done[row] =
                     generation.stopped || generation.tokens.len() >= samplings[row].max_tokens;
             }
-            if done.iter().all(|done| *done) {
+            if done.iter().all(|done| *done) || stop.interrupted() {
                 break;
             }
             hidden = self.hidden(next, rows, &pads, Some(&mut cache));

@@ -48,8 +48,8 @@ use objective::{LossStats, Scored, Sequence, Surrogate};
 use optimizer::AdamOptimizer;
 use rollout::{Interrupted, Job, Play, Rollout, Script, Users};
 use run_dir::{
-    CHECKPOINTS, EPISODES, LATEST, METRICS, OPTIMIZER, POSITION, Position, REFERENCE, check_config,
-    check_seal, checkpoint_name, read_latest, read_position, save_config, seal,
+    CHECKPOINTS, EPISODES, LATEST, METRICS, OPTIMIZER, POSITION, Position, REFERENCE, Sealed,
+    check_config, check_seal, checkpoint_name, read_latest, read_position, save_config, seal,
 };
 /// A run directory's config (the one it was started with, which `--resume`
 /// keeps to) and metrics, as the CLI writes and `forge compare` reads them.
@@ -284,9 +284,9 @@ pub struct Trainer<'a, B: AutodiffBackend> {
     position: Position,
     /// The step of the latest checkpoint, not to be written twice.
     checkpointed: Option<usize>,
-    /// What resuming found amiss in the run's metrics, told as the run
-    /// starts.
-    restored_notice: Option<String>,
+    /// What resuming found amiss (unsealed checkpoints, cut metrics), told
+    /// as the run starts.
+    notices: Vec<String>,
 }
 
 /// The policy's name in the records of rollouts and evaluations.
@@ -311,11 +311,13 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             .map_err(|message| anyhow::anyhow!("invalid training config: {message}"))?;
         Llama::<B>::check_precision(config.model.precision, &device)?;
         let latest = read_latest(dir)?;
+        // Said once the run starts.
+        let mut notices = Vec::new();
         let position = match (&latest, resume) {
             (Some(checkpoint), true) => {
                 check_config(checkpoint, &config)?;
                 let position = read_position(checkpoint)?;
-                check_seal(checkpoint)?;
+                notices.extend(check_seal(checkpoint, Sealed::Checkpoint)?);
                 position
             }
             (Some(_), false) => bail!(
@@ -411,7 +413,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             device,
             position,
             checkpointed: latest.as_ref().map(|_| position.step),
-            restored_notice: None,
+            notices,
         };
         if let Some(checkpoint) = latest {
             trainer.restore(&checkpoint)?;
@@ -437,7 +439,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let stop_at = limits.max_steps.map(|steps| first_step + steps);
         let sft_steps = self.config.sft.steps;
         let total = self.total_steps();
-        if let Some(notice) = self.restored_notice.take() {
+        for notice in std::mem::take(&mut self.notices) {
             observer.notice(&notice);
         }
         // Made before the first evaluation is recorded: a run SFT has
@@ -623,6 +625,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                     checkpoint::save_prompt(&dir, &self.config.model.prompt())?;
                 }
             }
+            // Resuming checks it as it checks a checkpoint.
+            seal(&dir)?;
             self.reference = Some(self.load_reference()?);
         }
         Ok(())
@@ -1042,9 +1046,12 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             )?;
         }
         if self.position.step > sft_steps && self.config.rl.kl > 0.0 {
+            let sealed = check_seal(&self.dir.join(REFERENCE), Sealed::Reference)?;
+            self.notices.extend(sealed);
             self.reference = Some(self.load_reference()?);
         }
-        self.restored_notice = metrics::keep_until(&self.dir.join(METRICS), self.position.step)?;
+        let kept = metrics::keep_until(&self.dir.join(METRICS), self.position.step)?;
+        self.notices.extend(kept);
         Ok(())
     }
 }

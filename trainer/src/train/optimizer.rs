@@ -8,7 +8,8 @@ use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::record::{AdaptorRecord, AdaptorRecordV1};
 use burn::optim::{AdamW, AdamWConfig, GradientsParams, Optimizer};
 use burn::record::{
-    BinFileRecorder, BurnRecord, FullPrecisionSettings, Record, Recorder, RecorderError,
+    BinBytesRecorder, BinFileRecorder, BurnRecord, FullPrecisionSettings, Record, Recorder,
+    RecorderError,
 };
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{ElementConversion, Shape, Tensor};
@@ -98,19 +99,23 @@ pub fn state_file(path: &Path) -> PathBuf {
 /// Writes `optimizer`'s state to `path`, its parameters in the order of
 /// their ids: burn keeps them in a `HashMap`, whose order changes from one
 /// process to the next, and the same run must give the same bytes. A map
-/// reads back the same whichever order it was written in.
+/// reads back the same whichever order it was written in. The bytes are
+/// [`StateRecorder`]'s, written here: whole or not at all, and a failure
+/// (a full disk) told as the system tells it.
 pub fn save<B: AutodiffBackend>(optimizer: &AdamOptimizer<B>, path: &Path) -> Result<()> {
     let by_id: BTreeMap<_, _> = optimizer
         .to_record()
         .into_item::<FullPrecisionSettings>()
         .into_iter()
         .collect();
-    Recorder::<B>::save_item(
-        &StateRecorder::new(),
+    let bytes = Recorder::<B>::save_item(
+        &BinBytesRecorder::<FullPrecisionSettings>::new(),
         BurnRecord::<_, B>::new::<StateRecorder>(by_id),
-        path.to_owned(),
+        (),
     )
-    .map_err(|err| anyhow!("writing the optimizer state {}: {err}", path.display()))
+    .map_err(|err| anyhow!("encoding the optimizer state: {err}"))?;
+    crate::checkpoint::write_atomically(&state_file(path), &bytes)
+        .map_err(|err| anyhow!("writing the optimizer state: {err:#}"))
 }
 
 /// The optimizer of [`new`] carrying the state saved at `path` for `model`.

@@ -74,8 +74,8 @@ pub struct Play<'a, B: Backend> {
     /// The model playing the user, with [`Users::Model`].
     user_model: Option<&'a Llama<B>>,
     script: Script<'a>,
-    /// Set from outside to stop the episodes at their next model turns
-    /// ([`Play::stopped_by`]).
+    /// Set from outside to stop the episodes at once, cutting the turns
+    /// being decoded ([`Play::stopped_by`]).
     interrupt: Option<&'a AtomicBool>,
     /// What the latest episodes read of their first prompts, the agent's
     /// and the user model's: the next batch's episodes begin from there.
@@ -219,8 +219,8 @@ impl<'a, B: Backend> Play<'a, B> {
         }
     }
 
-    /// Stops the episodes once `interrupt` is set, at their next model
-    /// turns, and [`Play::episodes`] fails with [`Interrupted`]: episodes
+    /// Stops the episodes once `interrupt` is set, cutting the turns being
+    /// decoded, and [`Play::episodes`] fails with [`Interrupted`]: episodes
     /// whose results nothing keeps (an evaluation's) need not hold up a
     /// stop.
     pub fn stopped_by(self, interrupt: Option<&'a AtomicBool>) -> Self {
@@ -301,12 +301,20 @@ impl<'a, B: Backend> Play<'a, B> {
                 let (agents, users): (Vec<_>, Vec<_>) = pending
                     .into_iter()
                     .partition(|turn| turn.speaker == Speaker::Agent);
-                decode(self.model, agents, &stop, &mut read, agent_prompts);
+                let interrupt = self.interrupt;
+                decode(
+                    self.model,
+                    agents,
+                    &stop,
+                    interrupt,
+                    &mut read,
+                    agent_prompts,
+                );
                 if !users.is_empty() {
                     let model = self
                         .user_model
                         .expect("model users are played with Play::user_model");
-                    decode(model, users, &user_stop, &mut read, user_prompts);
+                    decode(model, users, &user_stop, interrupt, &mut read, user_prompts);
                 }
             }
             let played: Vec<Result<Rollout>> = threads
@@ -340,6 +348,7 @@ fn decode<B: Backend>(
     model: &Llama<B>,
     turns: Vec<Pending>,
     stop: &[u32],
+    interrupt: Option<&AtomicBool>,
     read: &mut HashMap<(usize, Speaker), Prefix<B>>,
     first_prompts: &mut PrefixPool<B>,
 ) {
@@ -371,7 +380,10 @@ fn decode<B: Backend>(
                 .unwrap_or_else(|| first_prompts.longest(prompt))
         })
         .collect();
-    let generations = model.continue_batch(&prompts, &samplings, Stop::tokens(stop), &mut prefixes);
+    // Cut short by an interrupt, the turns end their episodes at the next
+    // round, which finds it set.
+    let stop = Stop::tokens(stop).or_interrupted(interrupt);
+    let generations = model.continue_batch(&prompts, &samplings, stop, &mut prefixes);
     for ((prefix, prompt), first) in prefixes.iter().zip(&prompts).zip(firsts) {
         if first {
             first_prompts.keep(prefix.truncated(prompt.len()));

@@ -128,26 +128,47 @@ pub(super) fn seal(checkpoint: &Path) -> Result<()> {
     crate::checkpoint::write_atomically(&checkpoint.join(SEAL), digest.as_bytes())
 }
 
-/// Refuses to resume from `checkpoint` when its files are not those
-/// [`seal`] hashed; one written before checkpoints were sealed is taken as
-/// it is, and one sealed before the optimizer state was has its other files
+/// What a sealed directory is to its run, which says what resuming would
+/// lose with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Sealed {
+    /// A checkpoint, resumed from.
+    Checkpoint,
+    /// The reference policy of the KL penalty (`reference/`).
+    Reference,
+}
+
+/// Refuses to resume from `dir` (as `sealed_as`) when its files are not
+/// those [`seal`] hashed. One without a seal (written before its kind was
+/// sealed, or its seal deleted) is taken as it is, with a notice to say
+/// so; one sealed before the optimizer state was has its other files
 /// checked.
-pub(super) fn check_seal(checkpoint: &Path) -> Result<()> {
-    let Ok(sealed) = std::fs::read_to_string(checkpoint.join(SEAL)) else {
-        return Ok(());
+pub(super) fn check_seal(dir: &Path, sealed_as: Sealed) -> Result<Option<String>> {
+    let Ok(sealed) = std::fs::read_to_string(dir.join(SEAL)) else {
+        return Ok(Some(format!(
+            "{} has no {SEAL}: its files are taken as they are, unchecked",
+            dir.display()
+        )));
     };
     let with_optimizer = sealed.contains(OPTIMIZER_SEALED);
-    let now = checkpoint_digest(checkpoint, with_optimizer)?;
-    if sealed.trim() != now {
-        bail!(
-            "{} is damaged: {} ({SEAL} holds another sha256), so the run cannot resume from it (an earlier checkpoint in {} may do: name it in {})",
-            checkpoint.display(),
-            damaged_part(checkpoint, sealed.trim(), &now),
-            checkpoint.parent().unwrap_or(checkpoint).display(),
-            checkpoint.with_file_name(LATEST).display()
-        );
+    let now = checkpoint_digest(dir, with_optimizer)?;
+    if sealed.trim() == now {
+        return Ok(None);
     }
-    Ok(())
+    let damage = damaged_part(dir, sealed.trim(), &now);
+    match sealed_as {
+        Sealed::Checkpoint => bail!(
+            "{} is damaged: {damage} ({SEAL} holds another sha256), so the run cannot resume from it (an earlier checkpoint in {} may do: name it in {})",
+            dir.display(),
+            dir.parent().unwrap_or(dir).display(),
+            dir.with_file_name(LATEST).display()
+        ),
+        Sealed::Reference => bail!(
+            "{} is damaged: {damage} ({SEAL} holds another sha256), so the run cannot resume: \
+             its KL penalty would pull towards another policy than the one its RL began with",
+            dir.display()
+        ),
+    }
 }
 
 /// What of `checkpoint` changed since it was sealed, as a seal's parts
@@ -303,6 +324,35 @@ mod tests {
         assert_eq!(step("checkpoints/step-000100/model.safetensors"), None);
         assert_eq!(step("elsewhere/step-000100"), None);
         assert_eq!(step("checkpoints/latest"), None);
+    }
+
+    #[test]
+    fn a_sealed_reference_policy_that_changed_is_refused_and_an_unsealed_one_noted() {
+        let dir = tempfile::tempdir().unwrap();
+        let reference = dir.path().join(REFERENCE);
+        std::fs::create_dir_all(&reference).unwrap();
+        let weights = reference.join(crate::checkpoint::WEIGHTS);
+        std::fs::write(&weights, b"weights").unwrap();
+        let notice = check_seal(&reference, Sealed::Reference).unwrap().unwrap();
+        assert!(
+            notice
+                .ends_with("has no checkpoint.sha256: its files are taken as they are, unchecked"),
+            "{notice}"
+        );
+        seal(&reference).unwrap();
+        assert_eq!(check_seal(&reference, Sealed::Reference).unwrap(), None);
+        std::fs::write(&weights, b"weighty").unwrap();
+        let err = check_seal(&reference, Sealed::Reference)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("reference is damaged: its model files"),
+            "{err}"
+        );
+        assert!(
+            err.contains("its KL penalty would pull towards another policy"),
+            "{err}"
+        );
     }
 
     #[test]

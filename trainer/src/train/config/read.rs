@@ -37,17 +37,25 @@ impl TrainConfig {
 /// suggestion for an unknown key close to a known one.
 fn plain(message: &str, key: &str) -> String {
     // The types of the config's fields.
-    const TYPES: [(&str, &str); 4] = [
+    const TYPES: [(&str, &str); 5] = [
         ("expected usize", "expected a whole number, 0 or more"),
         ("expected u64", "expected a whole number, 0 or more"),
         ("expected f64", "expected a number"),
         ("expected f32", "expected a number"),
+        (
+            "expected a sequence",
+            "expected a list, e.g. [\"a\", \"b\"]",
+        ),
     ];
     if let Some(unknown) = message.strip_prefix("unknown field ") {
         let table = key.rsplit_once('.').map(|(table, _)| table);
         return unknown_key(unknown, table);
     }
     let message = message.trim_end();
+    // A section given a value: `sft = 5` for `[sft]`.
+    if let Some((start, _)) = message.rsplit_once(", expected struct ") {
+        return format!("{start}, expected a table ([{key}])");
+    }
     TYPES
         .iter()
         .find_map(|(rust, words)| {
@@ -65,6 +73,15 @@ fn unknown_key(rest: &str, table: Option<&str>) -> String {
         return format!("unknown key {rest}");
     };
     let known: Vec<&str> = quoted.collect();
+    // A key of another table, put in the wrong one: `lr` at the top level.
+    let elsewhere = tables_with(key);
+    if !elsewhere.is_empty() {
+        let tables: Vec<String> = elsewhere.iter().map(|table| format!("[{table}]")).collect();
+        return format!(
+            "unknown key here; `{key}` is a key of {}",
+            tables.join(" and ")
+        );
+    }
     let meant = known
         .iter()
         .map(|name| (strsim::jaro_winkler(key, name), name))
@@ -78,6 +95,22 @@ fn unknown_key(rest: &str, table: Option<&str>) -> String {
         Some(table) => format!("unknown key{meant}; the keys of [{table}] are {known}"),
         None => format!("unknown key{meant}; the top-level keys are {known}"),
     }
+}
+
+/// The tables of the config that have a key `key`.
+fn tables_with(key: &str) -> Vec<String> {
+    let Ok(toml::Value::Table(config)) = toml::Value::try_from(TrainConfig::default()) else {
+        return Vec::new();
+    };
+    config
+        .into_iter()
+        .filter(|(_, value)| {
+            value
+                .as_table()
+                .is_some_and(|table| table.contains_key(key))
+        })
+        .map(|(name, _)| name)
+        .collect()
 }
 
 #[cfg(test)]
@@ -102,6 +135,10 @@ mod tests {
             read("seed = 1.5\n").unwrap_err(),
             "seed: invalid type: floating point `1.5`, expected a whole number, 0 or more"
         );
+        assert_eq!(
+            read("[lora]\ntargets = \"q_proj\"\n").unwrap_err(),
+            "lora.targets: invalid type: string \"q_proj\", expected a list, e.g. [\"a\", \"b\"]"
+        );
         assert_eq!(read("[rl]\nsteps = 3\n").unwrap().rl.steps, 3);
     }
 
@@ -114,10 +151,26 @@ mod tests {
             ),
             "{err}"
         );
-        let err = read("[optim]\nlr = 1e-4\n").unwrap_err();
+        let err = read("[optim]\nlrate = 1e-4\n").unwrap_err();
         assert!(
-            err.starts_with("optim.lr: unknown key; the keys of [optim] are beta1,"),
+            err.starts_with("optim.lrate: unknown key; the keys of [optim] are beta1,"),
             "{err}"
+        );
+        assert_eq!(
+            read("[optim]\nlr = 1e-4\n").unwrap_err(),
+            "optim.lr: unknown key here; `lr` is a key of [rl] and [sft]"
+        );
+        assert_eq!(
+            read("lr = 0.1\n").unwrap_err(),
+            "lr: unknown key here; `lr` is a key of [rl] and [sft]"
+        );
+        assert_eq!(
+            read("[sft]\nkl = 0.1\n").unwrap_err(),
+            "sft.kl: unknown key here; `kl` is a key of [rl]"
+        );
+        assert_eq!(
+            read("sft = 5\n").unwrap_err(),
+            "sft: invalid type: integer `5`, expected a table ([sft])"
         );
         let err = read("sed = 1\n").unwrap_err();
         assert!(
