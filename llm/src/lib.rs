@@ -7,9 +7,9 @@
 //! backoff (or the wait an endpoint's `Retry-After` asks for) on what
 //! retrying can fix (connection errors, rate limits, servers' failures), and at most
 //! `max_in_flight` requests out at once. A timeout is not retried: a reply
-//! that took longer than the limit would take as long again. Nor is a
-//! refused connection to an endpoint that has not answered yet: nothing
-//! listens there. Token usage is
+//! that took longer than the limit would take as long again. A refused
+//! connection to an endpoint that has not answered yet is retried for a
+//! few seconds only: nothing listens there, or a server is starting. Token usage is
 //! summed for the caller to report.
 
 pub mod agents;
@@ -190,6 +190,11 @@ fn reachable(url: &str) -> Result<(), &'static str> {
 /// [`ChatConfig::timeout`] unless set otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// Retries of a connection refused before the endpoint has answered
+/// anything: with the default backoff, three seconds for a server that is
+/// just starting.
+const UNANSWERED_RETRIES: u32 = 2;
+
 /// The longest wait before a retry, even where `Retry-After` asks for more.
 const MAX_WAIT: Duration = Duration::from_secs(60);
 
@@ -254,6 +259,13 @@ pub enum ChatError {
         reason: String,
         retryable: bool,
     },
+    /// A connection refused by an endpoint that has not answered yet:
+    /// nothing listens at the address, or a server is still starting.
+    #[error(
+        "could not reach {url}: {reason} (nothing listens there: is the server running, and is \
+         the address right?)"
+    )]
+    Unreachable { url: String, reason: String },
     #[error("{url} sent no whole answer within {} s, the request timeout", .timeout.as_secs())]
     Timeout { url: String, timeout: Duration },
     #[error("the endpoint's answer is larger than {} MiB, more than any chat completion", MAX_REPLY_BYTES >> 20)]
@@ -301,6 +313,7 @@ impl ChatError {
             // limit may clear; "not implemented" and the like will not.
             Self::Status { status, .. } => matches!(status, 408 | 429 | 500 | 502 | 503 | 504),
             Self::Transport { retryable, .. } => *retryable,
+            Self::Unreachable { .. } => true,
             Self::Unauthorized { .. }
             | Self::Timeout { .. }
             | Self::TooLarge
@@ -400,8 +413,9 @@ pub struct ChatClient {
     on_retry: Mutex<Option<RetryNotice>>,
     give_up: Mutex<Option<Arc<AtomicBool>>>,
     /// Whether the endpoint has answered any request: until it has, a
-    /// refused connection means nothing listens at the address (a wrong
-    /// port, a server not started), which waiting will not mend.
+    /// refused connection likely means nothing listens at the address (a
+    /// wrong port, a server not started), which a minute of waiting would
+    /// not mend ([`UNANSWERED_RETRIES`]).
     answered: AtomicBool,
 }
 
@@ -502,7 +516,7 @@ impl ChatClient {
                         last: Box::new(err),
                     });
                 }
-                Err(err) if err.retryable() && retries < self.config.max_retries => {
+                Err(err) if err.retryable() && retries < self.retry_limit(&err) => {
                     let wait = self.wait_before_retry(&err, retries);
                     retries += 1;
                     // Told outside the lock: other requests' retries are
@@ -533,6 +547,16 @@ impl ChatClient {
                 }
                 result => return result,
             }
+        }
+    }
+
+    /// How many retries `err` is given: an endpoint that has never answered
+    /// a few seconds' worth (a server just started; a wrong address fails
+    /// soon), any other failure that may clear `max_retries`.
+    fn retry_limit(&self, err: &ChatError) -> u32 {
+        match err {
+            ChatError::Unreachable { .. } => UNANSWERED_RETRIES.min(self.config.max_retries),
+            _ => self.config.max_retries,
         }
     }
 
@@ -603,13 +627,9 @@ impl ChatClient {
             },
             ureq::Error::BodyExceedsLimit(_) => ChatError::TooLarge,
             err if refused(&err) && !self.answered.load(Ordering::Relaxed) => {
-                ChatError::Transport {
+                ChatError::Unreachable {
                     url: url.clone(),
-                    reason: format!(
-                        "{err} (nothing listens there: is the server running, and is the \
-                         address right?)"
-                    ),
-                    retryable: false,
+                    reason: err.to_string(),
                 }
             }
             err => ChatError::Transport {
@@ -914,15 +934,14 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_connection_is_retried_only_once_the_endpoint_has_answered() {
+    fn a_refused_connection_is_retried_briefly_until_the_endpoint_has_answered() {
         let patient = |url: &str| {
             let mut config = ChatConfig::new(url, "m");
-            config.max_retries = 2;
             config.backoff = Duration::from_millis(1);
             ChatClient::new(config).unwrap()
         };
-        // Nothing listens on a port just let go: a wrong address, not a
-        // passing fault.
+        // Nothing listens on a port just let go: a wrong address (or a
+        // server starting), given a few seconds, not a minute.
         let url = {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             format!("http://{}/v1", listener.local_addr().unwrap())
@@ -930,15 +949,15 @@ mod tests {
         let client = patient(&url);
         let err = client.complete(&[Message::user("Hi")]).unwrap_err();
         assert!(err.to_string().contains("nothing listens there"), "{err}");
-        assert_eq!(client.usage().requests, 1);
+        assert_eq!(client.usage().requests, 1 + u64::from(UNANSWERED_RETRIES));
         // An endpoint that has answered and then goes away (restarting)
-        // is waited for.
+        // is waited for as long as any failure that may clear.
         let (url, server) = answer_once(503, b"busy".to_vec());
         let client = patient(&url);
         let err = client.complete(&[Message::user("Hi")]).unwrap_err();
         server.join().unwrap();
         assert!(
-            matches!(err, ChatError::GaveUp { attempts: 3, .. }),
+            matches!(err, ChatError::GaveUp { attempts: 7, .. }),
             "{err}"
         );
     }

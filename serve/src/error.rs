@@ -32,7 +32,8 @@ pub enum ServeError {
     Busy(String),
     #[error(
         "session `{0}` is held by another connection, whose episode this would step or end; \
-         reset under another `episode_id` (or none, for a fresh one)"
+         act in a session of your own (reset under another `episode_id`, or none, for a \
+         fresh one)"
     )]
     Held(String),
     #[error("{0}")]

@@ -90,10 +90,19 @@ impl AllowedHosts {
 
     /// Whether a request sent with `Host: host` may be served.
     pub fn allows(&self, host: &str) -> bool {
-        let Ok(authority) = host.parse::<Authority>() else {
+        // A `Host` names no user: `evil@localhost` is no name of this machine.
+        let authority = host
+            .parse::<Authority>()
+            .ok()
+            .filter(|_| !host.contains('@'));
+        let Some(authority) = authority else {
             return matches!(self, Self::Any);
         };
-        let name = authority.host();
+        // `localhost.` is `localhost`, fully qualified.
+        let name = authority
+            .host()
+            .strip_suffix('.')
+            .unwrap_or(authority.host());
         match self {
             Self::Any => true,
             _ if is_local_name(name) => true,
@@ -174,7 +183,7 @@ fn is_local_name(host: &str) -> bool {
     host.eq_ignore_ascii_case("localhost")
         || trim_brackets(host)
             .parse::<IpAddr>()
-            .is_ok_and(|address| address.is_loopback())
+            .is_ok_and(|address| address.to_canonical().is_loopback())
 }
 
 fn trim_brackets(host: &str) -> &str {
@@ -239,8 +248,10 @@ mod tests {
         for host in [
             "localhost:8000",
             "LOCALHOST",
+            "localhost.:8000",
             "127.0.0.1:8000",
             "[::1]:8000",
+            "[::ffff:127.0.0.1]",
             "127.9.9.9",
         ] {
             assert!(local.allows(host), "{host}");
@@ -249,6 +260,7 @@ mod tests {
             "evil.example",
             "evil.example:8000",
             "localhost.evil.example",
+            "evil@localhost",
             "",
             "a b",
         ] {

@@ -78,9 +78,10 @@ pub struct OpenRequest {
     /// of a held session keeps it held.
     pub held: bool,
     /// The WebSocket connection asking (see [`Hub::connection_id`]), if
-    /// any. A session opened by a connection is that connection's: a reset
-    /// of it from anywhere else is refused ([`ServeError::Held`]), as it
-    /// would end the connection's episode and leave it acting in another.
+    /// any. A session opened by a connection is that connection's: a reset,
+    /// step or close of it from anywhere else is refused
+    /// ([`ServeError::Held`]), as it would step or end the connection's
+    /// episode (and a reset leave it acting in another).
     pub connection: Option<u64>,
     /// The client asking holds one of the places counted in
     /// [`Hub::waiting`] (a WebSocket connection let in before its first

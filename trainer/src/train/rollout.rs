@@ -316,6 +316,10 @@ impl<'a, B: Backend> Play<'a, B> {
                         .expect("model users are played with Play::user_model");
                     decode(model, users, &user_stop, interrupt, &mut read, user_prompts);
                 }
+                // A batch the interrupt cut short answered its turns with
+                // cut replies: the episodes are stopped, whatever those
+                // replies led to (an episode may end on one).
+                interrupted |= interrupt.is_some_and(|flag| flag.load(Ordering::Relaxed));
             }
             let played: Vec<Result<Rollout>> = threads
                 .into_iter()
@@ -380,8 +384,8 @@ fn decode<B: Backend>(
                 .unwrap_or_else(|| first_prompts.longest(prompt))
         })
         .collect();
-    // Cut short by an interrupt, the turns end their episodes at the next
-    // round, which finds it set.
+    // Cut short by an interrupt, the turns are answered as they stand: the
+    // batcher finds the interrupt set once they are, and fails the episodes.
     let stop = Stop::tokens(stop).or_interrupted(interrupt);
     let generations = model.continue_batch(&prompts, &samplings, stop, &mut prefixes);
     for ((prefix, prompt), first) in prefixes.iter().zip(&prompts).zip(firsts) {
