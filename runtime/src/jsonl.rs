@@ -36,6 +36,18 @@ pub fn read<T>(
     read_from(BufReader::new(file), path, what, parse)
 }
 
+/// As [`read`], a complete line that is no record kept as why it is none
+/// (placed within its line) rather than ending the reading: for readers
+/// that go on past a damaged line, or say more of what to do about it.
+pub fn read_each<T>(
+    path: &Path,
+    mut parse: impl FnMut(&[u8]) -> Result<T>,
+) -> Result<Records<Result<T>>> {
+    read(path, "a record", |line| {
+        Ok(parse(line).map_err(within_the_line))
+    })
+}
+
 /// As [`read`], of the file at `path` already opened as `reader`: for a
 /// writer that checks the file it holds before appending to it.
 pub fn read_from<T>(

@@ -351,41 +351,44 @@ impl TrajectoryWriter {
             anyhow::Error::from(err).context(format!("reading {}", path.display()))
         };
         let len = file.metadata().map_err(reading)?.len();
-        let complete = line_start(&mut file, len).map_err(reading)?;
-        let mut tail = Vec::new();
-        file.seek(SeekFrom::Start(complete)).map_err(reading)?;
-        Read::take(&mut file, len - complete)
-            .read_to_end(&mut tail)
-            .map_err(reading)?;
-        if complete == 0 {
-            tail = bom::strip_bytes(&tail).to_vec();
-        }
-        // Blank space after the last newline is cut as a torn line is.
-        let torn = !tail.is_empty() && !jsonl::is_json(&tail);
-        let blank = tail.trim_ascii().is_empty();
-        // Only what is a line of episodes can be cut off as a torn one:
-        // the beginning of a record, written when a process was killed.
-        if torn && !blank && !begins_a_record(&tail) {
-            bail!(
-                "{} is not a trajectory file this version appends to (its last line, cut short, \
-                 is not even the beginning of an episode record): refusing to append to it",
-                path.display()
-            );
-        }
         // Every line is read as reading the file will, through what this
         // writer holds and no further than its length now.
-        file.seek(SeekFrom::Start(0)).map_err(reading)?;
         let held = BufReader::new(Read::take(&mut file, len));
-        jsonl::read_from(held, path, "a trajectory record", |line| {
+        let read = jsonl::read_from(held, path, "a trajectory record", |line| {
             parse_record(line).map(drop)
         })
         .map_err(|err| anyhow::anyhow!("{err:#}; refusing to append to it"))?;
+        let complete = line_start(&mut file, len).map_err(reading)?;
         let mut torn_tail_cut = 0;
-        if torn {
-            file.set_len(complete)
-                .with_context(|| format!("cutting the torn last line off {}", path.display()))?;
-            torn_tail_cut = len - complete;
-        } else if !tail.is_empty() {
+        if read.torn_tail {
+            let mut tail = Vec::new();
+            file.seek(SeekFrom::Start(complete)).map_err(reading)?;
+            Read::take(&mut file, len - complete)
+                .read_to_end(&mut tail)
+                .map_err(reading)?;
+            if complete == 0 {
+                tail = bom::strip_bytes(&tail).to_vec();
+            }
+            // Only what is a line of episodes can be cut off as a torn one
+            // (blank space after the last newline is cut too): the
+            // beginning of a record, written when a process was killed.
+            let blank = tail.trim_ascii().is_empty();
+            if !blank && !begins_a_record(&tail) {
+                bail!(
+                    "{} is not a trajectory file this version appends to (its last line, cut \
+                     short, is not even the beginning of an episode record): refusing to append \
+                     to it",
+                    path.display()
+                );
+            }
+            // A file of a byte-order mark alone has nothing to cut.
+            if !tail.is_empty() {
+                file.set_len(complete).with_context(|| {
+                    format!("cutting the torn last line off {}", path.display())
+                })?;
+                torn_tail_cut = len - complete;
+            }
+        } else if complete < len {
             // A whole record that only lacks its newline.
             file.write_all(b"\n")
                 .with_context(|| format!("writing to {}", path.display()))?;
@@ -499,6 +502,14 @@ pub fn read(path: &Path) -> Result<TrajectoryFile> {
         lines: read.lines,
         torn_tail: read.torn_tail,
     })
+}
+
+/// Each line of a trajectory file as [`read`] reads it, a complete line
+/// that is no record kept as why it is none rather than ending the
+/// reading: for replaying every episode that can be, whatever one damaged
+/// line holds.
+pub fn read_each(path: &Path) -> Result<jsonl::Records<Result<EpisodeRecord>>> {
+    jsonl::read_each(path, parse_record)
 }
 
 /// The record on `line`, of a format this version reads. A record of

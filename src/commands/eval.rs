@@ -10,7 +10,7 @@ use crate::metrics::{self, flip_rate, pass_hat_k};
 use crate::output;
 use crate::shutdown;
 use crate::tasks::PlayArgs;
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use forge_runtime::differences::{Difference, differences};
 use forge_runtime::trajectory::{self, EpisodeRecord};
@@ -134,7 +134,16 @@ fn evaluate(
     // being the same).
     let mut done: BTreeMap<(String, u64), EpisodeRecord> = BTreeMap::new();
     if trajectories.exists() {
-        for record in trajectory::read(&trajectories)?.episodes {
+        let read = trajectory::read_each(&trajectories)?;
+        for (record, line) in read.records.into_iter().zip(read.lines) {
+            let record = record.map_err(|err| {
+                anyhow!(
+                    "{} line {line} is not a trajectory record: {err:#}; to resume this \
+                     evaluation, delete that line (its episode is played again) or pass another \
+                     --out",
+                    trajectories.display()
+                )
+            })?;
             // The directory names both; a record of another (a file copied
             // in) would be counted as this evaluation's.
             let found = &record.environment.content_hash;
@@ -321,7 +330,7 @@ fn evaluate(
 }
 
 /// The episodes of an evaluation directory.
-const TRAJECTORIES: &str = "trajectories.jsonl";
+pub(crate) const TRAJECTORIES: &str = "trajectories.jsonl";
 /// The settings file of an evaluation directory.
 pub(crate) const SETTINGS: &str = "settings.json";
 /// The report of an evaluation directory.

@@ -17,7 +17,7 @@ use crate::output;
 use anyhow::{Context, Result, bail};
 use forge_runtime::trajectory::{self, EpisodeRecord};
 use forge_runtime::{Environment, TrajectoryWriter};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Whether `dir` exists and holds anything: a command that writes a new
 /// directory refuses one that does, rather than write over what is there.
@@ -65,6 +65,48 @@ pub(crate) fn leave_as_found(dir: &Path, existed: bool) {
     }
 }
 
+/// The trajectory file `path` names: itself, or where it is a `forge eval`
+/// results directory, the file of episodes it holds. An evaluation's
+/// `--out` holds one per environment and policy: refused, naming them.
+pub(crate) fn trajectory_file(path: &Path) -> Result<PathBuf> {
+    if !path.is_dir() {
+        return Ok(path.to_owned());
+    }
+    if path.join(eval::TRAJECTORIES).is_file() {
+        return Ok(path.join(eval::TRAJECTORIES));
+    }
+    let within = |dir: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| path.is_dir())
+            .collect()
+    };
+    let mut found: Vec<PathBuf> = within(path)
+        .iter()
+        .flat_map(|environment| within(environment))
+        .map(|policy| policy.join(eval::TRAJECTORIES))
+        .filter(|file| file.is_file())
+        .collect();
+    found.sort();
+    match found.as_slice() {
+        [] => bail!("{} is a directory, not a file of episodes", path.display()),
+        [one] => Ok(one.clone()),
+        several => bail!(
+            "{} holds the episodes of {} evaluations: name one of {}",
+            path.display(),
+            several.len(),
+            several
+                .iter()
+                .map(|file| file.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
 /// The episodes of the trajectory file `path`, warning of a torn last line
 /// (an episode a killed process was writing), which is left out.
 pub(crate) fn read_trajectories(path: &Path) -> Result<Vec<EpisodeRecord>> {
@@ -75,12 +117,17 @@ pub(crate) fn read_trajectories(path: &Path) -> Result<Vec<EpisodeRecord>> {
 pub(crate) fn read_trajectory_file(path: &Path) -> Result<trajectory::TrajectoryFile> {
     let file = trajectory::read(path)?;
     if file.torn_tail {
-        eprintln!(
-            "warning: {} ends with a torn line (a run was killed while writing it); it is skipped",
-            path.display()
-        );
+        warn_torn_tail(path);
     }
     Ok(file)
+}
+
+/// Warns that the torn last line of the trajectory file `path` is skipped.
+pub(crate) fn warn_torn_tail(path: &Path) {
+    eprintln!(
+        "warning: {} ends with a torn line (a run was killed while writing it); it is skipped",
+        path.display()
+    );
 }
 
 /// Refuses to append episodes of `envs` to a file holding those of another

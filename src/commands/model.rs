@@ -27,7 +27,8 @@ pub enum ModelCommand {
     Fetch(FetchArgs),
     /// Print a model's metadata (a GGUF's, or a checkpoint's config.json),
     /// tensor types, tokenizer, chat template and (a LoRA run's checkpoint)
-    /// adapters.
+    /// adapters; exit status 1 where Forge cannot run it (its decoder or
+    /// tokenizer), said with why.
     Inspect(InspectArgs),
     /// Print the token ids of a text under a model's tokenizer.
     Tokenize(TokenizeArgs),
@@ -92,7 +93,7 @@ pub fn run(command: ModelCommand) -> Result<ExitCode> {
             let path = fetch::fetch(model, &models_dir()?, args.from.as_deref())?;
             println!("{}", path.display());
         }
-        ModelCommand::Inspect(args) => inspect(&args)?,
+        ModelCommand::Inspect(args) => return inspect(&args),
         ModelCommand::Chat(args) => chat(&args)?,
         ModelCommand::Merge(args) => merge::merge(&args)?,
         ModelCommand::Prompts(args) => prompts::prompts(&args)?,
@@ -169,7 +170,8 @@ pub(crate) fn anchored(model: &str) -> String {
     }
 }
 
-/// A path, or a known model's name resolved in the cache.
+/// A path, or a known model's name resolved in the cache; refused where
+/// its files are not those fetched or written (a checkpoint's seal).
 pub(crate) fn resolve(model: &str) -> Result<PathBuf> {
     Ok(match KNOWN.iter().find(|known| known.name == model) {
         Some(known) => {
@@ -177,6 +179,12 @@ pub(crate) fn resolve(model: &str) -> Result<PathBuf> {
             anyhow::ensure!(
                 path.is_file(),
                 "{model} is not fetched yet: run `forge model fetch {model}`"
+            );
+            anyhow::ensure!(
+                fetch::is_intact(known, &path)?,
+                "{} is damaged (its sha256 is not {model}'s): `forge model fetch {model}` \
+                 fetches it again",
+                path.display()
             );
             path
         }
@@ -189,6 +197,7 @@ pub(crate) fn resolve(model: &str) -> Result<PathBuf> {
                     known.join(", ")
                 );
             }
+            forge_trainer::train::check_model_seal(&path)?;
             path
         }
     })
@@ -260,7 +269,29 @@ fn runnable(gguf: &Gguf) -> Result<LlamaConfig, String> {
         }
         .to_string());
     }
-    LlamaConfig::from_gguf(gguf).map_err(|err| err.to_string())
+    let decoder = LlamaConfig::from_gguf(gguf).map_err(|err| err.to_string())?;
+    // Blocks the metadata counts that the file lacks (or holds beyond).
+    let blocks = gguf
+        .tensors
+        .iter()
+        .filter_map(|tensor| {
+            tensor
+                .name
+                .strip_prefix("blk.")?
+                .split('.')
+                .next()?
+                .parse::<usize>()
+                .ok()
+        })
+        .max()
+        .map_or(0, |last| last + 1);
+    if blocks != decoder.layers {
+        return Err(format!(
+            "its metadata counts {} layers, its tensors make {blocks}",
+            decoder.layers
+        ));
+    }
+    Ok(decoder)
 }
 
 impl Summary {
@@ -339,8 +370,12 @@ fn count_types(tensors: impl IntoIterator<Item = (String, u64)>) -> BTreeMap<Str
     types
 }
 
-fn inspect(args: &InspectArgs) -> Result<()> {
+fn inspect(args: &InspectArgs) -> Result<ExitCode> {
     let summary = Summary::of(&resolve(&args.model)?)?;
+    let runs = match summary.decoder.is_ok() && summary.tokenizer.is_ok() {
+        true => ExitCode::SUCCESS,
+        false => ExitCode::FAILURE,
+    };
     if args.json {
         output::json_line(&json!({
             "format": summary.format,
@@ -372,7 +407,7 @@ fn inspect(args: &InspectArgs) -> Result<()> {
                 "base_sha256": adapters.base_digest,
             })),
         }));
-        return Ok(());
+        return Ok(runs);
     }
     let format = match summary.version {
         Some(version) => format!("GGUF v{version}"),
@@ -442,7 +477,7 @@ fn inspect(args: &InspectArgs) -> Result<()> {
             adapters.base_digest.as_deref().unwrap_or("unrecorded")
         );
     }
-    Ok(())
+    Ok(runs)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use crate::output;
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
 use forge_runtime::replay::{check_recorded_on, replay_episode};
-use forge_runtime::trajectory::EpisodeRecord;
+use forge_runtime::trajectory::{self, EpisodeRecord};
 use forge_runtime::{Environment, Sandbox};
 use forge_suites::Suite;
 use serde_json::{Value, json};
@@ -16,7 +16,8 @@ use std::process::ExitCode;
 #[command(after_help = "Exit status: 0 when every episode replays identically, \
     1 when any diverged, 2 when none did but some could not be replayed")]
 pub struct ReplayArgs {
-    /// The trajectory file (JSONL) to replay.
+    /// The trajectory file (JSONL) to replay, or a `forge eval` results
+    /// directory (its `trajectories.jsonl`).
     file: PathBuf,
     /// The bundle directory of an environment the file's episodes were
     /// recorded on (repeatable, as a served file may hold several's); the
@@ -42,7 +43,7 @@ pub struct ReplayArgs {
 /// could not replay them all: the file unreadable, an environment not
 /// given, an episode its environment cannot play (a task it lacks, calls
 /// whose arguments are not JSON).
-const TROUBLE: u8 = 2;
+pub(crate) const TROUBLE: u8 = 2;
 
 /// Said of an episode of an environment named as the built-in example
 /// but not it, replayed without `--env`.
@@ -57,14 +58,19 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
 }
 
 /// Replays every episode of the file, saying of each one that is not
-/// identical how it diverged or why it could not be replayed.
+/// identical how it diverged or why it could not be replayed. A line that
+/// is no episode record (damaged, edited) is one that could not be: the
+/// others are replayed all the same.
 fn replay(args: ReplayArgs) -> Result<ExitCode> {
-    let file = super::read_trajectory_file(&args.file)?;
-    let (episodes, lines, torn_tail) = (file.episodes, file.lines, file.torn_tail);
-    if episodes.is_empty() {
+    let path = super::trajectory_file(&args.file)?;
+    let file = trajectory::read_each(&path)?;
+    if file.torn_tail {
+        super::warn_torn_tail(&path);
+    }
+    if file.records.is_empty() {
         bail!(
             "{} holds no episode, so there is nothing to replay",
-            args.file.display()
+            path.display()
         );
     }
     let sandbox = Sandbox::with_defaults()?;
@@ -72,11 +78,17 @@ fn replay(args: ReplayArgs) -> Result<ExitCode> {
     // Found before any episode is replayed: a file that needs an
     // environment not given says so once, not once an episode.
     let builtin = args.env.is_empty() && args.suite.is_empty();
-    let recorded_on = episodes
+    let episodes = file
+        .records
         .iter()
-        .zip(&lines)
+        .zip(&file.lines)
         .map(|(record, &line)| {
-            environment_of(&envs, record).map_err(|err| {
+            // A line that is no record is said to be when its turn comes.
+            let record = match record {
+                Ok(record) => record,
+                Err(damage) => return Ok(Err(damage)),
+            };
+            let env = environment_of(&envs, record).map_err(|err| {
                 // An environment of the example's name, not the example.
                 let named = envs.iter().any(|env| env.name() == record.environment.name);
                 let hint = if builtin && named {
@@ -84,15 +96,23 @@ fn replay(args: ReplayArgs) -> Result<ExitCode> {
                 } else {
                     ""
                 };
-                anyhow!("line {line} of {}: {err:#}{hint}", args.file.display())
-            })
+                anyhow!("line {line} of {}: {err:#}{hint}", path.display())
+            })?;
+            Ok(Ok((record, env)))
         })
         .collect::<Result<Vec<_>>>()?;
     let (mut diverged, mut unreplayable) = (0, 0);
-    for ((record, &line), env) in episodes.iter().zip(&lines).zip(recorded_on) {
-        let outcome = replay_episode(env, record);
+    for (episode, &line) in episodes.iter().zip(&file.lines) {
+        let outcome = match episode {
+            Ok((record, env)) => replay_episode(env, record),
+            Err(damage) => Err(anyhow!("it is not a trajectory record: {damage:#}")),
+        };
+        let task_id = episode
+            .as_ref()
+            .ok()
+            .map(|(record, _)| record.task_id.as_str());
         if args.json {
-            let mut said = json!({"line": line, "task_id": record.task_id});
+            let mut said = json!({"line": line, "task_id": task_id});
             match &outcome {
                 Ok(divergence) => {
                     said["identical"] = json!(divergence.is_none());
@@ -111,7 +131,10 @@ fn replay(args: ReplayArgs) -> Result<ExitCode> {
                 Err(err) => Some(format!("could not be replayed: {err:#}")),
             };
             if let Some(said) = said {
-                let said = format!("line {line} (task {}) {said}", record.task_id);
+                let said = match task_id {
+                    Some(task) => format!("line {line} (task {task}) {said}"),
+                    None => format!("line {line} {said}"),
+                };
                 println!("{}", output::printable(&said));
             }
         }
@@ -129,13 +152,13 @@ fn replay(args: ReplayArgs) -> Result<ExitCode> {
             "identical": episodes - diverged - unreplayable,
             "diverged": diverged,
             "unreplayable": unreplayable,
-            "torn_tail_skipped": torn_tail,
+            "torn_tail_skipped": file.torn_tail,
         }));
     } else if diverged + unreplayable == 0 {
         println!(
             "{} replayed byte-identically ({})",
             output::count(episodes, "episode"),
-            args.file.display()
+            path.display()
         );
     } else {
         let unreplayable = match unreplayable {

@@ -243,10 +243,16 @@ async fn listen(
             )
         })
         .collect();
+    // Which `Host` names it answers to: any, where listening beyond
+    // loopback without --allow-host, which a laptop's user may not expect.
+    let hosts = match &options.allowed_hosts {
+        AllowedHosts::Any => "any name (--allow-host limits them)".to_owned(),
+        hosts => hosts.to_string(),
+    };
     // Whatever the log filter: with port 0, the address is found only here.
     match log_format {
         LogFormat::Text => eprintln!(
-            "forge serve: listening on http://{bound} — {}; OpenEnv at /ws (and /reset, /step, /state), MCP at /mcp, /healthz, /metrics",
+            "forge serve: listening on http://{bound} (answering to {hosts}) — {}; OpenEnv at /ws (and /reset, /step, /state), MCP at /mcp, /healthz, /metrics",
             envs.join(", ")
         ),
         LogFormat::Json => eprintln!(
@@ -254,6 +260,7 @@ async fn listen(
             serde_json::json!({
                 "message": "listening",
                 "address": format!("http://{bound}"),
+                "hosts": options.allowed_hosts.to_string(),
                 "environments": envs,
                 "routes": ["/ws", "/reset", "/step", "/state", "/mcp", "/healthz", "/metrics"],
             })

@@ -18,9 +18,10 @@ const SHOWN: usize = 400;
 
 #[derive(Args, Debug)]
 pub struct ShowArgs {
-    /// The trajectory file (JSONL): what `forge run --out` and `forge eval`
-    /// write, or a training run's `episodes/*.jsonl` (an RL step's shown
-    /// with each episode's advantage, from the scores file beside it).
+    /// The trajectory file (JSONL): what `forge run --out` writes, a
+    /// `forge eval` results directory (its `trajectories.jsonl`), or a
+    /// training run's `episodes/*.jsonl` (an RL step's shown with each
+    /// episode's advantage, from the scores file beside it).
     file: PathBuf,
     /// Only the episodes of these tasks (comma-separated or repeated).
     #[arg(long = "task", value_name = "ID", value_delimiter = ',')]
@@ -35,17 +36,18 @@ pub struct ShowArgs {
 }
 
 pub fn run(args: ShowArgs) -> Result<ExitCode> {
-    let file = super::read_trajectory_file(&args.file)?;
+    let path = super::trajectory_file(&args.file)?;
+    let file = super::read_trajectory_file(&path)?;
     let (records, lines) = (file.episodes, file.lines);
     let episodes = records.len();
     let (Some(first), Some(last)) = (lines.first(), lines.last()) else {
-        bail!("{} holds no episode to show", args.file.display());
+        bail!("{} holds no episode to show", path.display());
     };
     if let Some(line) = args.line.filter(|line| !lines.contains(line)) {
         bail!(
             "--line {line}: no episode is on that line of {}, which holds {} (on lines {first} \
              to {last})",
-            args.file.display(),
+            path.display(),
             output::count(episodes, "episode")
         );
     }
@@ -54,10 +56,7 @@ pub fn run(args: ShowArgs) -> Result<ExitCode> {
         .iter()
         .find(|task| !records.iter().any(|record| record.task_id == **task))
     {
-        bail!(
-            "--task `{task}`: {} holds no episode of it",
-            args.file.display()
-        );
+        bail!("--task `{task}`: {} holds no episode of it", path.display());
     }
     if let Some(line) = args.line {
         let at = lines
@@ -72,7 +71,7 @@ pub fn run(args: ShowArgs) -> Result<ExitCode> {
             );
         }
     }
-    let scores = update_scores(&args.file, &records);
+    let scores = update_scores(&path, &records);
     let most = (!args.full).then_some(SHOWN);
     let shown = records
         .iter()

@@ -1,6 +1,6 @@
 //! `forge synth`: domain docs in, verified environment bundles out.
 
-use crate::flags::{at_least_one, at_least_one_u64, request_timeout};
+use crate::flags::{self, at_least_one_u64, request_timeout};
 use crate::output;
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -8,7 +8,7 @@ use forge_llm::{ChatClient, ChatConfig};
 use forge_runtime::Sandbox;
 use forge_synth::doc::DomainDoc;
 use forge_synth::llm::AnyDoc;
-use forge_synth::{Llm, SynthConfig, compile::Compiler, domain_dir};
+use forge_synth::{Llm, Progress, SynthConfig, compile::Compiler, domain_dir};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -31,11 +31,11 @@ pub struct SynthArgs {
     /// Seed of every random choice; the same seed and docs give identical bundles.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     seed: u64,
-    /// Tasks to keep per domain.
-    #[arg(long, default_value_t = SynthConfig::default().tasks, value_parser = at_least_one)]
+    /// Tasks to keep per domain (at most 10000).
+    #[arg(long, default_value_t = SynthConfig::default().tasks, value_parser = flags::synth_tasks)]
     tasks: usize,
-    /// Random-policy episodes per task in verification.
-    #[arg(long, default_value_t = SynthConfig::default().random_trials)]
+    /// Random-policy episodes per task in verification (at most 1000).
+    #[arg(long, default_value_t = SynthConfig::default().random_trials, value_parser = flags::random_trials)]
     random_trials: u64,
     /// Most requirements (writes or questions) per task, at least 1. Tasks
     /// draw 1 to 5, so the default caps nothing; 1 gives one-requirement tasks.
@@ -209,16 +209,23 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
         &compiler,
         &sandbox,
         model.as_ref(),
-        |outcome| {
-            match outcome {
-                Ok(report) => progress.set_message(format!(
-                    "{}: {}",
-                    report.domain,
-                    output::count(report.tasks, "task")
-                )),
-                Err((domain, _)) => progress.set_message(format!("{domain}: rejected")),
+        |step| match step {
+            Progress::Synthesizing(domain) => {
+                let then = match model {
+                    Some(_) => "; then the model rewrites its instructions",
+                    None => "",
+                };
+                progress.set_message(format!("{domain}: generating and verifying tasks{then}"));
             }
-            progress.inc(1);
+            Progress::Done(outcome) => {
+                progress.set_message(match outcome {
+                    Ok(report) => {
+                        format!("{}: {}", report.domain, output::count(report.tasks, "task"))
+                    }
+                    Err((domain, _)) => format!("{domain}: rejected"),
+                });
+                progress.inc(1);
+            }
         },
     )?;
     progress.finish_and_clear();
@@ -227,7 +234,16 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
     for outcome in outcomes {
         match outcome {
             Ok(report) => reports.push(report),
-            Err((domain, err)) => rejected.push((domain, format!("{err:#}"))),
+            Err((domain, err)) => {
+                // A rejection never takes a bundle's place: one there is
+                // the one made before.
+                let mut reason = format!("{err:#}");
+                let dir = args.out.join(&domain);
+                if dir.join(forge_runtime::bundle::MANIFEST_FILE).is_file() {
+                    reason += &format!("; the bundle already in {} is kept", dir.display());
+                }
+                rejected.push((domain, reason));
+            }
         }
     }
     let seconds = started.elapsed().as_secs_f64();
@@ -281,7 +297,10 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
             format!("{:.3}", report.gold_success),
         ]);
     }
-    println!("{table}");
+    // No bundle, no table of none.
+    if !reports.is_empty() {
+        println!("{table}");
+    }
     println!(
         "{} in {} ({seconds:.1} s)",
         output::count(reports.len(), "bundle"),
@@ -393,28 +412,46 @@ fn refuse_a_domain_named_twice(paths: &[PathBuf], docs: &[AnyDoc]) -> Result<()>
     Ok(())
 }
 
-/// The docs given: files as they are, directories as every `.toml` and `.json`
-/// file in them (sorted, so the order does not depend on the file system).
+/// The docs given: files as they are, directories as every `.toml` and
+/// `.json` file in them (sorted, so the order does not depend on the file
+/// system), less hidden ones (an editor's lock and backup files).
 fn expand_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut docs = Vec::new();
     for path in paths {
-        if path.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
-                .with_context(|| format!("reading {}", path.display()))?
-                .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-                .filter(|file| {
-                    file.extension()
-                        .is_some_and(|ext| ext == "toml" || ext == "json")
-                })
-                .collect();
-            if found.is_empty() {
-                bail!("{} holds no .toml or .json docs", path.display());
-            }
-            found.sort();
-            docs.extend(found);
-        } else {
+        if !path.is_dir() {
             docs.push(path.clone());
+            continue;
         }
+        if path.join(forge_runtime::bundle::MANIFEST_FILE).is_file() {
+            let doc = path.join(domain_dir::DOC_FILE);
+            let made_from = match doc.is_file() {
+                true => format!(": the doc it was made from is {}", doc.display()),
+                false => String::new(),
+            };
+            bail!(
+                "{} is a bundle, not a directory of docs{made_from}",
+                path.display()
+            );
+        }
+        let is_doc = |file: &Path| {
+            let hidden = file
+                .file_name()
+                .is_some_and(|name| name.as_encoded_bytes().starts_with(b"."));
+            let documented = file
+                .extension()
+                .is_some_and(|ext| ext == "toml" || ext == "json");
+            !hidden && documented && file.is_file()
+        };
+        let mut found: Vec<PathBuf> = std::fs::read_dir(path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .filter(|file| is_doc(file))
+            .collect();
+        if found.is_empty() {
+            bail!("{} holds no .toml or .json docs", path.display());
+        }
+        found.sort();
+        docs.extend(found);
     }
     Ok(docs)
 }

@@ -319,7 +319,18 @@ impl DomainDoc {
                 }
             }
             if order.len() == before {
-                bail!("the collections' references form a cycle");
+                // Those left are on a cycle or wait on one.
+                let waiting: Vec<String> = self
+                    .collections
+                    .keys()
+                    .filter(|name| !order.contains(&name.as_str()))
+                    .map(|name| format!("`{name}`"))
+                    .collect();
+                bail!(
+                    "the references of the collections {} form a cycle or lead into one: each \
+                     collection's records are made after those they reference",
+                    waiting.join(", ")
+                );
             }
         }
         Ok(order)
@@ -428,6 +439,14 @@ impl DomainDoc {
                     at(),
                     field.kind.json_schema_type()
                 );
+                for (bound, value) in [("min", field.min), ("max", field.max)] {
+                    ensure!(
+                        value.is_none_or(f64::is_finite),
+                        "{}: `{bound}` is {}, not a finite number",
+                        at(),
+                        value.unwrap_or_default()
+                    );
+                }
                 if let (Some(min), Some(max)) = (field.min, field.max) {
                     ensure!(min <= max, "{}: min is above max", at());
                 }
@@ -1006,12 +1025,33 @@ description = "Find a driver."
     }
 
     #[test]
+    fn bounds_that_are_no_finite_numbers_are_refused_by_name() {
+        for (bounds, said) in [
+            ("min = nan, max = inf", "`min` is NaN"),
+            ("max = inf", "`max` is inf"),
+        ] {
+            let doc: DomainDoc = toml::from_str(&BASE.replace(
+                "fields.credit = { type = \"number\", min = 0, max = 50 }",
+                &format!("fields.credit = {{ type = \"number\", {bounds} }}"),
+            ))
+            .unwrap();
+            let error = format!("{:#}", doc.check().unwrap_err());
+            assert!(
+                error.contains(said) && error.contains("not a finite number"),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
     fn reference_cycles_are_refused() {
         let cyclic = BASE.replace(
             "fields.credit = { type = \"number\", min = 0, max = 50 }",
             "fields.permit_id = { type = \"string\", ref = \"permits\" }",
         );
         let doc: DomainDoc = toml::from_str(&cyclic).unwrap();
-        assert!(format!("{:#}", doc.check().unwrap_err()).contains("cycle"));
+        let error = format!("{:#}", doc.check().unwrap_err());
+        assert!(error.contains("collections `"), "{error}");
+        assert!(error.contains("form a cycle"), "{error}");
     }
 }

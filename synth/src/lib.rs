@@ -40,7 +40,7 @@ pub mod values;
 use anyhow::{Context, Result, bail};
 use doc::DomainDoc;
 use domain_dir::{DOC_FILE, GRAPH_FILE, REPORT_FILE, SOURCE_FILE, STRUCTURE_FILE};
-use forge_runtime::bundle::{Bundle, Manifest};
+use forge_runtime::bundle::{Bundle, MANIFEST_FILE, Manifest};
 use forge_runtime::episode::{EpisodeSettings, run_episode};
 use forge_runtime::policy::{RandomPolicy, ScriptedUser};
 use forge_runtime::verify::VerifyRules;
@@ -126,6 +126,15 @@ pub struct DomainReport {
 /// What became of one domain: its report, or why it was rejected.
 pub type DomainOutcome = std::result::Result<DomainReport, (String, anyhow::Error)>;
 
+/// Where [`synthesize`] is, for a progress display.
+pub enum Progress<'a> {
+    /// The domain's tasks are being generated and verified (its tools
+    /// compiled, and annotated by the model where it was plain).
+    Synthesizing(&'a str),
+    /// The domain is done with.
+    Done(&'a DomainOutcome),
+}
+
 /// The model synthesis may use, and how many answers it may take per doc.
 pub struct Llm<'a> {
     pub client: &'a forge_llm::ChatClient,
@@ -135,7 +144,8 @@ pub struct Llm<'a> {
 /// Synthesizes every doc into `out/<domain>/`. Tool crates of all docs are
 /// compiled in one cargo run. Plain docs need `llm`. A domain that fails (a
 /// tool that fails validation, a model that gives no valid doc) is rejected
-/// with its reason and the others go on. `progress` hears each finished domain.
+/// with its reason and the others go on. `progress` hears each domain begun
+/// and finished.
 pub fn synthesize(
     docs: &[llm::AnyDoc],
     config: &SynthConfig,
@@ -143,7 +153,7 @@ pub fn synthesize(
     compiler: &compile::Compiler,
     sandbox: &Sandbox,
     model: Option<&Llm<'_>>,
-    mut progress: impl FnMut(&DomainOutcome),
+    mut progress: impl FnMut(Progress<'_>),
 ) -> Result<Vec<DomainOutcome>> {
     if config.max_requirements == 0 {
         bail!("max_requirements must be at least 1: a task needs a requirement");
@@ -197,6 +207,7 @@ pub fn synthesize(
             }
             (Ok((doc, answers)), _) => {
                 let wasm = components.next().expect("one component per annotated doc");
+                progress(Progress::Synthesizing(&doc.domain.name));
                 let first = synthesize_domain(
                     &doc,
                     &source(&doc)?,
@@ -226,7 +237,7 @@ pub fn synthesize(
         {
             failed_on = Some(domain.clone());
         }
-        progress(&outcome);
+        progress(Progress::Done(&outcome));
         outcomes.push(outcome);
     }
     Ok(outcomes)
@@ -322,8 +333,9 @@ fn repair(
 
 /// Synthesizes one domain into `dir`, which it replaces once the outcome is
 /// known: a bundle, or a rejection with its report. A failure without a
-/// report (an I/O error; an endpoint failing where `dir` holds a bundle)
-/// leaves `dir` as it was.
+/// report (an I/O error; an endpoint failing) leaves `dir` as it was, and
+/// so does a rejection where `dir` holds a bundle (`--force`): a doc that
+/// no longer makes one does not cost the bundle it made before.
 fn synthesize_domain(
     doc: &DomainDoc,
     source: &compile::GuestSource,
@@ -334,17 +346,19 @@ fn synthesize_domain(
     model: Option<&Llm<'_>>,
 ) -> Result<DomainReport> {
     let staged = domain_dir::stage(dir)?;
+    // A rejection's report takes the place of no bundle.
+    let report_at = (!dir.join(MANIFEST_FILE).is_file()).then(|| dir.join(REPORT_FILE));
     let outcome = write_domain(
         doc,
         source,
         wasm,
         config,
         staged.path(),
-        dir,
+        report_at.as_deref(),
         sandbox,
         model,
     );
-    if (outcome.is_ok() || staged.path().join(REPORT_FILE).is_file())
+    if (outcome.is_ok() || (report_at.is_some() && staged.path().join(REPORT_FILE).is_file()))
         && let Err(err) = domain_dir::replace(dir, staged)
     {
         // A rejection keeps its reason, which the model's repair reads.
@@ -359,7 +373,7 @@ fn synthesize_domain(
 }
 
 /// The stages of one domain, writing its files in `staged`; a rejection
-/// names its report where it will be, in `dir`.
+/// names its report where it will be (`report_at`), if it is to be kept.
 #[allow(clippy::too_many_arguments)]
 fn write_domain(
     doc: &DomainDoc,
@@ -367,10 +381,14 @@ fn write_domain(
     wasm: Vec<u8>,
     config: &SynthConfig,
     staged: &Path,
-    dir: &Path,
+    report_at: Option<&Path>,
     sandbox: &Sandbox,
     model: Option<&Llm<'_>>,
 ) -> Result<DomainReport> {
+    let see_report = match report_at {
+        Some(report) => format!(" (see {})", report.display()),
+        None => String::new(),
+    };
     let write = |name: &str, bytes: &[u8]| {
         std::fs::write(staged.join(name), bytes)
             .with_context(|| format!("writing {}", staged.join(name).display()))
@@ -405,11 +423,7 @@ fn write_domain(
             )
             .as_bytes(),
         )?;
-        bail!(
-            "tool validation failed (see {}): {}",
-            dir.join(REPORT_FILE).display(),
-            failed.join("; ")
-        );
+        bail!("tool validation failed{see_report}: {}", failed.join("; "));
     }
     let graph = graph::build(doc);
     write(GRAPH_FILE, &pretty(&graph)?)?;
@@ -421,8 +435,8 @@ fn write_domain(
     let (mut attempts, mut failed, mut duplicate) = (0, 0, 0);
     // Verification drops some tasks (those the random policy solves): draw a
     // fifth more, keep the first `config.tasks` that pass.
-    let wanted = config.tasks + config.tasks.div_ceil(5);
-    let max_attempts = wanted * 30;
+    let wanted = config.tasks.saturating_add(config.tasks.div_ceil(5));
+    let max_attempts = wanted.saturating_mul(30);
     while kept.len() < wanted && attempts < max_attempts {
         let seed = forge_runtime::episode_seed(config.seed, &doc.domain.name, attempts as u64);
         attempts += 1;
@@ -480,17 +494,19 @@ fn write_domain(
             REPORT_FILE,
             format!("# {} — rejected\n\n{why}.\n", doc.domain.name).as_bytes(),
         )?;
-        bail!("{why} (see {})", dir.join(REPORT_FILE).display());
+        bail!("{why}{see_report}");
     }
     let instructions_rewritten = match model
         .map(|model| llm::refine_instructions(model.client, &mut bundle.tasks))
         .transpose()
     {
         Ok(rewritten) => rewritten,
-        // An environment made before stays in place: the endpoint's
-        // failure says nothing against it.
-        Err(err) if dir.join(forge_runtime::bundle::MANIFEST_FILE).is_file() => return Err(err),
         Err(err) => {
+            // An environment made before stays in place: the endpoint's
+            // failure says nothing against it.
+            let Some(report) = report_at else {
+                return Err(err);
+            };
             // The doc is sound (its tasks were made and verified): what the
             // model annotated is kept for a synthesis without it.
             write(
@@ -501,13 +517,13 @@ fn write_domain(
                      made from: `forge synth {}` makes it again without the model (its \
                      instructions as templates).\n",
                     doc.domain.name,
-                    dir.join(DOC_FILE).display()
+                    report.with_file_name(DOC_FILE).display()
                 )
                 .as_bytes(),
             )?;
             return Err(err.context(format!(
                 "rewriting the instructions (see {})",
-                dir.join(REPORT_FILE).display()
+                report.display()
             )));
         }
     };

@@ -567,7 +567,7 @@ fn a_torn_last_line_is_skipped_and_cut_before_appending_and_a_whole_one_kept() {
     let notes = dir.path().join("notes.txt");
     std::fs::write(&notes, "my notes\nthe last line").unwrap();
     let output = forge(&["run", "--out", notes.to_str().unwrap(), "--append"]);
-    assert_refused(&output, "is not a trajectory file");
+    assert_refused(&output, "notes.txt line 1 is not a trajectory record");
     assert_eq!(
         std::fs::read_to_string(&notes).unwrap(),
         "my notes\nthe last line"
@@ -746,16 +746,20 @@ fn bad_input_gets_errors_that_name_the_problem() {
 
     let garbage = dir.path().join("garbage.jsonl");
     std::fs::write(&garbage, "{\"not\": \"a trajectory\"}\n").unwrap();
+    // A line that is no record could not be replayed, and is named.
+    let unreplayable = |output: &std::process::Output, said: &str| {
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(output));
+        assert!(stdout(output).contains(said), "{}", stdout(output));
+    };
     let output = forge(&["replay", garbage.to_str().unwrap()]);
-    assert_refused(&output, "line 1 is not a trajectory record");
+    unreplayable(
+        &output,
+        "line 1 could not be replayed: it is not a trajectory record",
+    );
     // Bytes that are not UTF-8 are named by their line too.
     std::fs::write(&garbage, b"\n{\"task_id\": \"\xff\"}\n").unwrap();
     let output = forge(&["replay", garbage.to_str().unwrap()]);
-    assert!(
-        stderr(&output).contains("line 2 is not a trajectory record"),
-        "{}",
-        stderr(&output)
-    );
+    unreplayable(&output, "line 2 could not be replayed");
 
     // So is a field a record does not have (a misspelt one, say).
     let recorded = std::fs::read_to_string(record(dir.path(), "gold")).unwrap();
@@ -763,15 +767,44 @@ fn bad_input_gets_errors_that_name_the_problem() {
     misspelt["rewrd"] = json!(1.0);
     std::fs::write(&garbage, format!("{misspelt}\n")).unwrap();
     let output = forge(&["replay", garbage.to_str().unwrap()]);
-    assert!(
-        stderr(&output).contains("line 1 is not a trajectory record")
-            && stderr(&output).contains("unknown field `rewrd`"),
-        "{}",
-        stderr(&output)
+    unreplayable(&output, "line 1 could not be replayed");
+    unreplayable(&output, "unknown field `rewrd`");
+    // The episodes around a damaged line are replayed all the same.
+    let mut lines: Vec<String> = recorded.lines().take(3).map(str::to_owned).collect();
+    lines[1] = lines[1][..40].to_owned();
+    std::fs::write(&garbage, lines.join("\n") + "\n").unwrap();
+    let output = forge(&["replay", garbage.to_str().unwrap(), "--json"]);
+    unreplayable(&output, "EOF while parsing");
+    let summary = json_lines(&output).pop().unwrap();
+    assert_eq!(
+        (&summary["identical"], &summary["unreplayable"]),
+        (&json!(2), &json!(1)),
+        "{summary}"
     );
 
     let output = forge(&["run", "--policy", "replay"]);
     assert!(!output.status.success(), "--policy replay needs --from");
+
+    // Output that cannot be written is an error saying so, not a crash.
+    if let Ok(full) = std::fs::File::create("/dev/full") {
+        let output = crate::common::forge_command()
+            .args(["inspect", "--json"])
+            .stdout(full)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        assert_eq!(
+            stderr(&output),
+            "error: writing to standard output: No space left on device (os error 28)\n"
+        );
+        // As trouble, not a divergence, for `forge replay`.
+        let output = crate::common::forge_command()
+            .args(["replay", dir.path().join("gold.jsonl").to_str().unwrap()])
+            .stdout(std::fs::File::create("/dev/full").unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    }
 
     // A model that does not load leaves no empty trajectory file behind, on
     // which the run tried again once the model is mended would be refused.
@@ -1242,7 +1275,7 @@ fn a_llama3_model_is_prompted_in_its_own_template() {
     numbers["num_attention_heads"] = json!(0);
     std::fs::write(&config_json, numbers.to_string()).unwrap();
     let output = forge(&["model", "inspect", model.to_str().unwrap()]);
-    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(
         stdout(&output).contains("decoder: Forge cannot run it: ")
             && stdout(&output).contains("a size is zero"),
@@ -1419,7 +1452,7 @@ fn inspect_names_a_tensor_type_forge_cannot_read() {
     bytes[at..at + 4].copy_from_slice(&16u32.to_le_bytes());
     std::fs::write(&path, bytes).unwrap();
     let output = forge(&["model", "inspect", path.to_str().unwrap()]);
-    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(
         stdout(&output).contains(
             "decoder: Forge cannot run it: tensor `w` has type IQ2_XXS (GGML type 16), which \
@@ -1482,6 +1515,29 @@ fn a_local_model_policy_records_its_tokens_and_replays() {
             .all(|logprob| logprob.as_f64().unwrap() <= 0.0)
     );
     assert!(forge(&["replay", path.to_str().unwrap()]).status.success());
+
+    // A file whose metadata counts more layers than its tensors make is
+    // one Forge cannot run, said by `model inspect` and its exit status.
+    let mut bytes = std::fs::read(&model).unwrap();
+    let mut key = (b"llama.block_count".len() as u64).to_le_bytes().to_vec();
+    key.extend(b"llama.block_count");
+    key.extend(4u32.to_le_bytes());
+    let at = bytes
+        .windows(key.len())
+        .position(|window| window == key)
+        .unwrap()
+        + key.len();
+    assert_eq!(bytes[at..at + 4], 30u32.to_le_bytes());
+    bytes[at..at + 4].copy_from_slice(&31u32.to_le_bytes());
+    let deeper = dir.path().join("deeper.gguf");
+    std::fs::write(&deeper, bytes).unwrap();
+    let output = forge(&["model", "inspect", deeper.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("its metadata counts 31 layers, its tensors make 30"),
+        "{}",
+        stdout(&output)
+    );
 }
 
 #[test]

@@ -262,6 +262,11 @@ fn eval_with_a_remote_policy_reports_pass_k_and_resumes() {
             .any(|message| message["content"] == REMARK && message["tool_calls"].is_array())
     }));
     assert_replays(&results.join("trajectories.jsonl"), &bundle);
+    // Its directory, or the --out holding it alone, names its episodes.
+    for named in [&results, &out] {
+        let output = forge(&["show", named.to_str().unwrap(), "--task", "shop-05"]);
+        assert!(stdout(&output).contains("shop-05"), "{}", stderr(&output));
+    }
 
     // Running again resumes: nothing new is asked of the model.
     let before = server.requests.lock().unwrap().len();
@@ -316,6 +321,20 @@ fn eval_with_a_remote_policy_reports_pass_k_and_resumes() {
     assert_refused(
         &forge(&more),
         "holds an episode of policy `gold` on environment `shop`",
+    );
+    // A damaged line stops the resumption, which says how to go on, and
+    // the file is left as it was.
+    let damaged = [b"{\"format\": \n".as_slice(), &trajectories].concat();
+    std::fs::write(results.join("trajectories.jsonl"), &damaged).unwrap();
+    let output = forge(&more);
+    assert_refused(
+        &output,
+        "trajectories.jsonl line 1 is not a trajectory record",
+    );
+    assert_refused(&output, "delete that line (its episode is played again)");
+    assert_eq!(
+        std::fs::read(results.join("trajectories.jsonl")).unwrap(),
+        damaged
     );
 }
 
@@ -834,6 +853,20 @@ fn an_endpoint_that_fails_says_why_and_what_was_kept() {
             ),
         "{}",
         stderr(&output)
+    );
+    // `forge compare` says of its results that they are unfinished.
+    let first_in = |dir: &std::path::Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+    };
+    let results = first_in(&first_in(&out));
+    assert_refused(
+        &forge(&["compare", results.to_str().unwrap()]),
+        "whose evaluation has not finished",
     );
     // One that fails before its first episode leaves nothing behind, which
     // `forge compare` would take for a result.

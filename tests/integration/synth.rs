@@ -455,13 +455,48 @@ fn broken_docs_are_refused_naming_the_problem() {
         "must be lower-case letters, digits, `-` or `_`, at most 64 of them",
     );
     std::fs::remove_file(&copy).unwrap();
+    // Counts that would run for days are refused up front.
+    for (flag, count, said) in [
+        (
+            "--tasks",
+            "18446744073709551615",
+            "a number of tasks from 1 to 10000",
+        ),
+        (
+            "--random-trials",
+            "99999999999",
+            "a number of episodes from 0 to 1000",
+        ),
+    ] {
+        let output = forge(&[
+            "synth",
+            doc.to_str().unwrap(),
+            "--out",
+            "unused",
+            flag,
+            count,
+        ]);
+        assert_refused(&output, said);
+    }
 
-    // A sound bundle first, which the rejected synthesis below replaces.
+    // A sound bundle first, which the rejected synthesis below keeps.
     std::fs::write(&doc, PARKING).unwrap();
     let output = synth(&[&doc], &dir.path().join("out"), 5);
     assert!(output.status.success(), "{}", stderr(&output));
     let bundle = dir.path().join("out/parking");
     assert!(bundle.join("manifest.json").is_file());
+    // A bundle given as a directory of docs is told apart, naming its doc;
+    // hidden files in a directory of docs (an editor's lock) are no docs.
+    let output = forge(&["synth", bundle.to_str().unwrap(), "--out", "unused"]);
+    assert_refused(
+        &output,
+        "parking is a bundle, not a directory of docs: the doc it was made from is",
+    );
+    let locked = dir.path().join("locked");
+    std::fs::create_dir(&locked).unwrap();
+    std::os::unix::fs::symlink("user@host.1234", locked.join(".#parking.toml")).unwrap();
+    let output = forge(&["synth", locked.to_str().unwrap(), "--out", "unused"]);
+    assert_refused(&output, "locked holds no .toml or .json docs");
     let forced = |doc: &Path| {
         forge(&[
             "synth",
@@ -475,7 +510,9 @@ fn broken_docs_are_refused_naming_the_problem() {
         ])
     };
 
-    // A tool whose precondition never holds fails validation: the domain is rejected with a report.
+    // A tool whose precondition never holds fails validation: the domain is
+    // rejected, and the bundle made before stays as it was, with no report
+    // of the rejection beside it to be taken for its own.
     std::fs::write(
         &doc,
         PARKING.replace(
@@ -491,18 +528,14 @@ fn broken_docs_are_refused_naming_the_problem() {
         .iter()
         .find(|line| line.get("rejected").is_some())
         .expect("a rejected line");
+    let reason = rejected["rejected"].as_str().unwrap();
     assert!(
-        rejected["rejected"]
-            .as_str()
-            .unwrap()
-            .contains("buy_permit"),
+        reason.contains("buy_permit") && reason.ends_with("/out/parking is kept"),
         "{rejected}"
     );
-    assert!(bundle.join("report.md").is_file());
-    assert!(
-        !bundle.join("manifest.json").exists(),
-        "the old bundle does not stay beside the new report, loadable as if it were current"
-    );
+    assert!(bundle.join("manifest.json").is_file());
+    let report = std::fs::read_to_string(bundle.join("report.md")).unwrap();
+    assert!(!report.contains("— rejected"), "{report}");
 
     // `--force` replaces only what synthesis wrote: anything else is named and kept.
     std::fs::write(bundle.join("notes.txt"), "mine").unwrap();
@@ -772,6 +805,11 @@ fn an_endpoint_that_fails_is_not_fed_back_to_the_model_as_a_problem_with_its_doc
         "{report}"
     );
     assert!(!rejected.join("manifest.json").exists());
+    // Given as an environment, it is named as the rejection it is.
+    assert_refused(
+        &forge(&["inspect", rejected.to_str().unwrap()]),
+        "holds no environment bundle: synthesis rejected its domain (see ",
+    );
     let again = dir.path().join("again");
     let output = forge(&[
         "synth",

@@ -174,6 +174,29 @@ fn the_smoke_run_trains_sft_then_erpo_on_the_cpu() {
         "{record}"
     );
     assert!(record["steps"][0]["tool"].is_string(), "{record}");
+    // A damaged copy of it is refused, naming what changed.
+    let damaged = dir.path().join("damaged");
+    std::fs::create_dir(&damaged).unwrap();
+    for entry in std::fs::read_dir(&final_model).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), damaged.join(entry.file_name())).unwrap();
+    }
+    let weights = damaged.join("model.safetensors");
+    let mut bytes = std::fs::read(&weights).unwrap();
+    *bytes.last_mut().unwrap() ^= 0x40;
+    std::fs::write(&weights, bytes).unwrap();
+    let output = forge(&[
+        "run",
+        "--env",
+        run.join("envs/lamps").to_str().unwrap(),
+        "--policy",
+        "model",
+        "--model",
+        damaged.to_str().unwrap(),
+        "--tasks",
+        "lamps-0001",
+    ]);
+    assert_refused(&output, "damaged is damaged: its model files");
 
     // An evaluation's episodes replay byte-identically on the run's bundle;
     // on another environment the error says which one to name.
@@ -907,7 +930,7 @@ fn lora_adapters_go_only_with_the_base_weights_they_were_trained_on() {
             );
             let run = dir.path().join(format!("base{seed}"));
             summary(&train(&as_strs(&smoke_args(&config, &run))));
-            run.join("final/model.safetensors")
+            run.join("final")
         })
         .collect();
     let config = write(
@@ -923,14 +946,21 @@ fn lora_adapters_go_only_with_the_base_weights_they_were_trained_on() {
     first.extend(["--max-steps".to_owned(), "1".to_owned()]);
     summary(&train(&as_strs(&first)));
 
-    // The base replaced under the run's model.init: refused, saying so.
-    let original = std::fs::read(&bases[0]).unwrap();
-    std::fs::copy(&bases[1], &bases[0]).unwrap();
+    // The base replaced under the run's model.init (by another run's
+    // model, sealed as its own): refused, saying so.
+    let sealed = ["model.safetensors", "checkpoint.sha256"];
+    let original = sealed.map(|file| std::fs::read(bases[0].join(file)).unwrap());
+    for file in sealed {
+        std::fs::copy(bases[1].join(file), bases[0].join(file)).unwrap();
+    }
     let resume = ["--run-dir", run.to_str().unwrap(), "--resume", "--json"];
     let refused = train(&resume);
     assert_refused(&refused, "other base weights");
+    // Its weights changed under its seal: refused as damaged.
+    std::fs::write(bases[0].join(sealed[0]), &original[0]).unwrap();
+    assert_refused(&train(&resume), "base0/final is damaged: its model files");
     // The base restored: the run goes on.
-    std::fs::write(&bases[0], original).unwrap();
+    std::fs::write(bases[0].join(sealed[1]), &original[1]).unwrap();
     assert_eq!(summary(&train(&resume))["complete"], true);
 
     // `forge model merge` folds the adapters into the base their config
@@ -1136,6 +1166,12 @@ fn bad_configs_and_run_directories_are_refused_clearly() {
     let printed: toml::Table = toml::from_str(&stdout(&output)).unwrap();
     assert_eq!(printed["model"]["init"].as_str(), Some("tiny"));
     assert_eq!(printed["tasks"]["heldout"].as_str(), Some("covered"));
+    // A key left unset is listed too, as a comment in its table.
+    assert!(
+        stdout(&output).contains("[model]\n# tiny_context = 2048  # "),
+        "{}",
+        stdout(&output)
+    );
     let output = train(&["--preset", "smoke"]);
     assert_refused(&output, "--run-dir");
     // Flags it would ignore are refused: a new run's directory (whose

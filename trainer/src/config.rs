@@ -378,6 +378,39 @@ impl LlamaConfig {
         self.explicit_head_dim.unwrap_or(self.hidden / self.heads)
     }
 
+    /// How many parameters a model of this shape has (saturating: a shape
+    /// whose count overflows is refused as too large, not wrapped round).
+    pub fn parameters(&self) -> u64 {
+        let size = |n: usize| n as u64;
+        let (hidden, head, ffn) = (size(self.hidden), size(self.head_dim()), size(self.ffn));
+        let (queries, keys) = (
+            size(self.heads).saturating_mul(head),
+            size(self.kv_heads).saturating_mul(head),
+        );
+        let mut layer = [
+            // q and o, k and v, the MLP's three, two norms.
+            hidden.saturating_mul(queries).saturating_mul(2),
+            hidden.saturating_mul(keys).saturating_mul(2),
+            hidden.saturating_mul(ffn).saturating_mul(3),
+            hidden.saturating_mul(2),
+        ]
+        .into_iter()
+        .fold(0u64, u64::saturating_add);
+        if self.architecture.qkv_bias() {
+            layer = layer.saturating_add(queries.saturating_add(keys.saturating_mul(2)));
+        }
+        if self.architecture.qk_norm() {
+            layer = layer.saturating_add(head.saturating_mul(2));
+        }
+        let embeddings = size(self.vocab).saturating_mul(hidden);
+        let output = if self.tied_embeddings { 0 } else { embeddings };
+        layer
+            .saturating_mul(size(self.layers))
+            .saturating_add(embeddings)
+            .saturating_add(output)
+            .saturating_add(hidden)
+    }
+
     /// The `config.json` of a checkpoint: these keys plus the ones that make
     /// it a Hugging Face config of its architecture, so the checkpoint also
     /// loads there.
@@ -467,6 +500,22 @@ mod tests {
         assert_eq!(written["sliding_window"], Value::Null);
         assert!(written.as_object().unwrap().contains_key("sliding_window"));
         assert_eq!(LlamaConfig::from_hf_json(&written).unwrap(), config);
+    }
+
+    #[test]
+    fn a_shape_counts_its_parameters_as_its_weights_do() {
+        // SmolLM2-135M-Instruct's GGUF holds 134,515,008.
+        assert_eq!(LlamaConfig::smollm2_135m().parameters(), 134_515_008);
+        let untied = LlamaConfig {
+            tied_embeddings: false,
+            ..LlamaConfig::smollm2_135m()
+        };
+        assert_eq!(untied.parameters(), 134_515_008 + 49_152 * 576);
+        let huge = LlamaConfig {
+            hidden: usize::MAX / 2,
+            ..LlamaConfig::tiny(40)
+        };
+        assert_eq!(huge.parameters(), u64::MAX);
     }
 
     #[test]

@@ -7,11 +7,12 @@ mod evals;
 mod paired;
 mod runs;
 
-use crate::commands::eval::REPORT;
+use crate::commands::eval::{REPORT, SETTINGS};
 use crate::output;
 use crate::plot::{self, Panel};
 use anyhow::{Result, bail};
 use clap::Args;
+use forge_runtime::text::shortened;
 use forge_trainer::train::CONFIG_FILE;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -126,6 +127,13 @@ impl Kind {
         }
         if dir.join(REPORT).is_file() {
             return Ok(Self::Evaluation);
+        }
+        if dir.join(SETTINGS).is_file() {
+            bail!(
+                "{} is a `forge eval` results directory whose evaluation has not finished (it \
+                 holds no {REPORT} yet): the same `forge eval` command resumes and finishes it",
+                dir.display()
+            );
         }
         bail!(
             "{} is neither a `forge train` run directory (it holds no {CONFIG_FILE}) nor a \
@@ -258,6 +266,9 @@ fn setting<'a>(settings: &'a Value, key: &str) -> Option<&'a Value> {
         .try_fold(settings, |value, part| value.get(part))
 }
 
+/// Characters of a setting's value the table shows.
+const SHOWN: usize = 80;
+
 /// The differing settings as a table: a row per setting, a column per
 /// directory.
 fn print_differences(labels: &[String], differences: &[Differing]) {
@@ -268,14 +279,34 @@ fn print_differences(labels: &[String], differences: &[Differing]) {
     header.extend(labels.iter().map(String::as_str));
     let mut table = output::table(&header);
     for (key, values) in differences {
+        let whole: Vec<String> = values
+            .iter()
+            .map(|value| match value {
+                // Content hashes, as messages show them.
+                Value::String(text) if is_hash(text) => output::short_hash(text).to_owned(),
+                Value::String(text) => text.clone(),
+                Value::Null => "-".to_owned(),
+                value => value.to_string(),
+            })
+            .collect();
+        // A long value (a system prompt) is told apart by its start, on one
+        // line, where the starts differ as the values do; `--json` gives
+        // them whole.
+        let short: Vec<String> = whole
+            .iter()
+            .map(|text| {
+                shortened(
+                    &text.split_whitespace().collect::<Vec<_>>().join(" "),
+                    SHOWN,
+                )
+            })
+            .collect();
+        let distinct = |cells: &[String]| cells.iter().collect::<BTreeSet<_>>().len();
         let mut row = vec![key.clone()];
-        row.extend(values.iter().map(|value| match value {
-            // Content hashes, as messages show them.
-            Value::String(text) if is_hash(text) => output::short_hash(text).to_owned(),
-            Value::String(text) => text.clone(),
-            Value::Null => "-".to_owned(),
-            value => value.to_string(),
-        }));
+        row.extend(match distinct(&short) == distinct(&whole) {
+            true => short,
+            false => whole,
+        });
         table.add_row(row);
     }
     println!("{table}");

@@ -78,9 +78,10 @@ pub struct TrainArgs {
     /// bounded jobs.
     #[arg(long, value_name = "N", value_parser = at_least_one_u64)]
     max_steps: Option<u64>,
-    /// Stop once the next step, if it took as long as the last, would end
-    /// after this many seconds, with a checkpoint to `--resume` from and an
-    /// evaluation: runs that must fit a time slot.
+    /// Stop once the next step and then an evaluation, if they took as long
+    /// as the last ones, would end after this many seconds, with a
+    /// checkpoint to `--resume` from and that evaluation: runs that must
+    /// fit a time slot.
     #[arg(long, value_name = "SECS", value_parser = flags::time_limit)]
     time_limit: Option<Duration>,
     /// Where to train: the CPU, the first CUDA GPU (a forge built with
@@ -151,6 +152,24 @@ const ENVS_FILE: &str = "envs.json";
 /// Where a run synthesizes its environments.
 const ENVS_DIR: &str = "envs";
 
+/// `config` as TOML, with a key left unset (which TOML cannot hold) as a
+/// comment saying what unset means, just below its table's header (where
+/// no multi-line string can be): `--print-config` lists every key.
+fn config_text(config: &TrainConfig) -> Result<String> {
+    let text = toml::to_string(config)?;
+    if config.model.tiny_context.is_some() {
+        return Ok(text);
+    }
+    let header = "[model]\n";
+    let at = text
+        .find(header)
+        .context("the config has a [model] table")?
+        + header.len();
+    let unset =
+        "# tiny_context = 2048  # the most tokens the tiny model reads; unset, any number\n";
+    Ok(format!("{}{unset}{}", &text[..at], &text[at..]))
+}
+
 pub fn run(args: TrainArgs) -> Result<ExitCode> {
     let config = effective_config(&args)?;
     if args.print_config {
@@ -161,7 +180,7 @@ pub fn run(args: TrainArgs) -> Result<ExitCode> {
                  without --resume, leave out --run-dir"
             );
         }
-        print!("{}", toml::to_string(&config)?);
+        print!("{}", config_text(&config)?);
         return Ok(ExitCode::SUCCESS);
     }
     let run_dir = args.run_dir();
@@ -723,8 +742,10 @@ fn synthesize(docs: &[AnyDoc], config: &SynthConfig, out: &Path, quiet: bool) ->
     let compiler = Compiler::new(None)?;
     let progress = output::progress(docs.len() as u64, quiet);
     progress.set_message("synthesizing the training environments");
-    let outcomes = forge_synth::synthesize(docs, config, out, &compiler, &sandbox, None, |_| {
-        progress.inc(1)
+    let outcomes = forge_synth::synthesize(docs, config, out, &compiler, &sandbox, None, |step| {
+        if let forge_synth::Progress::Done(_) = step {
+            progress.inc(1);
+        }
     })?;
     progress.finish_and_clear();
     for outcome in outcomes {

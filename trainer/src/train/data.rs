@@ -25,6 +25,9 @@ pub struct Workload<'a> {
     /// Indices into the environment's tasks.
     pub train: Vec<usize>,
     pub heldout: Vec<usize>,
+    /// How many tasks the config asks to hold out: more than `heldout`
+    /// where too few tasks qualify (`tasks.heldout = "covered"`).
+    pub heldout_asked: usize,
 }
 
 impl<'a> Workload<'a> {
@@ -40,12 +43,13 @@ impl<'a> Workload<'a> {
         tasks: &TasksSection,
         seed: u64,
     ) -> Result<Self> {
-        let (train, heldout) = partition(env, tasks, seed)?;
+        let (train, heldout, heldout_asked) = partition(env, tasks, seed)?;
         Ok(Self {
             env,
             style,
             train,
             heldout,
+            heldout_asked,
         })
     }
 
@@ -58,22 +62,23 @@ impl<'a> Workload<'a> {
 /// the environment's order): those it evaluates and never trains on, for
 /// `forge eval --tasks heldout:RUN` to measure the trained model on.
 pub fn heldout_tasks(env: &Environment, tasks: &TasksSection, seed: u64) -> Result<Vec<usize>> {
-    let (_, mut heldout) = partition(env, tasks, seed)?;
+    let (_, mut heldout, _) = partition(env, tasks, seed)?;
     heldout.sort_unstable();
     Ok(heldout)
 }
 
-/// (training, held-out) task indices, as [`Workload::split`] says.
+/// (training, held-out) task indices, as [`Workload::split`] says, and how
+/// many were asked to be held out.
 fn partition(
     env: &Environment,
     tasks: &TasksSection,
     seed: u64,
-) -> Result<(Vec<usize>, Vec<usize>)> {
+) -> Result<(Vec<usize>, Vec<usize>, usize)> {
     let candidates = match tasks.train_split.as_str() {
         "" => (0..env.tasks().len()).collect(),
         name => split_tasks(env, name, "tasks.train_split")?,
     };
-    let (train, heldout) = match tasks.heldout_split.as_str() {
+    Ok(match tasks.heldout_split.as_str() {
         "" => hold_out_share(env, candidates, tasks, seed),
         name => {
             let heldout = split_tasks(env, name, "tasks.heldout_split")?;
@@ -81,10 +86,10 @@ fn partition(
                 .into_iter()
                 .filter(|index| !heldout.contains(index))
                 .collect();
-            (train, heldout)
+            let asked = heldout.len();
+            (train, heldout, asked)
         }
-    };
-    Ok((train, heldout))
+    })
 }
 
 /// The indices of the tasks of `env`'s split `name` (named by `key`), in
@@ -102,13 +107,14 @@ fn split_tasks(env: &Environment, name: &str, key: &str) -> Result<Vec<usize>> {
 }
 
 /// Holds out `tasks.heldout_fraction` of `candidates` (indices into `env`'s
-/// tasks) after a seeded shuffle, as `tasks.heldout` says: (train, held out).
+/// tasks) after a seeded shuffle, as `tasks.heldout` says: (train, held
+/// out, how many were wanted).
 fn hold_out_share(
     env: &Environment,
     mut order: Vec<usize>,
     tasks: &TasksSection,
     seed: u64,
-) -> (Vec<usize>, Vec<usize>) {
+) -> (Vec<usize>, Vec<usize>, usize) {
     order.shuffle(&mut ChaCha8Rng::seed_from_u64(
         seed ^ stable_hash(env.name()),
     ));
@@ -119,11 +125,12 @@ fn hold_out_share(
     match tasks.heldout {
         HeldOut::Random => {
             let train = order.split_off(wanted);
-            (train, order)
+            (train, order, wanted)
         }
         HeldOut::Covered => {
             let features: Vec<BTreeSet<String>> = env.tasks().iter().map(gold_features).collect();
-            covered_split(&features, &order, wanted)
+            let (train, heldout) = covered_split(&features, &order, wanted);
+            (train, heldout, wanted)
         }
     }
 }

@@ -128,7 +128,15 @@ pub(super) fn keep_until(path: &Path, step: usize) -> Result<Option<String>> {
     }
     let mut text = String::new();
     let mut last_step = 0;
-    for metrics in read_metrics(path)? {
+    let read = forge_runtime::jsonl::read_each(path, forge_runtime::jsonl::parse::<Metrics>)?;
+    for (metrics, line) in read.records.into_iter().zip(read.lines) {
+        let metrics = metrics.map_err(|err| {
+            anyhow::anyhow!(
+                "{} line {line} is not a metrics record: {err:#}; to resume, mend or delete that \
+                 line (its metrics are then lost)",
+                path.display()
+            )
+        })?;
         if metrics.step <= step {
             if metrics.kind != "eval" {
                 last_step = last_step.max(metrics.step);
@@ -198,6 +206,18 @@ mod tests {
         // A torn line past the checkpoint is the step made again: nothing lost.
         std::fs::write(&path, lines[..3].concat() + "{\"kind\": \"sf").unwrap();
         assert_eq!(keep_until(&path, 2).unwrap(), None);
+
+        // A damaged line amid them stops the resumption, naming it and how
+        // to go on, and the file is left as it was.
+        let damaged = [lines[0].as_str(), "{\"kind\": 1}\n", &lines[1]].concat();
+        std::fs::write(&path, &damaged).unwrap();
+        let error = format!("{:#}", keep_until(&path, 2).unwrap_err());
+        assert!(
+            error.contains("metrics.jsonl line 2 is not a metrics record: invalid type")
+                && error.contains("mend or delete that line"),
+            "{error}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), damaged);
 
         std::fs::remove_file(&path).unwrap();
         let notice = keep_until(&path, 2).unwrap().unwrap();

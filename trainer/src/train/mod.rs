@@ -54,8 +54,8 @@ use run_dir::{
 /// A run directory's config (the one it was started with, which `--resume`
 /// keeps to) and metrics, as the CLI writes and `forge compare` reads them.
 pub use run_dir::{
-    CONFIG as CONFIG_FILE, FINAL as FINAL_DIR, METRICS as METRICS_FILE, checkpoint_step,
-    episodes_path,
+    CONFIG as CONFIG_FILE, FINAL as FINAL_DIR, METRICS as METRICS_FILE, check_model_seal,
+    checkpoint_step, episodes_path,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -287,6 +287,9 @@ pub struct Trainer<'a, B: AutodiffBackend> {
     /// What resuming found amiss (unsealed checkpoints, cut metrics), told
     /// as the run starts.
     notices: Vec<String>,
+    /// How long the latest evaluation took: a time limit keeps room for the
+    /// one made where it stops the run.
+    evaluation_time: Option<Duration>,
 }
 
 /// The policy's name in the records of rollouts and evaluations.
@@ -309,7 +312,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         config
             .validate()
             .map_err(|message| anyhow::anyhow!("invalid training config: {message}"))?;
-        Llama::<B>::check_precision(config.model.precision, &device)?;
+        Llama::<B>::check_precision(config.model.precision, &device)
+            .context("the config's model.precision")?;
         let latest = read_latest(dir)?;
         // Said once the run starts.
         let mut notices = Vec::new();
@@ -394,6 +398,21 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 Workload::split(env, style, &config.tasks, config.seed)
             })
             .collect::<Result<_>>()?;
+        if latest.is_none() {
+            notices.extend(config.cautions());
+            for workload in &workloads {
+                if workload.heldout.len() < workload.heldout_asked {
+                    notices.push(format!(
+                        "environment `{}`: {} of the {} tasks tasks.heldout_fraction asks for \
+                         are held out: no others have all their gold actions' tools and values \
+                         in training tasks too (tasks.heldout = \"covered\")",
+                        workload.env.name(),
+                        workload.heldout.len(),
+                        workload.heldout_asked
+                    ));
+                }
+            }
+        }
         let queue = TaskQueue::new(&workloads, config.seed);
         if config.rl.steps > 0 && queue.is_empty() {
             bail!("no training tasks: every task is held out");
@@ -414,6 +433,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             position,
             checkpointed: latest.as_ref().map(|_| position.step),
             notices,
+            evaluation_time: None,
         };
         if let Some(checkpoint) = latest {
             trainer.restore(&checkpoint)?;
@@ -510,10 +530,14 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             self.record(&metrics, observer)?;
             let done = self.position.step;
             let stage_end = done == sft_steps || done == total;
+            // Room for another step and the evaluation that ends the run,
+            // and for one due before that step.
+            let evaluations = 1 + u32::from(self.evaluation_due(done));
+            let evaluation_time = self.evaluation_time.unwrap_or_default() * evaluations;
             let out_of_time = done < total
-                && limits
-                    .deadline
-                    .is_some_and(|deadline| Instant::now() + step_time >= deadline);
+                && limits.deadline.is_some_and(|deadline| {
+                    Instant::now() + step_time + evaluation_time >= deadline
+                });
             if out_of_time {
                 // The checkpoint first: it is what a resumed run needs, should
                 // the process be stopped from outside during the evaluation.
@@ -543,7 +567,12 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         let complete = self.position.step == total;
         let final_model = self.dir.join(run_dir::FINAL);
         if complete {
+            // Unsealed while it is written: a stop part-way leaves files no
+            // seal vouches for, not new files under the old seal.
+            let _ = std::fs::remove_file(final_model.join(run_dir::SEAL));
             self.save_model(&final_model)?;
+            // Checked as a checkpoint's model is, wherever it is run.
+            seal(&final_model)?;
         }
         let evals = read_metrics(&self.dir.join(METRICS))?
             .into_iter()
@@ -994,6 +1023,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             seconds: Some(started.elapsed().as_secs_f64()),
             ..Metrics::default()
         };
+        self.evaluation_time = Some(started.elapsed());
         self.record(&metrics, observer)?;
         Ok(true)
     }
@@ -1052,6 +1082,11 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         }
         let kept = metrics::keep_until(&self.dir.join(METRICS), self.position.step)?;
         self.notices.extend(kept);
+        self.evaluation_time = read_metrics(&self.dir.join(METRICS))?
+            .iter()
+            .rev()
+            .find(|metrics| metrics.kind == "eval")
+            .and_then(|metrics| Duration::try_from_secs_f64(metrics.seconds?).ok());
         Ok(())
     }
 }

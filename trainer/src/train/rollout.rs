@@ -227,6 +227,12 @@ impl<'a, B: Backend> Play<'a, B> {
         Self { interrupt, ..self }
     }
 
+    /// Whether the interrupt [`Self::stopped_by`] gave is set.
+    fn interrupt_set(&self) -> bool {
+        self.interrupt
+            .is_some_and(|flag| flag.load(Ordering::Relaxed))
+    }
+
     /// Plays `jobs`, each episode on its own thread (tools run in parallel),
     /// while this thread decodes the models' turns: each round it waits
     /// until every live episode has asked for its next turn — the agent's
@@ -288,10 +294,7 @@ impl<'a, B: Backend> Play<'a, B> {
                     }
                 }
                 // Once every episode is over, there is nothing to stop.
-                interrupted |= !pending.is_empty()
-                    && self
-                        .interrupt
-                        .is_some_and(|flag| flag.load(Ordering::Relaxed));
+                interrupted |= !pending.is_empty() && self.interrupt_set();
                 if interrupted {
                     // Unanswered, each turn ends its episode ("the batcher
                     // stopped"), until none is left.
@@ -319,7 +322,7 @@ impl<'a, B: Backend> Play<'a, B> {
                 // A batch the interrupt cut short answered its turns with
                 // cut replies: the episodes are stopped, whatever those
                 // replies led to (an episode may end on one).
-                interrupted |= interrupt.is_some_and(|flag| flag.load(Ordering::Relaxed));
+                interrupted |= self.interrupt_set();
             }
             let played: Vec<Result<Rollout>> = threads
                 .into_iter()

@@ -171,6 +171,28 @@ pub(super) fn check_seal(dir: &Path, sealed_as: Sealed) -> Result<Option<String>
     }
 }
 
+/// Refuses the model of a sealed directory (a checkpoint, or a run's
+/// `final/`) whose weights, config, tokenizer or LoRA adapters are not the
+/// files [`seal`] hashed: played or trained from, it would run as another
+/// policy than the one trained, silently. A directory without a seal (a
+/// Hugging Face model, or one written before seals) is taken as it is.
+pub fn check_model_seal(dir: &Path) -> Result<()> {
+    let Ok(sealed) = std::fs::read_to_string(dir.join(SEAL)) else {
+        return Ok(());
+    };
+    let sealed = sealed.trim();
+    let sealed_model = sealed.split(OPTIMIZER_SEALED).next().unwrap_or(sealed);
+    let now = checkpoint_digest(dir, false)?;
+    if sealed_model == now {
+        return Ok(());
+    }
+    let damage = damaged_part(dir, sealed_model, &now);
+    bail!(
+        "{} is damaged: {damage} ({SEAL} holds another sha256)",
+        dir.display()
+    )
+}
+
 /// What of `checkpoint` changed since it was sealed, as a seal's parts
 /// tell: its model files, its adapters, or its optimizer state.
 fn damaged_part(checkpoint: &Path, sealed: &str, now: &str) -> String {

@@ -55,6 +55,10 @@ impl Default for TrainConfig {
     }
 }
 
+/// The most parameters `init = "tiny"` makes: training that many in f32
+/// takes about 16 GB (weights, gradients and the optimizer's two moments).
+const TINY_PARAMETERS_MOST: u64 = 1_000_000_000;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ModelSection {
@@ -115,18 +119,30 @@ impl ModelSection {
     }
 
     /// The shape of the tiny model (`init = "tiny"`) for a tokenizer of
-    /// `vocab` tokens, if the decoder can run it.
+    /// `vocab` tokens, if the decoder can run it and it is small enough to
+    /// be made from nothing: sizes typed a few digits too long would build
+    /// for minutes and then run out of memory.
     pub fn tiny_shape(&self, vocab: usize) -> Result<LlamaConfig, LoadError> {
-        LlamaConfig {
+        let shape = LlamaConfig {
             hidden: self.tiny_hidden,
             layers: self.tiny_layers,
             heads: self.tiny_heads,
             kv_heads: self.tiny_kv_heads,
-            ffn: self.tiny_hidden * 3,
+            ffn: self.tiny_hidden.saturating_mul(3),
             context: self.tiny_context,
             ..LlamaConfig::tiny(vocab)
         }
-        .checked()
+        .checked()?;
+        let parameters = shape.parameters();
+        if parameters > TINY_PARAMETERS_MOST {
+            return Err(LoadError::Unsupported(format!(
+                "that shape has {} million parameters, more than the {} million a tiny model may \
+                 have (SmolLM2-135M has 135): smaller sizes, or a pretrained model as `init`",
+                parameters / 1_000_000,
+                TINY_PARAMETERS_MOST / 1_000_000
+            )));
+        }
+        Ok(shape)
     }
 }
 
@@ -710,6 +726,21 @@ impl TrainConfig {
         }
         Ok(())
     }
+
+    /// Settings that run, but likely not as meant: told as a run starts.
+    pub fn cautions(&self) -> Vec<String> {
+        let warmup = self.optim.warmup_steps;
+        [("sft", self.sft.steps), ("rl", self.rl.steps)]
+            .into_iter()
+            .filter(|&(_, steps)| steps > 0 && warmup > steps)
+            .map(|(stage, steps)| {
+                format!(
+                    "optim.warmup_steps = {warmup} outlasts the {stage} stage of {steps} \
+                     steps: its rate never reaches {stage}.lr"
+                )
+            })
+            .collect()
+    }
 }
 
 /// A finite number above 0.
@@ -780,6 +811,10 @@ mod tests {
                 "model.tiny_*",
             ),
             ("[model]\ninit = \"tiny\"\ntiny_layers = 0", "model.tiny_*"),
+            (
+                "[model]\ninit = \"tiny\"\ntiny_layers = 100000",
+                "model.tiny_*: that shape has 4928 million parameters",
+            ),
         ] {
             let config: TrainConfig = toml::from_str(overlay).unwrap();
             let err = config
@@ -796,6 +831,25 @@ mod tests {
         assert_eq!(config.validate(), Ok(()));
         assert_eq!(TrainConfig::default().validate(), Ok(()));
         assert_eq!(TrainConfig::smoke().validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_warm_up_longer_than_a_stage_is_cautioned_of() {
+        let config: TrainConfig =
+            toml::from_str("[sft]\nsteps = 4\n[rl]\nsteps = 0\n[optim]\nwarmup_steps = 5").unwrap();
+        assert_eq!(
+            config.cautions(),
+            [
+                "optim.warmup_steps = 5 outlasts the sft stage of 4 steps: its rate never reaches \
+              sft.lr"
+            ]
+        );
+        // As long as the stage, its last step runs at the rate.
+        let config: TrainConfig =
+            toml::from_str("[sft]\nsteps = 5\n[rl]\nsteps = 0\n[optim]\nwarmup_steps = 5").unwrap();
+        assert!(config.cautions().is_empty());
+        assert_eq!(config.optim.lr_at(1.0, 4, 5), 1.0);
+        assert!(TrainConfig::default().cautions().is_empty());
     }
 
     #[test]
