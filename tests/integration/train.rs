@@ -153,20 +153,23 @@ fn the_smoke_run_trains_sft_then_erpo_on_the_cpu() {
     let ids: Vec<u32> = serde_json::from_str(&stdout(&output)).unwrap();
     assert!(!ids.is_empty());
     // The trained model plays through `forge run`, prompted as it was trained.
+    let play = |model: &Path, more: &[&str]| {
+        let env = run.join("envs/lamps");
+        let mut args = vec!["run", "--env", env.to_str().unwrap(), "--policy", "model"];
+        args.extend(["--model", model.to_str().unwrap()]);
+        args.extend(more);
+        forge(&args)
+    };
     let trajectories = dir.path().join("run.jsonl");
-    let output = forge(&[
-        "run",
-        "--env",
-        run.join("envs/lamps").to_str().unwrap(),
-        "--policy",
-        "model",
-        "--model",
-        run.join("final").to_str().unwrap(),
-        "--tasks",
-        "lamps-0001,lamps-0002,lamps-0003",
-        "--out",
-        trajectories.to_str().unwrap(),
-    ]);
+    let output = play(
+        &final_model,
+        &[
+            "--tasks",
+            "lamps-0001,lamps-0002,lamps-0003",
+            "--out",
+            trajectories.to_str().unwrap(),
+        ],
+    );
     assert!(output.status.success(), "{}", stderr(&output));
     let record = jsonl(&trajectories).remove(0);
     assert!(
@@ -185,17 +188,7 @@ fn the_smoke_run_trains_sft_then_erpo_on_the_cpu() {
     let mut bytes = std::fs::read(&weights).unwrap();
     *bytes.last_mut().unwrap() ^= 0x40;
     std::fs::write(&weights, bytes).unwrap();
-    let output = forge(&[
-        "run",
-        "--env",
-        run.join("envs/lamps").to_str().unwrap(),
-        "--policy",
-        "model",
-        "--model",
-        damaged.to_str().unwrap(),
-        "--tasks",
-        "lamps-0001",
-    ]);
+    let output = play(&damaged, &["--tasks", "lamps-0001"]);
     assert_refused(&output, "damaged is damaged: its model files");
 
     // An evaluation's episodes replay byte-identically on the run's bundle;
