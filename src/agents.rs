@@ -347,6 +347,9 @@ pub struct Agents {
     /// each task.
     from: Option<PathBuf>,
     recorded: BTreeMap<String, EpisodeRecord>,
+    /// Of those, the tasks whose episode is another version's of the
+    /// environment (the file held none of this one's).
+    recorded_elsewhere: BTreeSet<String>,
     style: PromptStyle,
     instability: f64,
     local: Option<LocalModel>,
@@ -458,9 +461,9 @@ impl Agents {
             )?),
             (Some(_), None) => bail!("`--judge-model` needs --judge-base-url or --base-url"),
         };
-        let recorded = match &args.from {
-            Some(path) => recorded_by_task(path, env.name())?,
-            None => BTreeMap::new(),
+        let (recorded, recorded_elsewhere) = match &args.from {
+            Some(path) => recorded_by_task(path, env)?,
+            None => Default::default(),
         };
         let mut prompt = match &local {
             // A trained checkpoint is prompted the way it was trained.
@@ -489,6 +492,7 @@ impl Agents {
             user_guidelines: env.bundle().manifest.user_guidelines.clone(),
             from: args.from.clone(),
             recorded,
+            recorded_elsewhere,
             style,
             instability: args.user_instability,
             local,
@@ -759,6 +763,12 @@ impl Agents {
         trials: u64,
     ) -> Result<Vec<(&'a PreparedTask, u64)>> {
         refuse_needless_instability(self.instability, tasks.iter().copied(), "chosen")?;
+        if self.judge.is_some() && tasks.iter().all(|task| task.task.nl_assertions.is_empty()) {
+            bail!(
+                "--judge-model: no task chosen has NL assertions (`nl_assertions`) for a judge \
+                 to decide, so it would change nothing"
+            );
+        }
         if self.policy != PolicyKind::Replay {
             return Ok(play.episodes(tasks, trials));
         }
@@ -773,10 +783,26 @@ impl Agents {
                 "--policy replay plays each episode under its recorded seed: --seed would be ignored"
             );
         }
-        tasks
+        let episodes = tasks
             .iter()
             .map(|task| Ok((*task, self.recorded(task)?.seed)))
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        // Another version's actions are played on this one, which may take
+        // them elsewhere: what the replay shows is then not what was recorded.
+        let elsewhere = tasks
+            .iter()
+            .filter(|task| self.recorded_elsewhere.contains(&task.task.id))
+            .count();
+        if elsewhere > 0 {
+            eprintln!(
+                "warning: {} holds episodes of {} only as recorded on another version of the \
+                 environment than this one: their actions are played on it as they were \
+                 recorded, which may lead elsewhere",
+                self.replayed_file().display(),
+                output::count(elsewhere, "task"),
+            );
+        }
+        Ok(episodes)
     }
 
     /// The tasks to play: `--tasks`' selection; replaying a file under
@@ -922,34 +948,56 @@ impl Agents {
 }
 
 /// The first recorded episode of each task of environment `env` in a
-/// trajectory file. A file with none of `env`'s episodes is refused, naming
-/// the environments it holds: its task ids would otherwise be reported
-/// missing one by one, or match another environment's tasks by chance.
-fn recorded_by_task(path: &Path, env: &str) -> Result<BTreeMap<String, EpisodeRecord>> {
-    let mut by_task = BTreeMap::new();
+/// trajectory file (or a `forge eval` results directory), those recorded on
+/// this very version of it first, and the tasks whose episode is another
+/// version's. A file with none of `env`'s episodes is
+/// refused, naming the environments it holds: its task ids would otherwise
+/// be reported missing one by one, or match another environment's tasks by
+/// chance.
+fn recorded_by_task(
+    path: &Path,
+    env: &Environment,
+) -> Result<(BTreeMap<String, EpisodeRecord>, BTreeSet<String>)> {
+    let path = crate::commands::trajectory_file(path)?;
+    let (mut this_version, mut other_versions) = (BTreeMap::new(), BTreeMap::new());
     let mut others = BTreeSet::new();
-    for record in crate::commands::read_trajectories(path)? {
-        if record.environment.name != env {
-            others.insert(record.environment.name);
-            continue;
-        }
+    for record in crate::commands::read_trajectories(&path)? {
+        let by_task = match &record.environment {
+            recorded if recorded.content_hash == env.content_hash() => &mut this_version,
+            recorded if recorded.name == env.name() => &mut other_versions,
+            recorded => {
+                others.insert(recorded.name.clone());
+                continue;
+            }
+        };
         by_task.entry(record.task_id.clone()).or_insert(record);
     }
-    if by_task.is_empty() && others.is_empty() {
-        bail!("{} holds no episode to replay", path.display());
+    if this_version.is_empty() && other_versions.is_empty() {
+        match others.is_empty() {
+            true => bail!("{} holds no episode to replay", path.display()),
+            false => bail!(
+                "{} holds episodes of {}, none of `{}`: pass `--env DIR` naming the bundle it was \
+                 recorded on (or `--suite`)",
+                path.display(),
+                others
+                    .iter()
+                    .map(|name| format!("`{name}`"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                env.name()
+            ),
+        }
     }
-    if by_task.is_empty() {
-        bail!(
-            "{} holds episodes of {}, none of `{env}`: pass `--env DIR` naming the bundle it was recorded on (or `--suite`)",
-            path.display(),
-            others
-                .iter()
-                .map(|name| format!("`{name}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+    // Another version's episode stands in for a task this one's lacks.
+    let mut by_task = this_version;
+    let mut elsewhere = BTreeSet::new();
+    for (task, record) in other_versions {
+        if let std::collections::btree_map::Entry::Vacant(entry) = by_task.entry(task) {
+            elsewhere.insert(entry.key().clone());
+            entry.insert(record);
+        }
     }
-    Ok(by_task)
+    Ok((by_task, elsewhere))
 }
 
 /// Task ids for a message: the first few, then `…`.

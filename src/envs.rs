@@ -1,6 +1,7 @@
 //! Choosing and loading the environment a command works on.
 
 use crate::builtin;
+use crate::tasks::TaskSelection;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use forge_runtime::{Bundle, Environment, Sandbox};
@@ -10,8 +11,9 @@ use std::path::{Path, PathBuf};
 /// `--env` or `--suite`, shared by the commands that work on one environment.
 #[derive(Args, Debug, Clone)]
 pub struct EnvArgs {
-    /// An environment bundle directory (see `forge example`); the built-in
-    /// example environment when neither this nor `--suite` is given.
+    /// An environment bundle directory (see `forge example`); when neither
+    /// this nor `--suite` is given, the built-in example environment (with
+    /// `--tasks heldout:RUN_DIR`, the one the run trains on).
     #[arg(long, value_name = "DIR", conflicts_with = "suite")]
     pub env: Option<PathBuf>,
     /// A benchmark suite (tau-bench/retail, tau-bench/airline, tau2-bench/mock, tau2-bench/airline, tau2-bench/retail, tau2-bench/telecom, tau2-bench/banking_knowledge), read from `--data`.
@@ -29,6 +31,17 @@ impl EnvArgs {
             Some(source) => source.load(sandbox, source.read()?),
             None => Environment::load(sandbox, builtin::example_bundle()),
         }
+    }
+
+    /// As [`Self::load`], except that with neither flag, `--tasks
+    /// heldout:RUN_DIR` plays the environment the run trains on (where it
+    /// trains on one), not the built-in example.
+    pub fn load_for(&self, sandbox: &Sandbox, tasks: &TaskSelection) -> Result<Environment> {
+        if let (None, TaskSelection::HeldOut(run_dir)) = (self.source(), tasks) {
+            let (source, bundle) = crate::commands::train::sole_environment(run_dir)?;
+            return source.load(sandbox, bundle);
+        }
+        self.load(sandbox)
     }
 
     /// Where the environment comes from (`None`: the built-in example).

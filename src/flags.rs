@@ -102,8 +102,15 @@ fn number_where<T: std::str::FromStr>(
 ) -> Result<T, String> {
     match text.parse::<T>() {
         Ok(value) if accept(&value) => Ok(value),
+        Err(_) if too_large(text) => Err(format!("`{text}` is too large for {expected}")),
         _ => Err(format!("`{text}` is not {expected}")),
     }
+}
+
+/// Whether `text` is a whole number that failed to parse: one past what
+/// its type holds, which "is not a whole number" would misdescribe.
+pub(crate) fn too_large(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit())
 }
 
 /// The longest a measurement may be asked to run: a year. Deadlines are
@@ -130,7 +137,8 @@ pub(crate) fn request_timeout(text: &str) -> Result<u64, String> {
     )
 }
 
-/// A run's time limit: seconds from 0 (one step, then stop) to a year.
+/// A run's time limit: seconds from 0 (a new run: one step, then stop; a
+/// resumed one, whose steps' times it knows: none) to a year.
 pub(crate) fn time_limit(text: &str) -> Result<std::time::Duration, String> {
     number_where(
         text,

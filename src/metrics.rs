@@ -9,16 +9,32 @@ pub fn pass_hat_k(successes: &[(u64, u64)], k: u64) -> f64 {
     let per_task: Vec<f64> = successes
         .iter()
         .filter(|&&(_, n)| n >= k)
-        .map(|&(c, n)| choose(c, k) / choose(n, k))
+        .map(|&(c, n)| choose_ratio(c, n, k))
         .collect();
     per_task.iter().sum::<f64>() / per_task.len().max(1) as f64
 }
 
-fn choose(n: u64, k: u64) -> f64 {
-    if k > n {
+/// The k whose pass^k a terminal shows for `trials` trials: each up to
+/// ten, then the powers of two and `trials` itself, where a line or table
+/// of thousands would bury the curve's shape.
+pub fn shown_ks(trials: u64) -> Vec<u64> {
+    if trials <= 10 {
+        return (1..=trials).collect();
+    }
+    let mut ks: Vec<u64> = std::iter::successors(Some(1u64), |k| k.checked_mul(2))
+        .take_while(|&k| k < trials)
+        .collect();
+    ks.push(trials);
+    ks
+}
+
+/// C(c, k) / C(n, k) for c ≤ n, as the product of (c − i) / (n − i): each
+/// binomial alone overflows an f64 past about a thousand trials.
+fn choose_ratio(c: u64, n: u64, k: u64) -> f64 {
+    if k > c {
         return 0.0;
     }
-    (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
+    (0..k).fold(1.0, |acc, i| acc * (c - i) as f64 / (n - i) as f64)
 }
 
 /// The share of consecutive trial pairs whose outcomes differ.
@@ -87,6 +103,21 @@ mod tests {
         assert_eq!(pass_hat_k(&[(4, 4), (0, 4)], 4), 0.5);
         // A task with fewer than k trials has no pass^k.
         assert_eq!(pass_hat_k(&[(2, 2), (1, 1)], 2), 1.0);
+        // Many trials stay finite (each binomial alone overflows).
+        assert_eq!(pass_hat_k(&[(3000, 3000)], 1500), 1.0);
+        let half = pass_hat_k(&[(2000, 4000)], 2);
+        assert!((half - 1999.0 / 7998.0).abs() < 1e-12, "{half}");
+    }
+
+    #[test]
+    fn a_terminal_shows_a_few_k_of_many_trials() {
+        assert_eq!(shown_ks(1), [1]);
+        assert_eq!(shown_ks(10), (1..=10).collect::<Vec<_>>());
+        assert_eq!(shown_ks(11), [1, 2, 4, 8, 11]);
+        assert_eq!(
+            shown_ks(1024),
+            [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+        );
     }
 
     #[test]

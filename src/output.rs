@@ -161,6 +161,12 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
         .into()
 }
 
+/// `text` as a table's cell: [`printable`], its tabs as spaces (a table
+/// measures a tab as one column, and the terminal draws up to eight).
+pub fn cell(text: &str) -> String {
+    printable(text).replace('\t', "    ")
+}
+
 /// Prints one JSON value on its own line.
 pub fn json_line(value: &serde_json::Value) {
     println!("{value}");
@@ -174,6 +180,8 @@ mod tests {
     fn control_characters_reach_the_terminal_as_escapes() {
         assert_eq!(printable("a\tb\nc"), "a\tb\nc");
         assert_eq!(printable("\u{1b}[2Jx\r"), "\\u{1b}[2Jx\\r");
+        // A table measures a tab as one column: its cells hold spaces.
+        assert_eq!(cell("a\tb\u{7}"), "a    b\\u{7}");
     }
 
     /// What a progress bar logs, shared with the test that reads it.

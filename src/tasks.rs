@@ -111,6 +111,9 @@ impl FromStr for TaskSelection {
         if let Some(count) = text.strip_prefix("first:") {
             return match count.parse() {
                 Ok(count) if count >= 1 => Ok(Self::First(count)),
+                Err(_) if crate::flags::too_large(count) => Err(format!(
+                    "`first:` takes a whole number of at least 1; `{count}` is too large"
+                )),
                 _ => Err(format!(
                     "`first:` takes a whole number of at least 1, not `{count}`"
                 )),
@@ -303,6 +306,10 @@ mod tests {
             (",", "no task named"),
             ("first:0", "not `0`"),
             ("first:x", "not `x`"),
+            (
+                "first:99999999999999999999",
+                "`99999999999999999999` is too large",
+            ),
             ("split:", "takes the name"),
             ("heldout: ", "takes a `forge train` run directory"),
         ] {

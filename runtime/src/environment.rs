@@ -127,10 +127,18 @@ impl Environment {
             });
         }
         for (split, ids) in &bundle.manifest.splits {
+            if ids.is_empty() {
+                // Played, it would run nothing and report rates of nothing.
+                bail!("environment `{name}`: split `{split}` names no task");
+            }
             if let Some(id) = ids.iter().find(|id| !seen.contains(id.as_str())) {
                 bail!(
                     "environment `{name}`: split `{split}` names task `{id}`, which it does not have"
                 );
+            }
+            let mut named = std::collections::BTreeSet::new();
+            if let Some(id) = ids.iter().find(|id| !named.insert(id.as_str())) {
+                bail!("environment `{name}`: split `{split}` names task `{id}` twice");
             }
         }
         // The rules name collections the tasks' states hold (some, only

@@ -8,7 +8,7 @@ use crate::bom;
 use anyhow::{Context, Result};
 use serde::de::{DeserializeOwned, IgnoredAny};
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 /// The records of a file.
@@ -48,6 +48,11 @@ pub fn read_each<T>(
     })
 }
 
+/// The longest line read, far past any record's: what a device or stream
+/// that never ends a line (`/dev/zero`) is stopped at, rather than read
+/// until memory runs out.
+const LONGEST_LINE: u64 = 256 << 20;
+
 /// As [`read`], of the file at `path` already opened as `reader`: for a
 /// writer that checks the file it holds before appending to it.
 pub fn read_from<T>(
@@ -64,9 +69,17 @@ pub fn read_from<T>(
     let mut number = 0;
     loop {
         line.clear();
-        let read = reader
+        let read = Read::take(&mut reader, LONGEST_LINE)
             .read_until(b'\n', &mut line)
             .with_context(|| format!("reading {}", path.display()))?;
+        if read as u64 == LONGEST_LINE && !line.ends_with(b"\n") {
+            anyhow::bail!(
+                "{} line {} runs past {} MiB without ending: that is no file of records",
+                path.display(),
+                number + 1,
+                LONGEST_LINE >> 20
+            );
+        }
         if read == 0 {
             return Ok(Records {
                 records,

@@ -316,6 +316,13 @@ impl TrajectoryWriter {
         let file = match OpenOptions::new().append(true).create_new(true).open(path) {
             Ok(file) => file,
             // Said once, without the system's own "File exists".
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists && !path.exists() => {
+                bail!(
+                    "{} is a symbolic link to nothing: not creating a file through it (choose \
+                     another path)",
+                    path.display()
+                )
+            }
             Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => bail!(
                 "{} already exists (pass --append to add to it, or choose another path)",
                 path.display()
@@ -339,7 +346,7 @@ impl TrajectoryWriter {
     /// rather than appended to or cut: episodes after it would be
     /// unreadable with it.
     pub fn append(path: &Path) -> Result<Self> {
-        refuse_directory(path)?;
+        refuse_other_than_a_file(path)?;
         let mut file = OpenOptions::new()
             .read(true)
             .append(true)
@@ -451,6 +458,21 @@ fn refuse_directory(path: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Appending reads the file first, and may cut a torn line off its end:
+/// a device or pipe (`/dev/null`, standard output) has neither a content
+/// to read nor an end to cut.
+fn refuse_other_than_a_file(path: &Path) -> Result<()> {
+    refuse_directory(path)?;
+    match std::fs::metadata(path) {
+        Ok(metadata) if !metadata.is_file() => bail!(
+            "{} is not a regular file (a device or pipe): episodes are appended only to a \
+             file of them",
+            path.display()
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// How every episode record's line begins, as [`TrajectoryWriter`] writes
@@ -687,11 +709,12 @@ mod tests {
             return;
         }
         let record: EpisodeRecord = parse_record(record_line(FORMAT, "").as_bytes()).unwrap();
-        let mut writer = match TrajectoryWriter::append(full) {
-            Ok(writer) => writer,
-            // Another test run on this machine holds /dev/full now.
-            Err(err) if format!("{err:#}").contains("in use by another forge process") => return,
-            Err(err) => panic!("{err:#}"),
+        // Opened here: `append` takes regular files alone.
+        let mut writer = TrajectoryWriter {
+            file: OpenOptions::new().append(true).open(full).unwrap(),
+            path: full.to_owned(),
+            torn_tail_cut: 0,
+            torn: false,
         };
         let error = format!("{:#}", writer.write(&record).unwrap_err());
         assert!(error.contains("writing to /dev/full"), "{error}");

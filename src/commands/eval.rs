@@ -63,7 +63,7 @@ pub(crate) struct PassK {
 pub fn run(mut args: EvalArgs) -> Result<ExitCode> {
     args.play.as_run_evaluates(&mut args.agents)?;
     let sandbox = Sandbox::with_defaults()?;
-    let env = args.env.load(&sandbox)?;
+    let env = args.env.load_for(&sandbox, &args.play.tasks)?;
     let agents = Agents::new(&args.agents, &env)?;
     if args.concurrency > 1 && agents.batches_locally() {
         eprintln!(
@@ -159,6 +159,16 @@ fn evaluate(
                     output::short_hash(env.content_hash())
                 );
             }
+            // Nor is one played to another limit of turns (appended by
+            // `forge run --append`): its outcome is not this evaluation's.
+            if record.max_turns != max_turns {
+                bail!(
+                    "{} line {line} is an episode played to at most {}, not this evaluation's \
+                     {max_turns}: pass another --out",
+                    trajectories.display(),
+                    output::count(record.max_turns, "agent action")
+                );
+            }
             done.insert((record.task_id.clone(), record.seed), record);
         }
     }
@@ -194,6 +204,17 @@ fn evaluate(
              resumes there)",
             trajectories.display()
         );
+        if args.json {
+            // No report, whose rates would read as the whole evaluation's:
+            // a line that says it ended early.
+            output::json_line(&json!({
+                "stopped": true,
+                "interrupted": interrupted,
+                "episodes": finished,
+                "episodes_planned": total,
+                "out": trajectories,
+            }));
+        }
         if interrupted {
             progress.finish_and_clear();
             match finished {
@@ -297,7 +318,8 @@ fn evaluate(
         output::json_line(&report);
     } else {
         let mut table = output::table(&["k", "pass^k", "95% CI"]);
-        for row in &pass {
+        let shown = metrics::shown_ks(args.trials);
+        for row in pass.iter().filter(|row| shown.contains(&row.k)) {
             table.add_row(vec![
                 row.k.to_string(),
                 format!("{:.3}", row.value),
@@ -305,6 +327,9 @@ fn evaluate(
             ]);
         }
         println!("{table}");
+        if shown.len() < pass.len() {
+            println!("(report.json and report.md hold every k)");
+        }
         let (always, sometimes, never) = solved(&outcomes);
         println!(
             "{} on {}, user {} ({} × {}; {} run, {} resumed); tasks solved always {always}, \

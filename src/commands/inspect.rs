@@ -54,7 +54,11 @@ pub fn run(args: InspectArgs) -> Result<ExitCode> {
     // first line heads the tools and tasks, and `--json` holds the rest.
     let description = env.bundle().manifest.description.trim();
     let mut lines = description.lines();
-    println!("{} — {}", env.name(), lines.next().unwrap_or_default());
+    println!(
+        "{} — {}",
+        env.name(),
+        output::printable(lines.next().unwrap_or_default())
+    );
     let more = lines.count();
     if more > 0 {
         let lines = if more == 1 { "line" } else { "lines" };
@@ -68,10 +72,10 @@ pub fn run(args: InspectArgs) -> Result<ExitCode> {
     let mut table = output::table(&["task", "gold actions", "outputs", "instruction"]);
     for task in env.tasks() {
         table.add_row(vec![
-            task.task.id.clone(),
+            output::cell(&task.task.id),
             task.task.gold_actions.len().to_string(),
-            task.task.required_outputs.join("; "),
-            task.task.instruction.clone(),
+            output::cell(&task.task.required_outputs.join("; ")),
+            output::cell(&task.task.instruction),
         ]);
     }
     println!("{table}");
@@ -97,9 +101,9 @@ fn tool_table(heading: &str, tools: &[ToolSpec]) -> comfy_table::Table {
             .map(|p| p.keys().cloned().collect::<Vec<_>>().join(", "))
             .unwrap_or_default();
         table.add_row(vec![
-            tool.name.clone(),
-            parameters,
-            tool.description.clone(),
+            output::cell(&tool.name),
+            output::cell(&parameters),
+            output::cell(&tool.description),
         ]);
     }
     table

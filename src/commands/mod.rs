@@ -67,7 +67,9 @@ pub(crate) fn leave_as_found(dir: &Path, existed: bool) {
 
 /// The trajectory file `path` names: itself, or where it is a `forge eval`
 /// results directory, the file of episodes it holds. An evaluation's
-/// `--out` holds one per environment and policy: refused, naming them.
+/// `--out` holds one per environment and policy (an environment's
+/// directory, one per policy): where there are several, refused, naming
+/// them.
 pub(crate) fn trajectory_file(path: &Path) -> Result<PathBuf> {
     if !path.is_dir() {
         return Ok(path.to_owned());
@@ -84,10 +86,13 @@ pub(crate) fn trajectory_file(path: &Path) -> Result<PathBuf> {
             .filter(|path| path.is_dir())
             .collect()
     };
-    let mut found: Vec<PathBuf> = within(path)
+    // Environments, each holding policies; or, in an environment's, policies.
+    let children = within(path);
+    let mut found: Vec<PathBuf> = children
         .iter()
-        .flat_map(|environment| within(environment))
-        .map(|policy| policy.join(eval::TRAJECTORIES))
+        .flat_map(|child| within(child))
+        .chain(children.iter().cloned())
+        .map(|results| results.join(eval::TRAJECTORIES))
         .filter(|file| file.is_file())
         .collect();
     found.sort();
@@ -110,16 +115,11 @@ pub(crate) fn trajectory_file(path: &Path) -> Result<PathBuf> {
 /// The episodes of the trajectory file `path`, warning of a torn last line
 /// (an episode a killed process was writing), which is left out.
 pub(crate) fn read_trajectories(path: &Path) -> Result<Vec<EpisodeRecord>> {
-    Ok(read_trajectory_file(path)?.episodes)
-}
-
-/// [`read_trajectories`], saying whether a torn last line was left out.
-pub(crate) fn read_trajectory_file(path: &Path) -> Result<trajectory::TrajectoryFile> {
     let file = trajectory::read(path)?;
     if file.torn_tail {
         warn_torn_tail(path);
     }
-    Ok(file)
+    Ok(file.episodes)
 }
 
 /// Warns that the torn last line of the trajectory file `path` is skipped.
@@ -135,8 +135,11 @@ pub(crate) fn warn_torn_tail(path: &Path) {
 /// checks each episode against the environment it was recorded on, which it
 /// is given with the file.
 pub(crate) fn refuse_other_environments(path: &Path, envs: &[&Environment]) -> Result<()> {
-    // A file that does not read as trajectories is the writer's to refuse,
-    // naming why.
+    // A file that does not read as trajectories (or is no file: a device)
+    // is the writer's to refuse, naming why.
+    if !path.is_file() {
+        return Ok(());
+    }
     let Ok(file) = trajectory::read(path) else {
         return Ok(());
     };

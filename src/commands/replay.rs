@@ -75,19 +75,18 @@ fn replay(args: ReplayArgs) -> Result<ExitCode> {
     }
     let sandbox = Sandbox::with_defaults()?;
     let envs = load_all(&args.env, &args.suite, args.data.as_deref(), &sandbox)?;
-    // Found before any episode is replayed: a file that needs an
-    // environment not given says so once, not once an episode.
     let builtin = args.env.is_empty() && args.suite.is_empty();
-    let episodes = file
+    // Each line's episode and environment, or why it cannot be replayed (a
+    // damaged line, an environment not given or another version of it),
+    // which is said when its turn comes: the others are replayed all the
+    // same.
+    let episodes: Vec<Result<(&EpisodeRecord, &Environment)>> = file
         .records
         .iter()
-        .zip(&file.lines)
-        .map(|(record, &line)| {
-            // A line that is no record is said to be when its turn comes.
-            let record = match record {
-                Ok(record) => record,
-                Err(damage) => return Ok(Err(damage)),
-            };
+        .map(|record| {
+            let record = record
+                .as_ref()
+                .map_err(|damage| anyhow!("it is not a trajectory record: {damage:#}"))?;
             let env = environment_of(&envs, record).map_err(|err| {
                 // An environment of the example's name, not the example.
                 let named = envs.iter().any(|env| env.name() == record.environment.name);
@@ -96,21 +95,34 @@ fn replay(args: ReplayArgs) -> Result<ExitCode> {
                 } else {
                     ""
                 };
-                anyhow!("line {line} of {}: {err:#}{hint}", path.display())
+                anyhow!("{err:#}{hint}")
             })?;
-            Ok(Ok((record, env)))
+            Ok((record, env))
         })
-        .collect::<Result<Vec<_>>>()?;
+        .collect();
+    // A file none of whose episodes has its environment given says so
+    // once, not once an episode.
+    if episodes.iter().all(Result::is_err)
+        && let Some((err, line)) = file
+            .records
+            .iter()
+            .zip(&episodes)
+            .zip(&file.lines)
+            .find_map(|((record, episode), line)| match (record, episode) {
+                (Ok(_), Err(err)) => Some((err, line)),
+                _ => None,
+            })
+    {
+        bail!("line {line} of {}: {err:#}", path.display());
+    }
     let (mut diverged, mut unreplayable) = (0, 0);
-    for (episode, &line) in episodes.iter().zip(&file.lines) {
+    for ((episode, record), &line) in episodes.iter().zip(&file.records).zip(&file.lines) {
         let outcome = match episode {
             Ok((record, env)) => replay_episode(env, record),
-            Err(damage) => Err(anyhow!("it is not a trajectory record: {damage:#}")),
+            Err(err) => Err(anyhow!("{err:#}")),
         };
-        let task_id = episode
-            .as_ref()
-            .ok()
-            .map(|(record, _)| record.task_id.as_str());
+        // Of any record, its environment given or not.
+        let task_id = record.as_ref().ok().map(|record| record.task_id.as_str());
         if args.json {
             let mut said = json!({"line": line, "task_id": task_id});
             match &outcome {

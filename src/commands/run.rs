@@ -40,7 +40,7 @@ pub struct RunArgs {
 pub fn run(mut args: RunArgs) -> Result<ExitCode> {
     args.play.as_run_evaluates(&mut args.agents)?;
     let sandbox = Sandbox::with_defaults()?;
-    let env = args.env.load(&sandbox)?;
+    let env = args.env.load_for(&sandbox, &args.play.tasks)?;
     let agents = Agents::new(&args.agents, &env)?;
     let tasks = agents.tasks(&args.play, &env)?;
     let label = agents.label();
@@ -91,10 +91,21 @@ pub fn run(mut args: RunArgs) -> Result<ExitCode> {
             return Err(err);
         }
         progress.finish_and_clear();
-        if !args.json && !records.is_empty() {
+        if args.json {
+            // In place of the summary, whose rates and pass^k would read as
+            // the whole run's: a last line that says the run ended early.
+            output::json_line(&json!({
+                "stopped": true,
+                "interrupted": interrupted,
+                "episodes": records.len(),
+                "episodes_planned": total,
+                // Where the finished episodes are kept (none: no file).
+                "out": args.out.as_ref().filter(|_| args.append || !records.is_empty()),
+            }));
+        } else if !records.is_empty() {
             // The finished episodes' table, which the error would otherwise
-            // lose (`--json` printed their lines already); no summary, whose
-            // rates and pass^k would read as the whole run's.
+            // lose; no summary, whose rates and pass^k would read as the
+            // whole run's.
             println!("{}", episodes_table(&records));
         }
         let stopped = match (records.len(), &args.out) {
@@ -282,18 +293,25 @@ fn report(
             .collect();
         let limits: Vec<String> = limits.iter().map(ToString::to_string).collect();
         println!(
-            "{out_of_turns} of {episodes} episodes ran out of turns (`max_turns`: {} agent \
-             actions; `--max-turns` sets the limit)",
-            limits.join(" or ")
+            "{out_of_turns} of {} ran out of turns (`max_turns`: {}; `--max-turns` sets the \
+             limit)",
+            output::count(episodes, "episode"),
+            output::count(limits.join(" or "), "agent action")
         );
     }
     if args.trials > 1 {
+        let shown = metrics::shown_ks(args.trials);
         let values: Vec<String> = pass_hat_k
             .iter()
+            .filter(|(k, _)| shown.contains(k))
             .map(|(k, value)| format!("pass^{k} {value:.3}"))
             .collect();
+        let every = match shown.len() < pass_hat_k.len() {
+            true => " (`--json` gives every k)",
+            false => "",
+        };
         println!(
-            "{} per task: {}",
+            "{} per task: {}{every}",
             output::count(args.trials, "trial"),
             values.join(", ")
         );

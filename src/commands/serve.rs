@@ -162,7 +162,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         forge_serve::stdio::serve(&hub, &open, stdin, stdout, args.max_request_bytes)?;
         return Ok(ExitCode::SUCCESS);
     }
-    runtime()?.block_on(listen(
+    runtime(IDLE_THREADS_KEPT)?.block_on(listen(
         Arc::new(hub),
         SocketAddr::new(args.host, args.port),
         HttpOptions {
@@ -182,14 +182,19 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
 /// threads are capped: enough that calls stopped only by the wall-clock
 /// backstop cannot starve the others, few enough that a burst of requests
 /// does not leave hundreds of idle threads (and their allocator arenas)
-/// behind.
-pub fn runtime() -> Result<tokio::runtime::Runtime> {
+/// behind. An idle one exits after `idle_threads_kept`, handing back the
+/// memory its allocator heap holds (freed there by no other thread).
+pub fn runtime(idle_threads_kept: Duration) -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .max_blocking_threads(BLOCKING_THREADS)
+        .thread_keep_alive(idle_threads_kept)
         .build()
         .context("starting the async runtime")
 }
+
+/// How long a server's idle blocking threads are kept for the next burst.
+const IDLE_THREADS_KEPT: Duration = Duration::from_secs(10);
 
 const BLOCKING_THREADS: usize = 64;
 

@@ -7,7 +7,7 @@ use crate::output;
 use anyhow::{Result, bail};
 use clap::Args;
 use forge_runtime::text::shortened;
-use forge_runtime::trajectory::{ChatMessage, EpisodeRecord, Role, UserRef};
+use forge_runtime::trajectory::{self, ChatMessage, EpisodeRecord, Role, UserRef};
 use forge_runtime::{ToolCall, verify};
 use forge_trainer::train::scores::{self, RolloutScore};
 use std::path::{Path, PathBuf};
@@ -37,8 +37,36 @@ pub struct ShowArgs {
 
 pub fn run(args: ShowArgs) -> Result<ExitCode> {
     let path = super::trajectory_file(&args.file)?;
-    let file = super::read_trajectory_file(&path)?;
-    let (records, lines) = (file.episodes, file.lines);
+    let file = trajectory::read_each(&path)?;
+    if file.torn_tail {
+        super::warn_torn_tail(&path);
+    }
+    // A line that is no episode record (damaged, edited) is named and left
+    // out, as `forge replay` does: the others are shown all the same.
+    let (mut records, mut lines) = (Vec::new(), Vec::new());
+    for (record, line) in file.records.into_iter().zip(file.lines) {
+        match record {
+            Ok(record) => {
+                records.push(record);
+                lines.push(line);
+            }
+            Err(damage) if args.line == Some(line) => bail!(
+                "--line {line}: that line of {} is not a trajectory record: {damage:#}",
+                path.display()
+            ),
+            Err(damage) if args.line.is_none() => eprintln!(
+                "warning: line {line} of {} is not a trajectory record ({damage:#}); it is skipped",
+                path.display()
+            ),
+            Err(_) => {}
+        }
+    }
+    // As typed in a list: `--task "a, b"`.
+    let tasks: Vec<String> = args
+        .tasks
+        .iter()
+        .map(|task| task.trim().to_owned())
+        .collect();
     let episodes = records.len();
     let (Some(first), Some(last)) = (lines.first(), lines.last()) else {
         bail!("{} holds no episode to show", path.display());
@@ -51,8 +79,7 @@ pub fn run(args: ShowArgs) -> Result<ExitCode> {
             output::count(episodes, "episode")
         );
     }
-    if let Some(task) = args
-        .tasks
+    if let Some(task) = tasks
         .iter()
         .find(|task| !records.iter().any(|record| record.task_id == **task))
     {
@@ -64,10 +91,10 @@ pub fn run(args: ShowArgs) -> Result<ExitCode> {
             .position(|&at| at == line)
             .expect("checked above");
         let task = &records[at].task_id;
-        if !args.tasks.is_empty() && !args.tasks.contains(task) {
+        if !tasks.is_empty() && !tasks.contains(task) {
             bail!(
                 "--line {line} is an episode of task `{task}`, not of --task {}",
-                args.tasks.join(",")
+                tasks.join(",")
             );
         }
     }
@@ -79,7 +106,7 @@ pub fn run(args: ShowArgs) -> Result<ExitCode> {
         .enumerate()
         .filter(|(_, (record, line))| {
             args.line.is_none_or(|wanted| wanted == **line)
-                && (args.tasks.is_empty() || args.tasks.contains(&record.task_id))
+                && (tasks.is_empty() || tasks.contains(&record.task_id))
         });
     for (position, (index, (record, &line))) in shown.enumerate() {
         if position > 0 {

@@ -315,9 +315,20 @@ fn a_file_of_several_environments_replays_given_them_all() {
         "{}",
         stdout(&output)
     );
+    // Without the other environment, its episode could not be replayed
+    // and those of the one given are.
     let output = forge(&["replay", both, "--env", shop]);
     assert_eq!(output.status.code(), Some(2), "trouble, not a divergence");
-    assert_refused(&output, "line 3 of");
+    assert!(
+        stdout(&output).contains(
+            "could not be replayed: it was recorded on environment `tau2-bench-mock`, which is \
+             not given (given: `shop`)"
+        ) && stdout(&output).contains("0 of 3 episodes diverged, 1 could not be replayed"),
+        "{}",
+        stdout(&output)
+    );
+    // Given none of the file's environments, that is said once.
+    let output = forge(&["replay", b.to_str().unwrap(), "--env", shop]);
     assert_refused(
         &output,
         "recorded on environment `tau2-bench-mock`, which is not given (given: `shop`)",
@@ -471,6 +482,40 @@ fn replay_policy_reproduces_the_recorded_rewards() {
     assert_refused(
         &output,
         "has no episode of task `shop-03` (it has shop-01, shop-02): pass --tasks",
+    );
+    // An episode recorded on this version of the environment is replayed
+    // before one of another version; one of another alone is, and said to be.
+    let full = std::fs::read_to_string(&path).unwrap();
+    let mut other: Value = serde_json::from_str(full.lines().next().unwrap()).unwrap();
+    other["environment"]["content_hash"] = json!("0".repeat(64));
+    let versions = dir.path().join("versions.jsonl");
+    std::fs::write(&versions, format!("{other}\n{text}")).unwrap();
+    let versions = versions.to_str().unwrap();
+    let output = forge(&[
+        "run", "--policy", "replay", "--from", versions, "--tasks", "shop-01", "--json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(json_lines(&output)[0]["termination"], "max_turns");
+    assert!(
+        !stderr(&output).contains("another version"),
+        "{}",
+        stderr(&output)
+    );
+    std::fs::write(&renamed, format!("{other}\n")).unwrap();
+    let output = forge(&[
+        "run",
+        "--policy",
+        "replay",
+        "--from",
+        renamed.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(
+            "holds episodes of 1 task only as recorded on another version of the environment"
+        ),
+        "{}",
+        stderr(&output)
     );
     // Episodes of another environment are not replayed on this one.
     let bundle = export_example(dir.path());
@@ -698,6 +743,17 @@ fn bad_input_gets_errors_that_name_the_problem() {
         &output,
         "split `test` names task `shop-99`, which it does not have",
     );
+    for (split, refusal) in [
+        (json!([]), "split `test` names no task"),
+        (
+            json!(["shop-03", "shop-03"]),
+            "split `test` names task `shop-03` twice",
+        ),
+    ] {
+        manifest["splits"] = json!({ "test": split });
+        std::fs::write(&manifest_path, manifest.to_string()).unwrap();
+        assert_refused(&forge(&["run", "--env", env]), refusal);
+    }
     manifest["splits"] = json!({"test": ["shop-03", "shop-01"]});
     std::fs::write(&manifest_path, manifest.to_string()).unwrap();
     let output = forge(&["run", "--env", env, "--tasks", "split:test", "--json"]);
@@ -781,6 +837,31 @@ fn bad_input_gets_errors_that_name_the_problem() {
         (&json!(2), &json!(1)),
         "{summary}"
     );
+    // `forge show` shows them too, naming the damaged line it leaves out.
+    let output = forge(&["show", garbage.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("warning: line 2 of")
+            && stderr(&output).contains("is not a trajectory record (EOF while parsing"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(stdout(&output).matches("── line ").count(), 2);
+    assert_refused(
+        &forge(&["show", garbage.to_str().unwrap(), "--line", "2"]),
+        "--line 2: that line of",
+    );
+    // A device is no file to append episodes to (nor to read them first).
+    let output = forge(&["run", "--tasks", "1", "--out", "/dev/null", "--append"]);
+    assert_refused(
+        &output,
+        "/dev/null is not a regular file (a device or pipe)",
+    );
+    // Nor is a link to nothing a file that "already exists".
+    let dangling = dir.path().join("dangling.jsonl");
+    std::os::unix::fs::symlink(dir.path().join("nowhere/x.jsonl"), &dangling).unwrap();
+    let output = forge(&["run", "--tasks", "1", "--out", dangling.to_str().unwrap()]);
+    assert_refused(&output, "dangling.jsonl is a symbolic link to nothing");
 
     let output = forge(&["run", "--policy", "replay"]);
     assert!(!output.status.success(), "--policy replay needs --from");
@@ -1089,6 +1170,22 @@ fn bench_serve_measures_tool_calls_not_refusals() {
         report["sessions held at once"]["value"].as_f64() == Some(4.0),
         "{report}"
     );
+    // From three rounds, memory growth over those after the first.
+    let output = forge(&[
+        "bench",
+        "serve",
+        "--sessions",
+        "4",
+        "--seconds",
+        "0.3",
+        "--rounds",
+        "3",
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report = json_lines(&output).pop().unwrap();
+    let growth = &report["resident memory growth per round after the first"];
+    assert_eq!(growth["unit"], "MiB/round", "{report}");
     // Steps that are all refused or no tool call measure nothing.
     let output = bench(&["--tool", "nope"]);
     assert_refused(&output, "answers were errors");

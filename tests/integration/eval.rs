@@ -263,7 +263,7 @@ fn eval_with_a_remote_policy_reports_pass_k_and_resumes() {
     }));
     assert_replays(&results.join("trajectories.jsonl"), &bundle);
     // Its directory, or the --out holding it alone, names its episodes.
-    for named in [&results, &out] {
+    for named in [results.as_path(), results.parent().unwrap(), out.as_path()] {
         let output = forge(&["show", named.to_str().unwrap(), "--task", "shop-05"]);
         assert!(stdout(&output).contains("shop-05"), "{}", stderr(&output));
     }
@@ -306,6 +306,31 @@ fn eval_with_a_remote_policy_reports_pass_k_and_resumes() {
         std::fs::read(results.join("trajectories.jsonl")).unwrap(),
         trajectories
     );
+    // So are the policy's episodes played to another limit of turns.
+    let appended = forge(&[
+        "run",
+        "--env",
+        bundle.to_str().unwrap(),
+        "--policy",
+        "openai",
+        "--base-url",
+        &server.url,
+        "--model",
+        "stub",
+        "--tasks",
+        "shop-02",
+        "--max-turns",
+        "1",
+        "--out",
+        results.join("trajectories.jsonl").to_str().unwrap(),
+        "--append",
+    ]);
+    assert!(appended.status.success(), "{}", stderr(&appended));
+    assert_refused(
+        &forge(&more),
+        "line 10 is an episode played to at most 1 agent action, not this evaluation's 30",
+    );
+    std::fs::write(results.join("trajectories.jsonl"), &trajectories).unwrap();
     // So are another policy's episodes in the file (copied in).
     let appended = forge(&[
         "run",
@@ -1038,6 +1063,15 @@ fn a_judge_model_decides_nl_assertions_and_replays_take_its_verdicts() {
         assert!(output.status.success(), "{}", stderr(&output));
     }
     assert_eq!(server.requests.lock().unwrap().len(), 3);
+    // A judge for tasks without NL assertions would decide nothing.
+    let output = forge(&[
+        "run",
+        "--judge-model",
+        "judge",
+        "--judge-base-url",
+        &server.url,
+    ]);
+    assert_refused(&output, "--judge-model: no task chosen has NL assertions");
 }
 
 #[test]

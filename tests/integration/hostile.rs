@@ -196,8 +196,14 @@ fn garbage_is_not_a_component() {
     let error = refusal(b"not wasm at all");
     assert!(
         error.contains("not WebAssembly")
-            && error.contains("\"not wasm\"")
+            && error.contains("this file with `not wasm`")
             && !error.contains('\n'),
+        "{error}"
+    );
+    // Bytes that are no text are spelt out as bytes.
+    let error = refusal(b"\xff\x1b[2J\x00");
+    assert!(
+        error.ends_with("this file with `\\xff\\x1b[2J\\x00`"),
         "{error}"
     );
     // The smallest core module: the magic, version 1, layer 0.

@@ -412,8 +412,18 @@ fn a_run_resumes_only_from_what_it_saved() {
     let weights = run.join("checkpoints/step-000001/model.safetensors");
     let good = std::fs::read(&weights).unwrap();
     std::fs::remove_file(&weights).unwrap();
-    assert_refused(&resume(), "its weights, model.safetensors, are missing");
+    assert_refused(&resume(), "its model.safetensors is missing");
     std::fs::write(&weights, &good).unwrap();
+    // So is a checkpoint without the config it was written under: a
+    // changed config would resume unnoticed.
+    let written_under = run.join("checkpoints/step-000001/config.toml");
+    let kept = std::fs::read(&written_under).unwrap();
+    std::fs::remove_file(&written_under).unwrap();
+    assert_refused(
+        &resume(),
+        "step-000001/config.toml is missing, so the run's config cannot be checked",
+    );
+    std::fs::write(&written_under, &kept).unwrap();
     // Metrics cut short lose the steps the checkpoint holds, and a seal
     // deleted leaves the files unchecked: the run goes on, saying so.
     let first_line = metrics.split(|&byte| byte == b'\n').next().unwrap();
@@ -434,6 +444,15 @@ fn a_run_resumes_only_from_what_it_saved() {
         ),
         "{}",
         stderr(&output)
+    );
+    // Its held-out tasks, without --env, are those of its environment.
+    let heldout = format!("heldout:{}", run.display());
+    let output = forge(&["run", "--tasks", &heldout, "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let first = &json_lines(&output)[0];
+    assert!(
+        first["task_id"].as_str().unwrap().starts_with("lamps-"),
+        "{first}"
     );
 }
 
@@ -627,6 +646,29 @@ fn an_interrupted_run_resumes_exactly() {
         final_weights(&timed),
         "a run stopped by its time limit resumes exactly"
     );
+    // A complete run resumed keeps its model, and writes again one gone.
+    std::fs::remove_dir_all(timed.join("final")).unwrap();
+    let output = train(&resume);
+    assert!(
+        stderr(&output).contains("final is gone: written again from the last checkpoint"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(final_weights(&whole), final_weights(&timed));
+    // Without its checkpoints it has nothing to resume from, and its
+    // metrics are not discarded by a restart from step 0.
+    std::fs::remove_dir_all(timed.join("checkpoints")).unwrap();
+    let metrics = std::fs::read(timed.join("metrics.jsonl")).unwrap();
+    assert_refused(
+        &train(&resume),
+        "holds the model of a complete run (final/)",
+    );
+    std::fs::remove_dir_all(timed.join("final")).unwrap();
+    assert_refused(
+        &train(&resume),
+        "metrics.jsonl records steps up to 5, past the checkpoint",
+    );
+    assert_eq!(std::fs::read(timed.join("metrics.jsonl")).unwrap(), metrics);
 
     // Ctrl-C (SIGINT) once a step is done stops the run after the step
     // under way, with a checkpoint and exit status 130; resuming finishes
@@ -1479,6 +1521,13 @@ fn a_run_on_two_environments_reports_held_out_success_for_each() {
     std::fs::write(&manifest, renamed).unwrap();
     let output = forge(&["run", "--env", other.to_str().unwrap(), "--tasks", &heldout]);
     assert_refused(&output, "is not one the run in");
+    // Without --env, the run's environment is played, where it has one.
+    let output = forge(&["run", "--tasks", &heldout]);
+    assert_refused(&output, "trains on 2 environments (lamps (");
+    assert_refused(
+        &output,
+        "name the one whose held-out tasks to play with --env",
+    );
 }
 
 #[test]

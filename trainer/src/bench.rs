@@ -137,7 +137,8 @@ impl BenchSpec {
         shapes.chain(decoded).chain(conversed).max().unwrap_or(0)
     }
 
-    /// Refuses sequences longer than `config`'s context, where known: past
+    /// Refuses sequences longer than `config`'s context, or where it names
+    /// none (a tiny model), than [`UNBOUNDED_LONGEST`]: past
     /// it the model computes nothing it was trained for, and attention's
     /// memory grows with the square of the length (100,000 tokens exhaust
     /// any machine's).
@@ -147,10 +148,19 @@ impl BenchSpec {
             Some(context) if longest > context => bail!(
                 "a sequence of {longest} tokens is longer than the model's context of {context}"
             ),
+            None if longest > UNBOUNDED_LONGEST => bail!(
+                "a sequence of {longest} tokens is longer than the {UNBOUNDED_LONGEST} measured \
+                 of a model that names no context (attention's memory grows with the square of \
+                 the length)"
+            ),
             _ => Ok(()),
         }
     }
 }
+
+/// The longest sequence measured of a model that names no context: its
+/// attention over 16k tokens already takes gigabytes.
+const UNBOUNDED_LONGEST: usize = 16_384;
 
 /// What a measurement times.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -502,6 +512,20 @@ mod tests {
         };
         let error = run(&bf16, Accelerator::Cpu, &mut |_| {}).unwrap_err();
         assert!(error.to_string().contains("--device cuda"), "{error}");
+        // A model that names no context is measured no further than a bound.
+        let unbounded = LlamaConfig {
+            context: None,
+            ..spec.config.clone()
+        };
+        let long = |seq| BenchSpec {
+            forward: vec![Shape { batch: 1, seq }],
+            ..spec.clone()
+        };
+        assert!(long(UNBOUNDED_LONGEST).check_context(&unbounded).is_ok());
+        let error = long(UNBOUNDED_LONGEST + 1)
+            .check_context(&unbounded)
+            .unwrap_err();
+        assert!(error.to_string().contains("names no context"), "{error}");
         // Training LoRA adapters, and saying so.
         let lora = BenchSpec {
             lora_rank: 4,

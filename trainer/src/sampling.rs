@@ -151,6 +151,11 @@ pub struct Generation {
     pub stopped: bool,
 }
 
+/// Whether `flag`, an interrupt some caller may have given, is set.
+pub(crate) fn is_set(flag: Option<&AtomicBool>) -> bool {
+    flag.is_some_and(|flag| flag.load(Ordering::Relaxed))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,8 +283,7 @@ impl<'a> Stop<'a> {
 
     /// Whether the batch is to stop now, every row cut short.
     pub fn interrupted(&self) -> bool {
-        self.interrupt
-            .is_some_and(|flag| flag.load(Ordering::Relaxed))
+        is_set(self.interrupt)
     }
 
     /// Also stop once the generated text, decoded with `tokenizer`, contains

@@ -88,9 +88,11 @@ fn check_preamble(wasm: &[u8]) -> Result<()> {
     // module, 1 for a component.
     const MAGIC: &[u8] = b"\0asm";
     if !wasm.starts_with(MAGIC) {
-        let start = String::from_utf8_lossy(&wasm[..wasm.len().min(8)]).into_owned();
+        // As bytes: text read from them would put control characters and
+        // replacement marks in the message.
+        let start = wasm[..wasm.len().min(8)].escape_ascii().to_string();
         bail!(
-            "not WebAssembly: a component begins with the bytes `\\0asm`, this file with {start:?}"
+            "not WebAssembly: a component begins with the bytes `\\0asm`, this file with `{start}`"
         );
     }
     if wasm.get(6..8) == Some(&[0, 0]) {

@@ -48,8 +48,10 @@ pub struct ServeBenchArgs {
     #[arg(long, default_value = r#"{"product_id": "p1"}"#)]
     arguments: String,
     /// Times to open the sessions, step them and make the clients leave:
-    /// memory that keeps growing from round to round would be a leak.
-    #[arg(long, default_value_t = 2, value_parser = at_least_one_u64)]
+    /// memory that keeps growing from round to round would be a leak (the
+    /// first round warms the allocator up; from three, its growth per
+    /// round after the first is measured).
+    #[arg(long, default_value_t = 3, value_parser = at_least_one_u64)]
     rounds: u64,
     /// One JSON object instead of the table.
     #[arg(long)]
@@ -84,7 +86,7 @@ pub fn run(args: ServeBenchArgs) -> Result<ExitCode> {
         serde_json::from_str(&args.arguments).context("--arguments is not JSON")?;
     let step = json!({"type": "step", "data": {"type": "call_tool", "tool_name": args.tool, "arguments": arguments}})
         .to_string();
-    let runtime = runtime()?;
+    let runtime = runtime(IDLE_THREADS_KEPT)?;
     let rows = runtime.block_on(load_test(&args, step))?;
     report(&rows, args.json);
     Ok(ExitCode::SUCCESS)
@@ -111,7 +113,7 @@ async fn load_test(args: &ServeBenchArgs, step: String) -> Result<Vec<Row>> {
             (base, Some(stop))
         }
     };
-    let rss_baseline = settled_resident_bytes();
+    let rss_baseline = settled_resident_bytes().await;
     let step = Arc::new(step);
     let mut rounds = Vec::new();
     for _ in 0..args.rounds {
@@ -238,6 +240,19 @@ async fn load_test(args: &ServeBenchArgs, step: String) -> Result<Vec<Row>> {
                 unit: "MiB",
             });
         }
+        // The first round warms the allocator's heaps up; a leak shows as
+        // growth over the rounds after it.
+        let after_first: Vec<f64> = rounds[1..]
+            .iter()
+            .filter_map(|round| mib(round.rss_gone))
+            .collect();
+        if after_first.len() >= 2 {
+            rows.push(Row {
+                metric: "resident memory growth per round after the first",
+                value: slope(&after_first),
+                unit: "MiB/round",
+            });
+        }
     }
     Ok(rows)
 }
@@ -314,7 +329,7 @@ async fn round(args: &ServeBenchArgs, base: &str, step: &Arc<String>) -> Result<
         drain_seconds,
         rss_open,
         rss_stepped,
-        rss_gone: settled_resident_bytes(),
+        rss_gone: settled_resident_bytes().await,
     })
 }
 
@@ -450,15 +465,41 @@ async fn sessions(base: &str) -> Result<u64> {
         .context("/healthz has no session count")
 }
 
-/// This process's resident memory once freed memory is handed back to the
-/// system (the allocator keeps freed pages otherwise).
-fn settled_resident_bytes() -> Option<u64> {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free heap pages; it has no preconditions.
-    unsafe {
-        libc::malloc_trim(0);
+/// How long the bench's idle blocking threads are kept: a thread's
+/// allocator heap keeps what other threads freed in it (the sessions'
+/// episodes, judged there) until it exits, which would count as the
+/// server's memory.
+const IDLE_THREADS_KEPT: Duration = Duration::from_millis(200);
+
+/// This process's resident memory once it stops falling: the work left
+/// (ended episodes being judged) done, and idle blocking threads gone,
+/// having handed back what their heaps held (or after 8 s).
+async fn settled_resident_bytes() -> Option<u64> {
+    let mut last = resident_bytes()?;
+    for _ in 0..20 {
+        tokio::time::sleep(IDLE_THREADS_KEPT * 2).await;
+        let now = resident_bytes()?;
+        // Within a percent of the last reading: settled.
+        if now + now / 100 >= last {
+            return Some(now.min(last));
+        }
+        last = now;
     }
-    resident_bytes()
+    Some(last)
+}
+
+/// The least-squares slope of `values` against their index.
+fn slope(values: &[f64]) -> f64 {
+    let n = values.len() as f64;
+    let mean_x = (n - 1.0) / 2.0;
+    let mean_y = values.iter().sum::<f64>() / n;
+    let (mut covariance, mut variance) = (0.0, 0.0);
+    for (x, y) in values.iter().enumerate() {
+        let dx = x as f64 - mean_x;
+        covariance += dx * (y - mean_y);
+        variance += dx * dx;
+    }
+    covariance / variance
 }
 
 /// This process's resident memory (Linux).

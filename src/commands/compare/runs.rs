@@ -80,9 +80,15 @@ impl Run {
             .with_context(|| format!("reading {}", config.display()))?;
         let table: toml::Table =
             toml::from_str(&text).with_context(|| format!("reading {}", config.display()))?;
+        let mut settings = serde_json::to_value(table)?;
+        // Beside its config, what it trains on: runs on other environments
+        // differ there first.
+        if let Ok(environments) = crate::commands::train::environments_trained_on(dir) {
+            settings["environments"] = environments.join(", ").into();
+        }
         Ok(Self {
             dir: dir.to_owned(),
-            settings: serde_json::to_value(table)?,
+            settings,
             metrics: read_metrics(&dir.join(METRICS_FILE))?,
         })
     }
@@ -338,6 +344,9 @@ impl Row {
         let after = (!steps.is_empty())
             .then(|| run.eval_at(run.last_step()))
             .flatten();
+        // Steps done, as the lines' steps count them: lines lost to a cut
+        // metrics file are steps all the same.
+        let sft_done = sft.iter().map(|line| line.step).max().unwrap_or(0);
         let by_environment = |eval: Option<&Metrics>| {
             eval.and_then(|eval| eval.heldout_success_by_environment.clone())
         };
@@ -346,8 +355,10 @@ impl Row {
             dir: run.dir.clone(),
             starts_from: parent.map(|(label, ..)| label.to_owned()),
             starts_from_step: parent.map(|(.., step)| step),
-            sft_steps: sft.len(),
-            rl_steps: rl.len(),
+            sft_steps: sft_done,
+            rl_steps: rl.iter().map(|line| line.step).max().map_or(0, |last| {
+                last.saturating_sub(run.sft_steps_configured().unwrap_or(sft_done))
+            }),
             heldout_before: before.and_then(|eval| eval.heldout_success),
             heldout_after_sft: after_sft,
             heldout_after: after.and_then(|eval| eval.heldout_success),
@@ -617,6 +628,10 @@ mod tests {
         assert_eq!(row.rl_reward, Some(0.4));
         assert_eq!(row.masked_share, Some(0.25));
         assert_eq!(row.grad_norm_max, Some(4.0));
+        // Lines lost to a cut file are steps done all the same.
+        let cut = [&metrics[..1], &metrics[2..4], &metrics[5..]].concat();
+        let row = Row::new("x", &run(config.clone(), cut), None);
+        assert_eq!((row.sft_steps, row.rl_steps), (2, 2));
 
         // A run stopped in its SFT stage (a time limit) never ended it.
         let stopped = run(json!({"sft": {"steps": 100}}), metrics[..4].to_vec());

@@ -44,7 +44,8 @@ pub struct TrainArgs {
     /// it to layer files, later ones winning.
     #[arg(long, value_name = "FILE")]
     config: Vec<PathBuf>,
-    /// The settings a config file starts from (a resumed run keeps its own).
+    /// The settings a config file starts from (not with --resume: a resumed
+    /// run keeps its own).
     #[arg(long, value_enum, default_value_t = Preset::Default, conflicts_with = "resume")]
     preset: Preset,
     /// Environment bundles to train on (repeatable); by default the smoke
@@ -79,9 +80,9 @@ pub struct TrainArgs {
     #[arg(long, value_name = "N", value_parser = at_least_one_u64)]
     max_steps: Option<u64>,
     /// Stop once the next step and then an evaluation, if they took as long
-    /// as the last ones, would end after this many seconds, with a
-    /// checkpoint to `--resume` from and that evaluation: runs that must
-    /// fit a time slot.
+    /// as the last ones (of the step's stage; resumed, as recorded), would
+    /// end after this many seconds, with a checkpoint to `--resume` from
+    /// and that evaluation: runs that must fit a time slot.
     #[arg(long, value_name = "SECS", value_parser = flags::time_limit)]
     time_limit: Option<Duration>,
     /// Where to train: the CPU, the first CUDA GPU (a forge built with
@@ -270,11 +271,11 @@ impl Stop {
         let flag = shutdown::flag(move || match told.get() {
             Some(bar) => bar.suspend(|| {
                 eprintln!(
-                    "stopping after this step (an evaluation, at once), with a checkpoint to \
-                     --resume from (again to quit at once)"
+                    "stopping once the step under way is done (an evaluation under way stops \
+                     now), with a checkpoint to --resume from; press Ctrl-C again to quit at once"
                 )
             }),
-            None => eprintln!("stopping before the run begins (again to quit at once)"),
+            None => eprintln!("stopping before the run begins; press Ctrl-C again to quit at once"),
         })
         .context("listening for Ctrl-C")?;
         Ok(Self { flag, begun })
@@ -613,6 +614,51 @@ fn recorded_bundles(run_dir: &Path) -> Result<Vec<RecordedBundle>> {
     serde_json::from_str(&text).with_context(|| format!("parsing {}", record.display()))
 }
 
+/// The environments the run in `run_dir` trains on, as its `envs.json`
+/// names them: each bundle's directory or suite, and its content hash where
+/// recorded. What `forge compare` sets beside the runs' configs.
+pub(crate) fn environments_trained_on(run_dir: &Path) -> Result<Vec<String>> {
+    let named = |name: String, hash: &Option<String>| match hash {
+        Some(hash) => format!("{name} ({})", output::short_hash(hash)),
+        None => name,
+    };
+    let file_name = |dir: &Path| {
+        dir.file_name().map_or_else(
+            || dir.display().to_string(),
+            |name| name.display().to_string(),
+        )
+    };
+    Ok(recorded_bundles(run_dir)?
+        .into_iter()
+        .map(|recorded| match recorded {
+            RecordedBundle::Dir { dir, content_hash } => named(file_name(&dir), &content_hash),
+            RecordedBundle::Suite {
+                suite,
+                content_hash,
+                ..
+            } => named(suite, &content_hash),
+            RecordedBundle::Path(dir) => file_name(&dir),
+        })
+        .collect())
+}
+
+/// The bundle the run in `run_dir` trains on, as it was then, where it
+/// trains on one: what `--tasks heldout:RUN_DIR` plays without `--env`.
+pub(crate) fn sole_environment(run_dir: &Path) -> Result<(Source, Bundle)> {
+    let recorded =
+        recorded_bundles(run_dir).context("`heldout:` names a `forge train` run directory")?;
+    match recorded.as_slice() {
+        [one] => one.read(run_dir),
+        several => bail!(
+            "the run in {} trains on {} environments ({}): name the one whose held-out tasks to \
+             play with --env or --suite",
+            run_dir.display(),
+            several.len(),
+            environments_trained_on(run_dir)?.join(", ")
+        ),
+    }
+}
+
 /// The tasks of `env` that the run in `run_dir` holds out (and never trains
 /// on), as indices in the environment's order: `env` must be one the run
 /// trains on, as it was then, or the split would not be the run's.
@@ -694,7 +740,13 @@ impl RecordedBundle {
                 )
             }
         };
-        let bundle = source.read()?;
+        let bundle = source.read().map_err(|err| match &source {
+            // Moved since the run started: where the run looks for it.
+            Source::Dir(dir) if !dir.exists() => err.context(format!(
+                "the run's {ENVS_FILE} names it: move the bundle back, or mend the path there"
+            )),
+            _ => err,
+        })?;
         if let Some(recorded) = content_hash
             && *recorded != bundle.content_hash()
         {

@@ -109,23 +109,36 @@ pub(super) fn append(path: &Path, metrics: &Metrics) -> Result<()> {
         .with_context(|| format!("writing {}", path.display()))
 }
 
+/// What [`keep_until`] left of a metrics file.
+#[derive(Debug)]
+pub(super) struct Kept {
+    /// The records kept, in the file's order.
+    pub records: Vec<Metrics>,
+    /// What is amiss with them, for the run's user to be told.
+    pub notice: Option<String>,
+}
+
 /// Leaves in the file at `path` the lines of steps up to `step`: those past
-/// a checkpoint are made again by the run resumed from it. Returns what is
-/// amiss with the lines before it, for the run's user to be told: a file
-/// cut short, or gone, has lost the metrics of steps its checkpoint holds,
-/// which the run cannot make again.
-pub(super) fn keep_until(path: &Path, step: usize) -> Result<Option<String>> {
+/// a checkpoint are made again by the run resumed from it. Tells what is
+/// amiss with the lines before it: a file cut short, or gone, has lost the
+/// metrics of steps its checkpoint holds, which the run cannot make again.
+pub(super) fn keep_until(path: &Path, step: usize) -> Result<Kept> {
     let name = path
         .file_name()
         .map_or(path.as_os_str(), |name| name)
         .display();
     if !path.exists() {
-        return Ok((step > 0).then(|| {
+        let notice = (step > 0).then(|| {
             format!(
                 "{name} is gone: the metrics of the steps up to the checkpoint's {step} are lost"
             )
-        }));
+        });
+        return Ok(Kept {
+            records: Vec::new(),
+            notice,
+        });
     }
+    let mut records = Vec::new();
     let mut text = String::new();
     let mut last_step = 0;
     let read = forge_runtime::jsonl::read_each(path, forge_runtime::jsonl::parse::<Metrics>)?;
@@ -143,10 +156,11 @@ pub(super) fn keep_until(path: &Path, step: usize) -> Result<Option<String>> {
             }
             text.push_str(&serde_json::to_string(&metrics)?);
             text.push('\n');
+            records.push(metrics);
         }
     }
     crate::checkpoint::write_atomically(path, text.as_bytes())?;
-    Ok((last_step < step).then(|| {
+    let notice = (last_step < step).then(|| {
         let lost = match last_step + 1 {
             first if first == step => format!("step {step}"),
             first => format!("steps {first} to {step}"),
@@ -156,7 +170,8 @@ pub(super) fn keep_until(path: &Path, step: usize) -> Result<Option<String>> {
              short or edited): the metrics of {lost} are lost, and curves and `forge compare` \
              go without them"
         )
-    }))
+    });
+    Ok(Kept { records, notice })
 }
 
 #[cfg(test)]
@@ -183,12 +198,15 @@ mod tests {
             line("sft", 3),
         ];
         std::fs::write(&path, lines.concat()).unwrap();
-        assert_eq!(keep_until(&path, 2).unwrap(), None);
+        let kept = keep_until(&path, 2).unwrap();
+        assert_eq!(kept.notice, None);
+        let steps: Vec<_> = kept.records.iter().map(|metrics| metrics.step).collect();
+        assert_eq!(steps, [0, 1, 2]);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), lines[..3].concat());
 
         // Cut short: steps the checkpoint holds have no metrics.
         std::fs::write(&path, lines[..2].concat() + "{\"kind\": \"sf").unwrap();
-        let notice = keep_until(&path, 3).unwrap().unwrap();
+        let notice = keep_until(&path, 3).unwrap().notice.unwrap();
         assert!(
             notice.contains(
                 "metrics.jsonl ends at step 1, before the checkpoint's step 3 (it was cut short \
@@ -197,7 +215,7 @@ mod tests {
             "{notice}"
         );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), lines[..2].concat());
-        let notice = keep_until(&path, 2).unwrap().unwrap();
+        let notice = keep_until(&path, 2).unwrap().notice.unwrap();
         assert!(
             notice.contains("the metrics of step 2 are lost"),
             "{notice}"
@@ -205,7 +223,7 @@ mod tests {
 
         // A torn line past the checkpoint is the step made again: nothing lost.
         std::fs::write(&path, lines[..3].concat() + "{\"kind\": \"sf").unwrap();
-        assert_eq!(keep_until(&path, 2).unwrap(), None);
+        assert_eq!(keep_until(&path, 2).unwrap().notice, None);
 
         // A damaged line amid them stops the resumption, naming it and how
         // to go on, and the file is left as it was.
@@ -220,8 +238,8 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), damaged);
 
         std::fs::remove_file(&path).unwrap();
-        let notice = keep_until(&path, 2).unwrap().unwrap();
+        let notice = keep_until(&path, 2).unwrap().notice.unwrap();
         assert!(notice.contains("metrics.jsonl is gone"), "{notice}");
-        assert_eq!(keep_until(&path, 0).unwrap(), None);
+        assert_eq!(keep_until(&path, 0).unwrap().notice, None);
     }
 }

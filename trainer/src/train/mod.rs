@@ -49,7 +49,8 @@ use optimizer::AdamOptimizer;
 use rollout::{Interrupted, Job, Play, Rollout, Script, Users};
 use run_dir::{
     CHECKPOINTS, EPISODES, LATEST, METRICS, OPTIMIZER, POSITION, Position, REFERENCE, Sealed,
-    check_config, check_seal, checkpoint_name, read_latest, read_position, save_config, seal,
+    check_config, check_restartable, check_seal, checkpoint_name, read_latest, read_position,
+    save_config, seal,
 };
 /// A run directory's config (the one it was started with, which `--resume`
 /// keeps to) and metrics, as the CLI writes and `forge compare` reads them.
@@ -60,7 +61,7 @@ pub use run_dir::{
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 /// The training backend: autodiff over the CPU backend.
@@ -260,8 +261,7 @@ pub struct Limits<'a> {
 
 impl Limits<'_> {
     fn interrupted(&self) -> bool {
-        self.interrupt
-            .is_some_and(|flag| flag.load(Ordering::Relaxed))
+        crate::sampling::is_set(self.interrupt)
     }
 }
 
@@ -290,6 +290,27 @@ pub struct Trainer<'a, B: AutodiffBackend> {
     /// How long the latest evaluation took: a time limit keeps room for the
     /// one made where it stops the run.
     evaluation_time: Option<Duration>,
+    /// How long the latest step of each stage took, which a time limit
+    /// judges the next one by: resumed, as the metrics record it, so that
+    /// a run given less time than a step stops before it, not during it.
+    step_times: StepTimes,
+}
+
+/// How long the latest step of each stage took, as run or, resumed, as
+/// the run's metrics record.
+#[derive(Debug, Default)]
+struct StepTimes {
+    sft: Option<Duration>,
+    rl: Option<Duration>,
+}
+
+impl StepTimes {
+    fn of(&mut self, stage: Stage) -> &mut Option<Duration> {
+        match stage {
+            Stage::Sft => &mut self.sft,
+            Stage::Rl => &mut self.rl,
+        }
+    }
 }
 
 /// The policy's name in the records of rollouts and evaluations.
@@ -328,7 +349,11 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 "{} already holds a run: pass --resume to continue it, or choose another directory",
                 dir.display()
             ),
-            (None, _) => Position::default(),
+            (None, true) => {
+                check_restartable(dir, &config)?;
+                Position::default()
+            }
+            (None, false) => Position::default(),
         };
         // Where the weights come from: the latest checkpoint when resuming
         // (with LoRA, whose weights stay as they started, only the adapters),
@@ -434,6 +459,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             checkpointed: latest.as_ref().map(|_| position.step),
             notices,
             evaluation_time: None,
+            step_times: StepTimes::default(),
         };
         if let Some(checkpoint) = latest {
             trainer.restore(&checkpoint)?;
@@ -500,6 +526,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         if self.evaluation_due(step) && !self.evaluated_at(step)? {
             interrupted = !self.evaluate(observer, limits)?;
         }
+        // The step before, whose time stands for a stage's first step.
+        let mut last_step_time = None;
         while self.position.step < total {
             interrupted |= limits.interrupted();
             if interrupted || stop_at == Some(self.position.step) {
@@ -512,6 +540,41 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             } else {
                 Stage::Rl
             };
+            // Room for the step and the evaluation made where the run
+            // stops (one due after the step is made there, in its place).
+            // A stage's first step is judged by the step before it, which
+            // takes no longer (an RL step takes many SFT steps' time).
+            let step_time = self.step_times.of(stage).or(last_step_time);
+            let out_of_time = limits
+                .deadline
+                .zip(step_time)
+                .is_some_and(|(deadline, took)| {
+                    // Times read back from an edited file may be past counting.
+                    let needed = took.checked_add(self.evaluation_time.unwrap_or_default());
+                    needed
+                        .and_then(|needed| Instant::now().checked_add(needed))
+                        .is_none_or(|done| done >= deadline)
+                });
+            if out_of_time {
+                if step == first_step {
+                    // Said, or a job given the same limit again would
+                    // stop here again, none the wiser.
+                    observer.notice(&format!(
+                        "the time limit leaves no room for a step ({:.1} s, as the last took) and \
+                         the evaluation where the run stops ({:.1} s): no step was run",
+                        step_time.unwrap_or_default().as_secs_f64(),
+                        self.evaluation_time.unwrap_or_default().as_secs_f64()
+                    ));
+                }
+                // The checkpoint first: it is what a resumed run needs,
+                // should the process be stopped from outside during the
+                // evaluation.
+                self.save_checkpoint(observer)?;
+                if !self.evaluated_at(step)? {
+                    interrupted = !self.evaluate(observer, limits)?;
+                }
+                break;
+            }
             if step == sft_steps && stage == Stage::Rl {
                 self.start_rl()?;
             }
@@ -521,6 +584,8 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                 Stage::Rl => self.rl_step(step - sft_steps)?,
             };
             let step_time = step_started.elapsed();
+            *self.step_times.of(stage) = Some(step_time);
+            last_step_time = Some(step_time);
             if stage == Stage::Rl {
                 rl_steps.0 += 1;
                 // No loss: no rollout had an advantage to learn from.
@@ -530,21 +595,6 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             self.record(&metrics, observer)?;
             let done = self.position.step;
             let stage_end = done == sft_steps || done == total;
-            // Room for another step and the evaluation that ends the run,
-            // and for one due before that step.
-            let evaluations = 1 + u32::from(self.evaluation_due(done));
-            let evaluation_time = self.evaluation_time.unwrap_or_default() * evaluations;
-            let out_of_time = done < total
-                && limits.deadline.is_some_and(|deadline| {
-                    Instant::now() + step_time + evaluation_time >= deadline
-                });
-            if out_of_time {
-                // The checkpoint first: it is what a resumed run needs, should
-                // the process be stopped from outside during the evaluation.
-                self.save_checkpoint(observer)?;
-                interrupted = !self.evaluate(observer, limits)?;
-                break;
-            }
             if self.evaluation_due(done) {
                 interrupted = !self.evaluate(observer, limits)?;
             }
@@ -566,7 +616,22 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         }
         let complete = self.position.step == total;
         let final_model = self.dir.join(run_dir::FINAL);
-        if complete {
+        // A complete run resumed keeps the model it wrote, unless that is
+        // gone, damaged or unsealed (written before models were).
+        let sealed = final_model.join(run_dir::SEAL).is_file();
+        let intact = || sealed && check_model_seal(&final_model).is_ok();
+        if complete && (first_step < total || !intact()) {
+            let lost = match (final_model.exists(), sealed) {
+                (false, _) => Some("gone"),
+                (true, true) => Some("damaged"),
+                (true, false) => None,
+            };
+            if let Some(lost) = lost.filter(|_| first_step == total) {
+                observer.notice(&format!(
+                    "{} is {lost}: written again from the last checkpoint",
+                    final_model.display()
+                ));
+            }
             // Unsealed while it is written: a stop part-way leaves files no
             // seal vouches for, not new files under the old seal.
             let _ = std::fs::remove_file(final_model.join(run_dir::SEAL));
@@ -1010,6 +1075,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
         for record in &records {
             file.write(record)?;
         }
+        let took = started.elapsed();
         let metrics = Metrics {
             kind: "eval".into(),
             step: self.position.step,
@@ -1020,10 +1086,10 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
                     .map(|(name, counts)| (name.to_owned(), share(counts)))
                     .collect(),
             ),
-            seconds: Some(started.elapsed().as_secs_f64()),
+            seconds: Some(took.as_secs_f64()),
             ..Metrics::default()
         };
-        self.evaluation_time = Some(started.elapsed());
+        self.evaluation_time = Some(took);
         self.record(&metrics, observer)?;
         Ok(true)
     }
@@ -1081,12 +1147,20 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
             self.reference = Some(self.load_reference()?);
         }
         let kept = metrics::keep_until(&self.dir.join(METRICS), self.position.step)?;
-        self.notices.extend(kept);
-        self.evaluation_time = read_metrics(&self.dir.join(METRICS))?
-            .iter()
-            .rev()
-            .find(|metrics| metrics.kind == "eval")
-            .and_then(|metrics| Duration::try_from_secs_f64(metrics.seconds?).ok());
+        self.notices.extend(kept.notice);
+        // What a time limit judges the run's next steps by, as when it stopped.
+        let took = |kind: &str| {
+            kept.records
+                .iter()
+                .rev()
+                .find(|metrics| metrics.kind == kind)
+                .and_then(|metrics| Duration::try_from_secs_f64(metrics.seconds?).ok())
+        };
+        self.evaluation_time = took("eval");
+        self.step_times = StepTimes {
+            sft: took("sft"),
+            rl: took("rl"),
+        };
         Ok(())
     }
 }

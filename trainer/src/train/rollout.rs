@@ -22,7 +22,7 @@ use forge_runtime::{Environment, PreparedTask};
 use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 
 /// One finished episode of the policy.
@@ -229,8 +229,7 @@ impl<'a, B: Backend> Play<'a, B> {
 
     /// Whether the interrupt [`Self::stopped_by`] gave is set.
     fn interrupt_set(&self) -> bool {
-        self.interrupt
-            .is_some_and(|flag| flag.load(Ordering::Relaxed))
+        crate::sampling::is_set(self.interrupt)
     }
 
     /// Plays `jobs`, each episode on its own thread (tools run in parallel),

@@ -3,6 +3,7 @@
 //! and where the run stood there.
 
 use super::config::TrainConfig;
+use super::metrics::Metrics;
 use anyhow::{Context, Result, bail};
 use forge_runtime::differences::{Difference, differences};
 use serde::{Deserialize, Serialize};
@@ -63,13 +64,64 @@ pub(super) fn read_latest(dir: &Path) -> Result<Option<PathBuf>> {
     let name = name.trim();
     let checkpoint = checkpoints.join(name);
     if step_of(name).is_none() || !checkpoint.is_dir() {
+        let newest = match newest_checkpoint(&checkpoints)? {
+            Some(newest) => format!(" (it holds `{newest}`: name that one to resume from it)"),
+            None => String::new(),
+        };
         bail!(
-            "{} names `{name}`, which is not a checkpoint in {}",
+            "{} names `{name}`, which is not a checkpoint in {}{newest}",
             latest.display(),
             checkpoints.display()
         );
     }
     Ok(Some(checkpoint))
+}
+
+/// Refuses to resume the run in `dir`, which holds no checkpoint, from its
+/// start where it shows it got past one (`checkpoints/` removed to save
+/// space): restarting from step 0 would discard its metrics, and leave its
+/// `final/` model beside metrics no longer its own. A run killed before its
+/// first checkpoint was whole got no further than that checkpoint's step.
+pub(super) fn check_restartable(dir: &Path, config: &TrainConfig) -> Result<()> {
+    let checkpoints = dir.join(CHECKPOINTS);
+    if dir.join(FINAL).exists() {
+        bail!(
+            "{} holds the model of a complete run ({FINAL}/), but {} holds no checkpoint to \
+             resume from: there is nothing to continue (to train again, choose another \
+             --run-dir)",
+            dir.display(),
+            checkpoints.display()
+        );
+    }
+    let total = config.sft.steps + config.rl.steps;
+    let first_checkpoint = [config.checkpoint_every, config.sft.steps, total]
+        .into_iter()
+        .filter(|&step| step > 0)
+        .min();
+    // Read past damaged lines: those that parse tell how far it got.
+    let metrics = dir.join(METRICS);
+    let reached = match metrics.exists() {
+        true => forge_runtime::jsonl::read_each(&metrics, forge_runtime::jsonl::parse::<Metrics>)?
+            .records
+            .into_iter()
+            .flatten()
+            .filter(|metrics| metrics.kind != "eval")
+            .map(|metrics| metrics.step)
+            .max(),
+        false => None,
+    };
+    if let (Some(first), Some(reached)) = (first_checkpoint, reached)
+        && reached > first
+    {
+        bail!(
+            "{} records steps up to {reached}, past the checkpoint of step {first}, but {} holds \
+             no checkpoint to resume from: resuming would restart the run from step 0 and \
+             discard them (to train again from the start, choose another --run-dir)",
+            metrics.display(),
+            checkpoints.display()
+        );
+    }
+    Ok(())
 }
 
 /// The name of the complete checkpoint of the highest step in
@@ -206,14 +258,29 @@ fn damaged_part(checkpoint: &Path, sealed: &str, now: &str) -> String {
     };
     let (sealed_model, sealed_adapters, sealed_optimizer) = parts(sealed);
     let (model, adapters, optimizer) = parts(now);
-    let weights = crate::checkpoint::WEIGHTS;
+    use crate::checkpoint::{CONFIG, PROMPT, TOKENIZER, WEIGHTS};
     if sealed_model != model {
-        match checkpoint.join(weights).exists() {
-            true => format!(
-                "its model files (the weights, {weights}, its config or tokenizer) changed since \
-                 it was written"
+        // A checkpoint's position is one of its files; `final/` has none.
+        let is_checkpoint = checkpoint
+            .file_name()
+            .and_then(|name| step_of(name.to_str()?))
+            .is_some();
+        let missing: Vec<&str> = [WEIGHTS, CONFIG, TOKENIZER, PROMPT, POSITION]
+            .into_iter()
+            .filter(|&file| file != POSITION || is_checkpoint)
+            .filter(|file| !checkpoint.join(file).exists())
+            .collect();
+        match missing.as_slice() {
+            [] => format!(
+                "its model files (the weights, {WEIGHTS}, or one of its .json files: config, \
+                 tokenizer, prompt{}) changed since it was written",
+                match is_checkpoint {
+                    true => ", position",
+                    false => "",
+                }
             ),
-            false => format!("its weights, {weights}, are missing"),
+            [file] => format!("its {file} is missing"),
+            files => format!("its {} are missing", files.join(", ")),
         }
     } else if sealed_adapters != adapters {
         let adapters = crate::checkpoint::ADAPTER_DIR;
@@ -221,7 +288,10 @@ fn damaged_part(checkpoint: &Path, sealed: &str, now: &str) -> String {
     } else if sealed_optimizer != optimizer {
         let state = super::optimizer::state_file(&checkpoint.join(OPTIMIZER));
         let name = state.file_name().unwrap_or_default().display().to_string();
-        format!("its optimizer state ({name}) changed since it was written")
+        match state.exists() {
+            true => format!("its optimizer state ({name}) changed since it was written"),
+            false => format!("its optimizer state ({name}) is missing"),
+        }
     } else {
         "its files changed since it was written".to_owned()
     }
@@ -252,7 +322,14 @@ fn checkpoint_digest(checkpoint: &Path, with_optimizer: bool) -> Result<String> 
 /// model and metrics of that step.
 pub(super) fn read_position(checkpoint: &Path) -> Result<Position> {
     let path = checkpoint.join(POSITION);
-    let position: Position = read_json(&path)?;
+    // Written last: a checkpoint without it was not finished, or lost it.
+    let position: Position = read_json(&path).with_context(|| {
+        format!(
+            "{} cannot be resumed from (an earlier checkpoint may do: name it in {})",
+            checkpoint.display(),
+            checkpoint.with_file_name(LATEST).display()
+        )
+    })?;
     let step = checkpoint
         .file_name()
         .and_then(|name| step_of(name.to_str()?))
@@ -294,13 +371,26 @@ pub(super) fn save_config(checkpoint: &Path, config: &TrainConfig) -> Result<()>
 
 /// Refuses to resume `checkpoint` under a `config` other than its own
 /// (beyond [`RELOCATABLE`] settings): from a changed config the run would
-/// no longer continue as it began. Checkpoints saved before they kept
-/// their config pass.
+/// no longer continue as it began. A sealed checkpoint without its config
+/// (removed) is refused, saying how to restore it; an unsealed one (saved
+/// before checkpoints were sealed, or kept their config) passes.
 pub(super) fn check_config(checkpoint: &Path, config: &TrainConfig) -> Result<()> {
     let path = checkpoint.join(CONFIG);
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(err)
+            if err.kind() == std::io::ErrorKind::NotFound && !checkpoint.join(SEAL).is_file() =>
+        {
+            return Ok(());
+        }
+        // Without it, a changed config would resume unnoticed.
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => bail!(
+            "{} is missing, so the run's config cannot be checked against the one its \
+             checkpoint was written under: restore it (a copy of the run's {CONFIG}, if that is \
+             unchanged since), or name an earlier checkpoint in {}",
+            path.display(),
+            checkpoint.with_file_name(LATEST).display()
+        ),
         Err(err) => return Err(err).with_context(|| format!("reading {}", path.display())),
     };
     let saved =
@@ -353,7 +443,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let reference = dir.path().join(REFERENCE);
         std::fs::create_dir_all(&reference).unwrap();
-        let weights = reference.join(crate::checkpoint::WEIGHTS);
+        // A full fine-tuning run's reference: a model and how it is prompted.
+        use crate::checkpoint::{CONFIG, PROMPT, TOKENIZER, WEIGHTS};
+        for file in [CONFIG, PROMPT, TOKENIZER] {
+            std::fs::write(reference.join(file), b"{}").unwrap();
+        }
+        let weights = reference.join(WEIGHTS);
         std::fs::write(&weights, b"weights").unwrap();
         let notice = check_seal(&reference, Sealed::Reference).unwrap().unwrap();
         assert!(
@@ -373,6 +468,16 @@ mod tests {
         );
         assert!(
             err.contains("its KL penalty would pull towards another policy"),
+            "{err}"
+        );
+        // A file gone is named as such.
+        std::fs::write(&weights, b"weights").unwrap();
+        std::fs::remove_file(reference.join(CONFIG)).unwrap();
+        let err = check_seal(&reference, Sealed::Reference)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("reference is damaged: its config.json is missing"),
             "{err}"
         );
     }
