@@ -135,7 +135,7 @@ fn episodes_table(records: &[(u64, EpisodeRecord)]) -> comfy_table::Table {
     for (trial, record) in records {
         let verdict = &record.verdict;
         table.add_row(vec![
-            record.task_id.clone(),
+            output::cell(&record.task_id),
             trial.to_string(),
             format!("{:.0}", verdict.reward),
             format!("{:.2}", verdict.partial_credit),
