@@ -109,7 +109,7 @@ async fn load_test(args: &ServeBenchArgs, step: String) -> Result<Vec<Row>> {
     let (base, server) = match &args.url {
         Some(url) => (url.trim_end_matches('/').to_owned(), None),
         None => {
-            let (base, stop) = start_server(args.sessions).await?;
+            let (base, stop) = start_server(args.sessions, &args.tool).await?;
             (base, Some(stop))
         }
     };
@@ -334,8 +334,13 @@ async fn round(args: &ServeBenchArgs, base: &str, step: &Arc<String>) -> Result<
 }
 
 /// Starts a server on a free loopback port; returns its base URL and the
-/// sender that stops it.
-async fn start_server(sessions: usize) -> Result<(String, tokio::sync::oneshot::Sender<()>)> {
+/// sender that stops it. A `tool` its environment lacks is refused first:
+/// every step would be an error answer, found out only after `--seconds`.
+async fn start_server(
+    sessions: usize,
+    tool: &str,
+) -> Result<(String, tokio::sync::oneshot::Sender<()>)> {
+    let tool = tool.to_owned();
     let limits = SessionLimits {
         max_sessions: sessions + 8,
         steps_per_second: 1e9,
@@ -346,6 +351,18 @@ async fn start_server(sessions: usize) -> Result<(String, tokio::sync::oneshot::
     let hub = tokio::task::spawn_blocking(move || -> Result<forge_serve::Hub> {
         let sandbox = sandbox_for(limits.max_sessions)?;
         let env = forge_runtime::Environment::load(&sandbox, crate::builtin::example_bundle())?;
+        let tools: Vec<&str> = env
+            .component()
+            .tools()
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
+        if !tools.contains(&tool.as_str()) {
+            bail!(
+                "--tool `{tool}`: the built-in example environment has no such tool (it has {})",
+                tools.join(", ")
+            );
+        }
         hub_for(vec![env], limits, 0.0, None)
     })
     .await??;
