@@ -3,6 +3,7 @@
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
+use std::path::Path;
 use std::time::Duration;
 
 /// Width of tables when stdout is not a terminal (a terminal's own width is
@@ -165,6 +166,20 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
 /// measures a tab as one column, and the terminal draws up to eight).
 pub fn cell(text: &str) -> String {
     printable(text).replace('\t', "    ")
+}
+
+/// The last line of `--json` output of `forge run` or `forge eval` cut
+/// short (by Ctrl-C or an error), in place of a summary whose rates would
+/// read as the whole command's: how many of the episodes finished, and the
+/// file that keeps them (none where there is no file).
+pub fn json_stopped(interrupted: bool, episodes: u64, planned: u64, out: Option<&Path>) {
+    json_line(&serde_json::json!({
+        "stopped": true,
+        "interrupted": interrupted,
+        "episodes": episodes,
+        "episodes_planned": planned,
+        "out": out,
+    }));
 }
 
 /// Prints one JSON value on its own line.

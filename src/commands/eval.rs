@@ -205,15 +205,7 @@ fn evaluate(
             trajectories.display()
         );
         if args.json {
-            // No report, whose rates would read as the whole evaluation's:
-            // a line that says it ended early.
-            output::json_line(&json!({
-                "stopped": true,
-                "interrupted": interrupted,
-                "episodes": finished,
-                "episodes_planned": total,
-                "out": trajectories,
-            }));
+            output::json_stopped(interrupted, finished as u64, total, Some(&trajectories));
         }
         if interrupted {
             progress.finish_and_clear();

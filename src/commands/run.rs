@@ -92,16 +92,12 @@ pub fn run(mut args: RunArgs) -> Result<ExitCode> {
         }
         progress.finish_and_clear();
         if args.json {
-            // In place of the summary, whose rates and pass^k would read as
-            // the whole run's: a last line that says the run ended early.
-            output::json_line(&json!({
-                "stopped": true,
-                "interrupted": interrupted,
-                "episodes": records.len(),
-                "episodes_planned": total,
-                // Where the finished episodes are kept (none: no file).
-                "out": args.out.as_ref().filter(|_| args.append || !records.is_empty()),
-            }));
+            // The file is kept where it was appended to or holds episodes.
+            let kept = args
+                .out
+                .as_deref()
+                .filter(|_| args.append || !records.is_empty());
+            output::json_stopped(interrupted, records.len() as u64, total, kept);
         } else if !records.is_empty() {
             // The finished episodes' table, which the error would otherwise
             // lose; no summary, whose rates and pass^k would read as the

@@ -618,27 +618,9 @@ fn recorded_bundles(run_dir: &Path) -> Result<Vec<RecordedBundle>> {
 /// names them: each bundle's directory or suite, and its content hash where
 /// recorded. What `forge compare` sets beside the runs' configs.
 pub(crate) fn environments_trained_on(run_dir: &Path) -> Result<Vec<String>> {
-    let named = |name: String, hash: &Option<String>| match hash {
-        Some(hash) => format!("{name} ({})", output::short_hash(hash)),
-        None => name,
-    };
-    let file_name = |dir: &Path| {
-        dir.file_name().map_or_else(
-            || dir.display().to_string(),
-            |name| name.display().to_string(),
-        )
-    };
     Ok(recorded_bundles(run_dir)?
-        .into_iter()
-        .map(|recorded| match recorded {
-            RecordedBundle::Dir { dir, content_hash } => named(file_name(&dir), &content_hash),
-            RecordedBundle::Suite {
-                suite,
-                content_hash,
-                ..
-            } => named(suite, &content_hash),
-            RecordedBundle::Path(dir) => file_name(&dir),
-        })
+        .iter()
+        .map(RecordedBundle::label)
         .collect())
 }
 
@@ -654,7 +636,11 @@ pub(crate) fn sole_environment(run_dir: &Path) -> Result<(Source, Bundle)> {
              play with --env or --suite",
             run_dir.display(),
             several.len(),
-            environments_trained_on(run_dir)?.join(", ")
+            several
+                .iter()
+                .map(RecordedBundle::label)
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     }
 }
@@ -718,6 +704,30 @@ enum RecordedBundle {
 }
 
 impl RecordedBundle {
+    /// The bundle as a person names it: its directory's or suite's name,
+    /// and its content hash where recorded.
+    fn label(&self) -> String {
+        let file_name = |dir: &Path| {
+            dir.file_name().map_or_else(
+                || dir.display().to_string(),
+                |name| name.display().to_string(),
+            )
+        };
+        let (name, hash) = match self {
+            Self::Dir { dir, content_hash } => (file_name(dir), content_hash),
+            Self::Suite {
+                suite,
+                content_hash,
+                ..
+            } => (suite.clone(), content_hash),
+            Self::Path(dir) => (file_name(dir), &None),
+        };
+        match hash {
+            Some(hash) => format!("{name} ({})", output::short_hash(hash)),
+            None => name,
+        }
+    }
+
     /// The bundle, as it was when the run started, and where it is read from.
     fn read(&self, run_dir: &Path) -> Result<(Source, Bundle)> {
         let (source, content_hash) = match self {
