@@ -97,21 +97,36 @@ fn log_lines(bar: &ProgressBar, every: Duration, mut out: impl Write + Send + 's
                     continue;
                 }
             }
-            let seconds = bar.elapsed().as_secs();
-            let (position, message) = &place;
             // A log that cannot be written to loses only these lines.
-            let _ = writeln!(
-                out,
-                "[{:02}:{:02}:{:02}] {position}/{} {message}",
-                seconds / 3600,
-                seconds / 60 % 60,
-                seconds % 60,
-                bar.length().map_or("?".to_owned(), |len| len.to_string()),
-            );
+            let _ = writeln!(out, "{}", place_line(&bar));
             logged = Some(place);
             still = 0;
         }
     });
+}
+
+/// `bar`'s place as a log line: `[00:01:30] 12/40 message`, as the bar
+/// shows it.
+pub fn place_line(bar: &ProgressBar) -> String {
+    format!(
+        "{} {}/{} {}",
+        elapsed(bar),
+        bar.position(),
+        bar.length().map_or("?".to_owned(), |len| len.to_string()),
+        bar.message()
+    )
+}
+
+/// The time `bar` has run, as `[00:01:30]`: what a log line written in
+/// place of the bar begins with.
+pub fn elapsed(bar: &ProgressBar) -> String {
+    let seconds = bar.elapsed().as_secs();
+    format!(
+        "[{:02}:{:02}:{:02}]",
+        seconds / 3600,
+        seconds / 60 % 60,
+        seconds % 60
+    )
 }
 
 /// How many intervals without progress pass between the lines that say a
@@ -124,6 +139,17 @@ pub fn count(n: impl std::fmt::Display, noun: &str) -> String {
     let n = n.to_string();
     let plural = if n == "1" { "" } else { "s" };
     format!("{n} {noun}{plural}")
+}
+
+/// A measurement as a table shows it: whole from 100 up, else to three
+/// significant digits, so that a small one (`0.0312` µs, `4.27` tokens/s)
+/// keeps what tells it apart rather than rounding to `0.03` or `4`.
+pub fn measured(value: f64) -> String {
+    if !value.is_finite() || value.abs() >= 100.0 || value == 0.0 {
+        return format!("{value:.0}");
+    }
+    let digits = 2 - value.abs().log10().floor() as i32;
+    format!("{value:.*}", digits.max(0) as usize)
 }
 
 /// What a remote model cost, as a summary line says it: "12 requests, 3400
@@ -197,6 +223,21 @@ mod tests {
         assert_eq!(printable("\u{1b}[2Jx\r"), "\\u{1b}[2Jx\\r");
         // A table measures a tab as one column: its cells hold spaces.
         assert_eq!(cell("a\tb\u{7}"), "a    b\\u{7}");
+    }
+
+    #[test]
+    fn measurements_keep_three_significant_digits() {
+        for (value, shown) in [
+            (12345.6, "12346"),
+            (100.0, "100"),
+            (99.94, "99.9"),
+            (4.267, "4.27"),
+            (1.0, "1.00"),
+            (0.03124, "0.0312"),
+            (0.0, "0"),
+        ] {
+            assert_eq!(measured(value), shown, "{value}");
+        }
     }
 
     /// What a progress bar logs, shared with the test that reads it.

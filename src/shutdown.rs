@@ -3,11 +3,35 @@
 //! and leave their work in a state to continue from.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
+/// A signal that asks the command to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// Ctrl-C (SIGINT).
+    Interrupt,
+    /// SIGTERM.
+    Terminate,
+}
+
+impl Signal {
+    /// The status a process stopped by this signal exits with: 128 plus the
+    /// signal's number, which shells and job schedulers read as "stopped
+    /// by" it.
+    pub fn exit_status(self) -> u8 {
+        match self {
+            Signal::Interrupt => 130,
+            Signal::Terminate => 143,
+        }
+    }
+}
+
+/// The exit status of the first signal [`signal`] returned, 0 before any.
+static RECEIVED: AtomicU8 = AtomicU8::new(0);
+
 /// Ctrl-C or SIGTERM, whichever comes first.
-pub async fn signal() {
+pub async fn signal() -> Signal {
     let interrupt = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -22,9 +46,25 @@ pub async fn signal() {
     };
     #[cfg(not(unix))]
     let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = interrupt => {}
-        _ = terminate => {}
+    let received = tokio::select! {
+        _ = interrupt => Signal::Interrupt,
+        _ = terminate => Signal::Terminate,
+    };
+    let _ = RECEIVED.compare_exchange(
+        0,
+        received.exit_status(),
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    received
+}
+
+/// The exit status of work stopped by a signal: that of the first one
+/// received (130 for Ctrl-C, 143 for SIGTERM).
+pub fn stopped_status() -> u8 {
+    match RECEIVED.load(Ordering::Relaxed) {
+        0 => Signal::Interrupt.exit_status(),
+        status => status,
     }
 }
 
@@ -32,12 +72,9 @@ pub async fn signal() {
 /// delivered twice ([`flag`]).
 const ECHO: Duration = Duration::from_millis(250);
 
-/// Exit status of a process stopped by a signal it handled (128 + SIGINT).
-pub const INTERRUPTED: u8 = 130;
-
 /// What work polling a [`flag`] stops with once it is set: told apart
 /// from a failure, so that the command says where it stopped and exits
-/// with [`INTERRUPTED`].
+/// with the signal's status ([`stopped_status`]).
 #[derive(Debug)]
 pub struct Interrupted;
 
@@ -77,18 +114,27 @@ pub fn flag(on_first: impl FnOnce() + Send + 'static) -> std::io::Result<Arc<Ato
         let first = Instant::now();
         set.store(true, Ordering::Relaxed);
         on_first();
-        runtime.block_on(async {
-            loop {
-                signal().await;
-                if first.elapsed() >= ECHO {
-                    break;
-                }
-            }
-        });
-        eprintln!("\nstopped at once: what was under way is not kept");
-        std::process::exit(i32::from(INTERRUPTED));
+        runtime.block_on(another_signal(first));
+        stop_at_once();
     })?;
     Ok(flag)
+}
+
+/// The next Ctrl-C or SIGTERM after the first, received at `first`: one
+/// within [`ECHO`] of it is the same request delivered twice.
+pub async fn another_signal(first: Instant) {
+    loop {
+        signal().await;
+        if first.elapsed() >= ECHO {
+            return;
+        }
+    }
+}
+
+/// Ends the process at once, as a second signal asks, saying so.
+pub fn stop_at_once() -> ! {
+    eprintln!("\nstopped at once: what was under way is not kept");
+    std::process::exit(i32::from(stopped_status()));
 }
 
 /// Runs `then` on a thread of its own at the first Ctrl-C or SIGTERM, for

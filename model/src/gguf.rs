@@ -41,12 +41,14 @@ pub enum GgufError {
         "tensor `{name}` has type {kind}, which Forge cannot dequantize (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)"
     )]
     UnsupportedType { name: String, kind: String },
-    #[error("tensor `{name}`: {elements} elements do not fill whole blocks of {block}")]
+    #[error("tensor `{name}`: rows of {row} elements do not fill whole blocks of {block}")]
     Blocks {
         name: String,
-        elements: u64,
+        row: u64,
         block: usize,
     },
+    #[error("tensor `{0}` is listed twice: the header is damaged")]
+    Duplicate(String),
     #[error("tensor `{name}` has dimensions {dims:?}: more than any file holds")]
     Oversized { name: String, dims: Vec<u64> },
     #[error("tensor `{name}` lies beyond the end of the file ({len} bytes): the file is cut short")]
@@ -247,7 +249,11 @@ impl Gguf {
         // header that says otherwise would have weights read from another
         // tensor's bytes.
         let mut extents = Vec::new();
+        let mut names = std::collections::HashSet::new();
         for info in &gguf.tensors {
+            if !names.insert(info.name.as_str()) {
+                return Err(GgufError::Duplicate(info.name.clone()));
+            }
             if !info.offset.is_multiple_of(alignment) {
                 return Err(GgufError::Misaligned {
                     name: info.name.clone(),
@@ -265,6 +271,16 @@ impl Gguf {
                 .try_fold(1u64, |all, &dim| all.checked_mul(dim))
                 .ok_or_else(oversized)?;
             if let Some((block, bytes)) = info.kind.block() {
+                // GGML quantizes row by row: a row that ends mid-block
+                // has no layout.
+                let row = info.dims.first().copied().unwrap_or(1);
+                if !row.is_multiple_of(block as u64) {
+                    return Err(GgufError::Blocks {
+                        name: info.name.clone(),
+                        row,
+                        block,
+                    });
+                }
                 let size = (elements / block as u64)
                     .checked_mul(bytes as u64)
                     .ok_or_else(oversized)?;
@@ -346,20 +362,14 @@ impl Gguf {
 
     /// The raw bytes of a tensor.
     pub fn tensor_bytes(&self, info: &TensorInfo) -> Result<&[u8], GgufError> {
-        let size = info
-            .kind
-            .byte_size(info.elements())
-            .ok_or_else(|| match info.kind.block() {
-                Some((block, _)) => GgufError::Blocks {
-                    name: info.name.clone(),
-                    elements: info.elements(),
-                    block,
-                },
-                None => GgufError::UnsupportedType {
+        // Whole blocks per row were checked when the file was opened.
+        let size =
+            info.kind
+                .byte_size(info.elements())
+                .ok_or_else(|| GgufError::UnsupportedType {
                     name: info.name.clone(),
                     kind: info.kind.to_string(),
-                },
-            })?;
+                })?;
         Ok(&self.map[self.extent(info, size)?])
     }
 
@@ -672,6 +682,35 @@ mod tests {
                 .expect("a damaged header is refused");
             assert!(error.to_string().contains(refused), "{error}");
         }
+    }
+
+    #[test]
+    fn a_tensor_listed_twice_or_rows_of_partial_blocks_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.gguf");
+        let refused = |writer: &GgufWriter| {
+            writer.write(&path).unwrap();
+            Gguf::open(&path)
+                .err()
+                .expect("a damaged header is refused")
+                .to_string()
+        };
+        let mut twice = GgufWriter::default();
+        twice
+            .tensor_f32("a", &[4], &[1.0; 4])
+            .tensor_f32("a", &[4], &[2.0; 4]);
+        assert_eq!(
+            refused(&twice),
+            "tensor `a` is listed twice: the header is damaged"
+        );
+        // Q8_0 blocks hold 32 values (34 bytes): rows of 48 end mid-block,
+        // though the 96 elements fill three blocks.
+        let mut partial = GgufWriter::default();
+        partial.tensor_raw("q", &[48, 2], GgmlType::Q8_0, vec![0; 3 * 34]);
+        assert_eq!(
+            refused(&partial),
+            "tensor `q`: rows of 48 elements do not fill whole blocks of 32"
+        );
     }
 
     #[test]

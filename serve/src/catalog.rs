@@ -1,5 +1,6 @@
 //! The environments a server offers, and how a new episode picks its task.
 
+use crate::ServeError;
 use forge_runtime::{Environment, PreparedTask};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -87,13 +88,13 @@ impl Catalog {
         env: Option<&str>,
         task_id: Option<&str>,
         ordinal: u64,
-    ) -> Result<TaskRef, String> {
+    ) -> Result<TaskRef, ServeError> {
         let envs: Vec<&Arc<Environment>> = match env {
             Some(name) => vec![self.env(name).ok_or_else(|| {
-                format!(
+                ServeError::NotFound(format!(
                     "no environment `{name}` here (serving: {})",
                     self.env_names().join(", ")
-                )
+                ))
             })?],
             None => self.envs.iter().collect(),
         };
@@ -128,15 +129,16 @@ impl Catalog {
             .collect();
         match matches.len() {
             1 => Ok(matches.into_iter().next().expect("one match")),
-            0 => Err(format!("no task `{task_id}` here")),
-            _ => Err(format!(
+            0 => Err(ServeError::NotFound(format!("no task `{task_id}` here"))),
+            // There, but which is not said: the request is at fault.
+            _ => Err(ServeError::BadRequest(format!(
                 "task `{task_id}` is in several environments ({}); name it `env/task`",
                 matches
                     .iter()
                     .map(|task| task.env.name().to_owned())
                     .collect::<Vec<_>>()
                     .join(", ")
-            )),
+            ))),
         }
     }
 

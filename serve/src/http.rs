@@ -6,10 +6,10 @@
 
 use crate::ServeError;
 use crate::connections;
-use crate::mcp::{self, Reply};
+use crate::mcp::{self, Reply, Transport};
 use crate::openenv::{self, StepError};
 use crate::origin::{AllowedHosts, AllowedOrigins};
-use crate::sessions::{Hub, OpenRequest};
+use crate::sessions::{self, Hub, OpenRequest};
 use crate::ws;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -679,19 +679,25 @@ async fn mcp_post(
         held: true,
         ..OpenRequest::default()
     };
-    if let Some(id) = &session
-        && !app.hub.contains(id)
-    {
-        // MCP clients take a 404 to mean that the session is gone.
-        let err = ServeError::UnknownSession(id.clone());
-        return (
-            StatusCode::NOT_FOUND,
-            Json(mcp::refused_message(&app.hub, &message, &err)),
-        )
-            .into_response();
+    if let Some(id) = &session {
+        // An id no session can have is a bad request, as wherever a
+        // request names one; MCP clients take a 404 to mean that the
+        // session is gone.
+        let refusal = match sessions::check_id(id) {
+            Err(err) => Some(err),
+            Ok(()) if !app.hub.contains(id) => Some(ServeError::UnknownSession(id.clone())),
+            Ok(()) => None,
+        };
+        if let Some(err) = refusal {
+            return (
+                err.status(),
+                Json(mcp::refused_message(&app.hub, &message, &err)),
+            )
+                .into_response();
+        }
     }
     let reply = blocking(&app.hub, move |hub| {
-        mcp::handle(hub, session.as_deref(), &open, &message)
+        mcp::handle(hub, Transport::Http, session.as_deref(), &open, &message)
     })
     .await;
     match reply {

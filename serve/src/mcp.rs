@@ -38,6 +38,33 @@ pub enum Reply {
     Sessionless(Value),
 }
 
+/// How MCP messages reach the server, which decides what a client does to
+/// start another episode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// `/mcp`: a session per `initialize`, ended by a close or `DELETE`.
+    Http,
+    /// `mcp` frames of a WebSocket, whose session a `reset` frame renews.
+    WebSocket,
+    /// `forge serve --stdio`: an `initialize` once an episode is over opens
+    /// the next.
+    Stdio,
+}
+
+impl Transport {
+    /// How to start another episode, as a clause.
+    fn another_episode(self) -> &'static str {
+        match self {
+            Self::Http => {
+                "close this session (`openenv/session/close`, or `DELETE /mcp`) and initialize a \
+                 new one"
+            }
+            Self::WebSocket => "send a `reset` frame on this connection",
+            Self::Stdio => "send `initialize` once this episode is over",
+        }
+    }
+}
+
 /// Refuses environments whose own tools would be shadowed by [`MESSAGE_TOOL`].
 pub fn check_catalog(catalog: &Catalog) -> anyhow::Result<()> {
     for env in catalog.envs() {
@@ -80,11 +107,17 @@ pub fn parse_error(hub: &Hub, detail: &str) -> Value {
     error(&Value::Null, PARSE_ERROR, &format!("parse error: {detail}"))
 }
 
-/// Answers one message of `session` (none before `initialize`); `open`
-/// says which task `initialize` starts. An error answer is counted as a
-/// refused request, as over the other transports.
-pub fn handle(hub: &Hub, session: Option<&str>, open: &OpenRequest, message: &Value) -> Reply {
-    let reply = answer(hub, session, open, message);
+/// Answers one message of `session` (none before `initialize`) come by
+/// `transport`; `open` says which task `initialize` starts. An error
+/// answer is counted as a refused request, as over the other transports.
+pub fn handle(
+    hub: &Hub,
+    transport: Transport,
+    session: Option<&str>,
+    open: &OpenRequest,
+    message: &Value,
+) -> Reply {
+    let reply = answer(hub, transport, session, open, message);
     if let Reply::Response(response) | Reply::Opened { response, .. } | Reply::Sessionless(response) =
         &reply
         && let Some(error) = response.get("error")
@@ -107,7 +140,13 @@ fn refusal_kind(error: &Value) -> &str {
     }
 }
 
-fn answer(hub: &Hub, session: Option<&str>, open: &OpenRequest, message: &Value) -> Reply {
+fn answer(
+    hub: &Hub,
+    transport: Transport,
+    session: Option<&str>,
+    open: &OpenRequest,
+    message: &Value,
+) -> Reply {
     let Some(object) = message.as_object() else {
         let detail = match message {
             Value::Array(_) => "expected one JSON-RPC message object (batches are not supported)",
@@ -140,7 +179,10 @@ fn answer(hub: &Hub, session: Option<&str>, open: &OpenRequest, message: &Value)
         ("initialize", Some(_)) => error(
             &id,
             INVALID_REQUEST,
-            "this session is initialized already; close it (`openenv/session/close`, or DELETE over HTTP) to start another",
+            &format!(
+                "this session is initialized already: to start another episode, {}",
+                transport.another_episode()
+            ),
         ),
         ("initialize", None) => return initialize(hub, open, &id, &params),
         // OpenEnv's `MCPToolClient` makes its session so.
@@ -165,7 +207,9 @@ fn answer(hub: &Hub, session: Option<&str>, open: &OpenRequest, message: &Value)
             Ok(tools) => success(&id, json!({ "tools": tool_entries(&tools, "inputSchema") })),
             Err(err) => refused(&id, &err),
         },
-        ("tools/call", Some(session)) => call(hub, session, open.connection, &id, &params),
+        ("tools/call", Some(session)) => {
+            call(hub, transport, session, open.connection, &id, &params)
+        }
         ("openenv/session/close", Some(session)) => match hub.close(session, open.connection) {
             Ok(()) => success(&id, json!({"session_id": session, "closed": true})),
             Err(err) => refused(&id, &err),
@@ -289,7 +333,14 @@ pub fn tool_entries(tools: &[forge_runtime::schema::ToolSpec], schema_key: &str)
 /// clients name there.
 const CALL_KEYS: [&str; 4] = ["name", "arguments", "_meta", "session_id"];
 
-fn call(hub: &Hub, session: &str, by: Option<u64>, id: &Value, params: &Value) -> Value {
+fn call(
+    hub: &Hub,
+    transport: Transport,
+    session: &str,
+    by: Option<u64>,
+    id: &Value,
+    params: &Value,
+) -> Value {
     let Some(name) = params.get("name").and_then(Value::as_str) else {
         return error(id, INVALID_PARAMS, "`tools/call` needs a tool `name`");
     };
@@ -313,7 +364,9 @@ fn call(hub: &Hub, session: &str, by: Option<u64>, id: &Value, params: &Value) -
         }
         Err(StepError::Refused(err)) => return refused(id, &err),
     };
-    // An unknown tool is an error of the protocol, and a turn of the episode.
+    // An unknown tool is an error of the protocol, and a turn of the
+    // episode (the agent's mistake is part of its trajectory), said so: a
+    // client that retried it would spend turns without knowing.
     match hub.step(session, by, action) {
         Ok(observation)
             if observation
@@ -321,12 +374,15 @@ fn call(hub: &Hub, session: &str, by: Option<u64>, id: &Value, params: &Value) -
                 .as_ref()
                 .is_some_and(|result| !result.known) =>
         {
-            error(id, INVALID_PARAMS, &format!("unknown tool `{name}`"))
+            let said = format!("unknown tool `{name}` (the call counts as a turn of the episode)");
+            error(id, INVALID_PARAMS, &said)
         }
         Ok(observation) => success(id, tool_result(&observation)),
         Err(ServeError::EpisodeOver(_)) => {
-            let text = "The episode is over. To play another, close this session \
-                        (`openenv/session/close`, or DELETE over HTTP) and initialize a new one.";
+            let text = format!(
+                "The episode is over. To play another, {}.",
+                transport.another_episode()
+            );
             success(
                 id,
                 json!({"content": [{"type": "text", "text": text}], "isError": true, "is_error": true}),

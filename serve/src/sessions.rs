@@ -301,7 +301,6 @@ impl Hub {
         let find = |ordinal| {
             self.catalog
                 .find(request.env.as_deref(), request.task_id.as_deref(), ordinal)
-                .map_err(ServeError::NotFound)
         };
         if request.task_id.is_some() || request.seed.is_some() {
             return find(request.seed.unwrap_or(0));
@@ -975,7 +974,7 @@ impl TokenBucket {
 /// Refuses a session id no session can have. Ids reach the logs, the
 /// trajectories and error messages as they are: a control character could
 /// forge a log line.
-fn check_id(id: &str) -> Result<(), ServeError> {
+pub fn check_id(id: &str) -> Result<(), ServeError> {
     check_name("a session id", id)
 }
 

@@ -3,7 +3,7 @@
 //! the last is over or closed). Nothing but protocol messages goes to stdout; logs
 //! go to stderr.
 
-use crate::mcp::{self, Reply};
+use crate::mcp::{self, Reply, Transport};
 use crate::sessions::{Hub, OpenRequest};
 use anyhow::{Context, Result};
 use std::io::{BufRead, Write};
@@ -55,7 +55,7 @@ fn answer(
             session = None;
         }
         let reply = match message {
-            Ok(message) => mcp::handle(hub, session.as_deref(), open, &message),
+            Ok(message) => mcp::handle(hub, Transport::Stdio, session.as_deref(), open, &message),
             Err(detail) => Reply::Response(mcp::parse_error(hub, &detail)),
         };
         let response = match reply {

@@ -6,7 +6,7 @@
 
 use crate::ServeError;
 use crate::http::{App, blocking};
-use crate::mcp::{self, Reply};
+use crate::mcp::{self, Reply, Transport};
 use crate::openenv::{self, StepError};
 use crate::sessions::{Hub, Observation, OpenRequest};
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
@@ -383,7 +383,7 @@ fn ws_frame(hub: &Hub, link: &Link, text: &str) -> Option<(String, Option<String
                 connection: Some(link.connection),
                 ..OpenRequest::default()
             };
-            let reply = match mcp::handle(hub, Some(&id), &by, &data) {
+            let reply = match mcp::handle(hub, Transport::WebSocket, Some(&id), &by, &data) {
                 Reply::Response(response)
                 | Reply::Opened { response, .. }
                 | Reply::Sessionless(response) => response,

@@ -2,7 +2,7 @@
 //! intervals, per-task flip rates; resumable, keyed by the environment's
 //! content hash.
 
-use crate::agents::{AgentArgs, Agents, decimal};
+use crate::agents::{AgentArgs, Agents, PolicyKind, decimal};
 use crate::commands::{hold, leave_as_found, non_empty};
 use crate::envs::EnvArgs;
 use crate::flags::{MOST_TRIALS, at_least_one_u64};
@@ -32,9 +32,10 @@ pub struct EvalArgs {
     agents: AgentArgs,
     #[command(flatten)]
     play: PlayArgs,
-    /// Trials per task (pass^k is reported for k = 1..trials).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=MOST_TRIALS))]
-    trials: u64,
+    /// Trials per task (pass^k is reported for k = 1..trials) [default: 4;
+    /// 1 with --policy replay, which plays each recorded episode once].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MOST_TRIALS))]
+    trials: Option<u64>,
     /// Episodes run at once, each on its own thread (for remote models, whose
     /// answers are waited for).
     #[arg(long, default_value_t = 1, value_parser = at_least_one_u64)]
@@ -109,6 +110,15 @@ pub fn run(mut args: EvalArgs) -> Result<ExitCode> {
     outcome
 }
 
+impl EvalArgs {
+    fn trials(&self) -> u64 {
+        self.trials.unwrap_or(match self.agents.policy {
+            PolicyKind::Replay => 1,
+            _ => 4,
+        })
+    }
+}
+
 /// Whether the evaluation in `dir` has recorded an episode.
 fn played(dir: &Path) -> bool {
     non_empty(&dir.join(TRAJECTORIES))
@@ -173,10 +183,10 @@ fn evaluate(
         }
     }
     let mut writer = super::append_trajectories(&trajectories)?;
-    let total = tasks.len() as u64 * args.trials;
+    let total = tasks.len() as u64 * args.trials();
     let progress = output::progress(total, args.json);
     agents.tell_retries(&progress);
-    let episodes = agents.episodes(&args.play, tasks, args.trials)?;
+    let episodes = agents.episodes(&args.play, tasks, args.trials())?;
     let pending: Vec<(&PreparedTask, u64)> = episodes
         .iter()
         .filter(|(task, seed)| !done.contains_key(&(task.task.id.clone(), *seed)))
@@ -213,7 +223,7 @@ fn evaluate(
                 0 => eprintln!("stopped before any episode finished"),
                 _ => eprintln!("{stopped}"),
             }
-            return Ok(ExitCode::from(shutdown::INTERRUPTED));
+            return Ok(ExitCode::from(shutdown::stopped_status()));
         }
         return Err(err.context(stopped));
     }
@@ -248,7 +258,7 @@ fn evaluate(
             trials.iter().map(move |success| (task.as_str(), *success))
         }));
     let mut rng = ChaCha8Rng::seed_from_u64(args.play.seed);
-    let pass: Vec<PassK> = (1..=args.trials)
+    let pass: Vec<PassK> = (1..=args.trials())
         .map(|k| {
             let value = pass_hat_k(&successes, k);
             let resampled: Vec<f64> = (0..args.bootstrap)
@@ -285,7 +295,7 @@ fn evaluate(
         // episodes of other selections and seeds, kept for their resumes.
         "task_ids": outcomes.keys().collect::<Vec<_>>(),
         "seed": args.play.seed,
-        "trials": args.trials,
+        "trials": args.trials(),
         "episodes_run": ran,
         "episodes_resumed": resumed,
         "pass_hat_k": pass,
@@ -310,7 +320,7 @@ fn evaluate(
         output::json_line(&report);
     } else {
         let mut table = output::table(&["k", "pass^k", "95% CI"]);
-        let shown = metrics::shown_ks(args.trials);
+        let shown = metrics::shown_ks(args.trials());
         for row in pass.iter().filter(|row| shown.contains(&row.k)) {
             table.add_row(vec![
                 row.k.to_string(),
@@ -331,7 +341,7 @@ fn evaluate(
             env.name(),
             agents.user_label(),
             output::count(outcomes.len(), "task"),
-            output::count(args.trials, "trial"),
+            output::count(args.trials(), "trial"),
             ran,
             resumed,
             dir.display()

@@ -27,8 +27,8 @@ pub enum ModelCommand {
     Fetch(FetchArgs),
     /// Print a model's metadata (a GGUF's, or a checkpoint's config.json),
     /// tensor types, tokenizer, chat template and (a LoRA run's checkpoint)
-    /// adapters; exit status 1 where Forge cannot run it (its decoder or
-    /// tokenizer), said with why.
+    /// adapters; exit status 1 where Forge cannot run it (its decoder,
+    /// tokenizer or chat template), said with why.
     Inspect(InspectArgs),
     /// Print the token ids of a text under a model's tokenizer.
     Tokenize(TokenizeArgs),
@@ -255,45 +255,6 @@ fn gguf_json(value: &GgufValue) -> Value {
     }
 }
 
-/// The decoder `gguf` describes, or why Forge cannot run it: its shape,
-/// or a tensor of a type Forge cannot read.
-fn runnable(gguf: &Gguf) -> Result<LlamaConfig, String> {
-    if let Some(tensor) = gguf
-        .tensors
-        .iter()
-        .find(|tensor| tensor.kind.block().is_none())
-    {
-        return Err(forge_model::gguf::GgufError::UnsupportedType {
-            name: tensor.name.clone(),
-            kind: tensor.kind.to_string(),
-        }
-        .to_string());
-    }
-    let decoder = LlamaConfig::from_gguf(gguf).map_err(|err| err.to_string())?;
-    // Blocks the metadata counts that the file lacks (or holds beyond).
-    let blocks = gguf
-        .tensors
-        .iter()
-        .filter_map(|tensor| {
-            tensor
-                .name
-                .strip_prefix("blk.")?
-                .split('.')
-                .next()?
-                .parse::<usize>()
-                .ok()
-        })
-        .max()
-        .map_or(0, |last| last + 1);
-    if blocks != decoder.layers {
-        return Err(format!(
-            "its metadata counts {} layers, its tensors make {blocks}",
-            decoder.layers
-        ));
-    }
-    Ok(decoder)
-}
-
 impl Summary {
     fn of(path: &Path) -> Result<Self> {
         if path.is_dir() {
@@ -314,7 +275,8 @@ impl Summary {
             version: Some(gguf.version),
             metadata,
             types: count_types(tensors),
-            decoder: runnable(&gguf),
+            // What loading checks before it reads a weight.
+            decoder: forge_trainer::llama::check_gguf(&gguf).map_err(|err| err.to_string()),
             tokenizer: ModelTokenizer::from_gguf(&gguf).map_err(|err| err.to_string()),
             adapters: None,
         })
@@ -372,7 +334,9 @@ fn count_types(tensors: impl IntoIterator<Item = (String, u64)>) -> BTreeMap<Str
 
 fn inspect(args: &InspectArgs) -> Result<ExitCode> {
     let summary = Summary::of(&resolve(&args.model)?)?;
-    let runs = match summary.decoder.is_ok() && summary.tokenizer.is_ok() {
+    // Forge prompts a model in its chat template: one it has none for, it
+    // cannot run as a policy.
+    let runs = match summary.decoder.is_ok() && summary.chat_template().is_ok() {
         true => ExitCode::SUCCESS,
         false => ExitCode::FAILURE,
     };
@@ -395,9 +359,15 @@ fn inspect(args: &InspectArgs) -> Result<ExitCode> {
                 }),
                 Err(why) => json!({"unsupported": why}),
             },
-            "tokenizer": summary.tokenizer.as_ref().ok().map(ModelTokenizer::kind),
+            "tokenizer": match &summary.tokenizer {
+                Ok(tokenizer) => json!(tokenizer.kind()),
+                Err(why) => json!({"unsupported": why}),
+            },
             "vocab_size": summary.vocab(),
-            "chat_template": summary.chat_template().ok().map(ChatTemplate::name),
+            "chat_template": match summary.chat_template() {
+                Ok(template) => json!(template.name()),
+                Err(why) => json!({"unsupported": why}),
+            },
             "adapters": summary.adapters.as_ref().map(|adapters| json!({
                 "rank": adapters.lora.rank,
                 "alpha": adapters.lora.alpha,

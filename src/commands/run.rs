@@ -114,7 +114,7 @@ pub fn run(mut args: RunArgs) -> Result<ExitCode> {
         };
         if interrupted {
             eprintln!("{stopped}");
-            return Ok(ExitCode::from(shutdown::INTERRUPTED));
+            return Ok(ExitCode::from(shutdown::stopped_status()));
         }
         return Err(err.context(stopped));
     }

@@ -141,7 +141,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         if let Some(task) = &args.task {
             hub.catalog()
                 .find(None, Some(task), 0)
-                .map_err(anyhow::Error::msg)
+                .map_err(anyhow::Error::from)
                 .context("--task")?;
         }
         let open = OpenRequest {
@@ -155,7 +155,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         let stopped = Arc::clone(&hub);
         crate::shutdown::on_signal(move |_| {
             stopped.shut_down();
-            std::process::exit(i32::from(crate::shutdown::INTERRUPTED));
+            std::process::exit(i32::from(crate::shutdown::stopped_status()));
         })?;
         let stdin = std::io::stdin().lock();
         let stdout = std::io::stdout().lock();
@@ -210,7 +210,7 @@ pub fn sandbox_for(max_sessions: usize) -> Result<Sandbox> {
         },
         None,
     )
-    .with_context(|| format!("reserving memory for {max_sessions} sessions (`--max-sessions`)"))
+    .with_context(|| format!("starting the sandbox for {max_sessions} sessions (`--max-sessions`)"))
 }
 
 /// The sessions of a server of `envs`, with scripted users unreliable with
@@ -271,7 +271,19 @@ async fn listen(
             })
         ),
     }
-    forge_serve::http::serve(hub, listener, options, crate::shutdown::signal()).await
+    let stopped = async {
+        crate::shutdown::signal().await;
+        let first = std::time::Instant::now();
+        tracing::info!(
+            "Ctrl-C or SIGTERM again stops at once, cutting the connections still open and \
+             episodes not yet recorded"
+        );
+        tokio::spawn(async move {
+            crate::shutdown::another_signal(first).await;
+            crate::shutdown::stop_at_once();
+        });
+    };
+    forge_serve::http::serve(hub, listener, options, stopped).await
 }
 
 /// The scripted user of each episode, unreliable with `instability`.
@@ -282,8 +294,13 @@ fn users(instability: f64) -> UserFactory {
 /// Logs to stderr (stdout may carry MCP), filtered by `FORGE_LOG`
 /// (default `info`).
 fn init_logs(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("FORGE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = match std::env::var("FORGE_LOG") {
+        Ok(text) => tracing_subscriber::EnvFilter::try_new(&text).unwrap_or_else(|err| {
+            eprintln!("warning: FORGE_LOG `{text}` is no log filter ({err}): logging at `info`");
+            tracing_subscriber::EnvFilter::new("info")
+        }),
+        Err(_) => tracing_subscriber::EnvFilter::new("info"),
+    };
     // Colours only for a terminal: a log written to a file stays plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

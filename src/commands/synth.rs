@@ -92,7 +92,11 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
     let docs = if args.all {
         shipped_docs()?
     } else {
-        let paths = expand_dirs(&args.docs)?;
+        let mut paths = expand_dirs(&args.docs)?;
+        // A doc given twice (by two spellings of its path, or in a
+        // directory given beside it) is one doc.
+        let mut seen = std::collections::HashSet::new();
+        paths.retain(|path| seen.insert(path.canonicalize().unwrap_or_else(|_| path.clone())));
         let docs = paths
             .iter()
             .map(|path| AnyDoc::read(path))
@@ -191,6 +195,17 @@ pub fn run(args: SynthArgs) -> Result<ExitCode> {
         ..SynthConfig::default()
     };
     let started = Instant::now();
+    // What a stop leaves is tidied by the next synthesis into --out (as
+    // after a crash): the bundles already moved into place are whole.
+    let out = args.out.clone();
+    crate::shutdown::on_signal(move |_| {
+        eprintln!(
+            "\nstopped: the bundles finished so far are kept in {}; the domain under way is \
+             not (the next `forge synth` into it tidies what it left)",
+            out.display()
+        );
+        std::process::exit(i32::from(crate::shutdown::stopped_status()));
+    })?;
     let sandbox = Sandbox::with_defaults()?;
     let compiler = Compiler::new(None)?;
     let progress = output::progress(docs.len() as u64, args.json);

@@ -449,6 +449,11 @@ impl DomainDoc {
                 }
                 if let (Some(min), Some(max)) = (field.min, field.max) {
                     ensure!(min <= max, "{}: min is above max", at());
+                    ensure!(
+                        field.kind != FieldType::Integer || min.ceil() <= max.floor(),
+                        "{}: no integer lies from min {min} to max {max}",
+                        at()
+                    );
                 }
             }
         }
@@ -549,10 +554,22 @@ impl DomainDoc {
                 "change of `{}`: give exactly one of `add` and `set`",
                 change.field
             );
-            if change.add.is_some() {
+            if let Some(add) = change.add {
                 ensure!(
                     matches!(field.kind, FieldType::Integer | FieldType::Number),
                     "change: `add` needs a numeric field, `{}` is not",
+                    change.field
+                );
+                // Beyond 2^53 a number is no longer exact, and an integer
+                // near i64's end would wrap round when added to.
+                ensure!(
+                    add.is_finite() && add.abs() <= 9_007_199_254_740_992.0,
+                    "change of `{}`: `add` is {add}, beyond what adds exactly (2^53)",
+                    change.field
+                );
+                ensure!(
+                    field.kind != FieldType::Integer || add.fract() == 0.0,
+                    "change of `{}`: `add` is {add}, but the field is an integer",
                     change.field
                 );
             }
@@ -829,6 +846,33 @@ description = "Find a driver."
         assert!(
             error("[[tools]]\nname = \"x\"\nkind = \"update\"\ncollection = \"permits\"\nrequire = [{ via = \"zone\", field = \"credit\", op = \">\", value = 0 }]\ndescription = \"\"\n")
                 .contains("`via` field `zone` is not a reference")
+        );
+        // An integer changed by a fraction, or past where adding is exact.
+        let visits = |add: &str| {
+            let doc = BASE.replace(
+                "fields.credit = { type = \"number\", min = 0, max = 50 }",
+                "fields.credit = { type = \"number\", min = 0, max = 50 }\nfields.visits = { type = \"integer\", min = 0, max = 3 }",
+            );
+            let tool = format!(
+                "[[tools]]\nname = \"x\"\nkind = \"update\"\ncollection = \"permits\"\nchange = [{{ via = \"driver_id\", field = \"visits\", add = {add} }}]\ndescription = \"\"\n"
+            );
+            let doc: DomainDoc = toml::from_str(&format!("{doc}{tool}")).unwrap();
+            format!(
+                "{:#}",
+                doc.check().expect_err("the change should be refused")
+            )
+        };
+        assert!(visits("1.5").contains("`add` is 1.5, but the field is an integer"));
+        assert!(visits("9223372036854775807").contains("beyond what adds exactly (2^53)"));
+        // An integer range that holds no integer.
+        let doc: DomainDoc = toml::from_str(&BASE.replace(
+            "fields.credit = { type = \"number\", min = 0, max = 50 }",
+            "fields.credit = { type = \"integer\", min = 0.5, max = 0.7 }",
+        ))
+        .unwrap();
+        assert!(
+            format!("{:#}", doc.check().unwrap_err())
+                .contains("no integer lies from min 0.5 to max 0.7")
         );
         assert!(error("[[tools]]\nname = \"find_driver_by_email\"\nkind = \"get\"\ncollection = \"drivers\"\ndescription = \"\"\n").contains("defined twice"));
         assert!(error("[[tools]]\nname = \"Get-Driver\"\nkind = \"get\"\ncollection = \"drivers\"\ndescription = \"\"\n").contains("tool `Get-Driver`: the name must be lower-case letters, digits or `_`"));

@@ -32,6 +32,10 @@ pub fn initial_state(doc: &DomainDoc, seed: u64) -> Result<Value> {
                 if field.unique {
                     let seen = taken.entry(field_name).or_default();
                     let mut attempt = 0;
+                    // The text numbered once draws run out: each attempt
+                    // after numbers it anew, rather than adding a number to
+                    // the last one (`Dune 50 51 52`).
+                    let mut numbered: Option<String> = None;
                     while seen.contains(&value.to_string()) {
                         attempt += 1;
                         value = match (attempt < 50, &value) {
@@ -46,7 +50,8 @@ pub fn initial_state(doc: &DomainDoc, seed: u64) -> Result<Value> {
                                         Some("date" | "birth_date")
                                     ) =>
                             {
-                                Value::String(format!("{text} {attempt}"))
+                                let base = numbered.get_or_insert_with(|| text.clone());
+                                Value::String(format!("{base} {attempt}"))
                             }
                             (false, _) => bail!(
                                 "collection `{name}`, field `{field_name}`: unique, but 50 draws \
@@ -159,6 +164,33 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn unique_text_past_its_draws_is_numbered_once() {
+        let mut doc = library();
+        // More books than there are titles to draw.
+        doc.collections.get_mut("books").unwrap().count = 400;
+        let state = initial_state(&doc, 7).unwrap();
+        let titles: Vec<&str> = state["books"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|book| book["title"].as_str().unwrap())
+            .collect();
+        let number = |word: Option<&str>| word.is_some_and(|word| word.parse::<u32>().is_ok());
+        assert!(
+            titles
+                .iter()
+                .any(|title| number(title.split(' ').next_back()))
+        );
+        for title in titles {
+            let mut words = title.rsplit(' ');
+            assert!(
+                !(number(words.next()) && number(words.next())),
+                "`{title}` is numbered twice"
+            );
         }
     }
 }

@@ -49,7 +49,7 @@ use serde::Serialize;
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Lower-case hex.
 pub(crate) fn canonical_hex(bytes: &[u8]) -> String {
@@ -179,11 +179,24 @@ pub fn synthesize(
             (llm::AnyDoc::Plain(_), None, _) => Err(anyhow::anyhow!("the doc has no annotations (collections, tool kinds); pass --llm-url and --model to synthesize it with a model")),
             (llm::AnyDoc::Plain(_), Some(_), Some(domain)) => Err(skipped(domain)),
             (llm::AnyDoc::Plain(plain), Some(model), None) => {
-                let annotation = llm::Annotator::new(model.client, plain).annotate(model.rounds);
+                let mut annotator = llm::Annotator::new(model.client, plain);
+                let annotation = annotator.annotate(model.rounds);
                 if annotation.as_ref().is_err_and(from_endpoint) {
                     failed_on = Some(plain.domain.name.clone());
                 }
-                annotation
+                annotation.map_err(|err| {
+                    let dir = out.join(&plain.domain.name);
+                    match report_rejection(&dir, &annotator.rejection_report(&err)) {
+                        Ok(Some(report)) => err.context(format!(
+                            "the model's answers are in {}",
+                            report.display()
+                        )),
+                        Ok(None) => err,
+                        Err(unwritten) => err.context(format!(
+                            "its report could not be written ({unwritten:#})"
+                        )),
+                    }
+                })
             }
         });
     }
@@ -241,6 +254,20 @@ pub fn synthesize(
         outcomes.push(outcome);
     }
     Ok(outcomes)
+}
+
+/// Writes `report` as the `report.md` of the rejected domain in `dir`, and
+/// says where; not where a bundle made before is, which a rejection never
+/// replaces.
+fn report_rejection(dir: &Path, report: &str) -> Result<Option<PathBuf>> {
+    if dir.join(MANIFEST_FILE).is_file() {
+        return Ok(None);
+    }
+    let staged = domain_dir::stage(dir)?;
+    let written = staged.path().join(REPORT_FILE);
+    std::fs::write(&written, report).with_context(|| format!("writing {}", written.display()))?;
+    domain_dir::replace(dir, staged)?;
+    Ok(Some(dir.join(REPORT_FILE)))
 }
 
 fn source(doc: &DomainDoc) -> Result<compile::GuestSource> {

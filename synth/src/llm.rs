@@ -61,13 +61,24 @@ impl AnyDoc {
     /// fails its checks is an error; a doc that is neither kind reports why
     /// it is not the kind it is written as.
     pub fn read(path: &Path) -> Result<Self> {
+        let json = match path.extension().and_then(|ext| ext.to_str()) {
+            Some("json") => true,
+            // Without an extension, TOML, as the shipped docs are written.
+            Some("toml") | None => false,
+            Some(other) => bail!(
+                "{}: a doc is TOML (.toml) or JSON (.json), not .{other}",
+                path.display()
+            ),
+        };
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let json = path.extension().is_some_and(|ext| ext == "json");
+        // Editors on Windows open a file with a byte-order mark, which
+        // TOML's parser skips and JSON's does not.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         let annotated: Result<DomainDoc> = if json {
-            serde_json::from_str(&text).map_err(Into::into)
+            serde_json::from_str(text).map_err(Into::into)
         } else {
-            toml::from_str(&text).map_err(Into::into)
+            toml::from_str(text).map_err(Into::into)
         };
         match annotated {
             Ok(doc) => {
@@ -77,14 +88,14 @@ impl AnyDoc {
             }
             Err(annotated_err) => {
                 let plain: Result<PlainDoc> = if json {
-                    serde_json::from_str(&text).map_err(Into::into)
+                    serde_json::from_str(text).map_err(Into::into)
                 } else {
-                    toml::from_str(&text).map_err(Into::into)
+                    toml::from_str(text).map_err(Into::into)
                 };
                 // The error of the format the doc is written in names its
                 // problem: an annotated doc has collections. Text that is
                 // no JSON or TOML at all is in neither.
-                let (err, format) = match (plain, has_collections(&text, json)) {
+                let (err, format) = match (plain, has_collections(text, json)) {
                     (Ok(plain), _) if plain.tools.is_empty() => {
                         bail!(
                             "{} documents no tools: an environment is its tools",
@@ -92,11 +103,14 @@ impl AnyDoc {
                         )
                     }
                     (Ok(plain), _) => return Ok(Self::Plain(plain)),
-                    (Err(_), Some(true)) => (annotated_err, " (an annotated doc)"),
-                    (Err(plain_err), Some(false)) => {
+                    (Err(_), Ok(true)) => (annotated_err, " (an annotated doc)"),
+                    (Err(plain_err), Ok(false)) => {
                         (plain_err, " (a plain doc: it has no `collections`)")
                     }
-                    (Err(_), None) => (annotated_err, ""),
+                    // Read as a doc, it fails at the first field missing
+                    // before the syntax goes wrong: the syntax error is
+                    // the one to name.
+                    (Err(_), Err(syntax)) => (syntax, ""),
                 };
                 Err(err).with_context(|| format!("{} is malformed{format}", path.display()))
             }
@@ -164,6 +178,29 @@ impl<'a> Annotator<'a> {
             "no valid annotated doc in {}; the last problem: {last_error}",
             models_answers(rounds)
         )
+    }
+
+    /// The report of an annotation that failed with `why`: the model's
+    /// answers and what was said of each, for the doc's author to see where
+    /// the model went wrong.
+    pub fn rejection_report(&self, why: &anyhow::Error) -> String {
+        let mut report = format!(
+            "# {} — rejected\n\nThe model annotated the doc: {why:#}.\n",
+            self.plain.domain.name
+        );
+        // The system prompt and the doc come first; then answers, each
+        // but the last followed by what was wrong with it.
+        let mut answer = 0;
+        for message in self.messages.iter().skip(2) {
+            match message.role.as_str() {
+                "assistant" => {
+                    answer += 1;
+                    report += &format!("\n## Answer {answer}\n\n```\n{}\n```\n", message.content);
+                }
+                _ => report += &format!("\n{}\n", message.content),
+            }
+        }
+        report
     }
 
     /// Puts a doc the model gave earlier back into the conversation as its answer.
@@ -273,15 +310,15 @@ pub fn models_answers(count: usize) -> String {
 
 /// Whether a doc's text has top-level `collections`, as an annotated doc
 /// does; none for text that is no JSON or TOML at all.
-fn has_collections(text: &str, json: bool) -> Option<bool> {
-    match json {
-        true => serde_json::from_str::<serde_json::Value>(text)
-            .ok()
-            .map(|doc| doc.get("collections").is_some()),
-        false => toml::from_str::<toml::Table>(text)
-            .ok()
-            .map(|doc| doc.contains_key("collections")),
-    }
+/// Whether `text`, JSON (`json`) or TOML, has `collections`: the mark of
+/// an annotated doc. An error where it is no JSON or TOML at all.
+fn has_collections(text: &str, json: bool) -> Result<bool> {
+    Ok(match json {
+        true => serde_json::from_str::<serde_json::Value>(text)?
+            .get("collections")
+            .is_some(),
+        false => toml::from_str::<toml::Table>(text)?.contains_key("collections"),
+    })
 }
 
 /// Rewrites every task's instruction ([`refine_instruction`]), as many at
@@ -358,12 +395,42 @@ fn unwrapped(reply: &str) -> &str {
         if let Some(inner) = text
             .strip_prefix(open)
             .and_then(|rest| rest.strip_suffix(close))
-            && !inner.contains([open, close])
+            && quotes_pair_up(inner, open, close)
         {
             return inner.trim();
         }
     }
     text
+}
+
+/// Whether the quotation marks in `text` open and close in pairs, so that
+/// marks around it would be around the whole of it: `"Dune" and "Emma"`
+/// stripped of its outer marks leaves `Dune" and "Emma`, which do not.
+/// A straight mark opens after white space or a bracket (or at the start),
+/// and closes elsewhere.
+fn quotes_pair_up(text: &str, open: char, close: char) -> bool {
+    let mut depth = 0usize;
+    let mut previous = ' ';
+    for c in text.chars() {
+        let opens = match (c == open, c == close) {
+            (true, true) => previous.is_whitespace() || "([{".contains(previous),
+            (true, false) => true,
+            (false, true) => false,
+            (false, false) => {
+                previous = c;
+                continue;
+            }
+        };
+        match opens {
+            // Straight marks do not nest.
+            true if open == close && depth > 0 => return false,
+            true => depth += 1,
+            false if depth == 0 => return false,
+            false => depth -= 1,
+        }
+        previous = c;
+    }
+    depth == 0
 }
 
 /// Said of the instructions whose rewrite was not [`faithful`].
@@ -478,6 +545,14 @@ mod tests {
         // Quotes that open and close parts of it stay.
         let quoted = "\"Dune\" and \"Emma\"";
         assert_eq!(unwrapped(quoted), quoted);
+        let curly = "\u{201c}Dune\u{201d} and \u{201c}Emma\u{201d}";
+        assert_eq!(unwrapped(curly), curly);
+        // Quotes around the whole of a text that quotes a title go.
+        assert_eq!(unwrapped(&format!("\"{text}\"")), text);
+        assert_eq!(
+            unwrapped("\u{201c}You want \u{201c}Dune\u{201d}.\u{201d}"),
+            "You want \u{201c}Dune\u{201d}."
+        );
     }
 
     #[test]

@@ -357,6 +357,35 @@ fn resets_take_the_tasks_in_turn_and_a_refused_or_named_one_takes_none() {
 }
 
 #[test]
+fn a_task_id_two_environments_share_is_named_with_its_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let shop = export_example(dir.path());
+    let copy = dir.path().join("copy");
+    std::fs::rename(export_example(&dir.path().join("other")), &copy).unwrap();
+    let manifest = copy.join("manifest.json");
+    let mut fields: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    fields["name"] = json!("shop-copy");
+    std::fs::write(&manifest, fields.to_string()).unwrap();
+    let server = Server::start(&[shop.to_str().unwrap(), copy.to_str().unwrap()]);
+    // There, but in which environment is not said: the request's fault.
+    let (status, ambiguous) = post(&server.url("/reset"), &json!({"task_id": "shop-01"}));
+    assert_eq!(status, 422, "{ambiguous}");
+    assert_eq!(ambiguous["code"], "bad_request", "{ambiguous}");
+    assert!(
+        ambiguous["detail"]
+            .as_str()
+            .unwrap()
+            .ends_with("is in several environments (shop, shop-copy); name it `env/task`"),
+        "{ambiguous}"
+    );
+    let (status, named) = post(
+        &server.url("/reset"),
+        &json!({"task_id": "shop-copy/shop-01"}),
+    );
+    assert_eq!(status, 200, "{named}");
+}
+
+#[test]
 fn pages_of_other_sites_are_refused_and_allowed_ones_served() {
     let server = Server::start(&[
         "--allow-origin",
@@ -926,6 +955,20 @@ fn mcp_clients_list_and_call_an_episodes_tools() {
     let (_, unknown) =
         rpc(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "nope"}}));
     assert_eq!(unknown["error"]["code"], -32602);
+    assert_eq!(
+        unknown["error"]["message"],
+        "unknown tool `nope` (the call counts as a turn of the episode)",
+        "{unknown}"
+    );
+    // Another episode is this transport's to start: a session ends first.
+    let (_, again) = rpc(json!({"jsonrpc": "2.0", "id": 5, "method": "initialize"}));
+    assert!(
+        again["error"]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("or `DELETE /mcp`) and initialize a new one"),
+        "{again}"
+    );
     // A misspelt `arguments` is refused, not a call without them.
     let (_, misspelt) = rpc(
         json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "get_order", "args": {"order_id": "o1"}}}),
@@ -984,6 +1027,16 @@ fn mcp_clients_list_and_call_an_episodes_tools() {
     );
     assert_eq!(status, 400, "{sessionless}");
     assert_eq!(sessionless["error"]["code"], -32600, "{sessionless}");
+    // An id no session can have is a bad request, not a session gone.
+    let (status, unnamed) = answer(
+        agent()
+            .post(server.url("/mcp"))
+            .header("mcp-session-id", "x".repeat(200))
+            .content_type("application/json")
+            .send(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}).to_string()),
+    );
+    assert_eq!(status, 422, "{unnamed}");
+    assert_eq!(unnamed["error"]["data"]["code"], "bad_request", "{unnamed}");
 
     let deleted = agent()
         .delete(server.url("/mcp"))
@@ -1002,7 +1055,7 @@ fn mcp_clients_list_and_call_an_episodes_tools() {
     for (kind, count) in [
         ("invalid_params", 5),
         ("method_not_found", 1),
-        ("bad_request", 1),
+        ("bad_request", 3),
         ("bad_json", 1),
         ("unknown_session", 1),
     ] {
@@ -1203,7 +1256,8 @@ fn mcp_over_stdio_serves_an_episode_at_a_time_and_records_them() {
         );
         std::thread::sleep(Duration::from_millis(50));
     };
-    assert_eq!(status.code(), Some(130));
+    // 128 + SIGTERM, as a process the signal stopped.
+    assert_eq!(status.code(), Some(143));
     let episodes = std::fs::read_to_string(&stopped).unwrap();
     let record: Value = serde_json::from_str(episodes.trim()).unwrap();
     assert_eq!(record["termination"], "closed", "{record}");

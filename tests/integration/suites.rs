@@ -19,7 +19,7 @@ fn bench_replay_prints_a_line_per_task() {
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
     let lines = json_lines(&output);
-    assert_eq!(lines.len(), 50);
+    assert_eq!(lines.len(), 51);
     assert_eq!(lines[0]["task_id"], "test/0");
     assert_eq!(lines[0]["actions"][0]["name"], "book_reservation");
     assert!(
@@ -29,6 +29,15 @@ fn bench_replay_prints_a_line_per_task() {
             .starts_with("{\"reservation_id\": \"HATHAT\"")
     );
     assert_eq!(lines[0]["final_db_sha256"].as_str().unwrap().len(), 64);
+    let summary = &lines[50];
+    assert_eq!(summary["summary"], true, "{summary}");
+    assert_eq!(summary["tasks"], 50);
+    assert_eq!(summary["sandbox_errors"], json!([]));
+    let calls: usize = lines[..50]
+        .iter()
+        .map(|line| line["actions"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(summary["gold_calls"], calls);
 }
 
 #[test]

@@ -1025,6 +1025,16 @@ fn a_model_that_never_answers_validly_rejects_the_domain() {
         "{rejected}"
     );
     assert_eq!(server.requests.lock().unwrap().len(), 2);
+    // Its answers are kept, with what was wrong with each.
+    let report = dir.path().join("out/parking/report.md");
+    assert!(rejected.contains(&format!("the model's answers are in {}", report.display())));
+    let report = std::fs::read_to_string(report).unwrap();
+    assert!(
+        report.starts_with("# parking — rejected\n")
+            && report.contains("## Answer 2\n\n```\n{\"domain\": 3}\n```")
+            && report.contains("That doc is not valid: "),
+        "{report}"
+    );
 
     // An annotated doc whose instruction rewrites fail is rejected, not
     // quietly left with its templates.

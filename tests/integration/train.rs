@@ -755,10 +755,11 @@ fn an_interrupted_run_resumes_exactly() {
     // lines of the log.
     let log = stderr(&output);
     for line in [
-        "step 0/5  held-out 0.000",
-        "step 5/5  reward",
+        "] 0/5 held-out 0.000",
+        "] 5/5 ",
+        "reward",
         "tok/s trained",
-        "checkpoint ",
+        "] checkpoint ",
     ] {
         assert!(log.contains(line), "{line:?} in {log}");
     }
@@ -1219,6 +1220,10 @@ fn bad_configs_and_run_directories_are_refused_clearly() {
     }
     let output = train(&["--run-dir", "unused", "--time-limit=-1"]);
     assert_refused(&output, "`-1` is not a number of seconds from 0 to a year");
+    // A resumed run keeps its own stages, even where the flag names the
+    // default.
+    let output = train(&["--run-dir", "unused", "--resume", "--stage", "all"]);
+    assert_refused(&output, "cannot be used with");
 
     // `--stage` runs one stage: the other's steps are zero in the saved config.
     for (stage, zeroed, kept) in [("sft", "rl", "sft"), ("rl", "sft", "rl")] {

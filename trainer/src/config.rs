@@ -294,36 +294,49 @@ impl LlamaConfig {
     /// head width stated as the one implied by the others no longer explicit.
     pub(crate) fn checked(mut self) -> Result<Self, LoadError> {
         let sizes = [
-            self.vocab,
-            self.hidden,
-            self.layers,
-            self.heads,
-            self.kv_heads,
-            self.ffn,
+            ("vocabulary", Some(self.vocab)),
+            ("width", Some(self.hidden)),
+            ("layer count", Some(self.layers)),
+            ("head count", Some(self.heads)),
+            ("key/value head count", Some(self.kv_heads)),
+            ("feed-forward width", Some(self.ffn)),
+            ("sliding window", self.sliding_window),
+            ("context length", self.context),
         ];
         let implied = self.hidden / self.heads.max(1);
         self.explicit_head_dim = self.explicit_head_dim.filter(|&width| width != implied);
-        let problem =
-            if sizes.contains(&0) || self.sliding_window == Some(0) || self.context == Some(0) {
-                Some("a size is zero".to_owned())
-            } else if !self.heads.is_multiple_of(self.kv_heads) {
-                Some(format!(
-                    "{} query heads do not share {} key/value heads evenly",
-                    self.heads, self.kv_heads
-                ))
-            } else if self.explicit_head_dim.is_none() && !self.hidden.is_multiple_of(self.heads) {
-                Some(format!(
-                    "a width of {} does not split into {} heads",
-                    self.hidden, self.heads
-                ))
-            } else if !self.head_dim().is_multiple_of(2) {
-                Some(format!(
-                    "RoPE needs an even head width, not {}",
-                    self.head_dim()
-                ))
-            } else {
-                None
-            };
+        // A broken number here makes every output NaN, not an error.
+        let unusable = |value: f64| !(value.is_finite() && value > 0.0);
+        let problem = if let Some((size, _)) = sizes.iter().find(|(_, value)| *value == Some(0)) {
+            Some(format!("its {size} is zero"))
+        } else if unusable(self.rope_base) {
+            Some(format!(
+                "RoPE's base frequency is {}, not a positive number",
+                self.rope_base
+            ))
+        } else if unusable(self.rms_eps) {
+            Some(format!(
+                "the norms' epsilon is {}, not a positive number",
+                self.rms_eps
+            ))
+        } else if !self.heads.is_multiple_of(self.kv_heads) {
+            Some(format!(
+                "{} query heads do not share {} key/value heads evenly",
+                self.heads, self.kv_heads
+            ))
+        } else if self.explicit_head_dim.is_none() && !self.hidden.is_multiple_of(self.heads) {
+            Some(format!(
+                "a width of {} does not split into {} heads",
+                self.hidden, self.heads
+            ))
+        } else if !self.head_dim().is_multiple_of(2) {
+            Some(format!(
+                "RoPE needs an even head width, not {}",
+                self.head_dim()
+            ))
+        } else {
+            None
+        };
         match problem {
             Some(problem) => Err(LoadError::Unsupported(format!(
                 "the model's shape: {problem}"

@@ -20,7 +20,8 @@ mod decode;
 mod gguf;
 mod recompute;
 
-use gguf::{GgufSource, gguf_name};
+use gguf::GgufSource;
+pub use gguf::check_gguf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -258,18 +259,7 @@ impl<B: Backend> Llama<B> {
             return Self::from_source(config, &mut checkpoint, device);
         }
         let gguf = Gguf::open(path)?;
-        let config = LlamaConfig::from_gguf(&gguf)?;
-        let read: HashSet<String> = tensor_names(&config)
-            .iter()
-            .map(|(name, _)| gguf_name(name))
-            .collect();
-        // The RoPE divisors are read into the config.
-        let held = gguf.tensors.iter().map(|t| t.name.as_str());
-        unread(
-            &config,
-            held.filter(|name| *name != crate::config::ROPE_FREQS),
-            &read,
-        )?;
+        let config = check_gguf(&gguf)?;
         Self::from_source(config.clone(), &mut GgufSource { gguf, config }, device)
     }
 

@@ -61,6 +61,12 @@ pub enum TokenizerError {
     NoChatTemplate(String),
     #[error("the tokenizer has no `{0}` token")]
     MissingToken(&'static str),
+    #[error("{key} is {id}, past the vocabulary of {tokens} tokens")]
+    SpecialId {
+        key: &'static str,
+        id: u64,
+        tokens: usize,
+    },
     #[error("building the tokenizer: {0}")]
     Build(String),
 }
@@ -139,8 +145,18 @@ impl ModelTokenizer {
             byte_level::from_gguf(gguf, &tokens)?
         };
         add_typed_tokens(&mut tokenizer, &tokens, &types);
-        let id = |key: &str| gguf.get_u64(key).ok().map(|id| id as u32);
-        let bos = id("tokenizer.ggml.bos_token_id");
+        // An id past the vocabulary would index no embedding row.
+        let id = |key: &'static str| match gguf.get_u64(key) {
+            Ok(id) if id < tokens.len() as u64 => Ok(Some(id as u32)),
+            Ok(id) => Err(TokenizerError::SpecialId {
+                key,
+                id,
+                tokens: tokens.len(),
+            }),
+            Err(_) => Ok(None),
+        };
+        let bos = id("tokenizer.ggml.bos_token_id")?;
+        let eos = id("tokenizer.ggml.eos_token_id")?;
         // Whether a text encoded with its special tokens opens with the
         // beginning of text: as llama.cpp reads the flag, on unless set
         // false for SentencePiece models (Llama 2), off unless set true for
@@ -148,7 +164,7 @@ impl ModelTokenizer {
         // Forge places its control tokens itself; this is for the saved
         // `tokenizer.json`, which then encodes as the model's own.
         let add_bos = flag(gguf, "tokenizer.ggml.add_bos_token").unwrap_or(sentencepiece);
-        let bos_token = bos.and_then(|id| Some((tokens.get(usize::try_from(id).ok()?)?, id)));
+        let bos_token = bos.map(|id| (&tokens[id as usize], id));
         if let (true, Some((token, id))) = (add_bos, bos_token) {
             let begin = TemplateProcessing::builder()
                 .try_single(format!("{token} $A"))
@@ -160,8 +176,7 @@ impl ModelTokenizer {
             tokenizer.with_post_processor(Some(begin));
         }
         let template = gguf.get_str("tokenizer.chat_template").ok();
-        Ok(Self::new(tokenizer, bos, id("tokenizer.ggml.eos_token_id"))
-            .with_chat_template(template.map(str::to_owned)))
+        Ok(Self::new(tokenizer, bos, eos).with_chat_template(template.map(str::to_owned)))
     }
 
     /// A character-level tokenizer with no merges: the three ChatML control
@@ -417,6 +432,26 @@ mod tests {
             writer.metadata(key, value.clone());
         }
         writer.write(path).unwrap();
+    }
+
+    #[test]
+    fn a_control_token_id_past_the_vocabulary_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tok.gguf");
+        // Written after the file's own id, it is the one read.
+        tiny(
+            &path,
+            &[("tokenizer.ggml.eos_token_id", Value::U32(70_000))],
+        );
+        let error = ModelTokenizer::from_gguf(&Gguf::open(&path).unwrap())
+            .err()
+            .expect("an id past the vocabulary is refused");
+        assert!(
+            error
+                .to_string()
+                .starts_with("tokenizer.ggml.eos_token_id is 70000, past the vocabulary of "),
+            "{error}"
+        );
     }
 
     /// The tokenizer of [`tiny`]'s file, read back, and the directory it is in.

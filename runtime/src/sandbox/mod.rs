@@ -92,9 +92,20 @@ impl Sandbox {
     /// (`None`: the default cache directory; compile without caching if it
     /// cannot be created).
     pub fn new(limits: Limits, cache_dir: Option<PathBuf>) -> Result<Self> {
+        // Each pooled memory is a 4 GiB reservation (plus its guard), so
+        // that bounds checks cost nothing: address space, not memory, but
+        // what a limit on virtual memory counts.
+        let reserved_gib = u64::from(limits.instances.max(1)) * 2 * 4;
         let engine = Engine::new(&engine_config(&limits))
             .map_err(anyhow::Error::from)
-            .context("configuring the wasmtime engine")?;
+            .with_context(|| {
+                format!(
+                    "configuring the wasmtime engine, whose pool of {} instances reserves about \
+                     {reserved_gib} GiB of virtual address space up front (not memory; a limit \
+                     on virtual memory, as `ulimit -v` sets, must allow it)",
+                    limits.instances.max(1)
+                )
+            })?;
         let linker = host::linker(&engine)?;
         spawn_epoch_ticker(&engine);
         let cache = match cache_dir {

@@ -67,10 +67,9 @@ fn report(rows: &[Row], json: bool) {
         for row in rows {
             // Counts as the whole numbers they are.
             let count = matches!(row.unit, "answers" | "requests" | "sessions" | "steps");
-            let value = if row.value >= 100.0 || count {
-                format!("{:.0}", row.value)
-            } else {
-                format!("{:.2}", row.value)
+            let value = match count {
+                true => format!("{:.0}", row.value),
+                false => output::measured(row.value),
             };
             table.add_row(vec![row.metric.to_owned(), value, row.unit.to_owned()]);
         }

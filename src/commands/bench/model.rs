@@ -156,9 +156,15 @@ pub fn run(args: ModelBenchArgs) -> Result<ExitCode> {
     };
     let json = args.json;
     let caption = caption(&args.device, spec.weights.as_deref(), &spec);
+    let device = device_name(&args.device);
     let measurements = bench::run(&spec, args.device.accelerator(), &mut |m| {
         if json {
-            output::json_line(&serde_json::to_value(m).expect("a measurement serialises"));
+            // Each line says what it measured, as the table's caption does.
+            let mut line = serde_json::to_value(m).expect("a measurement serialises");
+            line["device"] = device.as_str().into();
+            // None: random weights in SmolLM2-135M's shape.
+            line["model"] = serde_json::json!(spec.weights);
+            output::json_line(&line);
         } else {
             eprintln!("{}", describe(m));
         }
@@ -169,7 +175,7 @@ pub fn run(args: ModelBenchArgs) -> Result<ExitCode> {
             table.add_row(vec![
                 m.phase.name().to_owned(),
                 shape(m),
-                format!("{:.0}", m.tokens_per_s),
+                output::measured(m.tokens_per_s),
                 format!("{:.4}", m.seconds),
             ]);
         }
@@ -202,12 +208,18 @@ fn caption(device: &Device, weights: Option<&Path>, spec: &BenchSpec) -> String 
     format!(
         "{} on {}: {} products{adapters}",
         model,
-        device
-            .to_possible_value()
-            .expect("no device is skipped")
-            .get_name(),
+        device_name(device),
         spec.precision.name(),
     )
+}
+
+/// The device as `--device` names it.
+fn device_name(device: &Device) -> String {
+    device
+        .to_possible_value()
+        .expect("no device is skipped")
+        .get_name()
+        .to_owned()
 }
 
 /// `BATCHxSEQ`, or for decoding the batch, prompt and new tokens.
@@ -240,10 +252,10 @@ fn shape(m: &Measurement) -> String {
 
 fn describe(m: &Measurement) -> String {
     format!(
-        "{} {}: {:.0} tokens/s ({:.4} s)",
+        "{} {}: {} tokens/s ({:.4} s)",
         m.phase.name(),
         shape(m),
-        m.tokens_per_s,
+        output::measured(m.tokens_per_s),
         m.seconds
     )
 }

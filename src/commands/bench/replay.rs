@@ -26,7 +26,8 @@ pub struct ReplayArgs {
     /// Print one JSON object per task
     /// (`{"task_id", "actions": [{"name", "output"}], "final_db_sha256"}`,
     /// and `"final_user_db_sha256"` for the domains whose user has a
-    /// database) instead of the summary and cost tables.
+    /// database), then a summary object, instead of the summary and cost
+    /// tables.
     #[arg(long)]
     json: bool,
 }
@@ -63,7 +64,19 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
         bar.inc(1);
     }
     bar.finish_and_clear();
-    if !args.json {
+    let replayed = started.elapsed() - loaded;
+    if args.json {
+        output::json_line(&serde_json::json!({
+            "summary": true,
+            "suite": args.suite.to_string(),
+            "tasks": env.tasks().len(),
+            "gold_calls": calls,
+            "error_outputs": errors,
+            "sandbox_errors": failed,
+            "load_s": loaded.as_secs_f64(),
+            "replay_s": replayed.as_secs_f64(),
+        }));
+    } else {
         let mut table = output::table(&[
             "suite",
             "tasks",
@@ -80,14 +93,17 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
             errors.to_string(),
             failed.len().to_string(),
             format!("{:.2}", loaded.as_secs_f64()),
-            format!("{:.2}", (started.elapsed() - loaded).as_secs_f64()),
+            format!("{:.2}", replayed.as_secs_f64()),
         ]);
         println!("{table}");
         // The reference suites' gold actions include calls the tools
         // refuse, as the reference answers them; those are no failures.
         println!(
             "error outputs: gold calls a tool answered `Error: …`, as the reference does; \
-             sandbox errors: tasks whose replay the sandbox stopped (a failure)"
+             sandbox errors: tasks whose replay the sandbox stopped (a failure); load s: \
+             reading the data and building the environment, each task's gold actions played \
+             once to prove it solvable; replay s: every task's gold actions played again from \
+             its initial database, each call's output and the final database hashed"
         );
         println!("{}", costs(&env, &finals));
     }

@@ -113,6 +113,7 @@ async fn load_test(args: &ServeBenchArgs, step: String) -> Result<Vec<Row>> {
             (base, Some(stop))
         }
     };
+    probe(&base, &step).await?;
     let rss_baseline = settled_resident_bytes().await;
     let step = Arc::new(step);
     let mut rounds = Vec::new();
@@ -261,9 +262,49 @@ fn server_is_here(args: &ServeBenchArgs) -> bool {
     args.url.is_none()
 }
 
+/// The WebSocket endpoint of the server at `base`.
+fn ws_url(base: &str) -> String {
+    format!("{}/ws", base.replacen("http", "ws", 1))
+}
+
+/// Takes the step once, on a session of its own, before the load: a
+/// `--tool` or `--arguments` the server refuses is named at once rather
+/// than after `--seconds` of error answers. The session is gone (or given
+/// up on after 5 s) before the load begins, so that no round counts it.
+async fn probe(base: &str, step: &str) -> Result<()> {
+    let before = sessions(base).await?;
+    let mut socket = open_session(&ws_url(base), 0).await?;
+    let (answer, _) = exchange(&mut socket, step).await?;
+    let _ = socket
+        .send(Message::Text(r#"{"type": "close"}"#.into()))
+        .await;
+    let _ = socket.close(None).await;
+    if is_error(&answer) {
+        bail!(
+            "the server answered the step with an error, so the load would measure refusals, \
+             not tool calls (check --tool and --arguments): {answer}"
+        );
+    }
+    let closing = Instant::now();
+    while sessions(base).await? > before && closing.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// Whether `answer` to a step is no tool call done: refused, a call that
+/// was no tool call (an unknown tool, one the sandbox stopped), or one the
+/// tool refused (arguments it does not take).
+fn is_error(answer: &Value) -> bool {
+    let observation = &answer["data"]["observation"];
+    answer.get("type").and_then(Value::as_str) != Some("observation")
+        || !observation["error"].is_null()
+        || observation["result"]["is_error"] == true
+}
+
 /// Opens the sessions, steps them, and makes the clients leave.
 async fn round(args: &ServeBenchArgs, base: &str, step: &Arc<String>) -> Result<Round> {
-    let ws_url = format!("{}/ws", base.replacen("http", "ws", 1));
+    let ws_url = ws_url(base);
     // Sessions other clients hold on a shared server are not this round's.
     let others = sessions(base).await?;
     let ours =
@@ -412,16 +453,9 @@ async fn work(
                 break 'steps;
             }
             let (answer, latency) = exchange(socket, &step).await?;
-            // Refused, a call that was no tool call (an unknown tool, one
-            // the sandbox stopped), or one the tool refused (arguments it
-            // does not take): none measures a tool doing its work, so none
-            // counts among the steps and their latencies.
-            let refused = answer.get("type").and_then(Value::as_str) != Some("observation");
-            let observation = &answer["data"]["observation"];
-            if refused
-                || !observation["error"].is_null()
-                || observation["result"]["is_error"] == true
-            {
+            // An error measures no tool doing its work, so none counts
+            // among the steps and their latencies.
+            if is_error(&answer) {
                 tally.errors += 1;
                 tally.first_error.get_or_insert(answer);
             } else {

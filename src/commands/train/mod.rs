@@ -66,7 +66,8 @@ pub struct TrainArgs {
     data: Option<PathBuf>,
     /// Which stages to run: SFT then RL, or one of them. `--stage rl` starts
     /// from `model.init`, e.g. the `final/` directory of a `--stage sft` run.
-    #[arg(long, value_enum, default_value_t = Stage::All)]
+    /// Not with --resume: a resumed run keeps its own.
+    #[arg(long, value_enum, default_value_t = Stage::All, conflicts_with = "resume")]
     stage: Stage,
     /// Continue the run in `--run-dir` from its latest checkpoint (from its
     /// start, if it stopped before one), with the config it was started with.
@@ -304,12 +305,12 @@ impl std::fmt::Display for StoppedBeforeBegun {
 impl std::error::Error for StoppedBeforeBegun {}
 
 /// `outcome`, where a run stopped before it began exits as a stopped run
-/// does (status 130), saying so.
+/// does (with the signal's status), saying so.
 fn stopped_before_begun(outcome: Result<ExitCode>, run_dir: &Path) -> Result<ExitCode> {
     match outcome {
         Err(err) if err.is::<StoppedBeforeBegun>() => {
             eprintln!("{err}: {} is left as it was", run_dir.display());
-            Ok(ExitCode::from(shutdown::INTERRUPTED))
+            Ok(ExitCode::from(shutdown::stopped_status()))
         }
         outcome => outcome,
     }
@@ -481,7 +482,7 @@ fn start(args: &TrainArgs, mut config: TrainConfig, stop: &Stop) -> Result<ExitC
         );
     }
     Ok(if summary.interrupted {
-        ExitCode::from(shutdown::INTERRUPTED)
+        ExitCode::from(shutdown::stopped_status())
     } else {
         ExitCode::SUCCESS
     })
@@ -491,8 +492,8 @@ fn start(args: &TrainArgs, mut config: TrainConfig, stop: &Stop) -> Result<ExitC
 fn effective_config(args: &TrainArgs) -> Result<TrainConfig> {
     if args.resume {
         let saved = args.run_dir().join(CONFIG_FILE);
-        if !args.config.is_empty() || args.stage != Stage::All {
-            bail!("--resume continues with the run's own {CONFIG_FILE}; drop --config and --stage");
+        if !args.config.is_empty() {
+            bail!("--resume continues with the run's own {CONFIG_FILE}; drop --config");
         }
         let run_dir = args.run_dir();
         if !saved.is_file() {
@@ -850,7 +851,9 @@ impl Progress {
 }
 
 impl Observer for Progress {
-    fn metrics(&mut self, metrics: &Metrics, total_steps: usize) {
+    fn metrics(&mut self, metrics: &Metrics) {
+        // An evaluation's step is that of the weights it evaluated.
+        self.bar.set_position(metrics.step as u64);
         match metrics.kind.as_str() {
             "eval" => self.heldout = metrics.heldout_success,
             kind => {
@@ -862,7 +865,6 @@ impl Observer for Progress {
                     self.reward = metrics.reward;
                     self.sampled_per_s = metrics.rollout_tokens_per_s;
                 }
-                self.bar.set_position(metrics.step as u64);
             }
         }
         let show = |label: &str, value: Option<f64>| {
@@ -879,15 +881,10 @@ impl Observer for Progress {
             rate("trained", self.trained_per_s),
             rate("sampled", self.sampled_per_s),
         );
+        self.bar.set_message(message.trim_end().to_owned());
         if self.log && metrics.kind == "eval" {
-            eprintln!(
-                "step {}/{}  {}",
-                metrics.step,
-                total_steps,
-                message.trim_end()
-            );
+            eprintln!("{}", output::place_line(&self.bar));
         }
-        self.bar.set_message(message);
     }
 
     fn evaluating(&mut self, tasks: usize) {
@@ -901,7 +898,11 @@ impl Observer for Progress {
 
     fn checkpoint(&mut self, dir: &Path) {
         if self.log {
-            eprintln!("checkpoint {}", dir.display());
+            eprintln!(
+                "{} checkpoint {}",
+                output::elapsed(&self.bar),
+                dir.display()
+            );
         }
     }
 

@@ -1,9 +1,51 @@
 //! Reading a GGUF file's tensors as the decoder's: llama.cpp's names and
 //! its layout of the query and key rows mapped back to Hugging Face's.
 
-use super::{LoadError, WeightSource};
-use crate::config::LlamaConfig;
-use forge_model::gguf::Gguf;
+use super::{LoadError, WeightSource, tensor_names, unread};
+use crate::config::{LlamaConfig, ROPE_FREQS};
+use forge_model::gguf::{Gguf, GgufError, TensorInfo};
+use std::collections::HashSet;
+
+/// The decoder `gguf` describes, once its tensors are those it needs (each
+/// present, of the shape its metadata implies, in a type Forge reads) and
+/// no other: what loading checks before reading any weight, and what
+/// `forge model inspect` says without loading.
+pub fn check_gguf(gguf: &Gguf) -> Result<LlamaConfig, LoadError> {
+    // Named first: no reading of the metadata makes such a file runnable.
+    if let Some(tensor) = gguf.tensors.iter().find(|t| t.kind.block().is_none()) {
+        return Err(GgufError::UnsupportedType {
+            name: tensor.name.clone(),
+            kind: tensor.kind.to_string(),
+        }
+        .into());
+    }
+    let config = LlamaConfig::from_gguf(gguf)?;
+    let needed = tensor_names(&config);
+    let read: HashSet<String> = needed.iter().map(|(name, _)| gguf_name(name)).collect();
+    // The RoPE divisors are read into the config.
+    let held = gguf.tensors.iter().map(|t| t.name.as_str());
+    unread(&config, held.filter(|name| *name != ROPE_FREQS), &read)?;
+    for (name, shape) in &needed {
+        let info = gguf.tensor(&gguf_name(name))?;
+        check_shape(info, shape)?;
+        gguf.tensor_bytes(info)?;
+    }
+    Ok(config)
+}
+
+/// Refuses `info` unless it has `shape` (Hugging Face's, outermost first).
+fn check_shape(info: &TensorInfo, shape: &[usize]) -> Result<(), LoadError> {
+    // GGML dims are innermost first: `[cols, rows]`.
+    let expected: Vec<u64> = shape.iter().rev().map(|&dim| dim as u64).collect();
+    match info.dims == expected {
+        true => Ok(()),
+        false => Err(LoadError::Shape {
+            name: info.name.clone(),
+            found: info.dims.clone(),
+            expected,
+        }),
+    }
+}
 
 /// A GGUF file's tensors under their Hugging Face names, dequantized to f32,
 /// Q/K rows un-permuted where llama.cpp permuted them.
@@ -15,16 +57,7 @@ pub(super) struct GgufSource {
 impl WeightSource for GgufSource {
     fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, LoadError> {
         let gguf_name = gguf_name(name);
-        let info = self.gguf.tensor(&gguf_name)?;
-        // GGML dims are innermost first: `[cols, rows]`.
-        let expected: Vec<u64> = shape.iter().rev().map(|&dim| dim as u64).collect();
-        if info.dims != expected {
-            return Err(LoadError::Shape {
-                name: gguf_name,
-                found: info.dims.clone(),
-                expected,
-            });
-        }
+        check_shape(self.gguf.tensor(&gguf_name)?, shape)?;
         let values = self.gguf.dequantize(&gguf_name)?;
         let (hd, hidden) = (self.config.head_dim(), self.config.hidden);
         if !self.config.architecture.gguf_permutes_qk() {

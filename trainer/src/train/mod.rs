@@ -84,7 +84,7 @@ pub enum Stage {
 /// What a run reports as it goes.
 pub trait Observer {
     /// A step or an evaluation finished (its line is already in `metrics.jsonl`).
-    fn metrics(&mut self, metrics: &Metrics, total_steps: usize);
+    fn metrics(&mut self, metrics: &Metrics);
     /// An evaluation of `tasks` held-out tasks begins (its metrics follow).
     fn evaluating(&mut self, _tasks: usize) {}
     /// A checkpoint was written.
@@ -150,13 +150,14 @@ pub struct RunSpec<'a> {
 }
 
 /// Refuses to resume the run in `dir` under `config` when that is not the
-/// config of its latest checkpoint. Resuming checks this too; checked first,
-/// the change is named before models and environments load (an emptied
-/// config would otherwise fail on the default model's absence).
+/// config of its latest checkpoint, or when it has none but got past one.
+/// Resuming checks this too; checked first, the problem is named before
+/// models and environments load (an emptied config would otherwise fail on
+/// the default model's absence).
 pub fn check_resumable(dir: &Path, config: &TrainConfig) -> Result<()> {
     match read_latest(dir)? {
         Some(checkpoint) => check_config(&checkpoint, config),
-        None => Ok(()),
+        None => check_restartable(dir, config),
     }
 }
 
@@ -1096,7 +1097,7 @@ impl<'a, B: AutodiffBackend> Trainer<'a, B> {
 
     fn record(&self, metrics: &Metrics, observer: &mut dyn Observer) -> Result<()> {
         metrics::append(&self.dir.join(METRICS), metrics)?;
-        observer.metrics(metrics, self.total_steps());
+        observer.metrics(metrics);
         Ok(())
     }
 
