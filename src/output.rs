@@ -4,6 +4,7 @@ use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// Width of tables when stdout is not a terminal (a terminal's own width is
@@ -31,13 +32,21 @@ const LOG_EVERY: Duration = Duration::from_secs(30);
 /// A progress bar on stderr, hidden when `quiet` (JSON output); where stderr
 /// is not a terminal, a line every [`LOG_EVERY`] while it moves.
 pub fn progress(len: u64, quiet: bool) -> ProgressBar {
+    progress_logged(len, quiet).0
+}
+
+/// [`progress`], and where its place goes to stderr as log lines (stderr
+/// being no terminal), the [`PlaceLog`] they are written through, for work
+/// to write lines of its own in their order.
+pub fn progress_logged(len: u64, quiet: bool) -> (ProgressBar, Option<PlaceLog>) {
     if quiet {
-        return ProgressBar::hidden();
+        return (ProgressBar::hidden(), None);
     }
     let bar = ProgressBar::new(len);
     if bar.is_hidden() {
-        log_lines(&bar, LOG_EVERY, std::io::stderr());
-        return bar;
+        let log = PlaceLog::new(std::io::stderr());
+        log_lines(&bar, LOG_EVERY, log.clone());
+        return (bar, Some(log));
     }
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
@@ -46,7 +55,7 @@ pub fn progress(len: u64, quiet: bool) -> ProgressBar {
     // Redrawn while nothing finishes (a model thinking, a slow endpoint),
     // so the clock shows the work is alive.
     bar.enable_steady_tick(Duration::from_millis(250));
-    bar
+    (bar, None)
 }
 
 /// Writes `err` and its causes to stderr as the one line `error: …`.
@@ -75,51 +84,84 @@ pub fn retry_warnings(bar: &ProgressBar) -> impl Fn(&forge_llm::Retrying) + Send
     }
 }
 
-/// Writes `bar`'s place (`[00:01:30] 12/40 message`, as the bar shows it)
-/// to `out` each time `every` has passed in which it moved, and after
-/// [`STILL_LOGGED`] of them in which it did not, until it is finished or
-/// dropped: long work in a log file shows how far it got, and that it is
-/// alive while one step takes long.
-fn log_lines(bar: &ProgressBar, every: Duration, mut out: impl Write + Send + 'static) {
+/// The log lines written in place of a bar that cannot draw: its place
+/// (`[00:01:30] 12/40 message`, as the bar shows it), and lines of the
+/// work's own (`[00:01:30] checkpoint …`). The place last written is
+/// remembered, so that the periodic lines ([`log_lines`]) do not repeat
+/// one that work wrote at a moment of its choosing (an evaluation's
+/// result). A log that cannot be written to loses only these lines.
+#[derive(Clone)]
+pub struct PlaceLog(Arc<Mutex<LogState>>);
+
+struct LogState {
+    out: Box<dyn Write + Send>,
+    /// The place last written: position and message.
+    last: Option<(u64, String)>,
+}
+
+impl PlaceLog {
+    fn new(out: impl Write + Send + 'static) -> Self {
+        Self(Arc::new(Mutex::new(LogState {
+            out: Box::new(out),
+            last: None,
+        })))
+    }
+
+    /// Writes `bar`'s place now.
+    pub fn place(&self, bar: &ProgressBar) {
+        let mut state = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ = writeln!(
+            state.out,
+            "{} {}/{} {}",
+            elapsed(bar),
+            bar.position(),
+            bar.length().map_or("?".to_owned(), |len| len.to_string()),
+            bar.message()
+        );
+        state.last = Some((bar.position(), bar.message()));
+    }
+
+    /// Writes `line` now, after the time `bar` has run.
+    pub fn line(&self, bar: &ProgressBar, line: &str) {
+        let mut state = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ = writeln!(state.out, "{} {line}", elapsed(bar));
+    }
+
+    /// Whether `bar` is where the last place written put it.
+    fn unmoved(&self, bar: &ProgressBar) -> bool {
+        let state = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        state.last == Some((bar.position(), bar.message()))
+    }
+}
+
+/// Writes `bar`'s place to `log` each time `every` has passed in which it
+/// moved, and after [`STILL_LOGGED`] of them in which it did not, until it
+/// is finished or dropped: long work in a log file shows how far it got,
+/// and that it is alive while one step takes long.
+fn log_lines(bar: &ProgressBar, every: Duration, log: PlaceLog) {
     let bar = bar.downgrade();
     std::thread::spawn(move || {
-        let mut logged = None;
         let mut still = 0;
         loop {
             std::thread::sleep(every);
             let Some(bar) = bar.upgrade().filter(|bar| !bar.is_finished()) else {
                 return;
             };
-            let place = (bar.position(), bar.message());
-            if logged.as_ref() == Some(&place) {
+            if log.unmoved(&bar) {
                 still += 1;
                 if still < STILL_LOGGED {
                     continue;
                 }
             }
-            // A log that cannot be written to loses only these lines.
-            let _ = writeln!(out, "{}", place_line(&bar));
-            logged = Some(place);
+            log.place(&bar);
             still = 0;
         }
     });
 }
 
-/// `bar`'s place as a log line: `[00:01:30] 12/40 message`, as the bar
-/// shows it.
-pub fn place_line(bar: &ProgressBar) -> String {
-    format!(
-        "{} {}/{} {}",
-        elapsed(bar),
-        bar.position(),
-        bar.length().map_or("?".to_owned(), |len| len.to_string()),
-        bar.message()
-    )
-}
-
 /// The time `bar` has run, as `[00:01:30]`: what a log line written in
 /// place of the bar begins with.
-pub fn elapsed(bar: &ProgressBar) -> String {
+fn elapsed(bar: &ProgressBar) -> String {
     let seconds = bar.elapsed().as_secs();
     format!(
         "[{:02}:{:02}:{:02}]",
@@ -145,11 +187,22 @@ pub fn count(n: impl std::fmt::Display, noun: &str) -> String {
 /// significant digits, so that a small one (`0.0312` µs, `4.27` tokens/s)
 /// keeps what tells it apart rather than rounding to `0.03` or `4`.
 pub fn measured(value: f64) -> String {
-    if !value.is_finite() || value.abs() >= 100.0 || value == 0.0 {
-        return format!("{value:.0}");
+    // Decimals for three significant digits of `value`.
+    let decimals = |value: f64| (2 - value.abs().log10().floor() as i32).max(0);
+    // Rounded first: 99.96 is 100 (not `100.0`), 9.9996 is `10.0`.
+    let rounded = match value == 0.0 || !value.is_finite() {
+        true => value,
+        false => {
+            let scale = 10f64.powi(decimals(value));
+            (value * scale).round() / scale
+        }
+    };
+    // `-0` would read as a sign of something.
+    let rounded = if rounded == 0.0 { 0.0 } else { rounded };
+    if !rounded.is_finite() || rounded.abs() >= 100.0 || rounded == 0.0 {
+        return format!("{rounded:.0}");
     }
-    let digits = 2 - value.abs().log10().floor() as i32;
-    format!("{value:.*}", digits.max(0) as usize)
+    format!("{rounded:.*}", decimals(rounded) as usize)
 }
 
 /// What a remote model cost, as a summary line says it: "12 requests, 3400
@@ -234,6 +287,11 @@ mod tests {
             (4.267, "4.27"),
             (1.0, "1.00"),
             (0.03124, "0.0312"),
+            (99.96, "100"),
+            (9.9996, "10.0"),
+            (0.99996, "1.00"),
+            (-3.4049, "-3.40"),
+            (-0.0, "0"),
             (0.0, "0"),
         ] {
             assert_eq!(measured(value), shown, "{value}");
@@ -277,7 +335,8 @@ mod tests {
         bar.inc(1);
         bar.set_message("episode 2");
         let log = Log::default();
-        log_lines(&bar, Duration::from_millis(20), log.clone());
+        let place_log = PlaceLog::new(log.clone());
+        log_lines(&bar, Duration::from_millis(20), place_log.clone());
         let first = log.awaiting("1/3 episode 2\n");
         assert!(first.starts_with("[00:00:0") && first.ends_with("] 1/3 episode 2\n"));
         // Standing still, it is logged again only after ten intervals.
@@ -287,6 +346,16 @@ mod tests {
         assert!(again.ends_with("] 1/3 episode 2\n"), "{again}");
         bar.inc(1);
         assert!(log.awaiting("2/3").ends_with("] 2/3 episode 2\n"));
+        // A place the work wrote itself is not written again.
+        bar.set_message("held-out 0.5");
+        place_log.place(&bar);
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(
+            log.text().matches("held-out 0.5").count(),
+            1,
+            "{}",
+            log.text()
+        );
         // Finished, it is logged no more.
         bar.inc(1);
         bar.finish_and_clear();

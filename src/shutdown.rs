@@ -50,11 +50,13 @@ pub async fn signal() -> Signal {
         _ = interrupt => Signal::Interrupt,
         _ = terminate => Signal::Terminate,
     };
+    // Sequentially consistent with the stop flag's store ([`flag`]): work
+    // that saw the flag sees the signal.
     let _ = RECEIVED.compare_exchange(
         0,
         received.exit_status(),
-        Ordering::Relaxed,
-        Ordering::Relaxed,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
     );
     received
 }
@@ -62,7 +64,7 @@ pub async fn signal() -> Signal {
 /// The exit status of work stopped by a signal: that of the first one
 /// received (130 for Ctrl-C, 143 for SIGTERM).
 pub fn stopped_status() -> u8 {
-    match RECEIVED.load(Ordering::Relaxed) {
+    match RECEIVED.load(Ordering::SeqCst) {
         0 => Signal::Interrupt.exit_status(),
         status => status,
     }
@@ -112,7 +114,7 @@ pub fn flag(on_first: impl FnOnce() + Send + 'static) -> std::io::Result<Arc<Ato
     let set = Arc::clone(&flag);
     on_signal(move |runtime| {
         let first = Instant::now();
-        set.store(true, Ordering::Relaxed);
+        set.store(true, Ordering::SeqCst);
         on_first();
         runtime.block_on(another_signal(first));
         stop_at_once();

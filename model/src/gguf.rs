@@ -49,6 +49,8 @@ pub enum GgufError {
     },
     #[error("tensor `{0}` is listed twice: the header is damaged")]
     Duplicate(String),
+    #[error("metadata `{0}` is listed twice: the header is damaged")]
+    DuplicateKey(String),
     #[error("tensor `{name}` has dimensions {dims:?}: more than any file holds")]
     Oversized { name: String, dims: Vec<u64> },
     #[error("tensor `{name}` lies beyond the end of the file ({len} bytes): the file is cut short")]
@@ -210,6 +212,10 @@ impl Gguf {
             let key = reader.string("a metadata key")?;
             let kind = reader.u32(&key)?;
             let value = reader.value(kind, &key, 0)?;
+            // Which of two values would be the one read is a guess.
+            if metadata.contains_key(&key) {
+                return Err(GgufError::DuplicateKey(key));
+            }
             metadata.insert(key, value);
         }
         let mut tensors = Vec::new();
@@ -472,8 +478,12 @@ pub struct GgufWriter {
 }
 
 impl GgufWriter {
+    /// Sets `key`, in place of any value given it before.
     pub fn metadata(&mut self, key: &str, value: Value) -> &mut Self {
-        self.metadata.push((key.to_owned(), value));
+        match self.metadata.iter_mut().find(|(held, _)| held == key) {
+            Some((_, held)) => *held = value,
+            None => self.metadata.push((key.to_owned(), value)),
+        }
         self
     }
 
@@ -702,6 +712,19 @@ mod tests {
         assert_eq!(
             refused(&twice),
             "tensor `a` is listed twice: the header is damaged"
+        );
+        // Keys `k1` and `k2`, the second renamed as the first.
+        let mut keys = GgufWriter::default();
+        keys.metadata("k1", Value::U32(1))
+            .metadata("k2", Value::U32(2));
+        keys.write(&path).unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = bytes.windows(2).rposition(|pair| pair == b"k2").unwrap();
+        bytes[at + 1] = b'1';
+        std::fs::write(&path, bytes).unwrap();
+        assert_eq!(
+            Gguf::open(&path).err().unwrap().to_string(),
+            "metadata `k1` is listed twice: the header is damaged"
         );
         // Q8_0 blocks hold 32 values (34 bytes): rows of 48 end mid-block,
         // though the 96 elements fill three blocks.

@@ -52,15 +52,19 @@ pub enum Transport {
 }
 
 impl Transport {
-    /// How to start another episode, as a clause.
-    fn another_episode(self) -> &'static str {
-        match self {
-            Self::Http => {
+    /// How to start another episode, as a clause, once the session's
+    /// episode is `over` or while it is not.
+    fn another_episode(self, over: bool) -> &'static str {
+        match (self, over) {
+            (Self::Http, _) => {
                 "close this session (`openenv/session/close`, or `DELETE /mcp`) and initialize a \
                  new one"
             }
-            Self::WebSocket => "send a `reset` frame on this connection",
-            Self::Stdio => "send `initialize` once this episode is over",
+            (Self::WebSocket, _) => "send a `reset` frame on this connection",
+            (Self::Stdio, true) => "send `initialize`",
+            (Self::Stdio, false) => {
+                "finish this one, or close it (`openenv/session/close`), then send `initialize`"
+            }
         }
     }
 }
@@ -181,7 +185,7 @@ fn answer(
             INVALID_REQUEST,
             &format!(
                 "this session is initialized already: to start another episode, {}",
-                transport.another_episode()
+                transport.another_episode(false)
             ),
         ),
         ("initialize", None) => return initialize(hub, open, &id, &params),
@@ -381,7 +385,7 @@ fn call(
         Err(ServeError::EpisodeOver(_)) => {
             let text = format!(
                 "The episode is over. To play another, {}.",
-                transport.another_episode()
+                transport.another_episode(true)
             );
             success(
                 id,

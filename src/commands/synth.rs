@@ -452,9 +452,9 @@ fn expand_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
             let hidden = file
                 .file_name()
                 .is_some_and(|name| name.as_encoded_bytes().starts_with(b"."));
-            let documented = file
-                .extension()
-                .is_some_and(|ext| ext == "toml" || ext == "json");
+            let documented = file.extension().is_some_and(|ext| {
+                ext.eq_ignore_ascii_case("toml") || ext.eq_ignore_ascii_case("json")
+            });
             !hidden && documented && file.is_file()
         };
         let mut found: Vec<PathBuf> = std::fs::read_dir(path)

@@ -560,16 +560,19 @@ impl DomainDoc {
                     "change: `add` needs a numeric field, `{}` is not",
                     change.field
                 );
-                // Beyond 2^53 a number is no longer exact, and an integer
-                // near i64's end would wrap round when added to.
                 ensure!(
-                    add.is_finite() && add.abs() <= 9_007_199_254_740_992.0,
-                    "change of `{}`: `add` is {add}, beyond what adds exactly (2^53)",
+                    add.is_finite(),
+                    "change of `{}`: `add` is {add}, not a finite number",
                     change.field
                 );
+                // An integer is added to as an integer: a fraction would
+                // make it a number, and past 2^53 the f64 `add` is read as
+                // no longer holds a whole number exactly.
                 ensure!(
-                    field.kind != FieldType::Integer || add.fract() == 0.0,
-                    "change of `{}`: `add` is {add}, but the field is an integer",
+                    field.kind != FieldType::Integer
+                        || (add.fract() == 0.0 && add.abs() <= 9_007_199_254_740_992.0),
+                    "change of `{}`: `add` is {add}, but the field is an integer: add a whole \
+                     number of at most 2^53",
                     change.field
                 );
             }
@@ -863,7 +866,8 @@ description = "Find a driver."
             )
         };
         assert!(visits("1.5").contains("`add` is 1.5, but the field is an integer"));
-        assert!(visits("9223372036854775807").contains("beyond what adds exactly (2^53)"));
+        assert!(visits("9223372036854775807").contains("add a whole number of at most 2^53"));
+        assert!(visits("nan").contains("`add` is NaN, not a finite number"));
         // An integer range that holds no integer.
         let doc: DomainDoc = toml::from_str(&BASE.replace(
             "fields.credit = { type = \"number\", min = 0, max = 50 }",

@@ -185,8 +185,10 @@ pub fn synthesize(
                     failed_on = Some(plain.domain.name.clone());
                 }
                 annotation.map_err(|err| {
-                    let dir = out.join(&plain.domain.name);
-                    match report_rejection(&dir, &annotator.rejection_report(&err)) {
+                    let Some(report) = annotator.rejection_report(&err) else {
+                        return err;
+                    };
+                    match report_rejection(&out.join(&plain.domain.name), &report) {
                         Ok(Some(report)) => err.context(format!(
                             "the model's answers are in {}",
                             report.display()

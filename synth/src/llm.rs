@@ -61,7 +61,10 @@ impl AnyDoc {
     /// fails its checks is an error; a doc that is neither kind reports why
     /// it is not the kind it is written as.
     pub fn read(path: &Path) -> Result<Self> {
-        let json = match path.extension().and_then(|ext| ext.to_str()) {
+        let extension = path
+            .extension()
+            .map(|ext| ext.to_string_lossy().to_ascii_lowercase());
+        let json = match extension.as_deref() {
             Some("json") => true,
             // Without an extension, TOML, as the shipped docs are written.
             Some("toml") | None => false,
@@ -180,27 +183,44 @@ impl<'a> Annotator<'a> {
         )
     }
 
-    /// The report of an annotation that failed with `why`: the model's
-    /// answers and what was said of each, for the doc's author to see where
-    /// the model went wrong.
-    pub fn rejection_report(&self, why: &anyhow::Error) -> String {
-        let mut report = format!(
-            "# {} — rejected\n\nThe model annotated the doc: {why:#}.\n",
-            self.plain.domain.name
-        );
-        // The system prompt and the doc come first; then answers, each
-        // but the last followed by what was wrong with it.
+    /// The report of an annotation that failed with `why`, for the doc's
+    /// author to see where the model went wrong: its answers, each with
+    /// what was wrong with it. None before any answer (the endpoint failed
+    /// at once): there is nothing to see.
+    pub fn rejection_report(&self, why: &anyhow::Error) -> Option<String> {
+        // The system prompt and the doc come first; then the answers, each
+        // followed by what was wrong with it.
+        let conversation = &self.messages[2..];
+        if conversation.is_empty() {
+            return None;
+        }
+        let mut report = format!("# {} — rejected\n\n{why:#}.\n", self.plain.domain.name);
         let mut answer = 0;
-        for message in self.messages.iter().skip(2) {
+        for message in conversation {
             match message.role.as_str() {
                 "assistant" => {
                     answer += 1;
-                    report += &format!("\n## Answer {answer}\n\n```\n{}\n```\n", message.content);
+                    // A fence longer than any run of backticks in the answer
+                    // (models fence their JSON) holds it whole.
+                    let longest = message
+                        .content
+                        .split(|c| c != '`')
+                        .map(str::len)
+                        .max()
+                        .unwrap_or(0);
+                    let fence = "`".repeat(longest.max(2) + 1);
+                    report += &format!(
+                        "\n## Answer {answer}\n\n{fence}\n{}\n{fence}\n",
+                        message.content
+                    );
                 }
-                _ => report += &format!("\n{}\n", message.content),
+                _ => {
+                    let said = message.content.trim_end_matches(FIX_IT).trim_end();
+                    report += &format!("\n{said}\n");
+                }
             }
         }
-        report
+        Some(report)
     }
 
     /// Puts a doc the model gave earlier back into the conversation as its answer.
@@ -211,9 +231,8 @@ impl<'a> Annotator<'a> {
     /// Tells the model what went wrong with its last doc (used for sandbox
     /// validation failures too).
     pub fn feedback(&mut self, problem: &str) {
-        self.messages.push(Message::user(format!(
-            "{problem}\nFix it and reply with the whole corrected doc as JSON."
-        )));
+        self.messages
+            .push(Message::user(format!("{problem}\n{FIX_IT}")));
     }
 
     fn check(&self, reply: &str) -> Result<DomainDoc> {
@@ -301,6 +320,9 @@ fn check_parameters(doc: &DomainDoc, tool: &ToolDoc, schema: &Value) -> Result<(
 
 /// "the model's one answer", "the model's 3 answers": what a bound on
 /// answers (`--llm-rounds`) let the model give, as errors say it.
+/// What each feedback to the model ends with.
+const FIX_IT: &str = "Fix it and reply with the whole corrected doc as JSON.";
+
 pub fn models_answers(count: usize) -> String {
     match count {
         1 => "the model's one answer".to_owned(),
@@ -308,8 +330,6 @@ pub fn models_answers(count: usize) -> String {
     }
 }
 
-/// Whether a doc's text has top-level `collections`, as an annotated doc
-/// does; none for text that is no JSON or TOML at all.
 /// Whether `text`, JSON (`json`) or TOML, has `collections`: the mark of
 /// an annotated doc. An error where it is no JSON or TOML at all.
 fn has_collections(text: &str, json: bool) -> Result<bool> {
@@ -501,7 +521,34 @@ fn negations(text: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::{faithful, keeps_facts, unwrapped};
+    use super::{AnyDoc, faithful, keeps_facts, unwrapped};
+
+    #[test]
+    fn a_doc_is_read_by_its_extension_and_its_syntax_errors_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let read = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            AnyDoc::read(&path).map_err(|err| format!("{err:#}"))
+        };
+        let plain = r#"{"domain": {"name": "parking", "description": "x"}, "tools": [{"name": "a", "description": "b"}]}"#;
+        assert!(matches!(read("p.json", plain), Ok(AnyDoc::Plain(_))));
+        // A byte-order mark, as some editors write, is no part of the doc.
+        let marked = format!("\u{feff}{plain}");
+        assert!(matches!(read("marked.JSON", &marked), Ok(AnyDoc::Plain(_))));
+        // Text that is no JSON is named as such, not as a doc missing a field.
+        let comma = plain.replace("}]}", "},]}");
+        let error = read("comma.json", &comma).unwrap_err();
+        assert!(
+            error.contains("comma.json is malformed: trailing comma"),
+            "{error}"
+        );
+        assert!(
+            read("p.yaml", plain)
+                .unwrap_err()
+                .ends_with("p.yaml: a doc is TOML (.toml) or JSON (.json), not .yaml")
+        );
+    }
 
     #[test]
     fn a_rewrite_that_turns_the_task_round_or_rambles_is_not_faithful() {

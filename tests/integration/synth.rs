@@ -866,6 +866,13 @@ fn a_plain_doc_without_a_model_is_rejected_with_the_remedy() {
         "the doc of `parking` is plain (no collections or tool kinds): pass --llm-url and --model",
     );
     assert!(!out.exists());
+    // A doc given twice, by a path and by its directory, is one doc: no
+    // two domains clash.
+    let output = synth(&[doc.as_path(), dir.path()], &out, 5);
+    assert_refused(
+        &output,
+        "the doc of `parking` is plain (no collections or tool kinds)",
+    );
 }
 
 #[test]

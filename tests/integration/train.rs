@@ -663,6 +663,15 @@ fn an_interrupted_run_resumes_exactly() {
         &train(&resume),
         "holds the model of a complete run (final/)",
     );
+    // Its config is still printed: printing resumes nothing.
+    let printed = train(&[
+        "--run-dir",
+        timed.to_str().unwrap(),
+        "--resume",
+        "--print-config",
+    ]);
+    assert!(printed.status.success(), "{}", stderr(&printed));
+    assert!(stdout(&printed).contains("[sft]"), "{}", stdout(&printed));
     std::fs::remove_dir_all(timed.join("final")).unwrap();
     assert_refused(
         &train(&resume),
@@ -754,15 +763,24 @@ fn an_interrupted_run_resumes_exactly() {
     // With no terminal to draw the bar on, evaluations and checkpoints are
     // lines of the log.
     let log = stderr(&output);
-    for line in [
-        "] 0/5 held-out 0.000",
-        "] 5/5 ",
-        "reward",
-        "tok/s trained",
-        "] checkpoint ",
-    ] {
+    for line in ["] 0/5 held-out 0.000", "tok/s trained", "] checkpoint "] {
         assert!(log.contains(line), "{line:?} in {log}");
     }
+    // The last evaluation's line says the step's reward beside it; no
+    // place is written twice (the periodic lines skip one an evaluation
+    // wrote).
+    assert!(
+        log.lines()
+            .any(|line| line.contains("] 5/5 reward ") && line.contains(" held-out ")),
+        "{log}"
+    );
+    let places: Vec<&str> = log
+        .lines()
+        .filter_map(|line| line.split_once("] ").map(|(_, place)| place))
+        .filter(|place| place.contains("/5 "))
+        .collect();
+    let distinct: std::collections::BTreeSet<&&str> = places.iter().collect();
+    assert_eq!(distinct.len(), places.len(), "{log}");
     assert_eq!(
         without_timing(&whole.join("metrics.jsonl")),
         without_timing(&killed.join("metrics.jsonl"))

@@ -258,9 +258,8 @@ impl<B: Backend> Llama<B> {
             unread(&config, held, &read)?;
             return Self::from_source(config, &mut checkpoint, device);
         }
-        let gguf = Gguf::open(path)?;
-        let config = check_gguf(&gguf)?;
-        Self::from_source(config.clone(), &mut GgufSource { gguf, config }, device)
+        let mut source = GgufSource::checked(Gguf::open(path)?)?;
+        Self::from_source(source.config().clone(), &mut source, device)
     }
 
     /// A model with random weights, the same for the same seed on every

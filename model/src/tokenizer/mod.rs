@@ -397,7 +397,8 @@ mod tests {
     use crate::gguf::{GgufWriter, Value};
 
     /// A tiny byte-level BPE: the 256 byte tokens, three control tokens and
-    /// a few merges, with the metadata `extra`.
+    /// a few merges, with the metadata `extra` (in place of its own, for a
+    /// key it sets too).
     fn tiny(path: &std::path::Path, extra: &[(&str, Value)]) {
         let chars = byte_level::byte_chars();
         let mut tokens: Vec<String> = vec![
@@ -438,7 +439,6 @@ mod tests {
     fn a_control_token_id_past_the_vocabulary_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tok.gguf");
-        // Written after the file's own id, it is the one read.
         tiny(
             &path,
             &[("tokenizer.ggml.eos_token_id", Value::U32(70_000))],

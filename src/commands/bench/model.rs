@@ -163,7 +163,8 @@ pub fn run(args: ModelBenchArgs) -> Result<ExitCode> {
             let mut line = serde_json::to_value(m).expect("a measurement serialises");
             line["device"] = device.as_str().into();
             // None: random weights in SmolLM2-135M's shape.
-            line["model"] = serde_json::json!(spec.weights);
+            line["model"] =
+                serde_json::json!(spec.weights.as_ref().map(|path| path.display().to_string()));
             output::json_line(&line);
         } else {
             eprintln!("{}", describe(m));

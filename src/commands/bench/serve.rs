@@ -113,8 +113,8 @@ async fn load_test(args: &ServeBenchArgs, step: String) -> Result<Vec<Row>> {
             (base, Some(stop))
         }
     };
-    probe(&base, &step).await?;
     let rss_baseline = settled_resident_bytes().await;
+    probe(&base, &step).await?;
     let step = Arc::new(step);
     let mut rounds = Vec::new();
     for _ in 0..args.rounds {

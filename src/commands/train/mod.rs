@@ -508,7 +508,11 @@ fn effective_config(args: &TrainArgs) -> Result<TrainConfig> {
             );
         }
         let config = saved_config(run_dir).context("resuming the run")?;
-        check_resumable(run_dir, &config).context("resuming the run")?;
+        // Printed, the config is only read: a run that cannot go on still
+        // has one.
+        if !args.print_config {
+            check_resumable(run_dir, &config).context("resuming the run")?;
+        }
         return Ok(config);
     }
     let preset = match args.preset {
@@ -827,7 +831,7 @@ fn synthesize(docs: &[AnyDoc], config: &SynthConfig, out: &Path, quiet: bool) ->
 struct Progress {
     bar: ProgressBar,
     /// Lines instead of the bar.
-    log: bool,
+    log: Option<output::PlaceLog>,
     loss: Option<f64>,
     reward: Option<f64>,
     heldout: Option<f64>,
@@ -837,9 +841,9 @@ struct Progress {
 
 impl Progress {
     fn new(total: usize, quiet: bool) -> Self {
-        let bar = output::progress(total as u64, quiet);
+        let (bar, log) = output::progress_logged(total as u64, quiet);
         Self {
-            log: !quiet && bar.is_hidden(),
+            log,
             bar,
             loss: None,
             reward: None,
@@ -882,8 +886,8 @@ impl Observer for Progress {
             rate("sampled", self.sampled_per_s),
         );
         self.bar.set_message(message.trim_end().to_owned());
-        if self.log && metrics.kind == "eval" {
-            eprintln!("{}", output::place_line(&self.bar));
+        if let Some(log) = self.log.as_ref().filter(|_| metrics.kind == "eval") {
+            log.place(&self.bar);
         }
     }
 
@@ -897,12 +901,8 @@ impl Observer for Progress {
     }
 
     fn checkpoint(&mut self, dir: &Path) {
-        if self.log {
-            eprintln!(
-                "{} checkpoint {}",
-                output::elapsed(&self.bar),
-                dir.display()
-            );
+        if let Some(log) = &self.log {
+            log.line(&self.bar, &format!("checkpoint {}", dir.display()));
         }
     }
 

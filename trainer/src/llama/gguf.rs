@@ -20,15 +20,36 @@ pub fn check_gguf(gguf: &Gguf) -> Result<LlamaConfig, LoadError> {
         .into());
     }
     let config = LlamaConfig::from_gguf(gguf)?;
+    // Said as the count they disagree on, rather than as the first block
+    // missing or left over.
+    let blocks = gguf
+        .tensors
+        .iter()
+        .filter_map(|tensor| {
+            tensor
+                .name
+                .strip_prefix("blk.")?
+                .split('.')
+                .next()?
+                .parse::<usize>()
+                .ok()
+        })
+        .max()
+        .map_or(0, |last| last + 1);
+    if blocks != config.layers {
+        return Err(LoadError::Unsupported(format!(
+            "its metadata counts {} layers, its tensors make {blocks}",
+            config.layers
+        )));
+    }
     let needed = tensor_names(&config);
     let read: HashSet<String> = needed.iter().map(|(name, _)| gguf_name(name)).collect();
     // The RoPE divisors are read into the config.
     let held = gguf.tensors.iter().map(|t| t.name.as_str());
     unread(&config, held.filter(|name| *name != ROPE_FREQS), &read)?;
+    // Their bytes lie in the file, in whole blocks: opening it checked.
     for (name, shape) in &needed {
-        let info = gguf.tensor(&gguf_name(name))?;
-        check_shape(info, shape)?;
-        gguf.tensor_bytes(info)?;
+        check_shape(gguf.tensor(&gguf_name(name))?, shape)?;
     }
     Ok(config)
 }
@@ -50,14 +71,26 @@ fn check_shape(info: &TensorInfo, shape: &[usize]) -> Result<(), LoadError> {
 /// A GGUF file's tensors under their Hugging Face names, dequantized to f32,
 /// Q/K rows un-permuted where llama.cpp permuted them.
 pub(super) struct GgufSource {
-    pub gguf: Gguf,
-    pub config: LlamaConfig,
+    gguf: Gguf,
+    config: LlamaConfig,
+}
+
+impl GgufSource {
+    /// The source of `gguf`'s weights, once [`check_gguf`] passes them: every
+    /// tensor asked for is then there, of its shape.
+    pub fn checked(gguf: Gguf) -> Result<Self, LoadError> {
+        let config = check_gguf(&gguf)?;
+        Ok(Self { gguf, config })
+    }
+
+    pub fn config(&self) -> &LlamaConfig {
+        &self.config
+    }
 }
 
 impl WeightSource for GgufSource {
-    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, LoadError> {
+    fn tensor(&mut self, name: &str, _shape: &[usize]) -> Result<Vec<f32>, LoadError> {
         let gguf_name = gguf_name(name);
-        check_shape(self.gguf.tensor(&gguf_name)?, shape)?;
         let values = self.gguf.dequantize(&gguf_name)?;
         let (hd, hidden) = (self.config.head_dim(), self.config.hidden);
         if !self.config.architecture.gguf_permutes_qk() {
